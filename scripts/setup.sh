@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Set up snumap on a Debian machine: system packages (as root, via apt-get, only those
+# missing), a virtualenv in .venv with the package installed editable, then either
+#   scripts/setup.sh run  [snumap args...]   -> starts `snumap top` (or the given subcommand)
+#   scripts/setup.sh test [pytest args...]   -> runs the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-run}"; shift || true
+
+run_pkgs=(libhwloc15 hwloc-nox)
+test_pkgs=(libhwloc15 hwloc-nox python3-bpfcc linux-headers-amd64 linux-perf tmux procps util-linux)
+
+need=()
+pkgs=("${run_pkgs[@]}")
+[ "$mode" = test ] && pkgs=("${test_pkgs[@]}")
+python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3-venv)
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# bcc compiles its eBPF programs against the running kernel's headers. A distribution kernel
+# ships them as linux-headers-$(uname -r); a kernel without them (a VM with a custom kernel)
+# can use Debian's generic headers for tracepoint programs. Only done for the test suite.
+if [ "$mode" = test ] && [ "$(id -u)" -eq 0 ] && [ ! -e "/lib/modules/$(uname -r)/build" ]; then
+  hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -n "$hdr" ]; then
+    mkdir -p "/lib/modules/$(uname -r)"
+    ln -s "$hdr" "/lib/modules/$(uname -r)/build"
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.snumap-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+
+case "$mode" in
+  run)  exec .venv/bin/snumap "${@:-top}" ;;
+  test) exec .venv/bin/python -m pytest "$@" ;;
+  *)    echo "usage: scripts/setup.sh run|test [args...]" >&2; exit 2 ;;
+esac

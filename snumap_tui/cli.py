@@ -1,0 +1,79 @@
+"""`snumap` and its subcommands.
+
+Each subcommand lives in ``snumap_tui.commands.<name>`` and exposes ``add_arguments(parser)``
+and ``run(args) -> int``. Those modules must not import textual, rich or numpy-heavy code at
+module level, so that ``snumap --help`` and ``snumap topo`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+
+from snumap_tui import __version__
+from snumap_tui.errors import SnumapError
+
+COMMANDS: dict[str, str] = {
+    "top": "live topology view (Textual TUI, or --batch text/JSON)",
+    "record": "record metrics and every scheduling event into a crash-safe file",
+    "replay": "show a recording again, with a time cursor and a core-vs-time view",
+    "report": "summary of a recording (text or --json)",
+    "export": "export a recording as a Chrome trace or CSV",
+    "topo": "the topology as a text tree or JSON",
+    "probe": "what this machine offers (PMU, RAPL, NUMA, eBPF, ...), and how to fix what is missing",
+}
+
+
+def add_machine_options(parser: argparse.ArgumentParser) -> None:
+    """Options every command takes to show another machine than this one."""
+    g = parser.add_argument_group("machine")
+    g.add_argument("--topology", metavar="FILE.xml", help="an hwloc XML export to use as the topology")
+    g.add_argument("--fsroot", metavar="DIR",
+                   help="a gathered /sys + /proc tree (as hwloc's HWLOC_FSROOT) to read instead of /")
+    g.add_argument("--synthetic", metavar="DESC",
+                   help='an hwloc synthetic description, e.g. "pack:2 numa:2 core:4 pu:2"')
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="snumap",
+        description="Hardware-topology-aware live monitor and recorder for Linux.",
+    )
+    parser.add_argument("--version", action="version", version=f"snumap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_machine_options(p)
+        module = importlib.import_module(f"snumap_tui.commands.{name}")
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # A broken pipe (`snumap topo | head`) is not an error worth a traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except SnumapError as exc:
+        print(f"snumap: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        # Permission problems, missing files, a full disk: the machine's state, not a bug.
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"snumap: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""A Frame: what the views draw. Built by ``derive(prev, cur, topology)`` from two Samples.
+
+``values[metric]`` is a float64 array indexed by ``TopoObject.id`` (NaN = not available for that
+object). ``get()`` turns NaN into None: a metric that cannot be computed is None, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from snumap_tui.sources.base import SourceStatus
+    from snumap_tui.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    pid: int
+    tid: int
+    comm: str
+    user: str
+    state: str
+    cpu_pct: float | None        # % of one PU over the frame's interval
+    last_cpu: int | None         # OS index of the PU it last ran on
+    affinity: frozenset[int]     # OS indexes it may run on
+    cgroup: str | None = None
+    job: str | None = None       # "slurm:1234", "pbs:5678.server", "systemd:foo.service"
+    cmdline: str | None = None
+    numa_pages: dict[int, int] | None = None   # node OS index -> pages (only when asked)
+    nthreads: int = 1
+
+
+@dataclass
+class Frame:
+    t_ns: int
+    wall_ns: int
+    dt_s: float
+    topology: Topology
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    # Process-level rows (threads folded into processes; a thread view is the tasks source's).
+    tasks: list[TaskRow] = field(default_factory=list)
+    # Which sources fed this frame and which were unavailable (name -> status).
+    sources: dict[str, SourceStatus] = field(default_factory=dict)
+    # Per-metric flags, e.g. {"ipc": {"multiplexed"}}.
+    flags: dict[str, set[str]] = field(default_factory=dict)
+
+    def get(self, metric: str, obj_id: int) -> float | None:
+        arr = self.values.get(metric)
+        if arr is None:
+            return None
+        v = float(arr[obj_id])
+        return None if math.isnan(v) else v
+
+    def metrics(self) -> list[str]:
+        return list(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form used by `snumap top --batch --json`: per object keyed "Type:os_index"
+        (or "Type#logical" for objects without an OS index, e.g. caches)."""
+        objs: dict[str, dict[str, float | None]] = {}
+        for o in self.topology:
+            key = f"{o.type}:{o.os_index}" if o.os_index is not None and not o.is_cache \
+                else f"{o.type}#{o.logical_index}"
+            row = {m: self.get(m, o.id) for m in self.values}
+            objs[key] = {m: v for m, v in row.items() if v is not None}
+        return {
+            "t_ns": self.t_ns, "wall_ns": self.wall_ns, "dt_s": self.dt_s,
+            "objects": objs,
+            "tasks": [t.__dict__ | {"affinity": sorted(t.affinity)} for t in self.tasks],
+            "sources": {k: s.to_dict() for k, s in self.sources.items()},
+            "flags": {k: sorted(v) for k, v in self.flags.items()},
+        }

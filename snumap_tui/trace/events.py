@@ -1,0 +1,62 @@
+"""Scheduling events as one numpy structured array: the currency between tracers, the store,
+analysis and the views.
+
+All timestamps are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns(); perf events opened with
+use_clockid=1, clockid=CLOCK_MONOTONIC; time.monotonic_ns() for /proc polling and Samples).
+
+Fields per kind:
+- SWITCH:   cpu; tid = prev tid; tid2 = next tid; arg = prev_state (kernel's TASK_* bits,
+            0 = runnable, i.e. preempted); pid/pid2 = prev/next tgid when known, else -1.
+- WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
+- MIGRATE:  cpu = dest cpu; tid; arg = orig cpu.
+- FORK:     cpu; tid = parent tid; tid2 = child tid; pid = parent tgid; pid2 = child tgid.
+- EXEC:     cpu; tid; pid. (the new comm comes through the task table)
+- EXIT:     cpu; tid; pid.
+- RUN:      /proc polling only: tid ran on cpu for arg nanoseconds ending at t_ns (approximate).
+
+tid 0 is the idle task ("swapper/N").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SWITCH, WAKEUP, WAKEUP_NEW, MIGRATE, FORK, EXEC, EXIT, RUN = 1, 2, 3, 4, 5, 6, 7, 8
+KIND_NAMES = {SWITCH: "switch", WAKEUP: "wakeup", WAKEUP_NEW: "wakeup_new", MIGRATE: "migrate",
+              FORK: "fork", EXEC: "exec", EXIT: "exit", RUN: "run"}
+
+EVENT_DTYPE = np.dtype([
+    ("t_ns", "<u8"),
+    ("cpu", "<u4"),
+    ("kind", "u1"),
+    ("tid", "<i4"),
+    ("tid2", "<i4"),
+    ("pid", "<i4"),
+    ("pid2", "<i4"),
+    ("arg", "<i8"),
+])
+
+
+def empty_events(n: int = 0) -> np.ndarray:
+    return np.zeros(n, dtype=EVENT_DTYPE)
+
+
+@dataclass
+class TaskInfo:
+    tid: int
+    pid: int            # tgid
+    comm: str
+    ppid: int = -1
+    t_ns: int = 0       # when this name was seen (comm changes at exec)
+
+
+@dataclass
+class EventBatch:
+    """What a tracer hands over at each read(): events in time order (per CPU at least),
+    names of tasks seen since the last batch, and events lost per CPU since the last batch."""
+
+    events: np.ndarray = field(default_factory=empty_events)
+    tasks: list[TaskInfo] = field(default_factory=list)
+    lost: dict[int, int] = field(default_factory=dict)
