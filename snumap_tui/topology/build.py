@@ -1,0 +1,211 @@
+"""Build a :class:`Topology` from hwloc: this machine, an XML export, a synthetic description or
+a gathered /sys + /proc tree (hwloc's HWLOC_FSROOT).
+
+This is the one place the topology package touches hwloc, and it imports the binding lazily
+inside :func:`load_topology`, so reading a recording (``Topology.from_json``) never needs the
+library. Every hwloc failure a user can cause (a missing file, an XML hwloc rejects, an XML
+from hwloc 3.x, a wrong synthetic string, a missing fsroot) becomes one SnumapError line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.topology.model import Topology
+
+if TYPE_CHECKING:  # pragma: no cover
+    from snumap_tui.native import hwloc as _hw
+
+# hwloc XML: <topology version="2.0"> (2.x writes "2.0"; hwloc 3.x writes "3.0" with a
+# hwloc3.dtd doctype; 1.x wrote no version attribute).
+_XML_VERSION = re.compile(r"<topology\b[^>]*\bversion=\"(\d+)(?:\.(\d+))?\"")
+_XML_V3_DOCTYPE = re.compile(r"<!DOCTYPE\s+topology\s+SYSTEM\s+\"hwloc3\.dtd\"")
+
+
+def xml_major_version(head: str) -> int | None:
+    """The hwloc XML format major version declared in the first bytes of an export."""
+    m = _XML_VERSION.search(head)
+    if m:
+        return int(m.group(1))
+    if _XML_V3_DOCTYPE.search(head):
+        return 3
+    return None
+
+
+def first_c_error(lines: list[str]) -> str | None:
+    """The most telling line of what libxml2/hwloc printed: a parser error if there is one."""
+    for ln in lines:
+        if "error" in ln.lower():
+            return re.sub(r"\s+", " ", ln)
+    return re.sub(r"\s+", " ", lines[0]) if lines else None
+
+
+def _check_readable_file(path: Path, what: str) -> None:
+    if not path.exists():
+        raise SnumapError(f"{what} {path}: no such file")
+    if path.is_dir():
+        raise SnumapError(f"{what} {path}: is a directory, not a file")
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise SnumapError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _read_head(path: Path, size: int = 4096) -> bytes:
+    with path.open("rb") as f:
+        return f.read(size)
+
+
+def _check_fsroot(root: Path) -> None:
+    if not root.exists():
+        raise SnumapError(f"fsroot {root}: no such directory")
+    if not root.is_dir():
+        raise SnumapError(f"fsroot {root}: not a directory (unpack the gathered tarball first)")
+    if not (root / "sys" / "devices" / "system" / "cpu").is_dir():
+        raise SnumapError(f"fsroot {root}: no sys/devices/system/cpu inside; it is not a "
+                          "gathered /sys + /proc tree (hwloc-gather-topology output)")
+
+
+def _object_dict(hw: Any, o: Any) -> dict[str, Any]:
+    """One hwloc object as the plain dict Topology.from_flat takes."""
+    t = int(o.type)
+    d: dict[str, Any] = {
+        "type": hw.type_string(t),
+        "os_index": None if o.os_index == hw.HWLOC_UNKNOWN_INDEX else int(o.os_index),
+        "logical_index": int(o.logical_index),
+        # hwloc's depth: negative special levels for memory objects (HWLOC_TYPE_DEPTH_*).
+        "depth": int(o.depth),
+        "cpuset": hw.bitmap_indexes(o.cpuset),
+        "nodeset": hw.bitmap_indexes(o.nodeset),
+        "name": hw.decode(o.name),
+        "subtype": hw.decode(o.subtype),
+        "total_memory": int(o.total_memory),
+        "infos": hw.infos(o.infos, o.infos_count) if o.infos_count else [],
+    }
+    if o.attr:
+        attr = o.attr.contents
+        if hw.obj_type_is_cache(t) or t == hw.OBJ_MEMCACHE:
+            c = attr.cache
+            d["cache_size"] = int(c.size)
+            d["cache_depth"] = int(c.depth)
+            d["cache_linesize"] = int(c.linesize) or None
+            d["cache_type"] = hw.CACHE_TYPE_NAMES.get(int(c.type))
+        elif t == hw.OBJ_NUMANODE:
+            d["local_memory"] = int(attr.numanode.local_memory)
+    return d
+
+
+def walk_hwloc(hw: Any, root: Any) -> tuple[list[dict[str, Any]], list[int | None],
+                                             list[list[int]]]:
+    """Flatten hwloc's tree in the model's order: depth first, memory children (NUMA nodes,
+    memory-side caches) before normal children; I/O and Misc children are left out."""
+    raw: list[dict[str, Any]] = []
+    parents: list[int | None] = []
+    kids: list[list[int]] = []
+    # Explicit stack of (object, parent id); children pushed reversed to pop in order.
+    stack: list[tuple[Any, int | None]] = [(root, None)]
+    while stack:
+        o, parent = stack.pop()
+        my_id = len(raw)
+        raw.append(_object_dict(hw, o))
+        parents.append(parent)
+        kids.append([])
+        if parent is not None:
+            kids[parent].append(my_id)
+        children = list(hw.memory_children(o)) + list(hw.normal_children(o))
+        stack.extend((c, my_id) for c in reversed(children))
+    return raw, parents, kids
+
+
+def _extras(hw: Any, topo: _hw.HwlocTopology, raw_root: dict[str, Any],
+            source: str, kind: str) -> dict[str, Any]:
+    kinds = [{"cpuset": k.cpus, "efficiency": k.efficiency, "infos": k.infos}
+             for k in topo.cpukinds()]
+    dists = []
+    for m in topo.distances(hw.DISTANCES_KIND_MEANS_LATENCY):
+        if any(t != hw.OBJ_NUMANODE for t in m.obj_types):
+            continue  # only NUMA latency matrices are part of the model
+        dists.append({"name": m.name, "kind": m.kind, "nodes": m.os_indexes,
+                      "values": m.values})
+    meta = {k: v for k, v in raw_root.get("infos", ())}
+    meta["source"] = source
+    meta["source_kind"] = kind
+    return {"cpukinds": kinds, "distances": dists, "meta": meta}
+
+
+def _fail(what: str, lines: list[str], fallback: str) -> SnumapError:
+    detail = first_c_error(lines) or fallback
+    return SnumapError(f"{what}: {detail}")
+
+
+def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
+                  fsroot: str | Path | None = None) -> Topology:
+    """The topology of this machine (all None), an hwloc XML file, a synthetic description, or
+    a gathered /sys + /proc tree. A snumap JSON topology (``snumap topo --json``) is accepted
+    in place of XML and read without hwloc."""
+    given = [n for n, v in (("--topology", xml), ("--synthetic", synthetic),
+                            ("--fsroot", fsroot)) if v is not None]
+    if len(given) > 1:
+        raise SnumapError(f"{' and '.join(given)} name different machines: give only one")
+
+    if xml is not None:
+        path = Path(xml)
+        _check_readable_file(path, "topology file")
+        head = _read_head(path)
+        if head.lstrip().startswith(b"{"):
+            try:
+                return Topology.from_json(path.read_text())
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SnumapError(f"topology file {path}: not a snumap topology ({exc})") from None
+        major = xml_major_version(head.decode("utf-8", "replace"))
+        if major is not None and major != 2:
+            raise SnumapError(
+                f"topology file {path}: hwloc XML format {major}.x, but snumap reads hwloc 2.x "
+                "XML; export it with hwloc 2.x (lstopo --of xml)")
+
+    from snumap_tui.native import hwloc as hw  # lazily: only loading needs the library
+
+    with hw.HwlocTopology() as topo:
+        env: dict[str, str] | None = None
+        if xml is not None:
+            source, kind = str(xml), "xml"
+            with hw.captured_c_stderr() as lines:
+                rc = topo.set_xml(os.fspath(xml))
+                if rc == 0:
+                    rc = topo.load()
+            if rc != 0:
+                raise _fail(f"hwloc rejected the XML topology {xml}", lines,
+                            "not a valid hwloc XML export")
+        elif synthetic is not None:
+            source, kind = synthetic, "synthetic"
+            with hw.captured_c_stderr() as lines:
+                rc = topo.set_synthetic(synthetic)
+                if rc == 0:
+                    rc = topo.load()
+            if rc != 0:
+                raise _fail(f"hwloc rejected the synthetic description {synthetic!r}", lines,
+                            "invalid description")
+        else:
+            if fsroot is not None:
+                root = Path(fsroot)
+                _check_fsroot(root)
+                source, kind = str(fsroot), "fsroot"
+                # hwloc 2.x reads the root from HWLOC_FSROOT; THISSYSTEM=0 says the tree is
+                # not this machine (no binding, no CPUID of this CPU mixed in).
+                env = {"HWLOC_FSROOT": str(root.resolve()), "HWLOC_THISSYSTEM": "0"}
+                topo.blacklist_component("x86")
+            else:
+                source, kind = "this machine", "machine"
+            with hw.captured_c_stderr() as lines:
+                rc = topo.load(env)
+            if rc != 0:
+                raise _fail(f"hwloc could not read the topology of {source}", lines,
+                            "hwloc_topology_load failed")
+        raw, parents, kids = walk_hwloc(hw, topo.root())
+        extra = _extras(hw, topo, raw[0], source, kind)
+    return Topology.from_flat(raw, parents, kids, extra)
