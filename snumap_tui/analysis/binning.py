@@ -1,0 +1,176 @@
+"""Time binning for the core-vs-time (Gantt) view.
+
+For a time range [t0, t1), N columns and a set of CPU rows, each cell gets the busy fraction and
+the key (thread, process or process group) that ran longest in it. Only the rows asked for are
+touched, and within a row only the intervals overlapping the range (two ``searchsorted`` calls
+on the row's sorted arrays), so the cost follows what is on screen, not the recording's size.
+
+Every interval contributes to the bins it overlaps: a partial amount to its first and last bin,
+the full bin width to the bins in between (such a bin has that one task only). The dominant key
+of a cell is found by sorting the (cell, key) pairs once and summing runs of equal pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from snumap_tui.analysis.intervals import Intervals
+
+IDLE = -1
+OTHER = -2          # busy with work that the filter hides
+_OTHER_KEY = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    """tid -> colouring key (pid, process group...), as sorted lookup arrays. Unknown tids map
+    to themselves, so a thread with no known process still gets a colour of its own."""
+
+    tids: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def from_dict(cls, mapping: dict[int, int]) -> KeyMap:
+        t = np.fromiter(mapping.keys(), dtype=np.int64, count=len(mapping))
+        k = np.fromiter(mapping.values(), dtype=np.int64, count=len(mapping))
+        o = np.argsort(t)
+        return cls(t[o], k[o])
+
+    def __call__(self, tids: np.ndarray) -> np.ndarray:
+        tids = tids.astype(np.int64)
+        if not len(self.tids):
+            return tids
+        pos = np.clip(np.searchsorted(self.tids, tids), 0, len(self.tids) - 1)
+        return np.where(self.tids[pos] == tids, self.keys[pos], tids)
+
+
+@dataclass
+class GanttBins:
+    """The cells of one screen: ``key[r, c]`` (IDLE, OTHER or a tid/pid/group) and
+    ``busy[r, c]`` (0..1) for rows ``rows`` (Intervals rows) and columns of ``edges``."""
+
+    t0: int
+    t1: int
+    edges: np.ndarray
+    rows: np.ndarray
+    key: np.ndarray
+    busy: np.ndarray
+    share: np.ndarray          # fraction of the bin the dominant key ran
+
+
+def bin_edges(t0: int, t1: int, ncols: int) -> np.ndarray:
+    """Integer edges so that columns tile [t0, t1) exactly."""
+    span = max(int(t1) - int(t0), ncols)
+    return int(t0) + (np.arange(ncols + 1, dtype=np.int64) * span) // ncols
+
+
+def _row_contributions(s: np.ndarray, e: np.ndarray, k: np.ndarray, edges: np.ndarray,
+                       base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cell, key, ns) for clipped intervals s..e with keys k on one row."""
+    ncols = len(edges) - 1
+    bs = np.searchsorted(edges, s, "right") - 1
+    be = np.searchsorted(edges, e - 1, "right") - 1
+    single = bs == be
+    multi = ~single
+    cells = [bs[single]]
+    keys = [k[single]]
+    amts = [e[single] - s[single]]
+    if multi.any():
+        ms, me, mk, mbs, mbe = s[multi], e[multi], k[multi], bs[multi], be[multi]
+        cells += [mbs, mbe]
+        keys += [mk, mk]
+        amts += [edges[mbs + 1] - ms, me - edges[mbe]]
+        nfull = mbe - mbs - 1
+        tot = int(nfull.sum())
+        if tot:
+            idx = np.repeat(np.arange(len(nfull)), nfull)
+            off = np.arange(tot) - np.repeat(np.cumsum(nfull) - nfull, nfull)
+            fb = mbs[idx] + 1 + off
+            cells.append(fb)
+            keys.append(mk[idx])
+            amts.append(edges[fb + 1] - edges[fb])
+    cell = np.concatenate(cells)
+    np.clip(cell, 0, ncols - 1, out=cell)
+    return cell + base, np.concatenate(keys), np.concatenate(amts)
+
+
+def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, ncols: int,
+             keymap: KeyMap | None = None, only_key: int | None = None) -> GanttBins:
+    """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
+
+    ``keymap`` turns tids into colouring keys (None: by thread). ``only_key``: keep that key;
+    other work shows as OTHER (still counted as busy) and never wins a cell that key ran in.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    edges = bin_edges(t0, t1, ncols)
+    t0, t1 = int(edges[0]), int(edges[-1])
+    ncell = len(rows) * ncols
+    all_c, all_k, all_a = [], [], []
+    for i, r in enumerate(rows.tolist()):
+        st, en = iv.start[r], iv.end[r]
+        lo = int(np.searchsorted(en, t0, "right"))
+        hi = int(np.searchsorted(st, t1, "left"))
+        if hi <= lo:
+            continue
+        s = np.maximum(st[lo:hi], t0)
+        e = np.minimum(en[lo:hi], t1)
+        tids = iv.tid[r][lo:hi]
+        k = keymap(tids) if keymap is not None else tids.astype(np.int64)
+        if only_key is not None:
+            k = np.where(k == only_key, k, _OTHER_KEY)
+        c, kk, a = _row_contributions(s, e, k, edges, i * ncols)
+        all_c.append(c)
+        all_k.append(kk)
+        all_a.append(a)
+    key = np.full(ncell, IDLE, dtype=np.int64)
+    busy = np.zeros(ncell, dtype=np.float64)
+    share = np.zeros(ncell, dtype=np.float64)
+    width = np.tile(np.diff(edges).astype(np.float64), len(rows))
+    if all_c:
+        cell = np.concatenate(all_c)
+        kk = np.concatenate(all_k)
+        amt = np.concatenate(all_a).astype(np.float64)
+        busy = np.bincount(cell, weights=amt, minlength=ncell) / width
+        weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) if only_key is not None else amt
+        # One sort of (cell, key) pairs; cells are already nearly ordered, which timsort likes.
+        combo = (cell << 32) | (kk & 0xFFFFFFFF)
+        order = np.argsort(combo, kind="stable")
+        combo = combo[order]
+        starts = np.flatnonzero(np.concatenate([[True], combo[1:] != combo[:-1]]))
+        sums = np.add.reduceat(weight[order], starts)
+        raw = np.add.reduceat(amt[order], starts)
+        gcell = combo[starts] >> 32
+        gkey = combo[starts] & 0xFFFFFFFF
+        # Per cell the largest sum: sort groups by (cell, sum) and take each cell's last.
+        o2 = np.lexsort((sums, gcell))
+        last = np.concatenate([gcell[o2][1:] != gcell[o2][:-1], [True]])
+        win = o2[last]
+        key[gcell[win]] = np.where(gkey[win] == _OTHER_KEY, OTHER, gkey[win])
+        share[gcell[win]] = raw[win] / width[gcell[win]]
+    shape = (len(rows), ncols)
+    return GanttBins(t0, t1, edges, rows, key.reshape(shape),
+                     np.clip(busy, 0.0, 1.0).reshape(shape), np.clip(share, 0, 1).reshape(shape))
+
+
+def utilisation(iv: Intervals, t0: int, t1: int, ncols: int) -> np.ndarray:
+    """Busy fraction of all CPUs together per column (the utilisation strip)."""
+    edges = bin_edges(t0, t1, ncols)
+    total = np.zeros(ncols, dtype=np.float64)
+    for st, en in zip(iv.start, iv.end):
+        lo = int(np.searchsorted(en, edges[0], "right"))
+        hi = int(np.searchsorted(st, edges[-1], "left"))
+        if hi <= lo:
+            continue
+        # Busy time before each edge: a cumulative sum over the row's visible intervals and
+        # one searchsorted, no per-interval Python work.
+        s = np.maximum(st[lo:hi], edges[0])
+        e = np.minimum(en[lo:hi], edges[-1])
+        cum = np.concatenate([[0], np.cumsum(e - s)])
+        idx = np.searchsorted(s, edges, "right")
+        prev = np.maximum(idx - 1, 0)
+        inside = np.where(idx > 0, np.clip(edges - s[prev], 0, e[prev] - s[prev]), 0)
+        total += np.diff(cum[prev] + inside)
+    return total / (np.diff(edges) * max(len(iv.cpus), 1))

@@ -1,0 +1,246 @@
+"""Run intervals per CPU, built from scheduling events in bulk.
+
+An interval is "tid ran on this CPU from start to end": from a sched_switch that switched it in
+to the next sched_switch on the same CPU. Idle (tid 0, the per-CPU "swapper/N") is not stored:
+the gaps between intervals are idle time. Intervals are kept per CPU in three parallel arrays
+(start int64 ns, end int64 ns, tid int32: 20 bytes per interval) so that a 10-million-event
+recording fits in a few hundred megabytes and a CPU's intervals are sorted and never overlap,
+which the binning relies on (``searchsorted`` over ``end``).
+
+Events arrive in time windows (``IntervalBuilder.feed``) so a recording never has to be held in
+memory whole; the builder carries each CPU's last switch across windows.
+
+Edges of the recording: the first switch seen on a CPU says who ran before it (its prev tid);
+that partial interval starts at the recording's start. The last switch's next tid runs until
+the recording's end.
+
+/proc-polled recordings carry RUN events ("tid ran arg ns on cpu, ending at t"): the polled CPU
+time is laid out back to back before t on that CPU, so threads sharing a CPU in one polling
+interval do not overlap. This is approximate and marked so (``Intervals.approximate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snumap_tui.trace.events import RUN, SWITCH
+
+
+@dataclass
+class Intervals:
+    """Run intervals per CPU. ``cpus`` are OS indexes; row i of the per-CPU lists is cpus[i]."""
+
+    cpus: np.ndarray
+    start: list[np.ndarray]
+    end: list[np.ndarray]
+    tid: list[np.ndarray]
+    t0: int
+    t1: int
+    approximate: bool = False
+    pid_of_tid: dict[int, int] = field(default_factory=dict)
+
+    def row(self, cpu: int) -> int:
+        """Row of a CPU OS index; KeyError if it is not in the recording."""
+        idx = int(np.searchsorted(self.cpus, cpu))
+        if idx >= len(self.cpus) or int(self.cpus[idx]) != cpu:
+            raise KeyError(cpu)
+        return idx
+
+    def __len__(self) -> int:
+        return int(sum(len(s) for s in self.start))
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for arrs in (self.start, self.end, self.tid) for a in arrs))
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All intervals as (cpu, start, end, tid) arrays, ordered by CPU then time. Allocates:
+        for the report, not the replay's hot path."""
+        cpu = np.repeat(self.cpus.astype(np.int64), [len(s) for s in self.start])
+        cat = (lambda arrs, dt: np.concatenate(arrs) if arrs else np.zeros(0, dt))
+        return (cpu, cat(self.start, np.int64), cat(self.end, np.int64),
+                cat(self.tid, np.int32))
+
+    def busy_ns(self) -> np.ndarray:
+        """Busy time per CPU row (ns)."""
+        return np.array([int((e - s).sum()) for s, e in zip(self.start, self.end)],
+                        dtype=np.int64)
+
+    def pids(self, tids: np.ndarray) -> np.ndarray:
+        """Process id (tgid) of each tid, -1 when unknown."""
+        if not self.pid_of_tid:
+            return np.full(len(tids), -1, dtype=np.int64)
+        keys = np.fromiter(self.pid_of_tid.keys(), dtype=np.int64, count=len(self.pid_of_tid))
+        vals = np.fromiter(self.pid_of_tid.values(), dtype=np.int64, count=len(keys))
+        order = np.argsort(keys)
+        keys, vals = keys[order], vals[order]
+        pos = np.clip(np.searchsorted(keys, tids), 0, len(keys) - 1)
+        return np.where(keys[pos] == tids, vals[pos], -1)
+
+
+class IntervalBuilder:
+    """Turns windows of EVENT_DTYPE arrays (in time order per CPU) into ``Intervals``."""
+
+    def __init__(self, cpus: np.ndarray | list[int], t0: int) -> None:
+        self.cpus = np.unique(np.asarray(cpus, dtype=np.int64))
+        self.t0 = int(t0)
+        size = int(self.cpus.max()) + 1 if len(self.cpus) else 1
+        self._row_of = np.full(size, -1, dtype=np.int64)
+        self._row_of[self.cpus] = np.arange(len(self.cpus))
+        n = len(self.cpus)
+        self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
+        self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
+        self._run_last_t = np.full(n, self.t0, dtype=np.int64)   # RUN: end of last poll
+        self._chunks: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
+        self._pids: dict[int, int] = {}
+        self.approximate = False
+        self.events = 0
+
+    def _rows(self, cpu: np.ndarray) -> np.ndarray:
+        c = cpu.astype(np.int64)
+        ok = c < len(self._row_of)
+        rows = np.full(len(c), -1, dtype=np.int64)
+        rows[ok] = self._row_of[c[ok]]
+        return rows
+
+    def feed(self, ev: np.ndarray) -> None:
+        """Add one window of events (any kinds; only SWITCH and RUN make intervals)."""
+        self.events += len(ev)
+        kind = ev["kind"]
+        sw = ev[kind == SWITCH]
+        if len(sw):
+            self._feed_switches(sw)
+        run = ev[kind == RUN]
+        if len(run):
+            self.approximate = True
+            self._feed_runs(run)
+
+    def _remember_pids(self, tids: np.ndarray, pids: np.ndarray) -> None:
+        ok = (pids >= 0) & (tids > 0)
+        if not ok.any():
+            return
+        pairs = np.unique(np.stack([tids[ok].astype(np.int64), pids[ok].astype(np.int64)]), axis=1)
+        self._pids.update(zip(pairs[0].tolist(), pairs[1].tolist()))
+
+    def _feed_switches(self, sw: np.ndarray) -> None:
+        rows = self._rows(sw["cpu"])
+        keep = rows >= 0
+        sw, rows = sw[keep], rows[keep]
+        # Stable sort by row keeps each CPU's time order (radix sort on 16-bit keys).
+        key = rows.astype(np.uint16) if len(self.cpus) < 65536 else rows
+        order = np.argsort(key, kind="stable")
+        rows = rows[order]
+        t = sw["t_ns"][order].astype(np.int64)
+        nxt = sw["tid2"][order]
+        prev = sw["tid"][order]
+        self._remember_pids(nxt, sw["pid2"][order])
+        self._remember_pids(prev, sw["pid"][order])
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        last = np.ones(len(rows), dtype=bool)
+        last[:-1] = first[1:]
+        # Two slots per switch, so the result stays ordered by CPU then time without a sort:
+        # slot 2i = the interval ending at a CPU's first switch of this window (carried from
+        # the previous window, or the partial one from the recording's start), slot 2i+1 =
+        # the interval switched in at t[i], ending at the CPU's next switch.
+        n = len(rows)
+        fi = np.flatnonzero(first)
+        fr = rows[fi]
+        had = self._last_t[fr] >= 0
+        s2 = np.zeros(2 * n, dtype=np.int64)
+        e2 = np.zeros(2 * n, dtype=np.int64)
+        tid2 = np.zeros(2 * n, dtype=np.int32)
+        s2[2 * fi] = np.where(had, self._last_t[fr], self.t0)
+        e2[2 * fi] = t[fi]
+        tid2[2 * fi] = np.where(had, self._last_tid[fr], prev[fi])
+        inner = np.flatnonzero(~last)
+        s2[2 * inner + 1] = t[inner]
+        e2[2 * inner + 1] = t[inner + 1]
+        tid2[2 * inner + 1] = nxt[inner]
+        li = np.flatnonzero(last)
+        self._last_t[rows[li]] = t[li]
+        self._last_tid[rows[li]] = nxt[li]
+        ok = (tid2 != 0) & (e2 > s2)
+        self._append(np.repeat(rows, 2)[ok], s2[ok], e2[ok], tid2[ok])
+
+    def _append(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                tids: np.ndarray) -> None:
+        """Split intervals (ordered by row) into per-CPU chunks."""
+        if not len(rows):
+            return
+        cut = np.flatnonzero(np.diff(rows)) + 1
+        bounds = np.concatenate([[0], cut, [len(rows)]])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            self._chunks[int(rows[a])].append((starts[a:b].copy(), ends[a:b].copy(),
+                                               tids[a:b].copy()))
+
+    def _feed_runs(self, run: np.ndarray) -> None:
+        rows = self._rows(run["cpu"])
+        keep = (rows >= 0) & (run["tid"] != 0)
+        run, rows = run[keep], rows[keep]
+        self._remember_pids(run["tid"], run["pid"])
+        t = run["t_ns"].astype(np.int64)
+        order = np.lexsort((run["tid"], t, rows))
+        rows, t, dur, tid = rows[order], t[order], run["arg"][order].astype(np.int64), \
+            run["tid"][order]
+        dur = np.maximum(dur, 0)
+        newg = np.ones(len(rows), dtype=bool)
+        newg[1:] = (rows[1:] != rows[:-1]) | (t[1:] != t[:-1])
+        gstart = np.flatnonzero(newg)
+        gid = np.cumsum(newg) - 1
+        csum = np.cumsum(dur)
+        before = (csum - dur)[gstart][gid]         # run time laid before this one in its group
+        end = t - (csum - dur - before)
+        start = end - dur
+        # No earlier than the previous poll on the same CPU (carried across windows).
+        prev_t = np.empty(len(gstart), dtype=np.int64)
+        grow = rows[gstart]
+        firstrow = np.ones(len(gstart), dtype=bool)
+        firstrow[1:] = grow[1:] != grow[:-1]
+        prev_t[1:] = t[gstart][:-1]
+        prev_t[firstrow] = self._run_last_t[grow[firstrow]]
+        floor = prev_t[gid]
+        start = np.maximum(start, floor)
+        end = np.maximum(end, start)
+        lastrow = np.ones(len(gstart), dtype=bool)
+        lastrow[:-1] = firstrow[1:]
+        self._run_last_t[grow[lastrow]] = t[gstart][lastrow]
+        ok = end > start
+        self._append(rows[ok], start[ok], end[ok], tid[ok].astype(np.int32))
+
+    def finish(self, t1: int) -> Intervals:
+        """Close the last interval of each CPU at the recording's end."""
+        has = (self._last_t >= 0) & (self._last_tid != 0) & (self._last_t < t1)
+        r = np.flatnonzero(has)
+        self._append(r, self._last_t[r], np.full(len(r), int(t1), dtype=np.int64),
+                     self._last_tid[r].astype(np.int32))
+        self._last_t[r] = int(t1)
+        starts, ends, tids = [], [], []
+        for i, chunks in enumerate(self._chunks):
+            if chunks:
+                s = np.concatenate([c[0] for c in chunks])
+                e = np.concatenate([c[1] for c in chunks])
+                d = np.concatenate([c[2] for c in chunks])
+            else:
+                s = np.zeros(0, np.int64)
+                e = np.zeros(0, np.int64)
+                d = np.zeros(0, np.int32)
+            self._chunks[i] = []
+            if len(s) > 1 and (np.diff(s) < 0).any():
+                o = np.argsort(s, kind="stable")
+                s, e, d = s[o], e[o], d[o]
+            starts.append(s)
+            ends.append(e)
+            tids.append(d)
+        return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate,
+                         dict(self._pids))
+
+
+def build_intervals(events: np.ndarray, cpus: np.ndarray | list[int], t0: int,
+                    t1: int) -> Intervals:
+    """Intervals from one array of events (tests, small recordings)."""
+    b = IntervalBuilder(cpus, t0)
+    b.feed(events)
+    return b.finish(t1)
