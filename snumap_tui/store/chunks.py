@@ -1,0 +1,187 @@
+"""The container layer of a recording: file preamble, self-delimiting chunks, scanning and resync.
+
+Layout (docs/format.md is the normative text; keep the two in step):
+
+    file     = preamble chunk*
+    preamble = "\\x89SNUMAP\\n" (8) | version u16 | flags u16 | crc32(previous 12 bytes) u32
+    chunk    = chunk header (44 bytes) | payload (payload_len bytes)
+    header   = magic "\\xc5SNC" | kind u8 | codec u8 | reserved u16 | payload_len u32 |
+               raw_len u32 | count u32 | t_min u64 | t_max u64 | payload_crc u32 |
+               header_crc u32 (crc32 of the 40 bytes before it)
+
+Every chunk carries its own length and two CRC32s, so a reader can (a) walk the file reading only
+44-byte headers (the time index without decompressing anything), (b) tell a damaged payload from a
+damaged header, and (c) after garbage, find the next chunk by searching for the magic and accepting
+only a header whose CRC matches (a false match needs a 2^-32 coincidence).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import zstandard
+
+from snumap_tui.errors import SnumapError
+
+FILE_MAGIC = b"\x89SNUMAP\n"
+PREAMBLE = struct.Struct("<8sHHI")
+PREAMBLE_SIZE = PREAMBLE.size  # 16
+
+CHUNK_MAGIC = b"\xc5SNC"
+CHUNK_HEADER = struct.Struct("<4sBBHIIIQQII")
+CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 44
+MAX_PAYLOAD = 1 << 30  # a sanity bound: a writer never makes a chunk this big
+
+# Chunk kinds (the u8 "kind" field).
+K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS, K_LOST, K_MARKERS, K_INDEX, K_TRAILER = range(1, 9)
+KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TASKS: "tasks",
+              K_LOST: "lost", K_MARKERS: "markers", K_INDEX: "index", K_TRAILER: "trailer"}
+
+# Payload codecs (the u8 "codec" field).
+CODEC_NONE, CODEC_ZSTD = 0, 1
+
+TRAILER = struct.Struct("<QQQ")  # index chunk offset, number of chunks before it, events total
+TRAILER_CHUNK_SIZE = CHUNK_HEADER_SIZE + TRAILER.size
+
+
+def crc32(data: bytes | memoryview) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def pack_preamble(version: int) -> bytes:
+    head = PREAMBLE.pack(FILE_MAGIC, version, 0, 0)[:12]
+    return head + struct.pack("<I", crc32(head))
+
+
+def parse_preamble(data: bytes | memoryview, size: int) -> int:
+    """The format version of a file whose first bytes are ``data`` (``size`` = file size)."""
+    if size == 0:
+        raise SnumapError("empty file (nothing was recorded)")
+    if size < PREAMBLE_SIZE or bytes(data[:8]) != FILE_MAGIC:
+        raise SnumapError("not a snumap recording (no snumap file signature)")
+    _magic, version, _flags, crc = PREAMBLE.unpack_from(data, 0)
+    if crc != crc32(data[:12]):
+        raise SnumapError("not a readable snumap recording (its file header is damaged)")
+    return int(version)
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    offset: int          # of the chunk header in the file
+    kind: int
+    codec: int
+    payload_len: int
+    raw_len: int
+    count: int
+    t_min: int
+    t_max: int
+    payload_crc: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + CHUNK_HEADER_SIZE + self.payload_len
+
+    @property
+    def name(self) -> str:
+        return KIND_NAMES.get(self.kind, f"kind {self.kind}")
+
+
+def pack_chunk(kind: int, payload: bytes, *, count: int = 0, t_min: int = 0, t_max: int = 0,
+               compress: zstandard.ZstdCompressor | None = None) -> bytes:
+    """One complete chunk (header + payload), compressed when that makes it smaller."""
+    raw_len = len(payload)
+    codec = CODEC_NONE
+    if compress is not None and raw_len > 64:
+        packed = compress.compress(payload)
+        if len(packed) < raw_len:
+            payload, codec = packed, CODEC_ZSTD
+    head = CHUNK_HEADER.pack(CHUNK_MAGIC, kind, codec, 0, len(payload), raw_len, count,
+                             t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
+                             crc32(payload), 0)[:40]
+    return head + struct.pack("<I", crc32(head)) + payload
+
+
+def parse_chunk_header(data: bytes | memoryview, offset: int) -> ChunkHeader | None:
+    """The chunk header at ``offset`` of ``data`` if it is a valid one, else None."""
+    if offset + CHUNK_HEADER_SIZE > len(data) or bytes(data[offset:offset + 4]) != CHUNK_MAGIC:
+        return None
+    (_m, kind, codec, _r, plen, raw_len, count, t_min, t_max, pcrc,
+     hcrc) = CHUNK_HEADER.unpack_from(data, offset)
+    if hcrc != crc32(data[offset:offset + 40]) or plen > MAX_PAYLOAD:
+        return None
+    return ChunkHeader(offset, kind, codec, plen, raw_len, count, t_min, t_max, pcrc)
+
+
+class PayloadError(Exception):
+    """A chunk's payload failed its CRC or would not decompress."""
+
+
+def payload_of(data: bytes | memoryview, h: ChunkHeader,
+               dctx: zstandard.ZstdDecompressor) -> bytes | memoryview:
+    """The checked, decompressed payload of chunk ``h``."""
+    start = h.offset + CHUNK_HEADER_SIZE
+    stored = memoryview(data)[start:start + h.payload_len]
+    if len(stored) != h.payload_len:
+        raise PayloadError("truncated")
+    if crc32(stored) != h.payload_crc:
+        raise PayloadError("checksum mismatch")
+    if h.codec == CODEC_NONE:
+        return stored
+    if h.codec != CODEC_ZSTD:
+        raise PayloadError(f"unknown codec {h.codec}")
+    try:
+        out = dctx.decompress(stored, max_output_size=h.raw_len)
+    except zstandard.ZstdError as e:
+        raise PayloadError(f"zstd: {e}") from None
+    if len(out) != h.raw_len:
+        raise PayloadError("decompressed size mismatch")
+    return out
+
+
+@dataclass
+class ScanResult:
+    chunks: list[ChunkHeader]
+    damaged: list[str]
+
+
+def scan(data: bytes | memoryview, start: int = PREAMBLE_SIZE) -> ScanResult:
+    """Walk every chunk header from ``start`` to the end, resynchronising after damage.
+
+    Reads headers only; payload CRCs are checked when a payload is used (or by
+    ``Recording.verify``), so building the index of a large file touches one page per chunk.
+    """
+    size = len(data)
+    mv = memoryview(data)
+    chunks: list[ChunkHeader] = []
+    damaged: list[str] = []
+    pos = start
+    while pos < size:
+        h = parse_chunk_header(mv, pos)
+        if h is not None and h.end <= size:
+            chunks.append(h)
+            pos = h.end
+            continue
+        if h is not None:  # a valid header whose payload runs past the end: the crash tail
+            damaged.append(f"truncated {h.name} chunk at byte {pos}: "
+                           f"{size - pos} of {h.end - pos} bytes present (recording cut off)")
+            pos = h.end
+            break
+        nxt = _find(data, CHUNK_MAGIC, pos + 1)
+        # Only resync on a magic whose header checks out.
+        while nxt >= 0 and parse_chunk_header(mv, nxt) is None:
+            nxt = _find(data, CHUNK_MAGIC, nxt + 1)
+        end = size if nxt < 0 else nxt
+        what = "unreadable bytes" if nxt >= 0 else "unreadable bytes at the end"
+        damaged.append(f"{what} {pos}-{end} ({end - pos} bytes) skipped")
+        pos = end
+    return ScanResult(chunks, damaged)
+
+
+def _find(data: bytes | memoryview, needle: bytes, start: int) -> int:
+    """``data.find`` for bytes and mmap alike (a memoryview has no find: copy, rare path)."""
+    finder = getattr(data, "find", None)
+    if finder is not None:
+        return int(finder(needle, start))
+    return bytes(data).find(needle, start)

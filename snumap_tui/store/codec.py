@@ -1,0 +1,210 @@
+"""A small tagged binary encoding for the values a Sample's readings hold (docs/format.md, "Values").
+
+Why not pickle or JSON: pickle runs code on load (a recording is a file users pass around) and
+JSON loses numpy dtypes, shapes, tuples, non-string dict keys and NaN fidelity. This encoding is
+lossless for what the readings contract allows (None, bool, int, float, str, bytes, list, tuple,
+dict with any such keys, numpy arrays of plain dtypes and numpy scalars) and is specified byte by
+byte, so a future snumap (or another language) can read it without this code.
+
+Every value is one tag byte then its data, little-endian. Arrays whose items are wider than one
+byte may be stored byte-shuffled (all first bytes, then all second bytes, ...): zstd then sees
+long runs of equal high bytes and compresses timestamps and counters several times better.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+# Tags: one ASCII byte each, so a hex dump of an uncompressed payload is readable.
+T_NONE, T_TRUE, T_FALSE = b"N", b"T", b"F"
+T_INT, T_BIGINT, T_FLOAT = b"i", b"I", b"f"
+T_STR, T_BYTES = b"s", b"b"
+T_LIST, T_TUPLE, T_DICT = b"l", b"t", b"d"
+T_ARRAY, T_SCALAR = b"a", b"x"
+
+LAYOUT_PLAIN, LAYOUT_SHUFFLED = 0, 1
+
+_I64 = struct.Struct("<q")
+_F64 = struct.Struct("<d")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1
+# Plain numeric and string kinds; object and structured arrays are refused (not lossless
+# without pickle, and nothing in the readings contract needs them).
+_ARRAY_KINDS = frozenset("biufcUSmM")
+
+
+class DecodeError(ValueError):
+    """The payload does not follow the encoding (a damaged chunk that passed its CRC is a bug
+    or a newer writer; the reader reports it like a damaged chunk)."""
+
+
+def shuffle_bytes(arr: np.ndarray) -> bytes:
+    """The array's bytes regrouped by byte position (what zstd compresses best)."""
+    w = arr.dtype.itemsize
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if w == 1 or flat.size == 0:
+        return flat.tobytes()
+    return flat.view(np.uint8).reshape(-1, w).T.tobytes()
+
+
+def unshuffle_bytes(data: bytes | memoryview, dtype: np.dtype, count: int) -> np.ndarray:
+    """Inverse of ``shuffle_bytes``: a new writable 1-D array of ``count`` items."""
+    w = dtype.itemsize
+    raw = np.frombuffer(data, dtype=np.uint8, count=count * w)
+    if w == 1 or count == 0:
+        return raw.view(dtype).copy()
+    return raw.reshape(w, count).T.copy().view(dtype).reshape(count)
+
+
+def _dtype_bytes(dt: np.dtype) -> bytes:
+    s = dt.str.encode("ascii")
+    return bytes([len(s)]) + s
+
+
+def encode(value: Any, shuffle: bool = True) -> bytes:
+    """Encode one value (recursively) to bytes."""
+    out: list[bytes] = []
+    _enc(value, out, shuffle)
+    return b"".join(out)
+
+
+def _enc(v: Any, out: list[bytes], shuffle: bool) -> None:
+    if v is None:
+        out.append(T_NONE)
+    elif v is True or v is False:
+        out.append(T_TRUE if v else T_FALSE)
+    elif isinstance(v, np.ndarray):
+        if v.dtype.kind not in _ARRAY_KINDS or v.dtype.fields is not None:
+            raise TypeError(f"cannot store numpy arrays of dtype {v.dtype}")
+        shuf = shuffle and v.dtype.itemsize > 1 and v.size > 1
+        data = shuffle_bytes(v) if shuf else np.ascontiguousarray(v).tobytes()
+        out.append(T_ARRAY + _dtype_bytes(v.dtype) + bytes([v.ndim]))
+        out.extend(_U64.pack(int(d)) for d in v.shape)
+        out.append(bytes([LAYOUT_SHUFFLED if shuf else LAYOUT_PLAIN]) + _U64.pack(len(data)))
+        out.append(data)
+    elif isinstance(v, np.generic):
+        if v.dtype.kind not in _ARRAY_KINDS:
+            raise TypeError(f"cannot store numpy scalars of dtype {v.dtype}")
+        data = v.tobytes()
+        out.append(T_SCALAR + _dtype_bytes(v.dtype) + _U32.pack(len(data)) + data)
+    elif isinstance(v, int):
+        if _INT_MIN <= v <= _INT_MAX:
+            out.append(T_INT + _I64.pack(v))
+        else:
+            s = str(v).encode("ascii")
+            out.append(T_BIGINT + _U32.pack(len(s)) + s)
+    elif isinstance(v, float):
+        out.append(T_FLOAT + _F64.pack(v))
+    elif isinstance(v, str):
+        b = v.encode("utf-8", "surrogatepass")
+        out.append(T_STR + _U32.pack(len(b)) + b)
+    elif isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+        out.append(T_BYTES + _U32.pack(len(b)) + b)
+    elif isinstance(v, (list, tuple)):
+        out.append((T_TUPLE if isinstance(v, tuple) else T_LIST) + _U32.pack(len(v)))
+        for item in v:
+            _enc(item, out, shuffle)
+    elif isinstance(v, dict):
+        out.append(T_DICT + _U32.pack(len(v)))
+        for k, item in v.items():
+            _enc(k, out, shuffle)
+            _enc(item, out, shuffle)
+    else:
+        raise TypeError(f"cannot store a value of type {type(v).__name__}")
+
+
+def decode(data: bytes | memoryview) -> Any:
+    """Decode one value that fills ``data`` exactly."""
+    mv = memoryview(data)
+    try:
+        value, end = _dec(mv, 0)
+    except (struct.error, IndexError, UnicodeDecodeError, TypeError, ValueError) as e:
+        raise DecodeError(f"malformed value encoding: {e}") from None
+    if end != len(mv):
+        raise DecodeError(f"{len(mv) - end} stray bytes after the value")
+    return value
+
+
+def _read_dtype(mv: memoryview, pos: int) -> tuple[np.dtype, int]:
+    n = mv[pos]
+    dt = np.dtype(bytes(mv[pos + 1:pos + 1 + n]).decode("ascii"))
+    if dt.kind not in _ARRAY_KINDS:
+        raise DecodeError(f"unsupported dtype {dt}")
+    return dt, pos + 1 + n
+
+
+def _take(mv: memoryview, pos: int, n: int) -> memoryview:
+    if pos + n > len(mv):
+        raise DecodeError("value runs past the end of the payload")
+    return mv[pos:pos + n]
+
+
+def _dec(mv: memoryview, pos: int) -> tuple[Any, int]:
+    tag = bytes(mv[pos:pos + 1])
+    pos += 1
+    if tag == T_NONE:
+        return None, pos
+    if tag == T_TRUE:
+        return True, pos
+    if tag == T_FALSE:
+        return False, pos
+    if tag == T_INT:
+        return _I64.unpack_from(mv, pos)[0], pos + 8
+    if tag == T_FLOAT:
+        return _F64.unpack_from(mv, pos)[0], pos + 8
+    if tag in (T_STR, T_BYTES, T_BIGINT):
+        n = _U32.unpack_from(mv, pos)[0]
+        raw = bytes(_take(mv, pos + 4, n))
+        pos += 4 + n
+        if tag == T_STR:
+            return raw.decode("utf-8", "surrogatepass"), pos
+        if tag == T_BYTES:
+            return raw, pos
+        return int(raw.decode("ascii")), pos
+    if tag in (T_LIST, T_TUPLE):
+        n = _U32.unpack_from(mv, pos)[0]
+        pos += 4
+        items = []
+        for _ in range(n):
+            item, pos = _dec(mv, pos)
+            items.append(item)
+        return (tuple(items) if tag == T_TUPLE else items), pos
+    if tag == T_DICT:
+        n = _U32.unpack_from(mv, pos)[0]
+        pos += 4
+        d: dict[Any, Any] = {}
+        for _ in range(n):
+            k, pos = _dec(mv, pos)
+            d[k], pos = _dec(mv, pos)
+        return d, pos
+    if tag == T_ARRAY:
+        dt, pos = _read_dtype(mv, pos)
+        ndim = mv[pos]
+        pos += 1
+        shape = tuple(_U64.unpack_from(mv, pos + 8 * i)[0] for i in range(ndim))
+        pos += 8 * ndim
+        layout = mv[pos]
+        nbytes = _U64.unpack_from(mv, pos + 1)[0]
+        pos += 9
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if count * dt.itemsize != nbytes:
+            raise DecodeError("array size does not match its shape")
+        raw = _take(mv, pos, nbytes)
+        if layout == LAYOUT_SHUFFLED:
+            arr = unshuffle_bytes(raw, dt, count)
+        elif layout == LAYOUT_PLAIN:
+            arr = np.frombuffer(raw, dtype=dt, count=count).copy()
+        else:
+            raise DecodeError(f"unknown array layout {layout}")
+        return arr.reshape(shape), pos + nbytes
+    if tag == T_SCALAR:
+        dt, pos = _read_dtype(mv, pos)
+        n = _U32.unpack_from(mv, pos)[0]
+        raw = _take(mv, pos + 4, n)
+        return np.frombuffer(raw, dtype=dt, count=1)[0], pos + 4 + n
+    raise DecodeError(f"unknown tag {tag!r} at byte {pos - 1}")

@@ -1,0 +1,170 @@
+"""Columnar encoding of scheduling events (docs/format.md, "Events chunk").
+
+An EVENT_DTYPE row is 37 bytes; stored plainly and compressed it still costs ~15 bytes. The
+target is at most 12 bytes per event on disk, so each column is transformed into something
+mostly made of zeros and small numbers before zstd sees it:
+
+- events are sorted by time inside a chunk (stable, so same-time events keep their order) and
+  ``t_ns`` becomes deltas from the chunk's first time: microsecond gaps need 2-3 bytes, not 8;
+- every column is stored in the narrowest integer type that holds it, byte-shuffled;
+- a SWITCH's ``tid`` (the task leaving the CPU) is nearly always the ``tid2`` (the task that came
+  in) of the previous SWITCH on the same CPU, so it is stored as the difference from that
+  prediction: almost always 0;
+- ``pid``/``pid2`` (tgids) are functions of the tids: stored as the difference from a small
+  per-chunk table tid -> pid, again almost always 0.
+
+All transforms are exact (lossless for any input, including unsorted batches, unknown pids
+of -1 and inconsistent switch chains); only the size depends on the data being realistic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.trace.events import EVENT_DTYPE, SWITCH
+
+EVENT_FIELDS = EVENT_DTYPE.names or ()
+_UNSIGNED = (np.uint8, np.uint16, np.uint32, np.uint64)
+_SIGNED = (np.int8, np.int16, np.int32, np.int64)
+
+
+def narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` in the narrowest integer dtype that holds every value exactly."""
+    if a.size == 0:
+        return a.astype(np.uint8)
+    lo, hi = int(a.min()), int(a.max())
+    for t in (_UNSIGNED if lo >= 0 else _SIGNED):
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(t, copy=False)
+    raise OverflowError("value does not fit 64 bits")  # unreachable for int64/uint64 input
+
+
+def sort_by_time(events: np.ndarray) -> np.ndarray:
+    """Events in time order (stable); returns the input itself when already sorted."""
+    t = events["t_ns"]
+    if t.size < 2 or bool(np.all(t[1:] >= t[:-1])):
+        return events
+    return events[np.argsort(t, kind="stable")]
+
+
+def _switch_prediction(cpu: np.ndarray, kind: np.ndarray, tid2: np.ndarray) -> np.ndarray:
+    """Predicted ``tid`` per event: for a SWITCH, the ``tid2`` of the previous SWITCH on the same
+    CPU in this chunk; 0 otherwise. Depends only on cpu, kind and tid2, so the reader can
+    recompute it before it knows ``tid``."""
+    pred = np.zeros(cpu.size, dtype=np.int64)
+    sw = np.flatnonzero(kind == SWITCH)
+    if sw.size < 2:
+        return pred
+    order = sw[np.argsort(cpu[sw], kind="stable")]  # by cpu, time order kept within a cpu
+    c = cpu[order]
+    same = c[1:] == c[:-1]
+    prev_in = tid2[order[:-1]].astype(np.int64)
+    pred[order[1:][same]] = prev_in[same]
+    return pred
+
+
+def _pid_table(tids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A table tid -> pid (the largest pid seen with that tid), sorted by tid."""
+    key = (tids.astype(np.int64) + 2**31) << 32 | (pids.astype(np.int64) + 2**31)
+    u = np.unique(key)
+    k = (u >> 32) - 2**31
+    last = np.ones(u.size, dtype=bool)
+    last[:-1] = k[1:] != k[:-1]
+    return k[last].astype(np.int32), ((u[last] & 0xFFFFFFFF) - 2**31).astype(np.int32)
+
+
+def _lookup(table_tid: np.ndarray, table_pid: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    if table_tid.size == 0:
+        return np.zeros(tids.size, dtype=np.int64)
+    idx = np.searchsorted(table_tid, tids).clip(0, table_tid.size - 1)
+    return np.where(table_tid[idx] == tids, table_pid[idx], 0).astype(np.int64)
+
+
+def encode_events(events: np.ndarray) -> tuple[dict[str, Any], int, int]:
+    """The payload value of an events chunk for ``events`` (any order), with t_min and t_max."""
+    ev = sort_by_time(np.asarray(events, dtype=EVENT_DTYPE))
+    n = int(ev.size)
+    if n == 0:
+        return {"n": 0}, 0, 0
+    t = ev["t_ns"]
+    t0 = int(t[0])
+    dt = np.empty(n, dtype=np.uint64)
+    dt[0] = 0
+    np.subtract(t[1:], t[:-1], out=dt[1:])
+    cpu, kind, tid2 = ev["cpu"], ev["kind"], ev["tid2"]
+    tid, pid, pid2 = ev["tid"], ev["pid"], ev["pid2"]
+    table_tid, table_pid = _pid_table(np.concatenate([tid, tid2]), np.concatenate([pid, pid2]))
+    value = {
+        "n": n,
+        "t0": t0,
+        "dt": narrow(dt),
+        "cpu": narrow(cpu),
+        "kind": kind.copy(),
+        "tid2": narrow(tid2.astype(np.int64)),
+        "tid": narrow(tid.astype(np.int64) - _switch_prediction(cpu, kind, tid2)),
+        "pid_table_tid": narrow(table_tid.astype(np.int64)),
+        "pid_table_pid": narrow(table_pid.astype(np.int64)),
+        "pid": narrow(pid.astype(np.int64) - _lookup(table_tid, table_pid, tid)),
+        "pid2": narrow(pid2.astype(np.int64) - _lookup(table_tid, table_pid, tid2)),
+        "arg": narrow(ev["arg"]),
+    }
+    return value, t0, int(t[-1])
+
+
+def decode_event_columns(value: dict[str, Any], fields: tuple[str, ...] = EVENT_FIELDS
+                         ) -> dict[str, np.ndarray]:
+    """The columns named in ``fields`` (EVENT_DTYPE names and dtypes) of one events chunk.
+
+    Only what is asked for is rebuilt, so a view that needs t_ns, cpu and tid2 does not pay for
+    the pid columns."""
+    n = int(value["n"])
+    out: dict[str, np.ndarray] = {}
+    if n == 0:
+        return {f: np.zeros(0, dtype=EVENT_DTYPE[f]) for f in fields}
+    want = set(fields)
+    if "t_ns" in want:
+        t = np.cumsum(value["dt"], dtype=np.uint64)
+        t += np.uint64(value["t0"])
+        out["t_ns"] = t
+    if want & {"cpu", "tid"}:
+        cpu = value["cpu"].astype(np.uint32)
+    if want & {"kind", "tid"}:
+        kind = value["kind"].astype(np.uint8, copy=False)
+    if want & {"tid2", "tid", "pid2"}:
+        tid2 = value["tid2"].astype(np.int32)
+    if want & {"tid", "pid"}:
+        tid = (value["tid"].astype(np.int64) + _switch_prediction(cpu, kind, tid2)).astype(np.int32)
+    if want & {"pid", "pid2"}:
+        table_tid = value["pid_table_tid"].astype(np.int32)
+        table_pid = value["pid_table_pid"].astype(np.int32)
+    if "pid" in want:
+        out["pid"] = (value["pid"].astype(np.int64)
+                      + _lookup(table_tid, table_pid, tid)).astype(np.int32)
+    if "pid2" in want:
+        out["pid2"] = (value["pid2"].astype(np.int64)
+                       + _lookup(table_tid, table_pid, tid2)).astype(np.int32)
+    if "cpu" in want:
+        out["cpu"] = cpu
+    if "kind" in want:
+        out["kind"] = kind
+    if "tid" in want:
+        out["tid"] = tid
+    if "tid2" in want:
+        out["tid2"] = tid2
+    if "arg" in want:
+        out["arg"] = value["arg"].astype(np.int64)
+    for f in fields:
+        if out[f].size != n:
+            raise ValueError(f"column {f} has {out[f].size} values, expected {n}")
+    return {f: out[f] for f in fields}
+
+
+def to_structured(cols: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """EVENT_DTYPE rows from a full set of columns."""
+    ev = np.empty(n, dtype=EVENT_DTYPE)
+    for f in EVENT_FIELDS:
+        ev[f] = cols[f]
+    return ev

@@ -1,0 +1,351 @@
+"""Reading a recording: index from the trailer (or a header-only scan), lazy decoding by time.
+
+The file is memory-mapped, so opening a large recording costs one page per chunk header (or
+just the trailing index), and asking for a time range decompresses only the chunks whose
+[t_min, t_max] overlap it. Damage never raises once the file is recognised: damaged chunks are
+skipped and described in ``Recording.damaged``.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zstandard
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.model.sample import Sample
+from snumap_tui.store import chunks as C
+from snumap_tui.store import codec
+from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns, to_structured
+from snumap_tui.store.writer import FORMAT_VERSION
+from snumap_tui.topology.model import Topology
+from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
+
+# Versions this reader understands: each maps to the decoders of that version's chunk
+# payloads. Format 1 is the first; a new version adds an entry and keeps the old ones.
+SUPPORTED_VERSIONS = (1,)
+
+
+def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording:
+    """Open a recording. ``verify`` checks every chunk's CRC up front (default: only when the
+    file has no clean-close trailer, i.e. after a crash, where damage is expected)."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except FileNotFoundError:
+        raise SnumapError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise SnumapError(f"{p} is a directory, not a recording") from None
+    except OSError as e:
+        raise SnumapError(f"cannot open {p}: {e.strerror}") from None
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise SnumapError(f"{p}: empty file (nothing was recorded)")
+        data: bytes | mmap.mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        raise SnumapError(f"cannot read {p}: {e}") from None
+    finally:
+        os.close(fd)
+    try:
+        return Recording(data, name=str(p), verify=verify)
+    except SnumapError as e:
+        data.close()
+        raise SnumapError(f"{p}: {e}") from None
+
+
+class Recording:
+    """A recording read back. Build with ``snumap_tui.store.open(path)``."""
+
+    def __init__(self, data: bytes | mmap.mmap, *, name: str = "<bytes>",
+                 verify: bool | None = None) -> None:
+        self.name = name
+        self._data = data
+        self._dctx = zstandard.ZstdDecompressor()
+        self.version = C.parse_preamble(data, len(data))
+        if self.version not in SUPPORTED_VERSIONS:
+            if self.version > FORMAT_VERSION:
+                raise SnumapError(f"written by a newer snumap (format {self.version}); this one "
+                                  f"reads formats up to {FORMAT_VERSION}")
+            raise SnumapError(f"unknown recording format {self.version}")
+        self.damaged: list[str] = []
+        self.complete = False
+        self._chunks = self._load_index()
+        if verify or (verify is None and not self.complete):
+            self.verify()
+        kinds = np.array([h.kind for h in self._chunks], dtype=np.uint8)
+        self._kinds = kinds
+        ev = [h for h in self._chunks if h.kind == C.K_EVENTS]
+        self._ev_chunks = ev
+        self._ev_tmin = np.array([h.t_min for h in ev], dtype=np.uint64)
+        self._ev_tmax = np.array([h.t_max for h in ev], dtype=np.uint64)
+        self.header: dict[str, Any] = {}
+        self.tasks: dict[int, TaskInfo] = {}
+        self.task_history: list[TaskInfo] = []
+        self.lost: dict[int, int] = {}
+        self.markers: list[tuple[int, str]] = []
+        self._sample_times: np.ndarray | None = None
+        self._read_small_chunks()
+
+    # ---- the index ---------------------------------------------------------------------------
+
+    def _load_index(self) -> list[C.ChunkHeader]:
+        """Chunk headers in file order: from the trailing index if the recording was closed
+        cleanly (no scan), else by walking headers."""
+        data, size = self._data, len(self._data)
+        tail = C.parse_chunk_header(data, size - C.TRAILER_CHUNK_SIZE) \
+            if size >= C.PREAMBLE_SIZE + C.TRAILER_CHUNK_SIZE else None
+        if tail is not None and tail.kind == C.K_TRAILER and tail.end == size:
+            try:
+                index_at, n_chunks, _n_events = C.TRAILER.unpack(
+                    bytes(C.payload_of(data, tail, self._dctx)))
+                chunks = self._chunks_from_index(index_at, n_chunks)
+            except (C.PayloadError, codec.DecodeError, KeyError, ValueError):
+                chunks = None
+            if chunks is not None:
+                self.complete = True
+                return chunks
+        res = C.scan(data)
+        self.damaged.extend(res.damaged)
+        if res.chunks and res.chunks[-1].kind == C.K_TRAILER:
+            self.complete = True
+        return res.chunks
+
+    def _chunks_from_index(self, index_at: int, n_chunks: int) -> list[C.ChunkHeader] | None:
+        h = C.parse_chunk_header(self._data, index_at)
+        if h is None or h.kind != C.K_INDEX:
+            return None
+        idx = codec.decode(C.payload_of(self._data, h, self._dctx))
+        offsets = idx["offset"]
+        if offsets.size != n_chunks:
+            return None
+        out = []
+        for off in offsets.tolist():
+            ch = C.parse_chunk_header(self._data, off)
+            if ch is None:  # the index points at a damaged header: fall back to a scan
+                return None
+            out.append(ch)
+        out.append(h)
+        return out
+
+    # ---- small chunks, read eagerly -----------------------------------------------------------
+
+    def _payload(self, h: C.ChunkHeader) -> Any:
+        """The decoded payload of chunk ``h``, or None (and a line in ``damaged``) if damaged."""
+        try:
+            raw = C.payload_of(self._data, h, self._dctx)
+            if h.kind == C.K_HEADER:
+                return json.loads(bytes(raw).decode("utf-8"))
+            return codec.decode(raw)
+        except (C.PayloadError, codec.DecodeError, ValueError) as e:
+            note = f"damaged {h.name} chunk at byte {h.offset} skipped ({e})"
+            if note not in self.damaged:
+                self.damaged.append(note)
+            return None
+
+    def _read_small_chunks(self) -> None:
+        for h in self._chunks:
+            if h.kind == C.K_HEADER and not self.header:
+                self.header = self._payload(h) or {}
+            elif h.kind == C.K_TASKS:
+                v = self._payload(h)
+                if v is None:
+                    continue
+                for tid, pid, ppid, t, comm in zip(v["tid"].tolist(), v["pid"].tolist(),
+                                                   v["ppid"].tolist(), v["t_ns"].tolist(),
+                                                   v["comm"]):
+                    info = TaskInfo(tid=tid, pid=pid, comm=comm, ppid=ppid, t_ns=t)
+                    self.task_history.append(info)
+                    old = self.tasks.get(tid)
+                    if old is None or t >= old.t_ns:
+                        self.tasks[tid] = info
+            elif h.kind == C.K_LOST:
+                v = self._payload(h)
+                for cpu, n in (v or {}).get("lost", {}).items():
+                    self.lost[int(cpu)] = self.lost.get(int(cpu), 0) + int(n)
+            elif h.kind == C.K_MARKERS:
+                for t, text in self._payload(h) or []:
+                    self.markers.append((int(t), str(text)))
+        if not self.header:
+            self.damaged.append("the recording header chunk is missing or damaged: "
+                                "no topology or host information")
+        self.markers.sort(key=lambda m: m[0])
+
+    def verify(self) -> list[str]:
+        """Check every chunk's CRC (reads the whole file); adds what fails to ``damaged``."""
+        for h in self._chunks:
+            try:
+                _check_crc(self._data, h)
+            except C.PayloadError as e:
+                note = f"damaged {h.name} chunk at byte {h.offset} skipped ({e})"
+                if note not in self.damaged:
+                    self.damaged.append(note)
+        return self.damaged
+
+    # ---- metadata ----------------------------------------------------------------------------
+
+    @property
+    def topology(self) -> Topology:
+        topo = self.header.get("topology")
+        if topo is None:
+            raise SnumapError(f"{self.name}: the recording has no topology")
+        try:
+            return Topology.from_json(topo) if isinstance(topo, str) else Topology.from_dict(topo)
+        except (ValueError, KeyError, TypeError) as e:
+            raise SnumapError(f"{self.name}: the recorded topology is unreadable: {e}") from None
+
+    @property
+    def event_count(self) -> int:
+        return int(sum(h.count for h in self._ev_chunks))
+
+    @property
+    def event_chunks(self) -> list[tuple[int, int, int]]:
+        """(t_min, t_max, count) of each events chunk: enough to plan a lazy read."""
+        return [(h.t_min, h.t_max, h.count) for h in self._ev_chunks]
+
+    @property
+    def t_start(self) -> int:
+        """Earliest time in the recording (CLOCK_MONOTONIC ns)."""
+        ts = [h.t_min for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        if ts:
+            return int(min(ts))
+        return int(self.header.get("start_monotonic_ns", 0))
+
+    @property
+    def t_end(self) -> int:
+        ts = [h.t_max for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        return int(max(ts)) if ts else self.t_start
+
+    # ---- samples -----------------------------------------------------------------------------
+
+    def samples(self, t0: int | None = None, t1: int | None = None) -> Iterator[Sample]:
+        """Samples with t0 <= t_ns < t1 (all by default), in time order, decoded lazily."""
+        lo = 0 if t0 is None else int(t0)
+        hi = (1 << 64) if t1 is None else int(t1)
+        for h in self._chunks:
+            if h.kind != C.K_SAMPLES or h.t_max < lo or h.t_min >= hi:
+                continue
+            for t, wall, readings in self._payload(h) or []:
+                if lo <= t < hi:
+                    yield Sample(t_ns=int(t), wall_ns=int(wall), readings=readings)
+
+    @property
+    def sample_times(self) -> np.ndarray:
+        if self._sample_times is None:
+            self._sample_times = np.array([s.t_ns for s in self.samples()], dtype=np.uint64)
+        return self._sample_times
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def _chunks_in(self, t0: int | None, t1: int | None) -> list[C.ChunkHeader]:
+        keep = np.ones(len(self._ev_chunks), dtype=bool)
+        if t0 is not None:
+            keep &= self._ev_tmax >= np.uint64(max(int(t0), 0))
+        if t1 is not None:
+            if int(t1) <= 0:
+                return []
+            keep &= self._ev_tmin < np.uint64(int(t1))
+        return [h for h, k in zip(self._ev_chunks, keep.tolist()) if k]
+
+    def iter_event_columns(self, fields: tuple[str, ...] = EVENT_FIELDS,
+                           t0: int | None = None, t1: int | None = None
+                           ) -> Iterator[dict[str, np.ndarray]]:
+        """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory)."""
+        need = tuple(fields) if (t0 is None and t1 is None) or "t_ns" in fields \
+            else tuple(fields) + ("t_ns",)
+        for h in self._chunks_in(t0, t1):
+            v = self._payload(h)
+            if v is None:
+                continue
+            try:
+                cols = decode_event_columns(v, need)
+            except (KeyError, ValueError, TypeError) as e:
+                self.damaged.append(f"undecodable events chunk at byte {h.offset} skipped ({e})")
+                continue
+            if t0 is not None or t1 is not None:
+                t = cols["t_ns"]
+                m = np.ones(t.size, dtype=bool)
+                if t0 is not None:
+                    m &= t >= np.uint64(max(int(t0), 0))
+                if t1 is not None:
+                    m &= t < np.uint64(max(int(t1), 0))
+                if not m.all():
+                    cols = {k: a[m] for k, a in cols.items()}
+            yield {f: cols[f] for f in fields}
+
+    def event_columns(self, fields: tuple[str, ...] = ("t_ns", "cpu", "kind", "tid", "tid2"),
+                      t0: int | None = None, t1: int | None = None) -> dict[str, np.ndarray]:
+        """Just the named columns for [t0, t1), concatenated, in time order. Four bytes for
+        cpu, one for kind, eight for t_ns: a Gantt view of 10 M events needs ~21 bytes each
+        instead of EVENT_DTYPE's 37."""
+        parts = list(self.iter_event_columns(tuple(fields), t0, t1))
+        if not parts:
+            return {f: np.zeros(0, dtype=EVENT_DTYPE[f]) for f in fields}
+        out = {f: np.concatenate([p[f] for p in parts]) for f in fields}
+        if "t_ns" in out and len(parts) > 1:
+            t = out["t_ns"]
+            if t.size > 1 and not bool(np.all(t[1:] >= t[:-1])):  # chunks overlapped in time
+                order = np.argsort(t, kind="stable")
+                out = {f: a[order] for f, a in out.items()}
+        return out
+
+    def events(self, t0: int | None = None, t1: int | None = None) -> np.ndarray:
+        """EVENT_DTYPE rows with t0 <= t_ns < t1 (all by default), in time order."""
+        cols = self.event_columns(EVENT_FIELDS, t0, t1)
+        return to_structured(cols, int(cols["t_ns"].size))
+
+    # ---- tables ------------------------------------------------------------------------------
+
+    def to_dataframes(self) -> dict[str, Any]:
+        """``events``, ``tasks``, ``samples`` (times), ``markers`` and ``lost`` as pandas
+        DataFrames when pandas is installed, else as numpy structured arrays / dicts of arrays."""
+        ev = self.events()
+        tasks = {
+            "tid": np.array([t.tid for t in self.tasks.values()], dtype=np.int32),
+            "pid": np.array([t.pid for t in self.tasks.values()], dtype=np.int32),
+            "ppid": np.array([t.ppid for t in self.tasks.values()], dtype=np.int32),
+            "comm": np.array([t.comm for t in self.tasks.values()], dtype=object),
+            "t_ns": np.array([t.t_ns for t in self.tasks.values()], dtype=np.uint64),
+        }
+        st = self.sample_times
+        samples = {"t_ns": st}
+        markers = {"t_ns": np.array([m[0] for m in self.markers], dtype=np.uint64),
+                   "text": np.array([m[1] for m in self.markers], dtype=object)}
+        lost = {"cpu": np.array(sorted(self.lost), dtype=np.int64),
+                "lost": np.array([self.lost[c] for c in sorted(self.lost)], dtype=np.int64)}
+        try:
+            import pandas as pd
+        except ImportError:
+            return {"events": ev, "tasks": tasks, "samples": samples, "markers": markers,
+                    "lost": lost}
+        return {"events": pd.DataFrame(ev), "tasks": pd.DataFrame(tasks),
+                "samples": pd.DataFrame(samples), "markers": pd.DataFrame(markers),
+                "lost": pd.DataFrame(lost)}
+
+    def close(self) -> None:
+        if isinstance(self._data, mmap.mmap):
+            try:
+                self._data.close()
+            except BufferError:  # a caller still holds a view into it; GC will unmap it
+                pass
+
+    def __enter__(self) -> Recording:  # noqa: PYI034 - py3.10 has no typing.Self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_crc(data: bytes | mmap.mmap, h: C.ChunkHeader) -> None:
+    start = h.offset + C.CHUNK_HEADER_SIZE
+    stored = memoryview(data)[start:start + h.payload_len]
+    if len(stored) != h.payload_len:
+        raise C.PayloadError("truncated")
+    if C.crc32(stored) != h.payload_crc:
+        raise C.PayloadError("checksum mismatch")

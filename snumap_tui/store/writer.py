@@ -1,0 +1,298 @@
+"""Writing a recording: append-only chunks, flushed at least twice a second, synced to disk.
+
+Crash safety comes from three choices: (1) every chunk goes to the kernel with os.write as soon as
+it is built (no user-space file buffer), so a SIGKILL loses only what is still buffered here,
+which is at most ``flush_interval`` old; (2) fdatasync runs at most ``sync_interval`` after a chunk
+is written, which bounds what a power loss can take; (3) chunks are self-delimiting and checked,
+so whatever the last write left half-done is skipped by the reader, never misread.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zstandard
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.model.sample import Sample
+from snumap_tui.store import chunks as C
+from snumap_tui.store import codec
+from snumap_tui.store.columns import encode_events
+from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
+
+FORMAT_VERSION = 1
+
+
+class Writer:
+    """Append a recording to ``path``.
+
+    ``header`` is stored as JSON in the first chunk (see docs/format.md for the keys snumap
+    writes; any JSON-serialisable keys are kept). Thread-safe: a tracer thread may add events
+    while the sampling loop adds samples. The caller should call ``flush_if_due()`` (or any
+    ``add_*``) at least every ``flush_interval`` seconds for the one-second loss bound to hold.
+    """
+
+    def __init__(self, path: str | Path, header: dict[str, Any], *, force: bool = False,
+                 flush_interval: float = 0.5, sync_interval: float = 0.5,
+                 max_chunk_events: int = 65536, level: int = 3) -> None:
+        self.path = Path(path)
+        self.flush_interval = flush_interval
+        self.sync_interval = sync_interval
+        self.max_chunk_events = max_chunk_events
+        self._cctx = zstandard.ZstdCompressor(level=level)
+        self._lock = threading.RLock()
+        self._events: list[np.ndarray] = []
+        self._n_buffered = 0
+        self._samples: list[Sample] = []
+        self._tasks: list[TaskInfo] = []
+        self._lost: dict[int, int] = {}
+        self._markers: list[tuple[int, str]] = []
+        self._oldest: float | None = None      # monotonic seconds of the oldest buffered item
+        self._last_t = 0                       # latest event/sample time seen (for lost chunks)
+        self._index: list[tuple[int, int, int, int, int]] = []
+        self._offset = 0
+        self._last_sync = time.monotonic()
+        self._failed: SnumapError | None = None
+        self._closed = False
+        self.events_written = 0
+        self.lost_total = 0
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags |= os.O_TRUNC if force else os.O_EXCL
+        try:
+            self._fd = os.open(self.path, flags, 0o644)
+        except FileExistsError:
+            raise SnumapError(f"{self.path} already exists (use --force to overwrite it)") from None
+        except OSError as e:
+            raise SnumapError(f"cannot create {self.path}: {e.strerror}") from None
+        hdr = dict(header)
+        hdr.setdefault("format", "snumap-recording")
+        hdr["format_version"] = FORMAT_VERSION
+        hdr.setdefault("start_monotonic_ns", time.monotonic_ns())
+        hdr.setdefault("start_wall_ns", time.time_ns())
+        self.header = hdr
+        try:
+            body = json.dumps(hdr, default=_json_default).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            os.close(self._fd)
+            raise SnumapError(f"recording header is not serialisable: {e}") from None
+        self._write(C.pack_preamble(FORMAT_VERSION), kind=None)
+        t = int(hdr["start_monotonic_ns"])
+        self._write_chunk(C.K_HEADER, body, count=1, t_min=t, t_max=t)
+        self._sync()
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def add_sample(self, sample: Sample) -> None:
+        with self._lock:
+            self._check()
+            self._samples.append(sample)
+            self._last_t = max(self._last_t, int(sample.t_ns))
+            self._touch()
+            self.flush_if_due()
+
+    def add_events(self, batch: EventBatch) -> None:
+        with self._lock:
+            self._check()
+            ev = batch.events
+            if ev.size:
+                if ev.dtype != EVENT_DTYPE:
+                    ev = ev.astype(EVENT_DTYPE)
+                self._events.append(ev)
+                self._n_buffered += ev.size
+                self._last_t = max(self._last_t, int(ev["t_ns"].max()))
+            self._tasks.extend(batch.tasks)
+            for cpu, n in batch.lost.items():
+                if n:
+                    self._lost[int(cpu)] = self._lost.get(int(cpu), 0) + int(n)
+                    self.lost_total += int(n)
+            if ev.size or batch.tasks or batch.lost:
+                self._touch()
+            if self._n_buffered >= self.max_chunk_events:
+                self._flush_events(only_full=True)
+            self.flush_if_due()
+
+    def add_marker(self, t_ns: int, text: str) -> None:
+        with self._lock:
+            self._check()
+            self._markers.append((int(t_ns), str(text)))
+            self._touch()
+            self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        """Flush when the oldest buffered item is ``flush_interval`` old; sync when due."""
+        with self._lock:
+            now = time.monotonic()
+            if self._oldest is not None and now - self._oldest >= self.flush_interval:
+                self.flush()
+            elif now - self._last_sync >= self.sync_interval and self._unsynced:
+                self._sync()
+
+    def flush(self) -> None:
+        """Write everything buffered as chunks now (and sync if the last sync is old)."""
+        with self._lock:
+            self._check()
+            if self._tasks:
+                self._write_tasks()
+            if self._lost:
+                payload = codec.encode({"t_ns": self._last_t, "lost": self._lost})
+                self._write_chunk(C.K_LOST, payload, count=len(self._lost),
+                                  t_min=self._last_t, t_max=self._last_t)
+                self._lost = {}
+            if self._markers:
+                ts = [t for t, _ in self._markers]
+                payload = codec.encode([[t, s] for t, s in self._markers])
+                self._write_chunk(C.K_MARKERS, payload, count=len(ts), t_min=min(ts),
+                                  t_max=max(ts))
+                self._markers = []
+            if self._samples:
+                self._write_samples()
+            self._flush_events(only_full=False)
+            self._oldest = None
+            if time.monotonic() - self._last_sync >= self.sync_interval:
+                self._sync()
+
+    def close(self) -> None:
+        """Flush, write the time index and the clean-close trailer, sync and close. Idempotent;
+        after a failure (disk full) it only closes the file."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._failed is None:
+                    self.flush()
+                    index_at = self._offset
+                    idx = np.array(self._index, dtype=np.uint64).reshape(-1, 5)
+                    payload = codec.encode({
+                        "offset": idx[:, 0], "kind": idx[:, 1].astype(np.uint8),
+                        "count": idx[:, 2].astype(np.uint32), "t_min": idx[:, 3],
+                        "t_max": idx[:, 4]})
+                    n_chunks = len(self._index)
+                    self._write_chunk(C.K_INDEX, payload, count=n_chunks)
+                    tail = C.TRAILER.pack(index_at, n_chunks, self.events_written)
+                    self._write(C.pack_chunk(C.K_TRAILER, tail, count=0), kind=None)
+                    self._sync()
+            finally:
+                self._closed = True
+                os.close(self._fd)
+
+    def __enter__(self) -> Writer:  # noqa: PYI034 - py3.10 has no typing.Self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def bytes_written(self) -> int:
+        return self._offset
+
+    # ---- internals --------------------------------------------------------------------------
+
+    _unsynced = False
+
+    def _touch(self) -> None:
+        if self._oldest is None:
+            self._oldest = time.monotonic()
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise self._failed
+        if self._closed:
+            raise SnumapError(f"recording {self.path} is already closed")
+
+    def _flush_events(self, only_full: bool) -> None:
+        if not self._events:
+            return
+        ev = np.concatenate(self._events) if len(self._events) > 1 else self._events[0]
+        m = self.max_chunk_events
+        full = (ev.size // m) * m if only_full else ev.size
+        for start in range(0, full, m):
+            part = ev[start:min(start + m, full)]
+            value, t_min, t_max = encode_events(part)
+            self._write_chunk(C.K_EVENTS, codec.encode(value), count=int(part.size),
+                              t_min=t_min, t_max=t_max)
+            self.events_written += int(part.size)
+        rest = ev[full:]
+        self._events = [rest] if rest.size else []
+        self._n_buffered = int(rest.size)
+
+    def _write_tasks(self) -> None:
+        rows = self._tasks
+        ts = [int(r.t_ns) for r in rows]
+        payload = codec.encode({
+            "tid": np.array([r.tid for r in rows], dtype=np.int32),
+            "pid": np.array([r.pid for r in rows], dtype=np.int32),
+            "ppid": np.array([r.ppid for r in rows], dtype=np.int32),
+            "t_ns": np.array(ts, dtype=np.uint64),
+            "comm": [str(r.comm) for r in rows],
+        })
+        self._write_chunk(C.K_TASKS, payload, count=len(rows), t_min=min(ts), t_max=max(ts))
+        self._tasks = []
+
+    def _write_samples(self) -> None:
+        ss = self._samples
+        payload = codec.encode([[int(s.t_ns), int(s.wall_ns), s.readings] for s in ss])
+        self._write_chunk(C.K_SAMPLES, payload, count=len(ss),
+                          t_min=min(int(s.t_ns) for s in ss), t_max=max(int(s.t_ns) for s in ss))
+        self._samples = []
+
+    def _write_chunk(self, kind: int, payload: bytes, *, count: int, t_min: int = 0,
+                     t_max: int = 0) -> None:
+        blob = C.pack_chunk(kind, payload, count=count, t_min=t_min, t_max=t_max,
+                            compress=self._cctx)
+        at = self._offset
+        self._write(blob, kind=kind)
+        self._index.append((at, kind, count, t_min, t_max))
+
+    def _write(self, blob: bytes, kind: int | None) -> None:
+        """All of ``blob`` or nothing: after a failed write the file is cut back to the end of
+        the last complete chunk, so what is on disk stays a clean recording."""
+        view = memoryview(blob)
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, self._offset)
+            except OSError:
+                pass  # the reader skips a truncated tail anyway
+            what = C.KIND_NAMES.get(kind, "file header") if kind else "file header"
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                msg = (f"disk full while writing {self.path} ({what} chunk): recording stopped; "
+                       f"the {self._offset} bytes already written stay readable")
+            else:
+                msg = f"cannot write {self.path}: {e.strerror}; recording stopped"
+            self._failed = SnumapError(msg)
+            raise self._failed from None
+        self._offset += len(blob)
+        self._unsynced = True
+
+    def _sync(self) -> None:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.EROFS):  # pipes and odd filesystems
+                self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
+                raise self._failed from None
+        self._last_sync = time.monotonic()
+        self._unsynced = False
+
+
+def _json_default(o: Any) -> Any:
+    """Header values from numpy or sets become plain JSON."""
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
