@@ -1,0 +1,166 @@
+/* snumap's scheduler tracer (compiled by bcc at run time, loaded by snumap_tui/trace/bcc.py).
+ *
+ * Tracepoints (include/trace/events/sched.h; the argument layouts bcc generates from tracefs
+ * events/sched/NAME/format): sched_switch, sched_wakeup, sched_wakeup_new, sched_migrate_task,
+ * sched_process_fork, sched_process_exec, sched_process_exit.
+ *
+ * Filtering happens here, so that tasks outside the traced tree cost one hash lookup and no
+ * copy: `tracked` holds the tids to follow (seeded by user space with the root's threads, grown
+ * at every fork of a tracked thread). In system-wide mode (config[0] = 1) everything passes.
+ *
+ * Records go through one BPF ring buffer (Documentation/bpf/ringbuf.rst) that user space maps
+ * and decodes in bulk; a failed reserve (ring full) counts one lost event on this CPU.
+ * SNUMAP_RING_PAGES is given by the loader (-D), a power of two.
+ */
+#include <uapi/linux/ptrace.h>
+#include "sched_event.h"
+
+BPF_RINGBUF_OUTPUT(events, SNUMAP_RING_PAGES);
+BPF_HASH(tracked, __u32, __u32, 65536);                /* tid -> tgid (0 = not known yet) */
+BPF_HASH(names, __u32, struct snumap_task_name, 65536); /* tid -> comm at fork / exec */
+BPF_PERCPU_ARRAY(lost, __u64, 1);
+BPF_ARRAY(config, __u32, 1);                           /* [0]: 1 = system-wide */
+
+static __always_inline int system_wide(void)
+{
+    int zero = 0;
+    __u32 *v = config.lookup(&zero);
+    return v && *v;
+}
+
+static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __s32 pid,
+                                 __s32 pid2, __s64 arg)
+{
+    struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
+    if (!e) {
+        int zero = 0;
+        __u64 *n = lost.lookup(&zero);
+        if (n)
+            *n += 1;
+        return;
+    }
+    e->t_ns = bpf_ktime_get_ns();
+    e->arg = arg;
+    e->cpu = cpu;
+    e->tid = tid;
+    e->tid2 = tid2;
+    e->pid = pid;
+    e->pid2 = pid2;
+    e->kind = kind;
+    e->pad[0] = 0;
+    e->pad[1] = 0;
+    e->pad[2] = 0;
+    events.ringbuf_submit(e, 0);
+}
+
+static __always_inline __s32 known_tgid(__u32 *v)
+{
+    return (v && *v) ? (__s32)*v : -1;
+}
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    __u32 prev = args->prev_pid, next = args->next_pid;
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* this runs in the context of prev */
+    __s32 next_tgid = -1;
+    if (!system_wide()) {
+        /* Branches, not (!pv && !nv): clang would OR the two pointers, which the verifier
+         * refuses. */
+        int prev_tracked = 0;
+        __u32 *pv = tracked.lookup(&prev);
+        if (pv) {
+            prev_tracked = 1;
+            if (*pv == 0 && prev != 0)
+                *pv = tgid;
+        }
+        __u32 *nv = tracked.lookup(&next);
+        if (nv)
+            next_tgid = known_tgid(nv);
+        else if (!prev_tracked)
+            return 0;
+    }
+    emit(SNUMAP_SWITCH, bpf_get_smp_processor_id(), prev, next, prev ? (__s32)tgid : 0,
+         next ? next_tgid : 0, args->prev_state);
+    return 0;
+}
+
+static __always_inline int wakeup(__u8 kind, __u32 tid, int target_cpu)
+{
+    __s32 tgid = -1;
+    if (!system_wide()) {
+        __u32 *v = tracked.lookup(&tid);
+        if (!v)
+            return 0;
+        tgid = known_tgid(v);
+    }
+    emit(kind, target_cpu, tid, 0, tgid, -1, 0);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup)
+{
+    return wakeup(SNUMAP_WAKEUP, args->pid, args->target_cpu);
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup_new)
+{
+    return wakeup(SNUMAP_WAKEUP_NEW, args->pid, args->target_cpu);
+}
+
+TRACEPOINT_PROBE(sched, sched_migrate_task)
+{
+    __u32 tid = args->pid;
+    __s32 tgid = -1;
+    if (!system_wide()) {
+        __u32 *v = tracked.lookup(&tid);
+        if (!v)
+            return 0;
+        tgid = known_tgid(v);
+    }
+    emit(SNUMAP_MIGRATE, args->dest_cpu, tid, 0, tgid, -1, args->orig_cpu);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    __u32 parent = args->parent_pid, child = args->child_pid;
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* runs in the forking thread */
+    if (!system_wide()) {
+        if (!tracked.lookup(&parent))
+            return 0;
+        __u32 unknown = 0;
+        tracked.update(&child, &unknown);
+    }
+    struct snumap_task_name n = {};
+    n.ppid = tgid;
+    bpf_get_current_comm(&n.comm, sizeof(n.comm));
+    names.update(&child, &n);
+    emit(SNUMAP_FORK, bpf_get_smp_processor_id(), parent, child, tgid, -1, 0);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exec)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)id, tgid = id >> 32;
+    if (!system_wide() && !tracked.lookup(&tid))
+        return 0;
+    struct snumap_task_name n = {};
+    n.tgid = tgid;
+    bpf_get_current_comm(&n.comm, sizeof(n.comm));
+    names.update(&tid, &n);
+    emit(SNUMAP_EXEC, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)id, tgid = id >> 32;
+    /* The tid stays tracked: its last sched_switch comes after this; user space removes it
+     * one read later. */
+    if (!system_wide() && !tracked.lookup(&tid))
+        return 0;
+    emit(SNUMAP_EXIT, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
+    return 0;
+}

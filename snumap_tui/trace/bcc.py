@@ -1,0 +1,199 @@
+"""The eBPF backend: bpf/sched.c compiled by bcc, filtered in the kernel, read in bulk.
+
+bcc compiles C at run time against the running kernel's headers
+(/lib/modules/$(uname -r)/build), needs root or CAP_BPF + CAP_PERFMON, and its Python module
+is the distribution's (Debian: python3-bpfcc in /usr/lib/python3/dist-packages), which a
+virtualenv does not see; ``import_bcc`` reaches it there without adding that directory for
+anything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.trace import events as ev
+from snumap_tui.trace.base import Tracer
+from snumap_tui.trace.bpf_layout import bpf_dir, load_layout, to_events
+from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.privileges import has_caps
+from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
+from snumap_tui.trace.tracefs import tracefs_root
+
+DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)
+
+
+def import_bcc() -> ModuleType:
+    """bcc's Python module: the normal way, else from the distribution's dist-packages only."""
+    try:
+        return importlib.import_module("bcc")
+    except ImportError:
+        pass
+    for d in DIST_PACKAGES:
+        if not (Path(d) / "bcc" / "__init__.py").exists():
+            continue
+        sys.path.append(d)
+        try:
+            return importlib.import_module("bcc")
+        finally:
+            sys.path.remove(d)
+    raise ImportError("the bcc Python module is not installed "
+                      "(Debian/Ubuntu: apt install python3-bpfcc; Fedora: python3-bcc)")
+
+
+def headers_dir() -> Path:
+    return Path("/lib/modules") / platform.release() / "build"
+
+
+def ring_pages(ncpu: int | None = None) -> int:
+    """Ring size in pages: 256 per 4 CPUs, a power of two between 1024 and 65536 (bcc wants
+    a power of two); 48 bytes per event, so 4 MiB holds ~87k events between two reads."""
+    n = max(1024, 64 * (ncpu or os.cpu_count() or 1))
+    return min(65536, 1 << (n - 1).bit_length())
+
+
+class BccTracer(Tracer):
+    """Scheduling events through eBPF (see bpf/sched.c for what is filtered where)."""
+
+    name = "bcc"
+    approximate = False
+
+    def __init__(self) -> None:
+        self._bpf: Any = None
+        self._ring: BpfRingReader | None = None
+        self._tasks = TaskTable()
+        self._lost_seen: dict[int, int] = {}
+        self._exited: list[int] = []
+        self._system_wide = True
+        self.compile_s = 0.0
+
+    @classmethod
+    def status(cls) -> SourceStatus:
+        missing = has_caps(("CAP_BPF", "CAP_PERFMON"), alternative="CAP_SYS_ADMIN")
+        if missing:
+            return SourceStatus("trace:bcc", False, f"no {missing} (not root)",
+                                "run as root, or give CAP_BPF and CAP_PERFMON")
+        try:
+            import_bcc()
+        except ImportError as exc:
+            return SourceStatus("trace:bcc", False, str(exc),
+                                "apt install python3-bpfcc (or your distribution's bcc)")
+        except OSError as exc:  # libbcc.so missing or broken makes the import itself fail
+            return SourceStatus("trace:bcc", False, f"bcc does not load: {exc}",
+                                "reinstall bcc (python3-bpfcc, libbpfcc)")
+        hdr = headers_dir()
+        if not hdr.exists():
+            return SourceStatus("trace:bcc", False, f"no kernel headers at {hdr}",
+                                "install linux-headers-$(uname -r) (or kernel-devel)",
+                                {"path": str(hdr)})
+        if tracefs_root() is None:
+            return SourceStatus("trace:bcc", False, "tracefs is not mounted",
+                                "mount -t tracefs nodev /sys/kernel/tracing")
+        return SourceStatus("trace:bcc", True, None, None, {"headers": str(hdr)})
+
+    def start(self, pids: Iterable[int] | None = None) -> None:
+        bcc = import_bcc()
+        rec_dtype, _names_dtype, _ = load_layout()
+        pages = ring_pages()
+        src = (bpf_dir() / "sched.c").read_text()
+        t0 = time.monotonic()
+        try:
+            self._bpf = bcc.BPF(text=src, cflags=[f"-I{bpf_dir()}",
+                                                  f"-DSNUMAP_RING_PAGES={pages}",
+                                                  "-Wno-macro-redefined"])
+        except Exception as exc:
+            raise RuntimeError(f"bcc could not compile or load bpf/sched.c: {exc}") from exc
+        self.compile_s = time.monotonic() - t0
+        b = self._bpf
+        roots = list(pids) if pids is not None else None
+        self._system_wide = roots is None
+        if roots is not None:
+            tracked = b["tracked"]
+            for pid in tree_of(roots):
+                tids = threads_of(pid) or [pid]
+                for tid in tids:
+                    tracked[tracked.Key(tid)] = tracked.Leaf(pid)
+                    self._tasks.learn(tid, tgid=pid)
+            self._tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
+        cfg = b["config"]
+        cfg[cfg.Key(0)] = cfg.Leaf(1 if roots is None else 0)
+        self._ring = BpfRingReader(b["events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
+                                   rec_dtype)
+
+    def _lost(self) -> dict[int, int]:
+        table = self._bpf["lost"]
+        per_cpu = table[table.Key(0)]
+        out = {}
+        for cpu, n in enumerate(per_cpu):
+            n = int(n)
+            d = n - self._lost_seen.get(cpu, 0)
+            if d:
+                out[cpu] = d
+                self._lost_seen[cpu] = n
+        return out
+
+    def _names(self) -> None:
+        table = self._bpf["names"]
+        done = []
+        for k, v in table.items():
+            tid = int(k.value)
+            self._tasks.learn(tid, tgid=int(v.tgid) or None, ppid=int(v.ppid) or None,
+                              comm=bytes(v.comm).split(b"\0", 1)[0].decode(errors="replace"))
+            done.append(k)
+        for k in done:
+            try:
+                del table[k]
+            except KeyError:
+                pass
+
+    def read(self) -> ev.EventBatch:
+        if self._ring is None:
+            return ev.EventBatch()
+        if self._exited and not self._system_wide:
+            tracked = self._bpf["tracked"]
+            for tid in self._exited:
+                try:
+                    del tracked[tracked.Key(tid)]
+                except KeyError:
+                    pass
+        self._exited = []
+        recs = self._ring.read()
+        events = to_events(recs)
+        self._names()
+        return self._finish(events)
+
+    def _finish(self, events: np.ndarray) -> ev.EventBatch:
+        tasks = self._tasks
+        known = (events["kind"] != ev.WAKEUP) & (events["kind"] != ev.WAKEUP_NEW) & \
+                (events["kind"] != ev.MIGRATE)
+        tasks.learn_pairs(events["tid"][known], events["pid"][known])
+        tasks.fill(events)
+        now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
+        tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
+        exits = events["tid"][events["kind"] == ev.EXIT]
+        self._exited = exits.tolist()
+        return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=self._lost())
+
+    def stop(self) -> ev.EventBatch:
+        if self._bpf is None:
+            return ev.EventBatch()
+        # Detach first so nothing is half-written, then drain what is left.
+        for tp in list(self._bpf.tracepoint_fds):
+            self._bpf.detach_tracepoint(tp)
+        batch = self.read()
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+        self._bpf.cleanup()
+        self._bpf = None
+        return batch

@@ -1,0 +1,166 @@
+"""Which task is which: tid -> tgid and name, shared by the tracers, learned in bulk.
+
+Tracepoint records name tasks by tid, and only sometimes carry the process id (tgid) and the
+name (comm). The tracers hand over ``TaskInfo`` once per task (and again when exec renames it),
+and fill the ``pid``/``pid2`` fields of events whose tracepoint did not say, from what earlier
+events taught and, for live tasks, from /proc/TID/status (proc(5): ``Tgid:``, ``PPid:``) and
+/proc/TID/comm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from snumap_tui.trace import events as ev
+
+
+def read_task(tid: int, proc: Path = Path("/proc")) -> tuple[int, int, str] | None:
+    """(tgid, ppid, comm) of a live task, or None once it is gone."""
+    try:
+        status = (proc / str(tid) / "status").read_text()
+    except OSError:
+        return None
+    return parse_status(status)
+
+
+def parse_status(text: str) -> tuple[int, int, str] | None:
+    """(tgid, ppid, name) from /proc/PID/status text (proc(5))."""
+    vals: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        if key in ("Name", "Tgid", "PPid"):
+            vals[key] = val.strip()
+    try:
+        return int(vals["Tgid"]), int(vals["PPid"]), vals.get("Name", "")
+    except (KeyError, ValueError):
+        return None
+
+
+def threads_of(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """The tids of process PID (empty if it is gone)."""
+    try:
+        return sorted(int(p.name) for p in (proc / str(pid) / "task").iterdir()
+                      if p.name.isdigit())
+    except OSError:
+        return []
+
+
+def children_map(proc: Path = Path("/proc")) -> dict[int, list[int]]:
+    """ppid -> child pids of every live process (one scan of /proc)."""
+    out: dict[int, list[int]] = {}
+    for p in proc.iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        # proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 1:
+            out.setdefault(int(rest[1]), []).append(int(p.name))
+    return out
+
+
+def tree_of(pids: Iterable[int], proc: Path = Path("/proc")) -> list[int]:
+    """PIDS and every live descendant process."""
+    kids = children_map(proc)
+    seen: list[int] = []
+    todo = list(pids)
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        todo.extend(kids.get(p, []))
+    return seen
+
+
+class TaskTable:
+    """tid -> (tgid, comm) as learned so far, and which TaskInfo were already handed over."""
+
+    def __init__(self, proc: Path = Path("/proc")) -> None:
+        self.proc = proc
+        self.tgid: dict[int, int] = {0: 0}
+        self.comm: dict[int, str] = {}
+        self.ppid: dict[int, int] = {}
+        self._pending: dict[int, ev.TaskInfo] = {}
+        self._reported: set[int] = {0}
+
+    def learn(self, tid: int, tgid: int | None = None, comm: str | None = None,
+              ppid: int | None = None, t_ns: int = 0) -> None:
+        """Record what an event or /proc said; a new name is reported again (exec)."""
+        changed = tid not in self._reported
+        if tgid is not None and tgid > 0:
+            self.tgid[tid] = tgid
+        if ppid is not None and ppid > 0:
+            self.ppid[tid] = ppid
+        if comm is not None and comm != self.comm.get(tid):
+            changed = changed or tid in self.comm
+            self.comm[tid] = comm
+        if changed and tid in self.comm:
+            self._pending[tid] = ev.TaskInfo(tid=tid, pid=self.tgid.get(tid, -1),
+                                             comm=self.comm[tid],
+                                             ppid=self.ppid.get(tid, -1), t_ns=t_ns)
+
+    def learn_pairs(self, tids: np.ndarray, tgids: np.ndarray) -> None:
+        """Bulk: every (tid, tgid) pair with tgid > 0 that is new."""
+        ok = tgids > 0
+        if not ok.any():
+            return
+        pairs = np.unique(np.stack([tids[ok], tgids[ok]], axis=1), axis=0)
+        for tid, tgid in pairs.tolist():
+            if self.tgid.get(tid) != tgid:
+                self.tgid[tid] = tgid
+
+    def lookup_live(self, tids: Iterable[int], t_ns: int = 0) -> None:
+        """Ask /proc about tids never seen (those still alive answer)."""
+        for tid in tids:
+            if tid in self._reported or tid in self._pending or tid <= 0:
+                continue
+            got = read_task(tid, self.proc)
+            if got is None:
+                if tid in self.comm or tid in self.tgid:
+                    self.learn(tid, t_ns=t_ns)
+                continue
+            tgid, ppid, comm = got
+            self.learn(tid, tgid=tgid, ppid=ppid, comm=self.comm.get(tid, comm), t_ns=t_ns)
+
+    def fill(self, events: np.ndarray) -> None:
+        """Set pid (of tid) and pid2 (of tid2) where the tracepoint left them unknown (-1)."""
+        for tid_f, pid_f in (("tid", "pid"), ("tid2", "pid2")):
+            miss = np.flatnonzero(events[pid_f] < 0)
+            if not len(miss):
+                continue
+            if pid_f == "pid2":   # tid2 means a task only for SWITCH and FORK
+                kinds = events["kind"][miss]
+                miss = miss[(kinds == ev.SWITCH) | (kinds == ev.FORK)]
+            if not len(miss):
+                continue
+            keys = np.fromiter(self.tgid.keys(), dtype=np.int64, count=len(self.tgid))
+            vals = np.fromiter(self.tgid.values(), dtype=np.int64, count=len(self.tgid))
+            order = np.argsort(keys)
+            keys, vals = keys[order], vals[order]
+            want = events[tid_f][miss].astype(np.int64)
+            pos = np.clip(np.searchsorted(keys, want), 0, len(keys) - 1)
+            hit = keys[pos] == want
+            events[pid_f][miss[hit]] = vals[pos[hit]]
+
+    def seen_tids(self, events: np.ndarray) -> np.ndarray:
+        """Distinct task ids named by EVENTS (tid always; tid2 for switch and fork)."""
+        two = (events["kind"] == ev.SWITCH) | (events["kind"] == ev.FORK)
+        return np.unique(np.concatenate([events["tid"], events["tid2"][two]]))
+
+    def take_infos(self) -> list[ev.TaskInfo]:
+        """TaskInfo not handed over yet (new tasks, renamed tasks)."""
+        out = []
+        for tid, info in self._pending.items():
+            info.pid = self.tgid.get(tid, info.pid)
+            info.ppid = self.ppid.get(tid, info.ppid)
+            out.append(info)
+            self._reported.add(tid)
+        self._pending.clear()
+        return out
