@@ -1,0 +1,285 @@
+"""The perf tracepoint backend: no compiler, no headers, only perf_event_open(2).
+
+One tracepoint event per (tracepoint, CPU), all of a CPU's events redirected into one ring
+(PERF_EVENT_IOC_SET_OUTPUT), records with sample_type TID|TIME|CPU|RAW on CLOCK_MONOTONIC
+(use_clockid). The RAW part is the tracepoint's record, laid out as its tracefs ``format``
+file says (snumap_tui/trace/tracefs.py); PERF_RECORD_LOST says how many records a full ring
+dropped. The kernel cannot filter to a process tree here, so the tree is followed in user
+space from sched_process_fork records, and the rest is dropped after decoding.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from snumap_tui.native import perf_event as pe
+from snumap_tui.native.perf_ring import PerfRing, gather, split_records
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.trace import events as ev
+from snumap_tui.trace.base import Tracer
+from snumap_tui.trace.privileges import has_caps
+from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
+from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_root
+
+TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
+               "sched_process_fork", "sched_process_exec", "sched_process_exit")
+SAMPLE_TYPE = pe.PERF_SAMPLE_TID | pe.PERF_SAMPLE_TIME | pe.PERF_SAMPLE_CPU | pe.PERF_SAMPLE_RAW
+CLOCK_MONOTONIC = 1
+# Fixed part of a PERF_RECORD_SAMPLE with SAMPLE_TYPE (perf_event_open(2), in this order):
+# header(8) | u32 pid, u32 tid | u64 time | u32 cpu, u32 res | u32 raw size | raw data...
+RAW_AT = 36
+SAMPLE_HEAD = [("s_pid", "<i4", 8), ("s_tid", "<i4", 12), ("s_time", "<u8", 16),
+               ("s_cpu", "<u4", 24)]
+
+
+def online_cpus(text: str | None = None) -> list[int]:
+    """Parse /sys/devices/system/cpu/online ("0-3,8")."""
+    if text is None:
+        try:
+            with open("/sys/devices/system/cpu/online") as f:
+                text = f.read()
+        except OSError:
+            return list(range(os.cpu_count() or 1))
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def sample_dtype(fmt: EventFormat, names: list[str]) -> np.dtype:
+    """One dtype for the sample head plus the tracepoint fields NAMES at their format offsets."""
+    fields = [(n, t, o) for n, t, o in SAMPLE_HEAD]
+    for n in names:
+        f = fmt.fields[n]
+        t = fmt.numpy_dtype([n]).fields[n][0]    # type: ignore[index]
+        fields.append((n, t, RAW_AT + f.offset))
+    size = max(o + np.dtype(t).itemsize for _, t, o in fields)
+    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
+                     "offsets": [f[2] for f in fields], "itemsize": size})
+
+
+def comm_str(b: bytes) -> str:
+    return b.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def data_loc_str(buf: bytes, raw_start: int, loc: int) -> str:
+    """A ``__data_loc char[]`` field: u32 = length << 16 | offset from the record start
+    (Documentation/trace/events.rst)."""
+    off, length = loc & 0xFFFF, loc >> 16
+    return comm_str(buf[raw_start + off:raw_start + off + length])
+
+
+@dataclass
+class _Decoder:
+    """How to turn one tracepoint's samples into events."""
+
+    name: str
+    id: int
+    dtype: np.dtype
+
+
+class PerfTracer(Tracer):
+    """Scheduling events from perf tracepoints, one mmap ring per CPU."""
+
+    name = "perf"
+    approximate = False
+
+    def __init__(self, pages_per_cpu: int | None = None) -> None:
+        ncpu = os.cpu_count() or 1
+        self.pages = pages_per_cpu or (512 if ncpu <= 16 else 128)
+        self._fds: list[int] = []
+        self._rings: dict[int, PerfRing] = {}
+        self._dec: dict[int, _Decoder] = {}
+        self._tasks = TaskTable()
+        self._tracked: set[int] | None = None
+        self._exited: list[int] = []
+
+    @classmethod
+    def status(cls) -> SourceStatus:
+        root = tracefs_root()
+        if root is None:
+            return SourceStatus("trace:perf", False, "tracefs is not mounted",
+                                "mount -t tracefs nodev /sys/kernel/tracing (as root)")
+        if not os.access(root / "events" / "sched" / "sched_switch" / "id", os.R_OK):
+            return SourceStatus("trace:perf", False, f"cannot read {root}/events (not root)",
+                                "run as root")
+        paranoid = pe.read_paranoid()
+        missing = has_caps(("CAP_PERFMON",), alternative="CAP_SYS_ADMIN")
+        if missing and (paranoid is None or paranoid > -1):
+            return SourceStatus("trace:perf", False,
+                                f"system-wide tracepoints need CAP_PERFMON "
+                                f"(kernel.perf_event_paranoid={paranoid})",
+                                "run as root, or sysctl kernel.perf_event_paranoid=-1")
+        return SourceStatus("trace:perf", True, None, None, {"tracefs": str(root)})
+
+    def _decoders(self) -> None:
+        want = {
+            "sched_switch": ["prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid"],
+            "sched_wakeup": ["pid", "target_cpu"],
+            "sched_wakeup_new": ["pid", "target_cpu"],
+            "sched_migrate_task": ["pid", "orig_cpu", "dest_cpu"],
+            "sched_process_fork": ["parent_pid", "child_pid", "child_comm"],
+            "sched_process_exec": ["pid", "filename"],
+            "sched_process_exit": ["pid", "comm"],
+        }
+        for tp in TRACEPOINTS:
+            fmt = read_format("sched", tp)
+            names = [n for n in want[tp] if n in fmt.fields]
+            self._dec[fmt.id] = _Decoder(tp, fmt.id, sample_dtype(fmt, names))
+
+    def start(self, pids: Iterable[int] | None = None) -> None:
+        self._decoders()
+        cpus = online_cpus()
+        try:
+            for cpu in cpus:
+                leader = -1
+                for tp_id in self._dec:
+                    attr = pe.make_attr(pe.PERF_TYPE_TRACEPOINT, tp_id, sample_period=1,
+                                        sample_type=SAMPLE_TYPE, disabled=True)
+                    attr.use_clockid = 1
+                    attr.clockid = CLOCK_MONOTONIC
+                    attr.watermark = 1
+                    attr.wakeup_watermark = self.pages * os.sysconf("SC_PAGE_SIZE") // 2
+                    fd = pe.perf_event_open(attr, pid=-1, cpu=cpu,
+                                            event=f"sched:{self._dec[tp_id].name}")
+                    self._fds.append(fd)
+                    if leader < 0:
+                        leader = fd
+                        self._rings[cpu] = PerfRing(fd, self.pages)
+                    else:
+                        pe.ioctl(fd, pe.PERF_EVENT_IOC_SET_OUTPUT, leader)
+        except OSError:
+            self._close()
+            raise
+        if pids is not None:
+            roots = list(pids)
+            self._tracked = set()
+            for pid in tree_of(roots):
+                for tid in threads_of(pid) or [pid]:
+                    self._tracked.add(tid)
+                    self._tasks.learn(tid, tgid=pid)
+            self._tasks.lookup_live(sorted(self._tracked))
+        for fd in self._fds:
+            pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
+
+    def _decode_ring(self, buf: bytes, lost: dict[int, int], cpu: int) -> list[np.ndarray]:
+        types, offs, _sizes = split_records(buf)
+        lost_at = offs[types == pe.PERF_RECORD_LOST]
+        for o in lost_at.tolist():
+            lost[cpu] = lost.get(cpu, 0) + int.from_bytes(buf[o + 16:o + 24], "little")
+        samples = offs[types == pe.PERF_RECORD_SAMPLE]
+        if not len(samples):
+            return []
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        common = raw[samples + RAW_AT].astype(np.uint16) | (
+            raw[samples + RAW_AT + 1].astype(np.uint16) << 8)
+        out = []
+        for tp_id, dec in self._dec.items():
+            at = samples[common == tp_id]
+            if len(at):
+                out.append(self._convert(dec, gather(buf, at, dec.dtype), buf, at))
+        return out
+
+    def _convert(self, dec: _Decoder, s: np.ndarray, buf: bytes, at: np.ndarray) -> np.ndarray:
+        e = np.zeros(len(s), dtype=ev.EVENT_DTYPE)
+        e["t_ns"] = s["s_time"]
+        e["cpu"] = s["s_cpu"]
+        e["pid"] = s["s_pid"]
+        e["pid2"] = -1
+        tasks = self._tasks
+        name = dec.name
+        if name == "sched_switch":
+            e["kind"] = ev.SWITCH
+            e["tid"], e["tid2"], e["arg"] = s["prev_pid"], s["next_pid"], s["prev_state"]
+            e["pid"][e["tid"] == 0] = 0
+            e["pid2"][e["tid2"] == 0] = 0
+            for tid_f, comm_f in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
+                pairs = np.unique(s[[tid_f, comm_f]])
+                for tid, comm in pairs.tolist():
+                    if tid and tasks.comm.get(tid) is None:
+                        tasks.learn(tid, comm=comm_str(comm))
+        elif name in ("sched_wakeup", "sched_wakeup_new"):
+            e["kind"] = ev.WAKEUP if name == "sched_wakeup" else ev.WAKEUP_NEW
+            e["tid"], e["cpu"], e["pid"] = s["pid"], s["target_cpu"], -1
+        elif name == "sched_migrate_task":
+            e["kind"] = ev.MIGRATE
+            e["tid"], e["cpu"], e["arg"], e["pid"] = s["pid"], s["dest_cpu"], s["orig_cpu"], -1
+        elif name == "sched_process_fork":
+            e["kind"] = ev.FORK
+            e["tid"], e["tid2"] = s["parent_pid"], s["child_pid"]
+            for i, o in enumerate(at.tolist()):
+                loc = int(s["child_comm"][i]) if "child_comm" in s.dtype.names else 0
+                comm = data_loc_str(buf, o + RAW_AT, loc) if loc else tasks.comm.get(
+                    int(s["parent_pid"][i]), "")
+                tasks.learn(int(s["child_pid"][i]), comm=comm, ppid=int(s["s_pid"][i]),
+                            t_ns=int(s["s_time"][i]))
+        elif name == "sched_process_exec":
+            e["kind"] = ev.EXEC
+            e["tid"] = s["pid"]
+            for i, o in enumerate(at.tolist()):
+                path = data_loc_str(buf, o + RAW_AT, int(s["filename"][i]))
+                # fs/exec.c: the new comm is the basename of the file name, cut to 15 bytes.
+                tasks.learn(int(s["pid"][i]), tgid=int(s["pid"][i]),
+                            comm=path.rsplit("/", 1)[-1][:15], t_ns=int(s["s_time"][i]))
+        elif name == "sched_process_exit":
+            e["kind"] = ev.EXIT
+            e["tid"] = s["pid"]
+        return e
+
+    def _follow(self, events: np.ndarray) -> np.ndarray:
+        """Keep the traced tree: forks of tracked threads (in time order) join it."""
+        tracked = self._tracked
+        if tracked is None:
+            return events
+        for tid in self._exited:
+            tracked.discard(tid)
+        forks = events[events["kind"] == ev.FORK]
+        for parent, child in zip(forks["tid"].tolist(), forks["tid2"].tolist()):
+            if parent in tracked:
+                tracked.add(child)
+        arr = np.fromiter(tracked, dtype=np.int32, count=len(tracked))
+        keep = np.isin(events["tid"], arr)
+        sw = events["kind"] == ev.SWITCH
+        keep |= sw & np.isin(events["tid2"], arr)
+        return events[keep]
+
+    def read(self) -> ev.EventBatch:
+        lost: dict[int, int] = {}
+        parts: list[np.ndarray] = []
+        for cpu, ring in self._rings.items():
+            buf = ring.read()
+            if buf:
+                parts.extend(self._decode_ring(buf, lost, cpu))
+        events = np.concatenate(parts) if parts else ev.empty_events()
+        events = events[np.argsort(events["t_ns"], kind="stable")]
+        events = self._follow(events)
+        tasks = self._tasks
+        known = np.isin(events["kind"], (ev.SWITCH, ev.FORK, ev.EXEC, ev.EXIT))
+        tasks.learn_pairs(events["tid"][known], events["pid"][known])
+        tasks.fill(events)
+        now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
+        tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
+        self._exited = events["tid"][events["kind"] == ev.EXIT].tolist()
+        return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=lost)
+
+    def _close(self) -> None:
+        for ring in self._rings.values():
+            ring.close()
+        self._rings = {}
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+    def stop(self) -> ev.EventBatch:
+        for fd in self._fds:
+            pe.ioctl(fd, pe.PERF_EVENT_IOC_DISABLE)
+        batch = self.read()
+        self._close()
+        return batch
