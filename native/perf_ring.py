@@ -17,7 +17,6 @@ import os
 import struct
 
 import numpy as np
-
 from snumap_tui.native.perf_event import (
     MMAP_PAGE_DATA_HEAD,
     MMAP_PAGE_DATA_OFFSET,

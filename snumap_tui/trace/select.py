@@ -1,0 +1,63 @@
+"""Choosing the scheduling tracer: the best backend that works here, and why not the better ones.
+
+Order of preference: bcc (filters in the kernel, cheapest per event), perf tracepoints (no
+compiler or headers, filters in user space), /proc polling (no privilege, approximate).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.trace.base import Tracer
+
+ORDER = ("bcc", "perf", "proc")
+
+
+def tracer_class(name: str) -> type[Tracer]:
+    """The class of backend NAME (imported lazily: bcc pulls in libbcc)."""
+    if name == "bcc":
+        from snumap_tui.trace.bcc import BccTracer
+
+        return BccTracer
+    if name == "perf":
+        from snumap_tui.trace.perf import PerfTracer
+
+        return PerfTracer
+    if name == "proc":
+        from snumap_tui.trace.proc import ProcTracer
+
+        return ProcTracer
+    raise SnumapError(f"unknown tracing backend {name!r} (choose from auto, {', '.join(ORDER)})")
+
+
+def describe(st: SourceStatus) -> str:
+    return st.reason + (f" (fix: {st.fix})" if st.fix else "") if st.reason else "unavailable"
+
+
+def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = None,
+                  statuses: dict[str, SourceStatus] | None = None) -> tuple[Tracer, list[str]]:
+    """A ready (not started) tracer for BACKEND, and the lines explaining the choice.
+
+    ``auto`` tries bcc, perf, proc in that order; a named backend that cannot run here is an
+    error that says why. Each line is also passed to SAY (default: stderr).
+    """
+    say = say or (lambda s: print(s, file=sys.stderr))
+    lines: list[str] = []
+    names = ORDER if backend == "auto" else (backend,)
+    for name in names:
+        cls = tracer_class(name)
+        st = statuses[name] if statuses and name in statuses else cls.status()
+        if st.available:
+            why = "; ".join(lines)
+            line = f"tracing with {name}" + (f" ({why})" if why else "")
+            if cls.approximate:
+                line += " — approximate: per-thread CPU time at each interval, not every switch"
+            say(line)
+            return cls(), [*lines, line]
+        if backend != "auto":
+            raise SnumapError(f"the {name} backend cannot run here: {describe(st)}")
+        lines.append(f"{name} not used: {describe(st)}")
+    raise SnumapError("no tracing backend works here: " + "; ".join(lines))
