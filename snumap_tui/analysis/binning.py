@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.intervals import Intervals, busy_before
 
 IDLE = -1
 OTHER = -2          # busy with work that the filter hides
@@ -164,13 +164,7 @@ def utilisation(iv: Intervals, t0: int, t1: int, ncols: int) -> np.ndarray:
         hi = int(np.searchsorted(st, edges[-1], "left"))
         if hi <= lo:
             continue
-        # Busy time before each edge: a cumulative sum over the row's visible intervals and
-        # one searchsorted, no per-interval Python work.
         s = np.maximum(st[lo:hi], edges[0])
         e = np.minimum(en[lo:hi], edges[-1])
-        cum = np.concatenate([[0], np.cumsum(e - s)])
-        idx = np.searchsorted(s, edges, "right")
-        prev = np.maximum(idx - 1, 0)
-        inside = np.where(idx > 0, np.clip(edges - s[prev], 0, e[prev] - s[prev]), 0)
-        total += np.diff(cum[prev] + inside)
+        total += np.diff(busy_before(s, e, edges))
     return total / (np.diff(edges) * max(len(iv.cpus), 1))

@@ -21,11 +21,17 @@ interval do not overlap. This is approximate and marked so (``Intervals.approxim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from snumap_tui.trace.events import RUN, SWITCH
+
+# The columns each kind of event needs (the store can decode just these).
+_SWITCH_FIELDS = ("t_ns", "cpu", "tid", "tid2", "pid", "pid2")
+_RUN_FIELDS = ("t_ns", "cpu", "tid", "pid", "arg")
+INTERVAL_FIELDS = ("t_ns", "cpu", "kind", "tid", "tid2", "pid", "pid2", "arg")
 
 
 @dataclass
@@ -80,6 +86,18 @@ class Intervals:
         return np.where(keys[pos] == tids, vals[pos], -1)
 
 
+def busy_before(start: np.ndarray, end: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Busy ns before each time x on one CPU row (sorted, non-overlapping intervals): a prefix
+    sum and one searchsorted, so a window's busy time is busy_before(t1) - busy_before(t0)."""
+    cum = np.concatenate([[0], np.cumsum(end - start)])
+    idx = np.searchsorted(start, x, "right")
+    prev = np.maximum(idx - 1, 0)
+    if not len(start):
+        return np.zeros(len(x), dtype=np.int64)
+    inside = np.where(idx > 0, np.clip(x - start[prev], 0, end[prev] - start[prev]), 0)
+    return cum[prev] + inside
+
+
 class IntervalBuilder:
     """Turns windows of EVENT_DTYPE arrays (in time order per CPU) into ``Intervals``."""
 
@@ -105,17 +123,18 @@ class IntervalBuilder:
         rows[ok] = self._row_of[c[ok]]
         return rows
 
-    def feed(self, ev: np.ndarray) -> None:
-        """Add one window of events (any kinds; only SWITCH and RUN make intervals)."""
-        self.events += len(ev)
+    def feed(self, ev: Mapping[str, np.ndarray] | np.ndarray) -> None:
+        """Add one window of events: an EVENT_DTYPE array or a dict of its columns (what the
+        store's ``iter_event_columns`` yields). Only SWITCH and RUN events make intervals."""
         kind = ev["kind"]
-        sw = ev[kind == SWITCH]
-        if len(sw):
-            self._feed_switches(sw)
-        run = ev[kind == RUN]
-        if len(run):
+        self.events += len(kind)
+        sw = kind == SWITCH
+        if sw.any():
+            self._feed_switches({f: ev[f][sw] for f in _SWITCH_FIELDS})
+        run = kind == RUN
+        if run.any():
             self.approximate = True
-            self._feed_runs(run)
+            self._feed_runs({f: ev[f][run] for f in _RUN_FIELDS})
 
     def _remember_pids(self, tids: np.ndarray, pids: np.ndarray) -> None:
         ok = (pids >= 0) & (tids > 0)
@@ -124,10 +143,11 @@ class IntervalBuilder:
         pairs = np.unique(np.stack([tids[ok].astype(np.int64), pids[ok].astype(np.int64)]), axis=1)
         self._pids.update(zip(pairs[0].tolist(), pairs[1].tolist()))
 
-    def _feed_switches(self, sw: np.ndarray) -> None:
+    def _feed_switches(self, sw: dict[str, np.ndarray]) -> None:
         rows = self._rows(sw["cpu"])
         keep = rows >= 0
-        sw, rows = sw[keep], rows[keep]
+        if not keep.all():
+            sw, rows = {f: a[keep] for f, a in sw.items()}, rows[keep]
         # Stable sort by row keeps each CPU's time order (radix sort on 16-bit keys).
         key = rows.astype(np.uint16) if len(self.cpus) < 65536 else rows
         order = np.argsort(key, kind="stable")
@@ -176,10 +196,10 @@ class IntervalBuilder:
             self._chunks[int(rows[a])].append((starts[a:b].copy(), ends[a:b].copy(),
                                                tids[a:b].copy()))
 
-    def _feed_runs(self, run: np.ndarray) -> None:
+    def _feed_runs(self, run: dict[str, np.ndarray]) -> None:
         rows = self._rows(run["cpu"])
         keep = (rows >= 0) & (run["tid"] != 0)
-        run, rows = run[keep], rows[keep]
+        run, rows = {f: a[keep] for f, a in run.items()}, rows[keep]
         self._remember_pids(run["tid"], run["pid"])
         t = run["t_ns"].astype(np.int64)
         order = np.lexsort((run["tid"], t, rows))

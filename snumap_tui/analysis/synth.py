@@ -9,12 +9,15 @@ memory child > Core > PU, PU OS indexes in logical order).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
-from snumap_tui.trace.events import EVENT_DTYPE, MIGRATE, SWITCH, WAKEUP
+from snumap_tui.trace.events import EVENT_DTYPE, MIGRATE, SWITCH, WAKEUP, EventBatch, TaskInfo
 
 
 def synthetic_topology(packages: int = 2, numa_per_package: int = 2, cores_per_numa: int = 2,
@@ -97,7 +100,11 @@ def synthetic_events(n_events: int, cpus: list[int] | np.ndarray, n_threads: int
     prev[~same] = 0
     ev["tid"][s] = prev
     ev["tid2"][s] = tid_next[s]
-    pid_of = lambda tid: np.where(tid == 0, 0, 1000 + (tid - 1000) // threads_per_process * threads_per_process)  # noqa: E731
+
+    def pid_of(tid: np.ndarray) -> np.ndarray:
+        return np.where(tid == 0, 0, 1000 + (tid - 1000) // threads_per_process
+                        * threads_per_process)
+
     ev["pid"][s] = pid_of(prev)
     ev["pid2"][s] = pid_of(tid_next[s])
     ev["arg"][s] = np.where(rng.random(len(s)) < 0.5, 0, 1)
@@ -109,3 +116,28 @@ def synthetic_events(n_events: int, cpus: list[int] | np.ndarray, n_threads: int
     ev["tid2"][other] = -1
     ev["pid2"][other] = -1
     return ev
+
+
+def write_recording(path: str | Path, topology: Topology, events: np.ndarray | Iterable[np.ndarray],
+                    tasks: Iterable[TaskInfo] = (), samples: Iterable[Sample] = (),
+                    header: dict[str, Any] | None = None, lost: dict[int, int] | None = None,
+                    markers: Iterable[tuple[int, str]] = (), chunk: int = 65536) -> Path:
+    """A recording written through the store API, as `snumap record` would: the tests' known
+    workloads, the benchmark's 10 M events and the 384-PU demo. ``events`` may be one array or
+    an iterable of time-ordered arrays (so a huge recording is never whole in memory)."""
+    from snumap_tui.store import Writer
+
+    hdr = {"host": topology.meta.get("HostName", "synthetic"), "backend": "synthetic",
+           "kernel": "synthetic", "topology": topology.to_dict()}
+    hdr.update(header or {})
+    parts = [events] if isinstance(events, np.ndarray) else events
+    with Writer(path, hdr, force=True, max_chunk_events=chunk) as w:
+        w.add_events(EventBatch(tasks=list(tasks), lost=dict(lost or {})))
+        for t, text in markers:
+            w.add_marker(t, text)
+        for s in samples:
+            w.add_sample(s)
+        for ev in parts:
+            for i in range(0, len(ev), chunk):
+                w.add_events(EventBatch(events=ev[i:i + chunk]))
+    return Path(path)

@@ -1,0 +1,95 @@
+"""The few things a user wants to know first about a recording, each as a one-line finding.
+
+- threads migrating across NUMA nodes (their memory stays behind: remote accesses);
+- oversubscribed PUs: nearly always busy, time-shared by several threads that preempt each other;
+- idle PUs while threads waited in a run queue (wakeup to switch-in) for a millisecond or more:
+  the load balancer or an affinity mask kept work from an idle PU;
+- events lost by the tracer, and /proc polling's coarseness.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.analysis.load import Loaded
+from snumap_tui.analysis.stats import TaskStats, busy_in
+
+LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding
+MAX_WAITS = 50_000              # the longest waits examined for idle PUs
+BUSY_OVERSUB = 0.90
+SHARE_OVERSUB = 0.10
+
+
+def _comm(report: dict[str, Any], tid: int) -> str:
+    for t in report["tasks"]:
+        if t["tid"] == tid:
+            return f"{t['comm']} (tid {tid})"
+    return f"tid {tid}"
+
+
+def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
+             lat_end: np.ndarray, lat: np.ndarray, limit: int = 8) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    dur = max(report["duration_s"], 1e-9)
+    if report["lost_events"]:
+        out.append({"kind": "lost_events", "text": f"{report['lost_events']} scheduling events "
+                    f"were lost by the tracer: figures below undercount"})
+    if report["approximate"]:
+        out.append({"kind": "approximate", "text": "scheduling came from /proc polling: run "
+                    "intervals are approximate, no wakeups, migrations only between polls"})
+    movers = sorted((s for s in stats.values() if s.numa_migrations), key=lambda s:
+                    -s.numa_migrations)
+    for s in movers[:3]:
+        main = max(s.numa.items(), key=lambda kv: kv[1]) if s.numa else (None, 0)
+        away = 100.0 * (1 - main[1] / s.runtime_ns) if s.runtime_ns else 0.0
+        out.append({"kind": "numa_migration", "tid": s.tid, "count": s.numa_migrations,
+                    "text": f"{_comm(report, s.tid)} moved between NUMA nodes "
+                            f"{s.numa_migrations} times; {away:.0f}% of its run time was away "
+                            f"from node {main[0]}"})
+    if len(movers) > 3:
+        out.append({"kind": "numa_migration", "text": f"{len(movers) - 3} more threads moved "
+                    f"between NUMA nodes"})
+    # Oversubscribed PUs: busy nearly all the time, shared by >= 2 threads with a real share.
+    share: dict[int, list[int]] = {}
+    for s in stats.values():
+        for c, ns in s.cpus.items():
+            share.setdefault(c, []).append(ns)
+    over = []
+    for c in report["cpus"]:
+        busy = c["busy_s"] / dur
+        big = [ns for ns in share.get(c["cpu"], []) if ns >= SHARE_OVERSUB * c["busy_s"] * 1e9]
+        if busy >= BUSY_OVERSUB and len(big) >= 2 and c["preemptions"]:
+            over.append((c["cpu"], len(big), c["preemptions"], busy))
+    if over:
+        pus = ", ".join(f"PU {c} ({n} threads, {p} preemptions)" for c, n, p, _ in over[:4])
+        more = f" and {len(over) - 4} more" if len(over) > 4 else ""
+        out.append({"kind": "oversubscribed", "cpus": [o[0] for o in over],
+                    "text": f"oversubscribed: {pus}{more}"})
+    # Idle PUs while threads waited in a run queue.
+    long = np.flatnonzero(lat >= LONG_WAIT_NS)
+    if len(long) and len(ld.intervals.cpus) > 1:
+        if len(long) > MAX_WAITS:
+            long = long[np.argsort(lat[long])[-MAX_WAITS:]]
+        ends = lat_end[long]
+        starts = ends - lat[long]
+        b = busy_in(ld.intervals, starts, ends)
+        idle_pus = (b < 0.5 * (ends - starts)).sum(axis=0)
+        hit = idle_pus > 0
+        if hit.any():
+            tot_ms = float(lat[long][hit].sum()) / 1e6
+            out.append({"kind": "idle_while_waiting", "waits": int(hit.sum()),
+                        "text": f"{int(hit.sum())} waits of >= {LONG_WAIT_NS // 1000} us "
+                                f"(total {tot_ms:.1f} ms) happened while a PU was mostly idle "
+                                f"(up to {int(idle_pus.max())} idle PUs)"})
+    busy = np.array([c["busy_s"] / dur for c in report["cpus"]])
+    if len(busy) > 1 and busy.max() > 0.5:
+        idle = [c["cpu"] for c, b in zip(report["cpus"], busy) if b < 0.05]
+        if idle:
+            from snumap_tui.analysis.report import cpulist
+            out.append({"kind": "idle_pus", "cpus": idle,
+                        "text": f"PUs {cpulist(idle)} stayed idle (< 5% busy) while others were "
+                                f"up to {100 * busy.max():.0f}% busy"})
+    return out[:limit]
+

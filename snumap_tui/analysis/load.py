@@ -1,0 +1,77 @@
+"""One pass over a recording's events, chunk by chunk, into what the analyses need.
+
+The replay needs only the run intervals (20 bytes per interval), so by default nothing else is
+kept; the report also asks for wakeups, switch-ins, preemptions and kernel migrations
+(``details=True``), which it needs for latencies and findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.analysis.intervals import INTERVAL_FIELDS, IntervalBuilder, Intervals
+from snumap_tui.topology.model import Topology
+from snumap_tui.trace.events import MIGRATE, SWITCH, WAKEUP, WAKEUP_NEW
+
+
+@dataclass
+class Loaded:
+    """A recording's run intervals and, with ``details``, the events the report needs."""
+
+    topology: Topology
+    intervals: Intervals
+    events: int
+    kinds: dict[int, int]                       # event kind -> count
+    wake_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    wake_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    in_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    in_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    preempt_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    kernel_migrations: dict[int, int] = field(default_factory=dict)
+
+
+def recording_cpus(topology: Topology) -> np.ndarray:
+    return np.array(sorted(topology.pu_os_indexes), dtype=np.int64)
+
+
+def load(rec: Any, *, details: bool = False) -> Loaded:
+    """Stream ``rec`` (a ``snumap_tui.store`` Recording) once."""
+    topology = rec.topology
+    cpus = recording_cpus(topology)
+    t0, t1 = int(rec.t_start), int(rec.t_end)
+    b = IntervalBuilder(cpus, t0)
+    kinds = np.zeros(256, dtype=np.int64)
+    wt, wtid, it, itid, pc, mig = [], [], [], [], [], []
+    for cols in rec.iter_event_columns(INTERVAL_FIELDS):
+        b.feed(cols)
+        k = cols["kind"]
+        kinds += np.bincount(k, minlength=256)
+        if details:
+            w = (k == WAKEUP) | (k == WAKEUP_NEW)
+            wt.append(cols["t_ns"][w].astype(np.int64))
+            wtid.append(cols["tid"][w].astype(np.int64))
+            s = (k == SWITCH) & (cols["tid2"] != 0)
+            it.append(cols["t_ns"][s].astype(np.int64))
+            itid.append(cols["tid2"][s].astype(np.int64))
+            # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
+            p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
+            pc.append(cols["cpu"][p].astype(np.int64))
+            mig.append(cols["tid"][k == MIGRATE].astype(np.int64))
+    iv = b.finish(t1)
+    for tid, info in getattr(rec, "tasks", {}).items():
+        if info.pid >= 0:
+            iv.pid_of_tid.setdefault(int(tid), int(info.pid))
+    out = Loaded(topology, iv, b.events, {int(k): int(n) for k, n in enumerate(kinds) if n})
+    if details:
+        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        out.wake_t, out.wake_tid = cat(wt), cat(wtid)
+        out.in_t, out.in_tid = cat(it), cat(itid)
+        out.preempt_cpu = cat(pc)
+        m = cat(mig)
+        if len(m):
+            u, n = np.unique(m, return_counts=True)
+            out.kernel_migrations = dict(zip(u.tolist(), n.tolist()))
+    return out

@@ -1,0 +1,212 @@
+"""`snumap report`: the summary of a recording a user pastes into a ticket, as a dict (for
+``--json``) and as text that fits 80 columns.
+
+Energy comes straight from the recorded RAPL samples: the counters are cumulative microjoules
+that wrap at ``max_energy_range_uj`` (Documentation/power/powercap/powercap.rst), so energy is the
+sum of wrap-corrected differences between consecutive samples.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.analysis.findings import findings
+from snumap_tui.analysis.load import Loaded, load
+from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
+from snumap_tui.model.sample import Sample
+from snumap_tui.trace.events import SWITCH
+
+TOP_TASKS = 20
+
+
+def cpulist(cpus: Iterable[int]) -> str:
+    """OS indexes as the kernel's cpulist format ("0-3,8"; Documentation/admin-guide/
+    cputopology.rst)."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cpus)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def rapl_energy(samples: Iterable[Sample]) -> list[dict[str, Any]]:
+    """Energy (J) and average power (W) per RAPL domain over the recorded samples."""
+    prev: dict[str, tuple[int, float]] = {}
+    acc: dict[str, dict[str, Any]] = {}
+    for s in samples:
+        r = s.readings.get("rapl")
+        if not r:
+            continue
+        objs = r.get("objects") or [None] * len(r.get("domains", ()))
+        maxes = r.get("max_uj")
+        for i, (dom, obj) in enumerate(zip(r.get("domains", ()), objs)):
+            e = float(r["energy_uj"][i])
+            if math.isnan(e):      # not readable in this sample
+                continue
+            a = acc.setdefault(dom, {"domain": dom, "object": list(obj) if obj else None,
+                                     "energy_j": 0.0, "t0": s.t_ns, "t1": s.t_ns})
+            if dom in prev:
+                d = e - prev[dom][1]
+                if d < 0 and maxes is not None:
+                    d += float(maxes[i])
+                a["energy_j"] += max(d, 0.0) / 1e6
+                a["t1"] = s.t_ns
+            prev[dom] = (s.t_ns, e)
+    out = []
+    for a in acc.values():
+        dt = (a.pop("t1") - a.pop("t0")) / 1e9
+        a["avg_w"] = a["energy_j"] / dt if dt > 0 else None
+        out.append(a)
+    return out
+
+
+def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
+    """Everything `snumap report` prints, as plain JSON-able data."""
+    ld = loaded or load(rec, details=True)
+    iv = ld.intervals
+    topo = ld.topology
+    hdr = dict(getattr(rec, "header", {}) or {})
+    duration_ns = max(iv.t1 - iv.t0, 0)
+    stats = task_stats(iv, topo)
+    lat_tid, lat, lat_end = runqueue_latency(ld.wake_t, ld.wake_tid, ld.in_t, ld.in_tid)
+    if len(lat):
+        order = np.argsort(lat_tid, kind="stable")
+        lt, lv = lat_tid[order], lat[order]
+        cut = np.flatnonzero(np.diff(lt)) + 1
+        for a, b in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(lt)]]).tolist()):
+            t = int(lt[a])
+            if t in stats:
+                stats[t].latency_ns = lv[a:b]
+    for t, n in ld.kernel_migrations.items():
+        if t in stats:
+            stats[t].kernel_migrations = n
+    tasks_info = getattr(rec, "tasks", {}) or {}
+    tasks = []
+    for ts in sorted(stats.values(), key=lambda s: -s.runtime_ns):
+        info = tasks_info.get(ts.tid)
+        pid = ts.pid if ts.pid >= 0 else (info.pid if info else -1)
+        tasks.append({
+            "pid": pid, "tid": ts.tid, "comm": info.comm if info else "?",
+            "runtime_s": ts.runtime_ns / 1e9,
+            "cpus": {str(c): ns / 1e9 for c, ns in sorted(ts.cpus.items())},
+            "numa": {str(n): ns / 1e9 for n, ns in sorted(ts.numa.items())},
+            "migrations": ts.migrations, "numa_migrations": ts.numa_migrations,
+            "kernel_migrations": ts.kernel_migrations,
+            "switch_ins": ts.switch_ins,
+            "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
+            "pus": cpulist(ts.cpus),
+        })
+    processes: dict[int, dict[str, Any]] = {}
+    for t in tasks:
+        p = processes.setdefault(t["pid"], {"pid": t["pid"], "comm": t["comm"], "threads": 0,
+                                            "runtime_s": 0.0, "cpus": {}, "numa": {},
+                                            "migrations": 0})
+        if t["tid"] == t["pid"]:
+            p["comm"] = t["comm"]
+        p["threads"] += 1
+        p["runtime_s"] += t["runtime_s"]
+        p["migrations"] += t["migrations"]
+        for k in ("cpus", "numa"):
+            for c, s in t[k].items():
+                p[k][c] = p[k].get(c, 0.0) + s
+    for p in processes.values():
+        p["pus"] = cpulist(int(c) for c in p["cpus"])
+    busy = iv.busy_ns()
+    preempt = np.bincount(np.searchsorted(iv.cpus, ld.preempt_cpu), minlength=len(iv.cpus)) \
+        if len(ld.preempt_cpu) else np.zeros(len(iv.cpus), dtype=np.int64)
+    cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
+             "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
+             "preemptions": int(p)}
+            for c, b, p in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist())]
+    lost = {str(c): int(n) for c, n in sorted((getattr(rec, "lost", {}) or {}).items())}
+    report: dict[str, Any] = {
+        "file": getattr(rec, "name", None),
+        "host": hdr.get("host") or hdr.get("hostname") or topo.meta.get("HostName"),
+        "kernel": hdr.get("kernel") or topo.meta.get("OSRelease"),
+        "backend": hdr.get("backend"),
+        "approximate": bool(iv.approximate or hdr.get("approximate")),
+        "command": hdr.get("command") or hdr.get("argv"),
+        "start_wall_ns": hdr.get("start_wall_ns"),
+        "duration_s": duration_ns / 1e9,
+        "events": ld.events,
+        "sched_events": int(ld.kinds.get(SWITCH, 0)),
+        "event_kinds": {str(k): n for k, n in sorted(ld.kinds.items())},
+        "lost_events": int(sum(lost.values())),
+        "lost_per_cpu": lost,
+        "complete": bool(getattr(rec, "complete", True)),
+        "damaged": list(getattr(rec, "damaged", []) or []),
+        "processes": sorted(processes.values(), key=lambda p: -p["runtime_s"]),
+        "tasks": tasks,
+        "cpus": cpus,
+        "energy": rapl_energy(rec.samples()) if hasattr(rec, "samples") else [],
+    }
+    report["findings"] = findings(report, ld, stats, lat_end, lat)
+    return report
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s:.3f}" if s < 100 else f"{s:.1f}"
+
+
+def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
+    """The text form: header, findings, processes, threads, PUs, energy (80 columns)."""
+    lines = [f"snumap report: {r.get('file') or ''}",
+             (f"host {r.get('host') or '?'}  kernel {r.get('kernel') or '?'}  "
+             f"backend {r.get('backend') or '?'}{' (approximate: /proc polling)' if r['approximate'] else ''}"),
+             f"duration {r['duration_s']:.3f} s  events {r['events']}  "
+             f"sched_switch {r['sched_events']}  lost {r['lost_events']}"
+             + ("" if r["complete"] else "  (recording was not closed cleanly)")]
+    for d in r["damaged"]:
+        lines.append(f"  damaged: {d}")
+    if r.get("command"):
+        cmd = r["command"]
+        lines.append("command " + (" ".join(cmd) if isinstance(cmd, list) else str(cmd)))
+    lines += ["", "Findings:"]
+    for f in r["findings"]:
+        lines += textwrap.wrap(f["text"], 78, initial_indent="  - ", subsequent_indent="    ")
+    if not r["findings"]:
+        lines.append("  (none)")
+    lines += ["", "Processes (by run time):",
+              f"  {'PID':>7} {'COMM':<16} {'THR':>4} {'RUN s':>9} {'MIGR':>6}  PUs"]
+    for p in r["processes"][:top]:
+        lines.append(f"  {p['pid']:>7} {p['comm'][:16]:<16} {p['threads']:>4} "
+                     f"{_fmt_s(p['runtime_s']):>9} {p['migrations']:>6}  {p['pus'][:30]}")
+    lines += ["", "Threads (by run time; run-queue latency wakeup->switch-in, us):",
+              (f"  {'TID':>7} {'COMM':<15} {'RUN s':>8} {'MIGR':>5} {'XNUMA':>5} "
+              f"{'p50':>7} {'p99':>8}  PUs")]
+    for t in r["tasks"][:top]:
+        lat = t["runqueue_latency_us"]
+        p50 = f"{lat['p50']:.3g}" if lat else "-"
+        p99 = f"{lat['p99']:.3g}" if lat else "-"
+        lines.append(f"  {t['tid']:>7} {t['comm'][:15]:<15} {_fmt_s(t['runtime_s']):>8} "
+                     f"{t['migrations']:>5} {t['numa_migrations']:>5} {p50:>7} {p99:>8}  "
+                     f"{t['pus'][:22]}")
+        if len(t["numa"]) > 1:
+            per = "  ".join(f"node {n}: {_fmt_s(s)} s" for n, s in t["numa"].items())
+            lines.append(f"  {'':>7} {per}"[:80])
+    if len(r["tasks"]) > top:
+        lines.append(f"  ... {len(r['tasks']) - top} more threads (--json has all)")
+    lines += ["", "PUs (busy % of the recording):"]
+    cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
+    for i in range(0, len(cells), 7):
+        lines.append("  " + " ".join(cells[i:i + 7]))
+    lines += ["", "Energy (RAPL):"]
+    if r["energy"]:
+        for e in r["energy"]:
+            w = f"{e['avg_w']:.1f} W" if e["avg_w"] is not None else "-"
+            lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
+    else:
+        lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
+    return "\n".join(lines) + "\n"

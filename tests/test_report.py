@@ -1,0 +1,120 @@
+"""`snumap report` on recordings written through the store API with known run times."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui.analysis.load import load
+from snumap_tui.analysis.report import build_report, cpulist, format_report, rapl_energy
+from snumap_tui.analysis.synth import synthetic_topology, write_recording
+from snumap_tui.cli import main
+from snumap_tui.model.sample import Sample
+from snumap_tui.store import open as open_recording
+from snumap_tui.trace.events import TaskInfo
+from tests.test_analysis import SCENARIO, T0, T1, make_events
+
+TASKS = [TaskInfo(101, 100, "solver"), TaskInfo(102, 100, "solver-w"), TaskInfo(201, 200, "io")]
+
+
+def rapl_sample(t: int, uj: list[float]) -> Sample:
+    return Sample(t, t, {"rapl": {"domains": ["package-0", "package-1"],
+                                  "objects": [["Package", 0], ["Package", 1]],
+                                  "energy_uj": np.array(uj), "max_uj": np.array([1000.0, 1e9]),
+                                  "via": "powercap"}})
+
+
+@pytest.fixture()
+def recording(tmp_path: Path) -> Path:
+    # Two PUs, one per package and NUMA node: the move of 101 from PU 0 to PU 1 crosses nodes.
+    topo = synthetic_topology(2, 1, 1, 1, host="testhost")
+    return write_recording(tmp_path / "known.rec", topo, make_events(SCENARIO), tasks=TASKS,
+                           markers=[(T0, "start"), (T1, "exit 0")], header={"backend": "test"},
+                           lost={1: 3})
+
+
+def test_report_figures_equal_the_known_run_times(recording: Path) -> None:
+    with open_recording(recording) as rec:
+        r = build_report(rec)
+    assert r["duration_s"] == pytest.approx((T1 - T0) / 1e9)
+    assert r["sched_events"] == 5 and r["lost_events"] == 3 and r["backend"] == "test"
+    assert r["host"] == "testhost"
+    tasks = {t["tid"]: t for t in r["tasks"]}
+    assert tasks[101]["runtime_s"] == pytest.approx(7000e-9)
+    assert tasks[101]["cpus"] == {"0": pytest.approx(3000e-9), "1": pytest.approx(4000e-9)}
+    assert tasks[101]["numa"] == {"0": pytest.approx(3000e-9), "1": pytest.approx(4000e-9)}
+    assert tasks[101]["migrations"] == 1 and tasks[101]["numa_migrations"] == 1
+    assert tasks[101]["kernel_migrations"] == 1
+    assert tasks[101]["pid"] == 100 and tasks[101]["comm"] == "solver"
+    assert tasks[101]["pus"] == "0-1"
+    # Wakeups at 1500 and 5500, switched in at 2000 and 6000: 0.5 us each.
+    assert tasks[101]["runqueue_latency_us"]["p50"] == pytest.approx(0.5)
+    assert tasks[102]["runtime_s"] == pytest.approx(2000e-9)
+    assert tasks[102]["migrations"] == 0
+    assert tasks[201]["runtime_s"] == pytest.approx(2000e-9)
+    assert tasks[201]["cpus"] == {"1": pytest.approx(2000e-9)}
+    assert [(c["cpu"], c["busy_s"]) for c in r["cpus"]] == [(0, pytest.approx(5000e-9)),
+                                                            (1, pytest.approx(6000e-9))]
+    assert r["cpus"][0]["preemptions"] == 1     # 101 -> 102 with prev_state 0
+    procs = {p["pid"]: p for p in r["processes"]}
+    assert procs[100]["runtime_s"] == pytest.approx(9000e-9) and procs[100]["threads"] == 2
+    kinds = {f["kind"] for f in r["findings"]}
+    assert {"lost_events", "numa_migration"} <= kinds
+    text = format_report(r)
+    assert "solver" in text and "lost 3" in text
+    assert all(len(line) <= 80 for line in text.splitlines()[1:])   # [0] is the path
+
+
+def test_report_json_cli_has_the_contract_keys(recording: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(recording), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("duration_s", "sched_events", "lost_events", "backend", "tasks", "cpus"):
+        assert key in data
+    t = data["tasks"][0]
+    assert {"pid", "tid", "comm", "runtime_s", "cpus", "migrations"} <= set(t)
+    assert {"cpu", "busy_s"} <= set(data["cpus"][0])
+    assert main(["report", str(recording)]) == 0
+    assert "Findings:" in capsys.readouterr().out
+
+
+def test_report_of_a_missing_or_bad_file_is_one_line(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "nope.rec")]) == 2
+    bad = tmp_path / "bad.rec"
+    bad.write_bytes(b"this is not a recording at all" * 10)
+    assert main(["report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(e.startswith("snumap: ") for e in err)
+
+
+def test_rapl_energy_corrects_wraparound() -> None:
+    samples = [rapl_sample(0, [800.0, 0.0]), rapl_sample(10**9 // 2, [900.0, 5e6]),
+               rapl_sample(10**9, [100.0, 1e7])]
+    e = {d["domain"]: d for d in rapl_energy(samples)}
+    assert e["package-0"]["energy_j"] == pytest.approx(300e-6)   # +100, then +200 across wrap
+    assert e["package-1"]["energy_j"] == pytest.approx(10.0)
+    assert e["package-1"]["avg_w"] == pytest.approx(10.0)
+    assert e["package-0"]["object"] == ["Package", 0]
+
+
+def test_idle_pus_while_a_thread_waits_is_a_finding(tmp_path: Path) -> None:
+    from tests.test_analysis import SWITCH, WAKEUP
+    # 301 wakes at 1000 ns on PU 0 (busy with 302) and runs only at 3_001_000; PU 1 is idle.
+    ev = make_events([(0, SWITCH, 0, 0, 302, 0, 300, 0),
+                      (1000, WAKEUP, 0, 301, -1, 300, -1, 0),
+                      (3_001_000, SWITCH, 0, 302, 301, 300, 300, 0),
+                      (4_000_000, SWITCH, 1, 0, 0, 0, 0, 0)])
+    path = write_recording(tmp_path / "wait.rec", synthetic_topology(1, 1, 2, 1), ev)
+    with open_recording(path) as rec:
+        r = build_report(rec, load(rec, details=True))
+    f = [f for f in r["findings"] if f["kind"] == "idle_while_waiting"]
+    assert f and f[0]["waits"] == 1
+
+
+def test_cpulist() -> None:
+    assert cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert cpulist([]) == ""
