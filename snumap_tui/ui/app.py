@@ -1,0 +1,362 @@
+"""`snumap top`: the Textual application.
+
+Frames come from a *feed* (the live sampler, or anything with start/stop) on another thread and
+reach the app as ``FrameReady`` messages. ``FrameReady.can_replace`` lets a newer frame replace
+one still waiting in the queue, so a slow terminal (SSH over a bad link) shows the latest frame
+instead of lagging behind; the history (for the sparkline) is appended on the feed's thread so
+dropped frames still count there. Only the visible view is redrawn per frame.
+
+| key        | action |
+|------------|--------|
+| 1 2 3, tab | topology / heatmap / processes |
+| m M        | next / previous metric |
+| space      | pause |
+| + -        | interval |
+| s g /      | sort, group, filter processes |
+| i          | sources and why they are unavailable |
+| ? F1       | help |
+| q ctrl+c   | quit |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections import deque
+from collections.abc import Callable
+from typing import ClassVar, Protocol
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
+
+from snumap_tui.model.frame import Frame, TaskRow
+from snumap_tui.topology.model import Topology
+from snumap_tui.ui.hostinfo import HostInfo
+from snumap_tui.ui.metricspec import MetricView, heatmap_metrics, resolve, view_for
+from snumap_tui.ui.panels import (
+    HeatmapPanel,
+    ProcessPanel,
+    header_lines,
+    spark_text,
+    task_detail,
+)
+from snumap_tui.ui.processes import (
+    GROUP_MODES,
+    SORT_KEYS,
+    group_tasks,
+    matches,
+    numa_of_task,
+    sort_tasks,
+)
+from snumap_tui.ui.screens import HelpScreen, SourcesScreen
+from snumap_tui.ui.topology_view import TopologyTable, header_text
+
+VIEWS = ("topology", "heatmap", "processes")
+INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+MIN_W, MIN_H = 50, 12
+MAX_TASKS = 200
+
+
+class FrameFeed(Protocol):
+    """What the app needs from a source of Frames (the live sampler's adapter)."""
+
+    interval_s: float
+
+    def start(self, callback: Callable[[Frame], None]) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def set_interval(self, seconds: float) -> None: ...
+
+    def watch_pid(self, pid: int | None) -> None: ...
+
+
+class FrameReady(Message):
+    """A new Frame from the feed; a newer one replaces it if it has not been handled yet."""
+
+    def __init__(self, frame: Frame) -> None:
+        super().__init__()
+        self.frame = frame
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FrameReady)
+
+
+class TopApp(App[int]):
+    """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
+    tests run it with hand-made frames and a fixed host)."""
+
+    TITLE = "snumap top"
+    CSS_PATH = "top.tcss"
+    ENABLE_COMMAND_PALETTE = False
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("1", "view('topology')", "Tree", show=False),
+        Binding("2", "view('heatmap')", "Heat", show=False),
+        Binding("3", "view('processes')", "Procs", show=False),
+        Binding("tab", "next_view", "View", priority=True),
+        Binding("m", "metric(1)", "Metric"),
+        Binding("M", "metric(-1)", "Prev metric", show=False),
+        Binding("space", "pause", "Pause"),
+        Binding("plus,equals_sign", "interval(1)", "+Intv", show=False),
+        Binding("minus", "interval(-1)", "-Intv", show=False),
+        Binding("s", "sort", "Sort"),
+        Binding("g", "group", "Group"),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", show=False),
+        Binding("i", "sources", "Sources"),
+    ]
+
+    view: reactive[str] = reactive("topology")
+    """The visible view: topology, heatmap or processes."""
+
+    paused: reactive[bool] = reactive(False)
+    """When paused, frames keep arriving (and history keeps filling) but nothing is redrawn."""
+
+    def __init__(self, topology: Topology, feed: FrameFeed | None = None,
+                 host: Callable[[], HostInfo] | None = None, interval_s: float = 1.0,
+                 history: int = 120) -> None:
+        super().__init__()
+        self.topology = topology
+        self.feed = feed
+        self.host_fn = host or (lambda: HostInfo("?", "?", "?"))
+        self.interval_s = interval_s
+        self.history: deque[Frame] = deque(maxlen=history)
+        self.frame: Frame | None = None
+        self.metric_i = 0
+        self.sort_key = "cpu"
+        self.group_mode = "none"
+        self.filter_text = ""
+        self.selected_pid: int | None = None
+        self.selected_obj = topology.root.id
+        self.shown_tasks: list[TaskRow] = []
+        self.frames_drawn = 0
+
+    # ---- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Vertical(id="main"), ContentSwitcher(initial="topology", id="views"):
+            with Vertical(id="topology"):
+                yield Static(id="topo-head")
+                yield TopologyTable(self.topology, id="tree")
+                yield Static(id="spark")
+            yield HeatmapPanel(id="heatmap")
+            yield ProcessPanel(id="processes")
+        yield Static(id="too-small")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit, 0)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass       # not the main thread (tests) or no signals: q and ctrl+c still work
+        self.query_one(TopologyTable).focus()
+        self._check_size()
+        self._redraw()
+        if self.feed is not None:
+            self.feed.start(self._on_feed_frame)
+
+    def on_unmount(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
+
+    def on_resize(self) -> None:
+        self._check_size()
+        self._redraw()
+
+    def _check_size(self) -> None:
+        w, h = self.size
+        small = w < MIN_W or h < MIN_H
+        self.query_one("#main").display = not small
+        tiny = self.query_one("#too-small", Static)
+        tiny.display = small
+        if small:
+            tiny.update(f"Terminal too small ({w}×{h}).\nsnumap top needs at least "
+                        f"{MIN_W}×{MIN_H}.\nEnlarge the window, or press q to quit.")
+
+    # ---- frames ----------------------------------------------------------------------------------
+    def _on_feed_frame(self, frame: Frame) -> None:
+        """Called on the feed's thread: keep the history complete, let the UI drop stale frames."""
+        self.history.append(frame)
+        self.post_message(FrameReady(frame))
+
+    def on_frame_ready(self, message: FrameReady) -> None:
+        if self.paused:
+            return
+        self.frame = message.frame
+        self._redraw()
+
+    def push_frame(self, frame: Frame) -> None:
+        """Show a frame now (tests, replay, screenshots): same path as the feed's."""
+        self.history.append(frame)
+        if not self.paused:
+            self.frame = frame
+            self._redraw()
+
+    # ---- drawing -------------------------------------------------------------------------------
+    @property
+    def metric(self) -> MetricView:
+        ms = heatmap_metrics(self.frame.values) if self.frame else [view_for("util")]
+        return ms[self.metric_i % len(ms)]
+
+    def _redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        self.frames_drawn += 1
+        width = self.size.width
+        sources = self.frame.sources if self.frame else {}
+        self.query_one("#header", Static).update(header_lines(
+            self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
+            metric=self.metric, view=self.view, width=width))
+        if not self.query_one("#main").display:
+            return
+        selected = self._selected_task()
+        pus = sorted(selected.affinity) if selected else []
+        nodes = numa_of_task(self.topology, selected) if selected else set()
+        mark = selected.last_cpu if selected else None
+        if self.view == "topology":
+            tree = self.query_one(TopologyTable)
+            self.query_one("#topo-head", Static).update(header_text(width))
+            tree.set_marks(pus, nodes)
+            tree.set_frame(self.frame)
+            self._draw_spark()
+        elif self.view == "heatmap":
+            self.query_one(HeatmapPanel).show(self.topology, self.frame, self.metric, pus, mark)
+        else:
+            self._draw_processes(selected)
+
+    def _draw_spark(self) -> None:
+        view = self.metric
+        obj = self.topology[self.selected_obj]
+        hist: list[float | None] = []
+        for f in list(self.history):
+            name = resolve(f.values, view.key)
+            hist.append(f.get(name, obj.id) if name else None)
+        label = obj.label() if obj.type != "Machine" else "Machine"
+        self.query_one("#spark", Static).update(
+            spark_text(label, view, hist, self.size.width))
+
+    def _tasks(self) -> list[TaskRow]:
+        tasks = self.frame.tasks if self.frame else []
+        if self.filter_text:
+            tasks = [t for t in tasks if matches(t, self.filter_text)]
+        return sort_tasks(tasks, self.sort_key)[:MAX_TASKS]
+
+    def _selected_task(self) -> TaskRow | None:
+        if self.selected_pid is None or self.frame is None:
+            return None
+        return next((t for t in self.frame.tasks if t.pid == self.selected_pid), None)
+
+    def _draw_processes(self, selected: TaskRow | None) -> None:
+        panel = self.query_one(ProcessPanel)
+        tasks = self._tasks()
+        self.shown_tasks = tasks
+        if self.group_mode == "none":
+            panel.show_tasks(self.topology, tasks, self.selected_pid)
+        else:
+            panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
+        panel.show_detail(task_detail(self.topology, selected, self.size.width))
+        panel.border_title = (f"sort {self.sort_key} · group {self.group_mode}"
+                              + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
+
+    # ---- events from the views ---------------------------------------------------------------
+    def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
+        self.selected_obj = message.obj_id
+        if self.view == "topology" and self.is_mounted:
+            self._draw_spark()
+
+    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+        key = message.row_key.value or ""
+        if key.startswith("g:") or not key.isdigit():
+            return
+        pid = int(key)
+        if pid != self.selected_pid:
+            self.selected_pid = pid
+            if self.feed is not None:
+                self.feed.watch_pid(pid)
+            self._redraw()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        self.filter_text = message.value.strip()
+        self.query_one(ProcessPanel).remove_class("-filtering")
+        self.query_one("#proc-table", DataTable).focus()
+        self._redraw()
+
+    # ---- actions -------------------------------------------------------------------------------
+    def watch_view(self, view: str) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#views", ContentSwitcher).current = view
+        if view == "topology":
+            self.query_one(TopologyTable).focus()
+        elif view == "processes":
+            self.query_one("#proc-table", DataTable).focus()
+        self._redraw()
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused and self.history:
+            self.frame = self.history[-1]
+        self._redraw()
+
+    def action_view(self, view: str) -> None:
+        self.view = view
+
+    def action_next_view(self) -> None:
+        if isinstance(self.focused, Input):
+            return
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+
+    def action_metric(self, step: int) -> None:
+        self.metric_i += step
+        self._redraw()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+
+    def action_interval(self, step: int) -> None:
+        i = min(range(len(INTERVALS)), key=lambda k: abs(INTERVALS[k] - self.interval_s))
+        self.interval_s = INTERVALS[max(0, min(len(INTERVALS) - 1, i + step))]
+        if self.feed is not None:
+            self.feed.set_interval(self.interval_s)
+        self._redraw()
+
+    def action_sort(self) -> None:
+        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
+        self.view = "processes"
+        self._redraw()
+
+    def action_group(self) -> None:
+        self.group_mode = GROUP_MODES[(GROUP_MODES.index(self.group_mode) + 1) % len(GROUP_MODES)]
+        self.view = "processes"
+        self._redraw()
+
+    def action_filter(self) -> None:
+        self.view = "processes"
+        panel = self.query_one(ProcessPanel)
+        panel.add_class("-filtering")
+        box = panel.query_one(Input)
+        box.value = self.filter_text
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        panel = self.query_one(ProcessPanel)
+        if panel.has_class("-filtering") or self.filter_text:
+            self.filter_text = ""
+            panel.query_one(Input).value = ""
+            panel.remove_class("-filtering")
+            if self.view == "processes":
+                self.query_one("#proc-table", DataTable).focus()
+            self._redraw()
+
+    def action_sources(self) -> None:
+        self.push_screen(SourcesScreen(self.frame.sources if self.frame else {}))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())

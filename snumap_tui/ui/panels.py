@@ -1,0 +1,175 @@
+"""The header, the heatmap panel, the history sparkline and the process panel.
+
+Each takes data (a Frame, a Topology, TaskRows) through a method, never a sampler: the live app
+and replay drive them the same way. Text building is in pure functions next to each widget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Static
+
+from snumap_tui.model.frame import Frame, TaskRow
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.topology.model import Topology
+from snumap_tui.ui.heatmap import Heatmap
+from snumap_tui.ui.hostinfo import HostInfo, format_uptime
+from snumap_tui.ui.metricspec import MetricView, fmt_bytes
+from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
+from snumap_tui.ui.processes import GroupRow, affinity_label
+
+OK_STYLE = Style(color="green", bold=True)
+BAD_STYLE = Style(color="red")
+
+
+def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bool,
+                 interval_s: float, metric: MetricView, view: str, width: int) -> Text:
+    """Two lines: the machine, then what is live and what is not."""
+    t = Text()
+    t.append(" snumap top ", style="bold reverse")
+    t.append(f" {host.host}", style="bold")
+    t.append(f" │ Linux {host.kernel} │ {host.cpu_model}")
+    t.append(f" │ up {format_uptime(host.uptime_s)}")
+    if host.load is not None:
+        t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
+    t.truncate(width)
+    t.append("\n")
+    line2 = Text()
+    line2.append(" ‖ PAUSED " if paused else " ▶ live ", style="bold yellow" if paused else
+                 "bold green")
+    line2.append(f" {interval_s:g}s │ {view} │ metric {metric.label} │ ")
+    if not sources:
+        line2.append("sources: waiting for the first sample", style=NA_STYLE)
+    for name, st in sources.items():
+        line2.append("● " if st.available else "○ ", style=OK_STYLE if st.available else BAD_STYLE)
+        line2.append(name + " ", style="" if st.available else NA_STYLE)
+    if any(not s.available for s in sources.values()):
+        line2.append("(i: why)", style="italic")
+    line2.truncate(width)
+    t.append_text(line2)
+    return t
+
+
+def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
+    """``Package 0 · CPU %  now 92%  min 3%  max 99%`` and the history under it."""
+    vals = [v for v in history if v is not None]
+    t = Text(f" {label}", style="bold")
+    t.append(f" · {view.label} {view.unit}".rstrip() + f" over the last {len(history)} samples  ")
+    if vals:
+        t.append(f"now {view.fmt(history[-1], 0).strip()}  min {view.fmt(min(vals), 0).strip()}"
+                 f"  max {view.fmt(max(vals), 0).strip()}")
+    else:
+        t.append("not available here", style=NA_STYLE)
+    t.truncate(width)
+    t.append("\n ")
+    lo, hi = view.lo, view.hi
+    line = sparkline(list(history), max(1, width - 2), lo, hi)
+    for ch in line:
+        if ch == " ":
+            t.append(" ")
+        else:
+            t.append(ch, style=scale_style(("▁▂▃▄▅▆▇█".index(ch)) / 7))
+    return t
+
+
+class HeatmapPanel(VerticalScroll):
+    """Scrolls the heatmap when even 1-column cells do not fit."""
+
+    DEFAULT_CSS = """
+    HeatmapPanel { height: 1fr; }
+    HeatmapPanel > Static { width: 100%; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="heatmap-body")
+
+    def show(self, topo: Topology, frame: Frame | None, view: MetricView,
+             highlight: Sequence[int] = (), mark: int | None = None) -> None:
+        values = None
+        if frame is not None:
+            from snumap_tui.ui.metricspec import resolve
+
+            name = resolve(frame.values, view.key)
+            values = frame.values.get(name) if name else None
+        self.query_one("#heatmap-body", Static).update(
+            Heatmap(topo, values, view, height=max(4, self.size.height), highlight=highlight,
+                    mark=mark))
+
+
+def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096) -> Text:
+    """The selected process: where it may run, where it ran, and its memory per NUMA node."""
+    if t is None:
+        return Text(" no process selected", style=NA_STYLE)
+    out = Text(f" {t.pid} {t.comm}", style="bold")
+    out.append(f"  user {t.user}" + (f"  job {t.job}" if t.job else "") +
+               f"  threads {t.nthreads}  may run on {affinity_label(topo, t.affinity)}"
+               f"  last PU {t.last_cpu if t.last_cpu is not None else 'n/a'}")
+    out.truncate(width)
+    out.append("\n memory per NUMA node: ")
+    if not t.numa_pages:
+        out.append("n/a (numa_maps not read for this process)", style=NA_STYLE)
+        return out
+    total = sum(t.numa_pages.values()) or 1
+    for node, pages in sorted(t.numa_pages.items()):
+        filled, _ = bar(pages / total, 6)
+        out.append(f"N{node} ")
+        out.append(filled.ljust(6), style=scale_style(pages / total))
+        out.append(f" {fmt_bytes(pages * page_size)}  ")
+    return out
+
+
+class ProcessPanel(Vertical):
+    """Filter input, the process (or group) table and the selected process's details."""
+
+    DEFAULT_CSS = """
+    ProcessPanel { height: 1fr; }
+    ProcessPanel > Input { display: none; height: 3; }
+    ProcessPanel.-filtering > Input { display: block; }
+    ProcessPanel > DataTable { height: 1fr; }
+    ProcessPanel > #proc-detail { height: 2; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
+                    id="proc-filter")
+        table: DataTable[str] = DataTable(id="proc-table", cursor_type="row", zebra_stripes=False)
+        yield table
+        yield Static(id="proc-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("PID", "USER", "JOB", "CPU%", "THR", "PU", "AFFINITY", "COMMAND")
+
+    def show_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None) -> None:
+        table = self.query_one(DataTable)
+        with table.prevent(DataTable.RowHighlighted):
+            table.clear(columns=True)
+            table.add_columns("PID", "USER", "JOB", "CPU%", "THR", "PU", "AFFINITY", "COMMAND")
+            cursor = 0
+            for i, t in enumerate(tasks):
+                if t.pid == selected:
+                    cursor = i
+                cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
+                table.add_row(str(t.pid), t.user[:10], (t.job or "")[:18], cpu.rjust(6),
+                              str(t.nthreads), "" if t.last_cpu is None else str(t.last_cpu),
+                              affinity_label(topo, t.affinity), (t.cmdline or t.comm)[:40],
+                              key=str(t.pid))
+            if tasks:
+                table.move_cursor(row=cursor, animate=False)
+
+    def show_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str) -> None:
+        table = self.query_one(DataTable)
+        with table.prevent(DataTable.RowHighlighted):
+            table.clear(columns=True)
+            table.add_columns(mode.upper(), "PROCS", "THR", "CPU%", "RUNS ON", "BUSIEST")
+            for g in groups:
+                table.add_row(g.key[:24], str(g.nprocs), str(g.nthreads), f"{g.cpu_pct:6.1f}",
+                              affinity_label(topo, g.affinity), g.top, key=f"g:{g.key}")
+
+    def show_detail(self, text: Text) -> None:
+        self.query_one("#proc-detail", Static).update(text)

@@ -1,0 +1,221 @@
+"""The topology view: the machine's tree with each object's metrics on its row.
+
+A ScrollView using Textual's line API: only the visible rows are drawn, so a 384-PU machine
+with every core expanded (~1000 rows) costs the same per frame as a laptop. The widget takes a
+Topology and Frames, never a sampler, so replay reuses it.
+
+| key          | action                              |
+|--------------|-------------------------------------|
+| up/down, j/k | move the cursor                      |
+| enter        | fold / unfold the row                |
+| right / left | unfold / fold (left on a leaf: go to the parent) |
+| home / end   | first / last row                     |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from snumap_tui.model.frame import Frame
+from snumap_tui.topology.model import Topology
+from snumap_tui.ui.metricspec import view_for
+from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
+from snumap_tui.ui.tree_rows import (
+    COLUMNS,
+    TreeRow,
+    chain_ids,
+    default_collapsed,
+    memory_text,
+    row_cells,
+    visible_rows,
+)
+
+MARK_STYLE = Style(color="yellow", bold=True)
+PROBLEM_STYLE = Style(color="red", bold=True)
+
+
+def column_widths(width: int) -> tuple[int, int]:
+    """(name width, bar width) for a terminal width: the numbers keep fixed widths."""
+    fixed = 1 + 5 + 6 * len(COLUMNS[1:]) + 15
+    bar_w = max(4, min(24, (width - fixed) // 3))
+    name_w = max(12, min(48, width - fixed - bar_w - 1))
+    return name_w, bar_w
+
+
+def header_text(width: int) -> Text:
+    name_w, bar_w = column_widths(width)
+    t = Text(" " + "object".ljust(name_w) + " " + "CPU".ljust(bar_w + 5), style="bold")
+    t.append("".join(h.rjust(6) for h in ("IPC", "GHz", "Watt")), style="bold")
+    t.append("  memory used/total", style="bold")
+    return t
+
+
+def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False) -> Text:
+    """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
+    name_w, bar_w = column_widths(width)
+    cells = row_cells(frame, row)
+    t = Text("●" if marked else " ", style=MARK_STYLE)
+    twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
+    name = "  " * row.indent + twisty + row.label
+    label = Text(name, style="bold" if row.indent <= 1 else "")
+    if row.note and len(name) + 3 + len(row.note) <= name_w:
+        label.append("  " + row.note, style=NA_STYLE)
+    label.truncate(name_w, pad=True)
+    t.append_text(label)
+    t.append(" ")
+    util = cells["util"]
+    filled, rest = bar(None if util is None else util / 100, bar_w)
+    t.append(filled, style=scale_style((util or 0) / 100))
+    t.append(rest, style=NA_STYLE)
+    t.append(view_for("util").fmt(util, 5), style="" if util is not None else NA_STYLE)
+    for c in COLUMNS[1:]:
+        v = cells[c]
+        view = view_for(c)
+        st = NA_STYLE if v is None else (PROBLEM_STYLE if view.is_problem(v) else Style())
+        t.append(view.fmt(v, 6), style=st)
+    mem = memory_text(cells["mem_used"], cells["mem_total"])
+    if mem:
+        used, total = cells["mem_used"], cells["mem_total"]
+        full = used is not None and total and used / total > 0.9
+        t.append("  " + mem, style=PROBLEM_STYLE if full else "")
+    return t
+
+
+class TopologyTable(ScrollView, can_focus=True):
+    """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor(-10)", show=False),
+        Binding("pagedown", "cursor(10)", show=False),
+        Binding("home", "cursor(-100000)", show=False),
+        Binding("end", "cursor(100000)", show=False),
+        Binding("enter", "toggle", "Fold", show=False),
+        Binding("right,l", "expand", show=False),
+        Binding("left,h", "collapse", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    TopologyTable { height: 1fr; }
+    """
+
+    cursor: reactive[int] = reactive(0)
+    """Index of the highlighted row in the visible rows."""
+
+    class Selected(Message):
+        """The cursor moved to another object (``obj_id``: its TopoObject.id)."""
+
+        def __init__(self, obj_id: int) -> None:
+            super().__init__()
+            self.obj_id = obj_id
+
+    def __init__(self, topology: Topology, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.topology = topology
+        self.collapsed: set[int] = default_collapsed(topology)
+        self.rows: list[TreeRow] = visible_rows(topology, self.collapsed)
+        self.frame: Frame | None = None
+        self.marked_pus: frozenset[int] = frozenset()   # positions into topology.pus
+        self.marked_nodes: frozenset[int] = frozenset()  # NUMA OS indexes
+
+    # ---- public API ------------------------------------------------------------------------
+    def set_frame(self, frame: Frame | None) -> None:
+        self.frame = frame
+        self.refresh()
+
+    def set_marks(self, pus: Iterable[int], nodes: Iterable[int]) -> None:
+        """Mark rows covering these PUs (OS indexes) and NUMA nodes (a selected process)."""
+        pos = {p.os_index: i for i, p in enumerate(self.topology.pus)}
+        self.marked_pus = frozenset(pos[p] for p in pus if p in pos)
+        self.marked_nodes = frozenset(nodes)
+        self.refresh()
+
+    @property
+    def selected_obj(self) -> int:
+        return self.rows[self.cursor].obj_id if self.rows else self.topology.root.id
+
+    def _rebuild(self) -> None:
+        self.rows = visible_rows(self.topology, self.collapsed)
+        self.virtual_size = Size(self.size.width, len(self.rows))
+        self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
+        self.refresh()
+
+    # ---- Textual hooks -----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.virtual_size = Size(self.size.width, len(self.rows))
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(self.size.width, len(self.rows))
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True)
+        self.refresh()
+        if self.rows:
+            self.post_message(self.Selected(self.rows[new].obj_id))
+
+    def validate_cursor(self, value: int) -> int:
+        return max(0, min(value, len(self.rows) - 1))
+
+    def _is_marked(self, row: TreeRow) -> bool:
+        if row.numa_id is not None:
+            os_i = self.topology[row.numa_id].os_index
+            if os_i in self.marked_nodes:
+                return True
+        a, b = row.pu_range
+        return any(a <= p < b for p in self.marked_pus) if b > a else False
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        idx = self.scroll_offset.y + y
+        if idx >= len(self.rows):
+            return Strip.blank(width, self.rich_style)
+        row = self.rows[idx]
+        text = row_text(self.frame, row, width, self._is_marked(row))
+        if idx == self.cursor:
+            text.stylize(Style(reverse=True) if self.has_focus else Style(bgcolor="grey30"))
+        segs = list(text.render(self.app.console))
+        return Strip(segs).extend_cell_length(width).crop(0, width)
+
+    def on_click(self, event: object) -> None:
+        y = getattr(event, "y", None)
+        if y is not None:
+            self.cursor = self.scroll_offset.y + int(y)
+
+    # ---- actions -------------------------------------------------------------------------------
+    def action_cursor(self, delta: int) -> None:
+        self.cursor = self.cursor + delta
+
+    def action_toggle(self) -> None:
+        row = self.rows[self.cursor]
+        if not row.expandable:
+            return
+        if row.expanded:
+            self.collapsed.add(row.key)
+        else:
+            self.collapsed.difference_update(chain_ids(self.topology, row.key))
+        self._rebuild()
+
+    def action_expand(self) -> None:
+        if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:
+            self.action_toggle()
+
+    def action_collapse(self) -> None:
+        row = self.rows[self.cursor]
+        if row.expandable and row.expanded:
+            self.action_toggle()
+            return
+        for i in range(self.cursor - 1, -1, -1):      # go to the parent row
+            if self.rows[i].indent < row.indent:
+                self.cursor = i
+                return
