@@ -1,15 +1,308 @@
-"""`snumap record` (placeholder until its issue lands)."""
+"""`snumap record`: metrics and every scheduling event of a command (or the system) into one file.
+
+With a command after ``--``, the command is forked first and held on a pipe until the tracer
+follows its pid, then exec'd directly (never through a shell), so not one of its events is
+missed; the recording ends when it exits, and ``snumap record`` exits with its status. Without
+one, the whole system is recorded until ``--duration`` or Ctrl-C / SIGTERM.
+
+The loop drains the tracer every ``POLL_S`` and sweeps the metric sources every ``--interval``;
+the store's Writer puts both in the same crash-safe file (docs/format.md), on CLOCK_MONOTONIC.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 from snumap_tui.errors import SnumapError
 
+DEFAULT_OUTPUT = "snumap.rec"
+POLL_S = 0.1
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0,
+          "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from "100ms", "2s", "1.5" (seconds), "1m", "250us"."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]*)\s*", text or "")
+    if not m or (m.group(2) and m.group(2) not in _UNITS):
+        raise SnumapError(f"bad duration {text!r} (examples: 100ms, 2s, 1.5, 1m)")
+    value = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1.0)
+    if value <= 0:
+        raise SnumapError(f"duration {text!r} must be positive")
+    return value
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
+                        help=f"recording to write (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--interval", default="100ms",
+                        help="metric sampling interval (default 100ms)")
+    parser.add_argument("--duration", default=None,
+                        help="stop after this long (default: when the command exits, or Ctrl-C)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "bcc", "perf", "proc"],
+                        help="scheduling tracer (default: the best that works here)")
+    parser.add_argument("--system-wide", action="store_true",
+                        help="trace every task, not only the command's tree")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
+                        help="command to run and record (executed directly, not by a shell)")
+
+
+# ---- the command's process --------------------------------------------------------------------
+
+class HeldChild:
+    """A forked child that waits on a pipe before it execs CMD.
+
+    A second, close-on-exec pipe reports a failed exec (its errno) back: EOF there means the
+    exec succeeded, which is how subprocess does it too.
+    """
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.cmd = cmd
+        go_r, go_w = os.pipe()
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child execs or exits
+            try:
+                os.close(go_w)
+                os.close(err_r)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                if os.read(go_r, 1) != b"g":
+                    os._exit(127)
+                os.close(go_r)
+                os.execvp(cmd[0], cmd)
+            except OSError as exc:
+                os.write(err_w, str(exc.errno).encode())
+            finally:
+                os._exit(127)
+        os.close(go_r)
+        os.close(err_w)
+        self.pid = pid
+        self._go = go_w
+        self._err = err_r
+
+    def release(self) -> None:
+        """Let it exec; raise SnumapError if the exec failed."""
+        os.write(self._go, b"g")
+        os.close(self._go)
+        data = os.read(self._err, 64)
+        os.close(self._err)
+        if data:
+            os.waitpid(self.pid, 0)
+            err = int(data or 0)
+            raise SnumapError(f"cannot run {self.cmd[0]}: {os.strerror(err)}")
+
+    def abandon(self) -> None:
+        """The tracer could not start: the child never runs the command."""
+        os.close(self._go)
+        os.close(self._err)
+        os.waitpid(self.pid, 0)
+
+    def exited(self) -> bool:
+        """True once it exited, without reaping it (so /proc still has it for a last read)."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None
+
+    def reap(self) -> int:
+        """Its exit status as a shell reports it (128 + signal when killed)."""
+        _, status = os.waitpid(self.pid, 0)
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
+        return os.WEXITSTATUS(status)
+
+
+# ---- the header ---------------------------------------------------------------------------------
+
+def cpu_model(cpuinfo: str) -> str | None:
+    """The first "model name" (x86) / "Model" or "CPU part" of /proc/cpuinfo text."""
+    for key in ("model name", "Model", "cpu model", "CPU part"):
+        for line in cpuinfo.splitlines():
+            k, _, v = line.partition(":")
+            if k.strip() == key and v.strip():
+                return v.strip()
+    return None
+
+
+def build_header(topology: Any, argv: list[str], tracer: Any, choice: list[str],
+                 sources: list[dict[str, Any]], interval_s: float, system_wide: bool
+                 ) -> dict[str, Any]:
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    return {
+        "topology": topology.to_dict(),
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(cpuinfo),
+        "command_line": argv,
+        "backend": tracer.name,
+        "approximate": bool(tracer.approximate),
+        "backend_choice": choice,
+        "system_wide": system_wide,
+        "interval_ns": int(interval_s * 1e9),
+        "sources": sources,
+        "snumap_version": _version(),
+    }
+
+
+def _version() -> str:
+    from snumap_tui import __version__
+
+    return __version__
+
+
+def backend_statuses() -> list[dict[str, Any]]:
+    from snumap_tui.trace.select import ORDER, tracer_class
+
+    return [tracer_class(n).status().to_dict() for n in ORDER]
+
+
+# ---- metric samples -----------------------------------------------------------------------------
+
+class _ProcStatSampler:
+    """Used until the metrics engine's Sampler is importable: /proc/stat alone."""
+
+    def __init__(self, root: Path) -> None:
+        from snumap_tui.sources.procstat import ProcStatSource
+
+        self.source = ProcStatSource(root)
+        self.statuses = [self.source.status()]
+
+    def sweep(self) -> Any:
+        from snumap_tui.model.sample import Sample
+
+        t, wall = time.monotonic_ns(), time.time_ns()
+        readings = {}
+        if self.statuses[0].available:
+            readings["procstat"] = self.source.read()
+        return Sample(t_ns=t, wall_ns=wall, readings=readings)
+
+
+def make_sampler(topology: Any, root: Path, interval_s: float) -> tuple[Any, list[dict[str, Any]]]:
+    try:
+        from snumap_tui.model.sampler import Sampler  # type: ignore[import-not-found]
+    except ImportError:
+        s: Any = _ProcStatSampler(root)
+    else:
+        s = Sampler(topology, root, interval_s)
+    statuses = getattr(s, "statuses", None)
+    if callable(statuses):
+        statuses = statuses()
+    return s, [st.to_dict() if hasattr(st, "to_dict") else dict(st) for st in statuses or []]
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SnumapError("'snumap record' is not built yet")
+    from snumap_tui.commands.common import topology_from_args
+    from snumap_tui.store import Writer
+    from snumap_tui.trace.select import start_tracer
+    from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
+
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    interval = parse_duration(args.interval)
+    duration = parse_duration(args.duration) if args.duration else None
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
+    if out.is_dir():
+        raise SnumapError(f"{out} is a directory")
+    topology = topology_from_args(args)
+    say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
+    if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
+        say("mounted tracefs at /sys/kernel/tracing (as perf does)")
+
+    child = HeldChild(cmd) if cmd else None
+    pids = None if (child is None or args.system_wide) else [child.pid]
+    try:
+        tracer, choice = start_tracer(args.backend, pids, say=say)
+    except BaseException:
+        if child is not None:
+            child.abandon()
+        raise
+    root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
+    sampler, sources = make_sampler(topology, root, interval)
+    sources = sources + backend_statuses()
+    header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
+                          choice, sources, interval, child is None or args.system_wide)
+    if cmd:
+        header["command"] = cmd
+    try:
+        writer = Writer(out, header, force=args.force)
+    except BaseException:
+        tracer.stop()
+        if child is not None:
+            child.abandon()
+        raise
+
+    stop = {"sig": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["sig"] = signum
+        if child is not None and signum == signal.SIGTERM:
+            os.kill(child.pid, signal.SIGTERM)   # the command ends, and then so do we
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    t_start = time.monotonic()
+    status = 0
+    try:
+        if child is not None:
+            writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
+            child.release()
+        next_sample = t_start
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                writer.add_sample(sampler.sweep())
+                next_sample += interval
+                if next_sample < now:
+                    next_sample = now + interval
+            writer.add_events(tracer.read())
+            if child is not None and child.exited():
+                break
+            if child is None and stop["sig"]:
+                break
+            if duration is not None and now - t_start >= duration:
+                break
+            time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        writer.add_events(tracer.stop())
+        writer.add_sample(sampler.sweep())
+        if child is not None:
+            if not child.exited():      # --duration ended the recording: the command goes on
+                say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
+            else:
+                status = child.reap()
+                writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        writer.close()
+    elapsed = time.monotonic() - t_start
+    lost = writer.lost_total
+    print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"
+          f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
+          f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}",
+          file=sys.stderr)
+    return status

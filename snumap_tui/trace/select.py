@@ -7,7 +7,7 @@ compiler or headers, filters in user space), /proc polling (no privilege, approx
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.sources.base import SourceStatus
@@ -61,3 +61,24 @@ def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = 
             raise SnumapError(f"the {name} backend cannot run here: {describe(st)}")
         lines.append(f"{name} not used: {describe(st)}")
     raise SnumapError("no tracing backend works here: " + "; ".join(lines))
+
+
+def start_tracer(backend: str, pids: Iterable[int] | None, *,
+                 say: Callable[[str], None] | None = None) -> tuple[Tracer, list[str]]:
+    """Choose and start a tracer; with ``auto``, a backend that is available but fails to
+    start (bcc cannot compile, perf_event_open refused) gives way to the next one."""
+    say = say or (lambda s: print(s, file=sys.stderr))
+    roots = list(pids) if pids is not None else None
+    failed: dict[str, SourceStatus] = {}
+    while True:
+        quiet: list[str] = []
+        tracer, lines = choose_tracer(backend, say=quiet.append, statuses=failed)
+        try:
+            tracer.start(roots)
+        except (OSError, RuntimeError) as exc:
+            if backend != "auto":
+                raise SnumapError(f"the {tracer.name} backend failed to start: {exc}") from None
+            failed[tracer.name] = SourceStatus(tracer.name, False, f"failed to start: {exc}")
+            continue
+        say(lines[-1])
+        return tracer, lines
