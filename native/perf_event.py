@@ -582,3 +582,21 @@ def tracepoint_id(category: str, name: str, tracefs: Sequence[Path] = (
             continue
     raise FileNotFoundError(errno.ENOENT, "tracefs not mounted or no such tracepoint",
                             f"{category}:{name}")
+
+
+class Counter:
+    """One free-running counter (no group): opened at construction, ``counter()`` reads it.
+
+    Used for PMUs whose events are read one at a time (msr aperf/mperf, power energy-*)."""
+
+    def __init__(self, type_: int, config: int, cpu: int = -1, pid: int = -1,
+                 event: str = "") -> None:
+        self.fd = perf_event_open(make_attr(type_, config), pid, cpu, event=event)
+
+    def __call__(self) -> int:
+        return read_counter(self.fd, 0)[0][0]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,141 @@
+"""CPU frequency per PU: cpufreq, else APERF/MPERF from the msr PMU.
+
+cpufreq (Documentation/admin-guide/pm/cpufreq.rst): ``cpuN/cpufreq/scaling_cur_freq`` in kHz,
+instantaneous (the driver's last estimate), and ``cpuinfo_max_freq``. Virtual machines
+usually have no cpufreq driver at all.
+
+The msr PMU (arch/x86/events/msr.c) exposes ``aperf`` and ``mperf`` as free-running
+counters: GHz = base GHz * d(aperf)/d(mperf), averaged over the interval, which is what a
+monitor wants. A VM's msr PMU often offers only ``tsc``. The last resort, cycles/time from the
+hardware PMU, is computed by derive() from the perf source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.native import perf_event as pe
+from snumap_tui.sources._io import Reader, is_live, parse_cpulist, read_optional, read_text
+from snumap_tui.sources.base import SourceStatus
+
+CPU_DIR = "sys/devices/system/cpu"
+
+
+def online_cpus(root: Path, reader: Reader = read_text) -> list[int]:
+    """Online PUs from ``cpu/online`` (cputopology.rst), else the cpuN directories."""
+    text = read_optional(reader, root / CPU_DIR / "online")
+    if text and text.strip():
+        return parse_cpulist(text)
+    try:
+        return sorted(int(e.name[3:]) for e in (root / CPU_DIR).iterdir()
+                      if e.name.startswith("cpu") and e.name[3:].isdigit())
+    except OSError:
+        return []
+
+
+class FreqSource:
+    """``cur_khz`` (cpufreq) and/or cumulative ``aperf``/``mperf`` (msr PMU) per online PU."""
+
+    name = "freq"
+
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text,
+                 counter_opener: Callable[[int, int, int], Callable[[], int]] | None = None
+                 ) -> None:
+        self.root = Path(root)
+        self._reader = reader
+        self._opener = counter_opener or (pe.Counter if is_live(self.root) else None)
+        self.cpus = online_cpus(self.root, reader)
+        self._cpufreq = [c for c in self.cpus
+                         if (self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq").exists()]
+        self._max_khz = np.full(len(self.cpus), np.nan)
+        for i, c in enumerate(self.cpus):
+            t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq")
+            if t and t.strip().isdigit():
+                self._max_khz[i] = float(t)
+        self._msr: list[tuple[Callable[[], int], Callable[[], int]] | None] = []
+        self._status: SourceStatus | None = None
+
+    def _open_msr(self) -> str | None:
+        """Open aperf+mperf on every PU; None on success, else why not."""
+        if pe.pmu_type("msr", self.root) is None:
+            return "no msr PMU"
+        a = pe.pmu_event("msr", "aperf", self.root)
+        m = pe.pmu_event("msr", "mperf", self.root)
+        if a is None or m is None:
+            d = self.root / pe.EVENT_SOURCE / "msr" / "events"
+            have = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+            return f"the msr PMU has no aperf/mperf (only {', '.join(have) or 'nothing'})"
+        if self._opener is None:
+            return "not this machine (--fsroot): perf counts only the running machine"
+        opened = []
+        try:
+            for c in self.cpus:
+                opened.append((self._opener(a[0], a[1]["config"], c),
+                               self._opener(m[0], m[1]["config"], c)))
+        except OSError as exc:
+            self._msr = opened  # type: ignore[assignment]
+            self.close()
+            return f"aperf/mperf: {exc}"
+        self._msr = opened  # type: ignore[assignment]
+        return None
+
+    def status(self) -> SourceStatus:
+        if self._status is not None:
+            return self._status
+        msr_why = self._open_msr()
+        detail: dict[str, Any] = {"cpufreq_cpus": len(self._cpufreq),
+                                  "aperf_mperf": msr_why is None}
+        if self._cpufreq or msr_why is None:
+            self._status = SourceStatus(self.name, True,
+                                        None if self._cpufreq else "APERF/MPERF only",
+                                        None, detail)
+        else:
+            self._status = SourceStatus(
+                self.name, False, f"no cpufreq driver ({CPU_DIR}/cpu*/cpufreq missing) and "
+                f"{msr_why}", "on bare metal load a cpufreq driver (intel_pstate, amd-pstate, "
+                "acpi-cpufreq); with a hardware PMU, GHz comes from cycles/time", detail)
+        return self._status
+
+    def read(self) -> dict[str, Any]:
+        st = self.status()
+        if not st.available:
+            return {}
+        n = len(self.cpus)
+        out: dict[str, Any] = {"cpus": np.array(self.cpus, dtype=np.int64),
+                               "max_khz": self._max_khz.copy()}
+        if self._cpufreq:
+            cur = np.full(n, np.nan)
+            for i, c in enumerate(self.cpus):
+                t = read_optional(self._reader,
+                                  self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq")
+                if t and t.strip().isdigit():
+                    cur[i] = float(t)
+            out["cur_khz"] = cur
+        if self._msr:
+            aperf = np.full(n, np.nan)
+            mperf = np.full(n, np.nan)
+            for i, pair in enumerate(self._msr):
+                if pair is None:
+                    continue
+                try:
+                    aperf[i] = pair[0]()
+                    mperf[i] = pair[1]()
+                except OSError:
+                    pass
+            out["aperf"] = aperf
+            out["mperf"] = mperf
+        return out
+
+    def close(self) -> None:
+        for pair in self._msr:
+            for r in pair or ():
+                close = getattr(r, "close", None)
+                if close is not None:
+                    close()
+        self._msr = []
+        self._status = None
+
