@@ -175,6 +175,24 @@ class Metric:
                 x = (v - self.vmin) / span
         return np.clip(x, 0.0, 1.0)
 
+    # Plain names for the views (snumap_tui.ui.metricspec reads min/max/log/warn).
+    @property
+    def min(self) -> float:
+        return self.vmin
+
+    @property
+    def max(self) -> float:
+        return self.vmax
+
+    @property
+    def log(self) -> bool:
+        return self.scale == "log"
+
+    @property
+    def warn(self) -> float | None:
+        """The limit of the first "warn" threshold (None if the metric has none)."""
+        return next((t.limit for t in self.thresholds if t.level == "warn"), None)
+
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "unit": self.unit, "description": self.description,
                 "formula": self.formula, "rule": self.rule, "scale": self.scale,
@@ -360,3 +378,7 @@ def default_catalogue() -> Catalogue:
     if _DEFAULT is None:
         _DEFAULT = Catalogue.default()
     return _DEFAULT
+
+
+# The built-in metrics by name, for readers that want a plain mapping (the views).
+METRICS: Mapping[str, Metric] = default_catalogue().metrics
