@@ -1,0 +1,89 @@
+"""`snumap export`: parsed back and checked against what was recorded.
+
+The `perfetto` wheel on PyPI runs trace_processor_shell, which it downloads on first use, so it
+cannot check a trace offline; the Chrome trace is checked against the Trace Event Format's
+rules instead (every event has ph, pid, tid; complete events have name, ts, dur >= 0 in
+microseconds; metadata events name their track).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui.analysis.synth import synthetic_topology, write_recording
+from snumap_tui.cli import main
+from snumap_tui.model.sample import Sample
+from tests.test_analysis import EXPECTED, SCENARIO, T0, T1, make_events
+from tests.test_report import TASKS
+
+
+@pytest.fixture()
+def recording(tmp_path: Path) -> Path:
+    s = Sample(T0 + 500, 42, {"procstat": {"cpus": np.array([0, 1]),
+                                           "ticks": np.array([[1, 2], [3, 4]])},
+                              "rapl": {"domains": ["package-0"], "energy_uj": np.array([np.nan])}})
+    return write_recording(tmp_path / "known.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                           make_events(SCENARIO), tasks=TASKS, samples=[s],
+                           markers=[(T0, "start"), (T1, "exit 0")])
+
+
+def test_chrome_trace_has_one_track_per_cpu_and_the_known_slices(
+        recording: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    assert main(["export", str(recording), "--format", "chrome", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    evs = doc["traceEvents"]
+    for e in evs:
+        assert e["ph"] in ("X", "M", "i") and isinstance(e["pid"], int)
+        assert isinstance(e["tid"], int) and isinstance(e["name"], str)
+        if e["ph"] == "X":
+            assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    tracks = {e["tid"]: e["args"]["name"] for e in evs if e["name"] == "thread_name"}
+    assert tracks == {1: "CPU 0", 2: "CPU 1"}
+    for cpu, want in EXPECTED.items():
+        got = [(round(e["ts"] * 1e3) + T0, round((e["ts"] + e["dur"]) * 1e3) + T0,
+                e["args"]["tid"]) for e in evs if e["ph"] == "X" and e["tid"] == cpu + 1]
+        assert got == want
+    names = {e["name"] for e in evs if e["ph"] == "X"}
+    assert names == {"solver 101", "solver-w 102", "io 201"}
+    assert [e["name"] for e in evs if e["ph"] == "i"] == ["start", "exit 0"]
+    assert doc["otherData"]["host"] == "h"
+
+
+def test_csv_intervals_parse_back(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(recording), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    got = {c: [(int(r["start_ns"]), int(r["end_ns"]), int(r["tid"])) for r in rows
+               if int(r["cpu"]) == c] for c in (0, 1)}
+    assert got == EXPECTED
+    assert all(int(r["dur_ns"]) == int(r["end_ns"]) - int(r["start_ns"]) for r in rows)
+    assert {r["comm"] for r in rows} == {"solver", "solver-w", "io"}
+    assert {int(r["pid"]) for r in rows} == {100, 200}
+
+
+def test_csv_samples_and_events(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(recording), "--format", "csv", "--table", "samples"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    ticks = {r["index"]: int(r["value"]) for r in rows if r["field"] == "ticks"}
+    assert ticks == {"0.0": 1, "0.1": 2, "1.0": 3, "1.1": 4}
+    nan = [r for r in rows if r["field"] == "energy_uj"]
+    assert nan and nan[0]["value"] == ""          # unreadable stays empty, never 0
+    assert main(["export", str(recording), "--format", "csv", "--table", "events"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == len(SCENARIO)
+    assert [r["kind"] for r in rows[:2]] == ["wakeup", "switch"]
+
+
+def test_export_refuses_to_overwrite(recording: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "x.csv"
+    out.write_text("keep")
+    assert main(["export", str(recording), "--format", "csv", "-o", str(out)]) == 2
+    assert out.read_text() == "keep"
+    assert "already exists" in capsys.readouterr().err
