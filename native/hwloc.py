@@ -260,7 +260,10 @@ def lib() -> ctypes.CDLL:
             return _lib
         name = library_name()
         try:
-            handle = ctypes.CDLL(name, use_errno=True)
+            # RTLD_GLOBAL: hwloc's plugins (the libxml2 XML parser on Debian) resolve the
+            # core's symbols when hwloc dlopens them; with RTLD_LOCAL they silently fail to
+            # load and hwloc falls back to its minimal XML parser.
+            handle = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL, use_errno=True)
         except OSError as exc:
             raise SnumapError(f"cannot load hwloc ({name}): {exc}; install the Debian package "
                               f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE})") from None
@@ -355,6 +358,26 @@ def captured_c_stderr() -> Iterator[list[str]]:
             lines.extend(ln.strip() for ln in text.splitlines() if ln.strip())
 
 
+@contextlib.contextmanager
+def environment(env: dict[str, str] | None) -> Iterator[None]:
+    """Set variables hwloc reads with getenv() (HWLOC_FSROOT, HWLOC_XML_VERBOSE, ...) for the
+    duration of a call; serialised because the environment is process-wide."""
+    if not env:
+        yield
+        return
+    with _env_lock:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 # ---- a loaded topology ---------------------------------------------------------------------------
 @dataclass
 class CpuKindInfo:
@@ -419,20 +442,8 @@ class HwlocTopology:
     def load(self, env: dict[str, str] | None = None) -> int:
         """hwloc_topology_load, with ``env`` set in the process environment meanwhile
         (HWLOC_FSROOT / HWLOC_THISSYSTEM are only read from there)."""
-        if not env:
+        with environment(env):
             rc = int(self._lib.hwloc_topology_load(self.handle))
-        else:
-            with _env_lock:
-                saved = {k: os.environ.get(k) for k in env}
-                os.environ.update(env)
-                try:
-                    rc = int(self._lib.hwloc_topology_load(self.handle))
-                finally:
-                    for k, v in saved.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
         self.loaded = rc == 0
         return rc
 

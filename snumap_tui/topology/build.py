@@ -26,6 +26,10 @@ _XML_VERSION = re.compile(r"<topology\b[^>]*\bversion=\"(\d+)(?:\.(\d+))?\"")
 _XML_V3_DOCTYPE = re.compile(r"<!DOCTYPE\s+topology\s+SYSTEM\s+\"hwloc3\.dtd\"")
 
 
+# What lstopo sets so hwloc explains a rejected XML file or synthetic string on stderr.
+_VERBOSE = {"HWLOC_XML_VERBOSE": "1", "HWLOC_SYNTHETIC_VERBOSE": "1"}
+
+
 def xml_major_version(head: str) -> int | None:
     """The hwloc XML format major version declared in the first bytes of an export."""
     m = _XML_VERSION.search(head)
@@ -174,16 +178,19 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
         env: dict[str, str] | None = None
         if xml is not None:
             source, kind = str(xml), "xml"
-            with hw.captured_c_stderr() as lines:
+            # The XML backend parses in set_xml; verbose makes it say why it refuses.
+            with hw.captured_c_stderr() as lines, hw.environment(_VERBOSE):
                 rc = topo.set_xml(os.fspath(xml))
                 if rc == 0:
                     rc = topo.load()
             if rc != 0:
+                # libxml2 prefixes "FILE:LINE:"; the file is already in the message.
+                lines = [ln.replace(f"{os.fspath(xml)}:", "line ", 1) for ln in lines]
                 raise _fail(f"hwloc rejected the XML topology {xml}", lines,
                             "not a valid hwloc XML export")
         elif synthetic is not None:
             source, kind = synthetic, "synthetic"
-            with hw.captured_c_stderr() as lines:
+            with hw.captured_c_stderr() as lines, hw.environment(_VERBOSE):
                 rc = topo.set_synthetic(synthetic)
                 if rc == 0:
                     rc = topo.load()
