@@ -1,0 +1,327 @@
+"""Hardware and software counters per PU (and per thread on request) via perf_event_open.
+
+Per PU there are two groups (perf_event_open(2), "Event groups"): the hardware events
+(cycles, instructions, cache-references, cache-misses, branch-misses, stalled cycles) and
+the software events (context-switches, cpu-migrations, page-faults). A group is read in one
+read() with PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING, so the ratio of its
+members is exact even when the kernel multiplexes it (running < enabled: derive() scales and
+flags). An event the PMU lacks (ENOENT) or that does not fit in the group with the others
+(EINVAL from the kernel's group validation) is left out on its own, not the whole group.
+
+Counting everything on a PU needs CAP_PERFMON or kernel.perf_event_paranoid <= 0. A virtual
+machine usually has no hardware PMU at all: then the hardware events are reported unavailable
+("no hardware PMU (virtual machine)") and are absent from the readings, never zeros, while the
+software events still count. perf counts only the running machine, so on ``--fsroot`` this
+source is unavailable.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.native import perf_event as pe
+from snumap_tui.sources._io import Reader, is_live, read_optional, read_text
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.freq import online_cpus
+
+HW_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
+             "stalled-cycles-frontend", "stalled-cycles-backend")
+SW_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
+# Core PMU names in sysfs: x86 ("cpu"; "cpu_core"/"cpu_atom" on hybrid), Arm, s390, RISC-V.
+CORE_PMU_PREFIXES = ("cpu", "armv8_", "armv7_", "arm_cortex", "cpum_cf", "riscv_pmu")
+NOT_THIS_MACHINE = "not this machine (--fsroot): perf counts only the running machine"
+
+
+def core_pmus(root: Path) -> list[str]:
+    """The CPU's own PMUs under /sys/bus/event_source/devices (empty on most VMs)."""
+    d = root / pe.EVENT_SOURCE
+    try:
+        names = [e.name for e in d.iterdir()]
+    except OSError:
+        return []
+    return sorted(n for n in names if n == "cpu" or n.startswith(CORE_PMU_PREFIXES[1:])
+                  or n in ("cpu_core", "cpu_atom"))
+
+
+def is_virtual_machine(root: Path, reader: Reader = read_text) -> bool:
+    """The CPUID hypervisor bit (x86 ``flags ... hypervisor``) or /sys/hypervisor/type."""
+    text = read_optional(reader, root / "proc" / "cpuinfo") or ""
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            if " hypervisor" in line:
+                return True
+            break
+    t = read_optional(reader, root / "sys" / "hypervisor" / "type")
+    return bool(t and t.strip())
+
+
+def no_pmu_reason(root: Path, reader: Reader = read_text) -> tuple[str, str]:
+    if is_virtual_machine(root, reader):
+        return ("no hardware PMU (virtual machine)",
+                ("enable the virtual PMU in the hypervisor (KVM: -cpu host,pmu=on; libvirt: "
+                "<pmu state='on'/>; cloud: a bare-metal or PMU-enabled instance type)"))
+    return ("no hardware PMU driver for this CPU",
+            "use a kernel with this CPU's perf driver (CONFIG_PERF_EVENTS, the arch PMU)")
+
+
+def raise_fd_limit(needed: int) -> None:
+    """One fd per event per PU: lift the soft RLIMIT_NOFILE towards the hard one if needed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = needed + 256
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        except (ValueError, OSError):
+            pass
+
+
+class Group:
+    """One perf group (leader first); members that could not be opened are left out."""
+
+    def __init__(self, events: Sequence[str], pid: int, cpu: int) -> None:
+        self.events: list[str] = []
+        self.fds: list[int] = []
+        self.errors: dict[str, pe.PerfOpenError] = {}
+        for ev in events:
+            type_, config = pe.event_by_name(ev)
+            attr = pe.make_attr(type_, config, read_format=pe.GROUP_READ_FORMAT)
+            leader = self.fds[0] if self.fds else -1
+            try:
+                fd = pe.perf_event_open(attr, pid, cpu, leader, event=ev)
+            except pe.PerfOpenError as exc:
+                if leader >= 0 and exc.errno == errno.EINVAL:
+                    exc = pe.PerfOpenError(exc.errno or 0, "no free hardware counter for it in "
+                                           "the group (the PMU has fewer counters)", None, ev)
+                self.errors[ev] = exc
+                continue
+            self.fds.append(fd)
+            self.events.append(ev)
+
+    def read(self) -> tuple[list[int], int | None, int | None]:
+        return pe.read_counter(self.fds[0], pe.GROUP_READ_FORMAT, len(self.fds))
+
+    def close(self) -> None:
+        for fd in reversed(self.fds):
+            os.close(fd)
+        self.fds = []
+
+
+def _event_status(ev: str, errors: list[pe.PerfOpenError], opened: int, total: int,
+                  hw_missing: tuple[str, str] | None) -> SourceStatus:
+    name = f"perf:{ev}"
+    if opened:
+        caveat = None if opened == total else f"open on {opened} of {total} PUs"
+        return SourceStatus(name, True, caveat, None, {"cpus": opened})
+    if ev in HW_EVENTS and hw_missing:
+        return SourceStatus(name, False, hw_missing[0], hw_missing[1])
+    if errors:
+        e = errors[0]
+        return SourceStatus(name, False, f"{e.reason} ({errno.errorcode.get(e.errno or 0)})",
+                            e.fix, {"errno": e.errno})
+    return SourceStatus(name, False, "not tried", None)
+
+
+class PerfSource:
+    """Per-PU groups of hardware and software counters (raw, cumulative, unscaled)."""
+
+    name = "perf"
+
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text,
+                 hw_events: Sequence[str] = HW_EVENTS, sw_events: Sequence[str] = SW_EVENTS
+                 ) -> None:
+        self.root = Path(root)
+        self._reader = reader
+        self.hw_events = tuple(hw_events)
+        self.sw_events = tuple(sw_events)
+        self.live = is_live(self.root)
+        self._groups: dict[int, list[Group]] = {}
+        self._opened = False
+        self._errors: dict[str, list[pe.PerfOpenError]] = {}
+        self._online: str | None = None
+        self.events: list[str] = []
+
+    # ---- opening ----
+    def _open(self) -> None:
+        if self._opened or not self.live:
+            return
+        self._opened = True
+        cpus = online_cpus(self.root, self._reader)
+        raise_fd_limit(len(cpus) * (len(self.hw_events) + len(self.sw_events)))
+        self._online = read_optional(self._reader, self.root / "sys/devices/system/cpu/online")
+        hw_ok = True
+        for cpu in cpus:
+            groups = []
+            # A PU without a hardware PMU fails every hardware event the same way: stop after
+            # the first PU instead of paying n_events syscalls on each of 1024 PUs.
+            for events in ((self.hw_events if hw_ok else ()), self.sw_events):
+                if not events:
+                    continue
+                g = Group(events, -1, cpu)
+                for ev, exc in g.errors.items():
+                    self._errors.setdefault(ev, []).append(exc)
+                if g.fds:
+                    groups.append(g)
+                elif events is self.hw_events:
+                    hw_ok = False
+            self._groups[cpu] = groups
+        seen = {ev for gs in self._groups.values() for g in gs for ev in g.events}
+        self.events = [ev for ev in (*self.hw_events, *self.sw_events) if ev in seen]
+
+    def _resync(self) -> None:
+        """CPU hotplug: reopen everything when the set of online PUs changed."""
+        text = read_optional(self._reader, self.root / "sys/devices/system/cpu/online")
+        if text != self._online:
+            self.close()
+            self._open()
+
+    # ---- Source ----
+    def statuses(self) -> list[SourceStatus]:
+        """One status per event ("perf:cycles", ...), for `snumap probe`."""
+        if not self.live:
+            return [SourceStatus(f"perf:{ev}", False, NOT_THIS_MACHINE, None)
+                    for ev in (*self.hw_events, *self.sw_events)]
+        self._open()
+        total = len(self._groups)
+        hw_missing = None if core_pmus(self.root) else no_pmu_reason(self.root, self._reader)
+        out = []
+        for ev in (*self.hw_events, *self.sw_events):
+            opened = sum(1 for gs in self._groups.values() for g in gs if ev in g.events)
+            out.append(_event_status(ev, self._errors.get(ev, []), opened, total, hw_missing))
+        return out
+
+    def status(self) -> SourceStatus:
+        if not self.live:
+            return SourceStatus(self.name, False, NOT_THIS_MACHINE, None)
+        per_event = self.statuses()
+        ok = [s.name[5:] for s in per_event if s.available]
+        missing = [s for s in per_event if not s.available]
+        detail = {"events": ok, "missing": {s.name[5:]: s.reason for s in missing},
+                  "cpus": len(self._groups)}
+        if not ok:
+            first = missing[0]
+            return SourceStatus(self.name, False, first.reason, first.fix, detail)
+        hw_ok = [e for e in ok if e in self.hw_events]
+        if not hw_ok:
+            if core_pmus(self.root):
+                reason, fix = "hardware events could not be opened", None
+            else:
+                reason, fix = no_pmu_reason(self.root, self._reader)
+            return SourceStatus(self.name, True, f"{reason}: software events only", fix, detail)
+        return SourceStatus(self.name, True, None, None, detail)
+
+    def read(self) -> dict[str, Any]:
+        if not self.live:
+            return {}
+        self._open()
+        self._resync()
+        cpus = sorted(self._groups)
+        k = len(self.events)
+        col = {ev: j for j, ev in enumerate(self.events)}
+        value = np.full((len(cpus), k), np.nan)
+        enabled = np.full((len(cpus), k), np.nan)
+        running = np.full((len(cpus), k), np.nan)
+        for i, cpu in enumerate(cpus):
+            for g in self._groups[cpu]:
+                try:
+                    vals, te, tr = g.read()
+                except OSError:
+                    continue
+                for ev, v in zip(g.events, vals):
+                    j = col[ev]
+                    value[i, j] = v
+                    enabled[i, j] = np.nan if te is None else te
+                    running[i, j] = np.nan if tr is None else tr
+        return {"cpus": np.array(cpus, dtype=np.int64), "events": list(self.events),
+                "value": value, "enabled": enabled, "running": running}
+
+    def close(self) -> None:
+        for gs in self._groups.values():
+            for g in gs:
+                g.close()
+        self._groups = {}
+        self._errors = {}
+        self._opened = False
+
+
+class ThreadCounters:
+    """Counters that follow threads across PUs (pid=tid, cpu=-1), for the processes asked for.
+
+    Needs ptrace-level access to the process (same user, or CAP_PERFMON) and
+    perf_event_paranoid <= 2 for user-space counts.
+    """
+
+    def __init__(self, root: Path = Path("/"), hw_events: Sequence[str] = HW_EVENTS,
+                 sw_events: Sequence[str] = SW_EVENTS) -> None:
+        self.root = Path(root)
+        self.hw_events = tuple(hw_events)
+        self.sw_events = tuple(sw_events)
+        self._groups: dict[int, dict[int, list[Group]]] = {}   # pid -> tid -> groups
+        self.errors: dict[int, str] = {}
+
+    def watch(self, pid: int) -> None:
+        """Open counters on every current thread of ``pid`` (new threads at the next read)."""
+        if not is_live(self.root):
+            self.errors[pid] = NOT_THIS_MACHINE
+            return
+        per_tid = self._groups.setdefault(pid, {})
+        try:
+            tids = [int(t) for t in os.listdir(self.root / "proc" / str(pid) / "task")]
+        except OSError as exc:
+            self.errors[pid] = f"{exc.strerror}: pid {pid}"
+            return
+        for tid in tids:
+            if tid in per_tid:
+                continue
+            groups = []
+            for events in (self.hw_events, self.sw_events):
+                g = Group(events, tid, -1)
+                if g.fds:
+                    groups.append(g)
+                elif g.errors and events is self.sw_events:
+                    self.errors[pid] = str(next(iter(g.errors.values())))
+            per_tid[tid] = groups
+
+    def read(self, pid: int) -> dict[str, Any] | None:
+        """{"tids", "events", "value", "enabled", "running"} for one watched process."""
+        if pid not in self._groups:
+            return None
+        self.watch(pid)
+        per_tid = self._groups[pid]
+        events = [ev for ev in (*self.hw_events, *self.sw_events)
+                  if any(ev in g.events for gs in per_tid.values() for g in gs)]
+        col = {ev: j for j, ev in enumerate(events)}
+        tids = sorted(per_tid)
+        shape = (len(tids), len(events))
+        value, enabled, running = np.full(shape, np.nan), np.full(shape, np.nan), \
+            np.full(shape, np.nan)
+        gone = []
+        for i, tid in enumerate(tids):
+            for g in per_tid[tid]:
+                try:
+                    vals, te, tr = g.read()
+                except OSError:
+                    gone.append(tid)
+                    continue
+                for ev, v in zip(g.events, vals):
+                    value[i, col[ev]] = v
+                    enabled[i, col[ev]] = np.nan if te is None else te
+                    running[i, col[ev]] = np.nan if tr is None else tr
+        return {"tids": np.array(tids, dtype=np.int64), "events": events, "value": value,
+                "enabled": enabled, "running": running}
+
+    def unwatch(self, pid: int) -> None:
+        for gs in self._groups.pop(pid, {}).values():
+            for g in gs:
+                g.close()
+
+    def close(self) -> None:
+        for pid in list(self._groups):
+            self.unwatch(pid)
