@@ -161,10 +161,3 @@ def decode_event_columns(value: dict[str, Any], fields: tuple[str, ...] = EVENT_
             raise ValueError(f"column {f} has {out[f].size} values, expected {n}")
     return {f: out[f] for f in fields}
 
-
-def to_structured(cols: dict[str, np.ndarray], n: int) -> np.ndarray:
-    """EVENT_DTYPE rows from a full set of columns."""
-    ev = np.empty(n, dtype=EVENT_DTYPE)
-    for f in EVENT_FIELDS:
-        ev[f] = cols[f]
-    return ev

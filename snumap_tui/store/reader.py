@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns, to_structured
+from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.writer import FORMAT_VERSION
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
@@ -36,16 +37,19 @@ def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording
     """Open a recording. ``verify`` checks every chunk's CRC up front (default: only when the
     file has no clean-close trailer, i.e. after a crash, where damage is expected)."""
     p = Path(path)
+    if p.is_dir():
+        raise SnumapError(f"{p} is a directory, not a recording")
     try:
         fd = os.open(p, os.O_RDONLY)
     except FileNotFoundError:
         raise SnumapError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise SnumapError(f"{p} is a directory, not a recording") from None
     except OSError as e:
         raise SnumapError(f"cannot open {p}: {e.strerror}") from None
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SnumapError(f"{p} is not a regular file")
+        size = st.st_size
         if size == 0:
             raise SnumapError(f"{p}: empty file (nothing was recorded)")
         data: bytes | mmap.mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -256,49 +260,82 @@ class Recording:
     def iter_event_columns(self, fields: tuple[str, ...] = EVENT_FIELDS,
                            t0: int | None = None, t1: int | None = None
                            ) -> Iterator[dict[str, np.ndarray]]:
-        """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory)."""
-        need = tuple(fields) if (t0 is None and t1 is None) or "t_ns" in fields \
-            else tuple(fields) + ("t_ns",)
+        """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory).
+
+        ``t_ns`` is always included. Chunks come in file order; each is sorted by time, and
+        consecutive chunks overlap in time only when a tracer delivered events late."""
+        need = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
+        lo = None if t0 is None else np.uint64(max(int(t0), 0))
+        hi = None if t1 is None else np.uint64(max(int(t1), 0))
         for h in self._chunks_in(t0, t1):
             v = self._payload(h)
             if v is None:
                 continue
             try:
+                if int(v["n"]) != h.count:
+                    raise ValueError(f"{v['n']} events inside, {h.count} in its header")
                 cols = decode_event_columns(v, need)
             except (KeyError, ValueError, TypeError) as e:
-                self.damaged.append(f"undecodable events chunk at byte {h.offset} skipped ({e})")
+                note = f"undecodable events chunk at byte {h.offset} skipped ({e})"
+                if note not in self.damaged:
+                    self.damaged.append(note)
                 continue
-            if t0 is not None or t1 is not None:
+            if lo is not None or hi is not None:
                 t = cols["t_ns"]
-                m = np.ones(t.size, dtype=bool)
-                if t0 is not None:
-                    m &= t >= np.uint64(max(int(t0), 0))
-                if t1 is not None:
-                    m &= t < np.uint64(max(int(t1), 0))
-                if not m.all():
-                    cols = {k: a[m] for k, a in cols.items()}
-            yield {f: cols[f] for f in fields}
+                a = 0 if lo is None else int(np.searchsorted(t, lo, side="left"))
+                b = t.size if hi is None else int(np.searchsorted(t, hi, side="left"))
+                if a > 0 or b < t.size:
+                    cols = {k: c[a:b] for k, c in cols.items()}
+            yield cols
+
+    def _gather(self, out: dict[str, np.ndarray], it: Iterator[dict[str, np.ndarray]]) -> int:
+        """Copy chunks from ``it`` into the preallocated ``out`` columns, keeping time order;
+        returns how many rows were filled. A chunk that starts before the end of what is already
+        there is merged with just the overlapping tail, so memory stays at the output size."""
+        n = 0
+        t_out = out["t_ns"]
+        cap = t_out.size
+        for cols in it:
+            t = cols["t_ns"]
+            k = int(t.size)
+            if k == 0:
+                continue
+            if n + k > cap:  # headers under-counted (cannot happen with a valid file): stop
+                self.damaged.append("more events than the index announced; rest not read")
+                break
+            if n and t[0] < t_out[n - 1]:
+                p = int(np.searchsorted(t_out[:n], t[0], side="right"))
+                merged_t = np.concatenate([t_out[p:n], t])
+                order = np.argsort(merged_t, kind="stable")
+                for f, dst in out.items():
+                    dst[p:n + k] = np.concatenate([dst[p:n], cols[f]])[order]
+            else:
+                for f, dst in out.items():
+                    dst[n:n + k] = cols[f]
+            n += k
+        return n
 
     def event_columns(self, fields: tuple[str, ...] = ("t_ns", "cpu", "kind", "tid", "tid2"),
                       t0: int | None = None, t1: int | None = None) -> dict[str, np.ndarray]:
-        """Just the named columns for [t0, t1), concatenated, in time order. Four bytes for
-        cpu, one for kind, eight for t_ns: a Gantt view of 10 M events needs ~21 bytes each
-        instead of EVENT_DTYPE's 37."""
-        parts = list(self.iter_event_columns(tuple(fields), t0, t1))
-        if not parts:
-            return {f: np.zeros(0, dtype=EVENT_DTYPE[f]) for f in fields}
-        out = {f: np.concatenate([p[f] for p in parts]) for f in fields}
-        if "t_ns" in out and len(parts) > 1:
-            t = out["t_ns"]
-            if t.size > 1 and not bool(np.all(t[1:] >= t[:-1])):  # chunks overlapped in time
-                order = np.argsort(t, kind="stable")
-                out = {f: a[order] for f, a in out.items()}
-        return out
+        """The named columns (plus ``t_ns``) of events with t0 <= t_ns < t1, in time order.
+
+        Output arrays are allocated once from the chunk counts in the index and filled chunk by
+        chunk, so peak memory is the output plus one chunk: 21 bytes per event for the default
+        columns, against EVENT_DTYPE's 37."""
+        fields = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
+        chunks = self._chunks_in(t0, t1)
+        cap = sum(h.count for h in chunks)
+        out = {f: np.empty(cap, dtype=EVENT_DTYPE[f]) for f in fields}
+        n = self._gather(out, self.iter_event_columns(fields, t0, t1))
+        return {f: _trimmed(a, n) for f, a in out.items()}
 
     def events(self, t0: int | None = None, t1: int | None = None) -> np.ndarray:
         """EVENT_DTYPE rows with t0 <= t_ns < t1 (all by default), in time order."""
-        cols = self.event_columns(EVENT_FIELDS, t0, t1)
-        return to_structured(cols, int(cols["t_ns"].size))
+        cap = sum(h.count for h in self._chunks_in(t0, t1))
+        rows = np.empty(cap, dtype=EVENT_DTYPE)
+        n = self._gather({f: rows[f] for f in EVENT_FIELDS},
+                         self.iter_event_columns(EVENT_FIELDS, t0, t1))
+        return _trimmed(rows, n)
 
     # ---- tables ------------------------------------------------------------------------------
 
@@ -340,6 +377,13 @@ class Recording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _trimmed(a: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` items; copied when most of the allocation would be wasted."""
+    if n == a.size:
+        return a
+    return a[:n].copy() if n < a.size * 0.9 else a[:n]
 
 
 def _check_crc(data: bytes | mmap.mmap, h: C.ChunkHeader) -> None:

@@ -24,7 +24,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import encode_events
+from snumap_tui.store.columns import encode_events, sort_by_time
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 
 FORMAT_VERSION = 1
@@ -82,10 +82,15 @@ class Writer:
         except (TypeError, ValueError) as e:
             os.close(self._fd)
             raise SnumapError(f"recording header is not serialisable: {e}") from None
-        self._write(C.pack_preamble(FORMAT_VERSION), kind=None)
         t = int(hdr["start_monotonic_ns"])
-        self._write_chunk(C.K_HEADER, body, count=1, t_min=t, t_max=t)
-        self._sync()
+        try:
+            self._write(C.pack_preamble(FORMAT_VERSION), kind=None)
+            self._write_chunk(C.K_HEADER, body, count=1, t_min=t, t_max=t)
+            self._sync()
+        except SnumapError:
+            self._closed = True
+            os.close(self._fd)
+            raise
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -210,6 +215,9 @@ class Writer:
         if not self._events:
             return
         ev = np.concatenate(self._events) if len(self._events) > 1 else self._events[0]
+        # Sort the whole buffer (tracers hand over per-CPU runs), so chunks do not overlap in time
+        # and a reader's time seek touches as few chunks as possible.
+        ev = sort_by_time(ev)
         m = self.max_chunk_events
         full = (ev.size // m) * m if only_full else ev.size
         for start in range(0, full, m):
