@@ -1,15 +1,165 @@
-"""`snumap top` (placeholder until its issue lands)."""
+"""`snumap top`: the live topology view, or ``--batch`` frames as text / JSON lines.
+
+Nothing heavy at module level: textual is imported only when the TUI starts, so ``--batch``
+(cron, scripts, tests) never loads it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from snumap_tui.model.frame import Frame
+    from snumap_tui.topology.model import Topology
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--interval", "-i", type=float, default=1.0, metavar="S",
+                        help="seconds between samples (default 1; 0.01 .. 3600)")
+    parser.add_argument("--batch", "-b", action="store_true",
+                        help="print frames as text (or --json lines) instead of the TUI")
+    parser.add_argument("--count", "-n", type=int, default=None, metavar="N",
+                        help="batch: stop after N frames (default: until interrupted)")
+    parser.add_argument("--json", action="store_true",
+                        help="batch: one JSON object per frame (Frame.to_dict)")
+    parser.add_argument("--tasks", type=int, default=10, metavar="N",
+                        help="batch text: how many of the busiest processes to print (default 10)")
+
+
+class LiveFeed:
+    """Adapts the model's Sampler to what the app needs (start/stop/interval/watched pid)."""
+
+    def __init__(self, topology: Topology, root: Path, interval_s: float) -> None:
+        from snumap_tui.model.sampler import Sampler
+
+        self.interval_s = interval_s
+        self.sampler = Sampler(topology, root, interval_s)
+
+    def start(self, callback: Callable[[Frame], None]) -> None:
+        self.sampler.start(callback)
+
+    def stop(self) -> None:
+        self.sampler.stop()
+
+    def set_interval(self, seconds: float) -> None:
+        self.interval_s = seconds
+        setter = getattr(self.sampler, "set_interval", None)
+        if callable(setter):
+            setter(seconds)
+        else:
+            self.sampler.interval_s = seconds
+
+    def watch_pid(self, pid: int | None) -> None:
+        """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
+        setter = getattr(self.sampler, "watch_pids", None) or getattr(
+            self.sampler, "set_numa_pids", None)
+        if callable(setter):
+            setter(set() if pid is None else {pid})
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not 0.01 <= args.interval <= 3600:
+        raise SnumapError(f"--interval {args.interval:g}: must be between 0.01 and 3600 seconds")
+    if args.count is not None and args.count < 1:
+        raise SnumapError(f"--count {args.count}: must be at least 1")
+    if (args.count is not None or args.json) and not args.batch:
+        raise SnumapError("--count and --json go with --batch")
+    if args.fsroot and not Path(args.fsroot).is_dir():
+        raise SnumapError(f"--fsroot {args.fsroot}: not a directory")
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.fsroot) if args.fsroot else Path("/")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SnumapError("'snumap top' is not built yet")
+    _check(args)
+    from snumap_tui.commands.common import topology_from_args
+
+    topo = topology_from_args(args)
+    root = _root(args)
+    if args.batch:
+        return run_batch(topo, root, args)
+    if not sys.stdout.isatty():
+        raise SnumapError("the live view needs a terminal; use --batch for text or --json")
+    return run_tui(topo, root, args.interval)
+
+
+def run_tui(topo: Topology, root: Path, interval_s: float) -> int:
+    from snumap_tui.ui.app import TopApp
+    from snumap_tui.ui.hostinfo import HostReader
+
+    app = TopApp(topo, feed=LiveFeed(topo, root, interval_s), host=HostReader(root, topo),
+                 interval_s=interval_s)
+    app.run()
+    return 0
+
+
+def batch_text(frame: Frame, host_line: str, ntasks: int) -> str:
+    """One frame as text: a header, the folded tree with its numbers, the busiest processes."""
+    from snumap_tui.ui.processes import affinity_label, sort_tasks
+    from snumap_tui.ui.tree_rows import plain_tree
+
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.wall_ns / 1e9))
+    down = [n for n, s in frame.sources.items() if not s.available]
+    out = [f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s"
+           + (f"  unavailable: {', '.join(down)}" if down else "")]
+    out += plain_tree(frame)
+    if ntasks and frame.tasks:
+        out.append(f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND")
+        for t in sort_tasks(frame.tasks, "cpu")[:ntasks]:
+            cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
+            pu = "" if t.last_cpu is None else str(t.last_cpu)
+            out.append(f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
+                       f"{affinity_label(frame.topology, t.affinity)[:22]:<22} {t.comm}")
+    return "\n".join(out) + "\n"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def run_batch(topo: Topology, root: Path, args: argparse.Namespace) -> int:
+    """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
+    from snumap_tui.model.sampler import Sampler
+    from snumap_tui.ui.hostinfo import read_host
+
+    host = read_host(root, topo)
+    host_line = f"{host.host} Linux {host.kernel} {host.cpu_model}"
+    sampler = Sampler(topo, root, args.interval)
+    printed = 0
+    try:
+        sampler.sweep()
+        next_t = time.monotonic()
+        while args.count is None or printed < args.count:
+            next_t += args.interval
+            time.sleep(max(0.0, next_t - time.monotonic()))
+            sampler.sweep()
+            frame = sampler.frame()
+            if frame is None:
+                continue
+            if args.json:
+                sys.stdout.write(json.dumps(frame.to_dict(), default=_json_default) + "\n")
+            else:
+                sys.stdout.write(batch_text(frame, host_line, args.tasks))
+            sys.stdout.flush()
+            printed += 1
+    except KeyboardInterrupt:
+        return 130 if printed == 0 else 0
+    finally:
+        close = getattr(sampler, "close", None) or getattr(sampler, "stop", None)
+        if callable(close):
+            close()
+    return 0

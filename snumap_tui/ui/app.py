@@ -93,6 +93,12 @@ class TopApp(App[int]):
     TITLE = "snumap top"
     CSS_PATH = "top.tcss"
     ENABLE_COMMAND_PALETTE = False
+    # The screen gets -too-narrow / -too-low below the minimum size; top.tcss then hides the
+    # views and shows a message instead (no layout arithmetic on a 20x5 terminal).
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-narrow"),
+                                                                (MIN_W, "-wide-enough")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-low"),
+                                                              (MIN_H, "-high-enough")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
@@ -158,7 +164,9 @@ class TopApp(App[int]):
         except (NotImplementedError, RuntimeError, ValueError):
             pass       # not the main thread (tests) or no signals: q and ctrl+c still work
         self.query_one(TopologyTable).focus()
-        self._check_size()
+        self.query_one("#too-small", Static).update(
+            f"Terminal too small.\nsnumap top needs at least {MIN_W}×{MIN_H}.\n"
+            "Enlarge the window, or press q to quit.")
         self._redraw()
         if self.feed is not None:
             self.feed.start(self._on_feed_frame)
@@ -168,18 +176,12 @@ class TopApp(App[int]):
             self.feed.stop()
 
     def on_resize(self) -> None:
-        self._check_size()
         self._redraw()
 
-    def _check_size(self) -> None:
+    @property
+    def too_small(self) -> bool:
         w, h = self.size
-        small = w < MIN_W or h < MIN_H
-        self.query_one("#main").display = not small
-        tiny = self.query_one("#too-small", Static)
-        tiny.display = small
-        if small:
-            tiny.update(f"Terminal too small ({w}×{h}).\nsnumap top needs at least "
-                        f"{MIN_W}×{MIN_H}.\nEnlarge the window, or press q to quit.")
+        return w < MIN_W or h < MIN_H
 
     # ---- frames ----------------------------------------------------------------------------------
     def _on_feed_frame(self, frame: Frame) -> None:
@@ -215,7 +217,7 @@ class TopApp(App[int]):
         self.query_one("#header", Static).update(header_lines(
             self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
             metric=self.metric, view=self.view, width=width))
-        if not self.query_one("#main").display:
+        if self.too_small:
             return
         selected = self._selected_task()
         pus = sorted(selected.affinity) if selected else []

@@ -35,6 +35,9 @@ def affinity_label(topo: Topology, affinity: Iterable[int]) -> str:
     if not known:
         return "none"
     obj = topo.smallest_covering(known)
+    parent = topo.parent_of(obj)
+    while parent is not None and parent.cpuset == obj.cpuset and parent.type != "Machine":
+        obj, parent = parent, topo.parent_of(parent)    # "Package 0", not its only "L3 #0"
     if obj.cpuset == known:
         return obj.label()
     return f"{obj.label()} ({len(known)}/{len(obj.cpuset)})"

@@ -1,0 +1,149 @@
+"""The views' pure parts, without an App: tree folding, heatmap layout, formatting, processes."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+
+from snumap_tui.model.frame import TaskRow
+from snumap_tui.ui.demo import demo_frame, synthetic_topology
+from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_lines
+from snumap_tui.ui.hostinfo import format_uptime, parse_cpu_model, parse_loadavg, parse_uptime
+from snumap_tui.ui.metricspec import fmt_bytes, heatmap_metrics, view_for
+from snumap_tui.ui.palette import GLYPHS, bar, level_glyph, sparkline
+from snumap_tui.ui.processes import affinity_label, group_tasks, matches, sort_tasks
+from snumap_tui.ui.tree_rows import default_collapsed, plain_tree, visible_rows
+
+
+def big() -> object:
+    """2 sockets x 4 NUMA x 3 CCX x 8 cores x 2 threads = 384 PUs."""
+    return synthetic_topology(2, 4, 3, 8, 2)
+
+
+def _cells(lines: list) -> int:
+    """PU cells drawn: every value glyph, n/a dot or last-PU mark after the label column."""
+    return sum(sum(ch in GLYPHS + "·◆" for ch in str(line)[6:]) for line in lines[1:])
+
+
+def test_every_pu_of_384_fits_120x40_and_80x24() -> None:
+    topo = big()
+    frame = demo_frame(topo, 2)
+    vals = frame.values["util_pct"]
+    for w, h in ((120, 34), (80, 18)):
+        lines = heatmap_lines(topo, vals, view_for("util_pct"), w, h)
+        assert len(lines) <= h, (w, h, len(lines))
+        assert max(len(str(x)) for x in lines) <= w
+        # every PU drawn once (1-column cells) or as two glyphs (2- and 3-column cells)
+        assert _cells(lines) in (384, 768)
+
+
+def test_heatmap_groups_by_package_numa_and_l3() -> None:
+    bs = bands(big())
+    assert [b.label for b in bs[:2]] == ["P0 N0", "P0 N1"]
+    assert len(bs) == 8
+    assert all(len(b.blocks) == 3 and b.threads == 2 for b in bs)
+    assert all(len(blk.cores) == 8 for b in bs for blk in b.blocks)
+
+
+def test_heatmap_marks_na_and_highlight_without_colour() -> None:
+    topo = synthetic_topology(1, 1, 1, 2, 1)
+    frame = demo_frame(topo, 0, pmu=False)
+    lines = heatmap_lines(topo, frame.values["ipc"], view_for("ipc"), 40, 10)
+    assert "··" in str(lines[1])          # no PMU: n/a, never a low value
+    lines = heatmap_lines(topo, frame.values["util_pct"], view_for("util_pct"), 40, 10,
+                          highlight=[0, 1], mark=1)
+    assert "◆" in str(lines[1])
+    c = Console(width=40, no_color=True, force_terminal=True, record=True)
+    c.print(Heatmap(topo, frame.values["util_pct"], view_for("util_pct"), height=10))
+    assert any(g in c.export_text() for g in GLYPHS)
+
+
+def test_tree_folds_levels_that_add_nothing() -> None:
+    topo = synthetic_topology(1, 1, 1, 2, 1)       # like this VM: NUMA under Package, 1 L3
+    rows = visible_rows(topo, ())
+    labels = [r.label for r in rows]
+    assert labels[0] == "Machine 0"
+    assert labels[1] == "Package 0 · NUMA 0"       # node folded onto its package's row
+    assert "Core 0 · PU 0" in labels               # L2 > L1 > Core > PU is one row
+    core_row = next(r for r in rows if r.label.startswith("Core 0"))
+    assert "L2 1M" in core_row.note and "L1 48K" in core_row.note
+    assert rows[1].note == "L3 32M"                # the only L3 folded too
+    assert len(rows) == 4                          # Machine, Package, 2 cores
+
+
+def test_tree_collapse_defaults_scale() -> None:
+    topo = big()
+    rows = visible_rows(topo, default_collapsed(topo))
+    assert len(rows) < 40                          # packages, NUMA nodes, L3s
+    assert sum(r.label.startswith("NUMA") for r in rows) == 8
+    small = synthetic_topology(1, 1, 1, 4, 2)
+    rows = visible_rows(small, default_collapsed(small))
+    assert [r.label for r in rows if r.label.startswith("Core")] == [f"Core {i}" for i in range(4)]
+    assert all(not r.expanded for r in rows if r.label.startswith("Core"))
+
+
+def test_plain_tree_has_numbers_and_na() -> None:
+    topo = synthetic_topology(1, 2, 1, 2, 1)
+    lines = plain_tree(demo_frame(topo, 1, pmu=False))
+    assert lines[0].split()[:5] == ["object", "CPU", "IPC", "GHz", "Watt"]
+    numa = next(x for x in lines if x.strip().startswith("NUMA 0"))
+    assert "n/a" in numa and "G/64.0G" in numa and "%" in numa
+
+
+def test_metric_format_and_scale() -> None:
+    util = view_for("util_pct")
+    assert util.fmt(None) == "  n/a" and util.fmt(math.nan) == "  n/a"
+    assert util.fmt(95.4) == "  95%"
+    ipc = view_for("ipc")
+    assert ipc.is_problem(0.3) and not ipc.is_problem(1.5)
+    mpki = view_for("mpki")
+    assert mpki.log and mpki.norm(mpki.lo) == 0.0 and mpki.norm(mpki.hi) == 1.0
+    assert fmt_bytes(1.5 * 2**30) == "1.5G" and fmt_bytes(None) == "n/a"
+    frame = demo_frame(synthetic_topology(1, 1, 1, 2, 1), 0, pmu=False)
+    keys = [m.key for m in heatmap_metrics(frame.values, [p.id for p in frame.topology.pus])]
+    assert keys[0] == "util_pct" and "ipc" not in keys   # all-NaN metrics are not offered
+
+
+def test_palette() -> None:
+    assert level_glyph(0.0) == "▁" and level_glyph(1.0) == "█"
+    assert bar(0.5, 4) == ("██", "  ")
+    assert bar(None, 3) == ("", "···")
+    assert sparkline([0, 50, 100, None], 4, 0, 100) == "▁▅█ "
+
+
+def _task(pid: int, comm: str, user: str, cpu: float, aff: set[int], job: str | None = None
+          ) -> TaskRow:
+    return TaskRow(pid, pid, comm, user, "R", cpu, min(aff), frozenset(aff), job=job,
+                   cmdline=comm)
+
+
+def test_processes_filter_sort_group_affinity() -> None:
+    topo = synthetic_topology(2, 1, 1, 2, 2)        # PUs 0-3 package 0, 4-7 package 1
+    ts = [_task(1, "solver", "alice", 300, {0, 1, 2, 3}, "slurm:7"),
+          _task(2, "solver", "alice", 100, {4}, "slurm:7"),
+          _task(3, "sshd", "root", 1, set(range(8)))]
+    assert affinity_label(topo, {0, 1, 2, 3}) == "Package 0"
+    assert affinity_label(topo, {4}) == "PU 4"
+    assert affinity_label(topo, {0, 1, 2}) == "Package 0 (3/4)"
+    assert affinity_label(topo, set(range(8))) == "Machine 0"
+    assert [t.pid for t in ts if matches(t, "user:alice")] == [1, 2]
+    assert [t.pid for t in ts if matches(t, "SSH")] == [3]
+    assert [t.pid for t in ts if matches(t, "job:slurm solver")] == [1, 2]
+    assert [t.pid for t in sort_tasks(ts, "cpu")] == [1, 2, 3]
+    assert [t.pid for t in sort_tasks(ts, "name")] == [3, 1, 2] or \
+        [t.comm for t in sort_tasks(ts, "name")] == ["solver", "solver", "sshd"]
+    g = group_tasks(ts, "job")
+    assert (g[0].key, g[0].nprocs, g[0].cpu_pct) == ("slurm:7", 2, 400)
+    assert g[0].affinity == frozenset({0, 1, 2, 3, 4})
+    assert g[1].key == "(no job)"
+    assert [x.key for x in group_tasks(ts, "user")] == ["alice", "root"]
+
+
+def test_hostinfo_parsers() -> None:
+    assert parse_uptime("12345.67 2345.00\n") == 12345.67
+    assert parse_loadavg("0.52 0.40 0.33 1/123 4567\n") == (0.52, 0.40, 0.33)
+    assert parse_cpu_model("processor\t: 0\nmodel name\t: AMD EPYC  7763 64-Core\n") == \
+        "AMD EPYC 7763 64-Core"
+    assert format_uptime(3 * 86400 + 4 * 3600 + 5 * 60) == "3d 04:05"
+    assert format_uptime(None) == "n/a"
