@@ -1,0 +1,236 @@
+"""The sampler: opens the sources once, sweeps them, and hands Frames to a consumer.
+
+A sweep reads every available source and stamps the Sample with one ``time.monotonic_ns()``
+(the clock of the scheduler events, so metrics and traces line up). ``frame()`` is a sweep plus
+``derive`` against the previous sweep. ``start(callback)`` runs the same on a daemon thread at
+the interval (1 s by default, down to 10 ms) so a UI never blocks on /proc or perf reads; the
+schedule is absolute (no drift), and a slow consumer makes the sampler skip ticks, never queue
+a burst of catch-up sweeps.
+
+Sources are injectable (``sources=[...]``): tests hand in sources built on a fake tree, the
+benchmark times exactly what it constructs, and ``snumap replay`` needs none of this at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.model.derive import derive
+from snumap_tui.model.frame import Frame
+from snumap_tui.model.metrics import Catalogue, default_catalogue
+from snumap_tui.model.sample import Sample
+from snumap_tui.sources.base import Source, SourceStatus
+from snumap_tui.topology.model import Topology
+
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 3600.0
+
+# The sources a live sampler opens when none are given: (module, class). Modules that are not
+# there (or fail to import, e.g. without bcc) are reported as unavailable, not fatal.
+DEFAULT_SOURCES = (("procstat", "ProcStatSource"), ("perf", "PerfSource"),
+                   ("freq", "FreqSource"), ("rapl", "RaplSource"), ("numa", "NumaSource"),
+                   ("tasks", "TasksSource"))
+
+
+def default_sources(root: Path = Path("/"), tasks: bool = True) -> tuple[list[Source],
+                                                                         list[SourceStatus]]:
+    """Construct every known source on ``root``; sources that cannot be constructed come back
+    as statuses saying why."""
+    registry = _registry()
+    if registry is not None:
+        made = list(registry(root))
+        return [s for s in made if tasks or s.name != "tasks"], []
+    out: list[Source] = []
+    missing: list[SourceStatus] = []
+    for mod, cls in DEFAULT_SOURCES:
+        if mod == "tasks" and not tasks:
+            continue
+        try:
+            klass = getattr(importlib.import_module(f"snumap_tui.sources.{mod}"), cls)
+            out.append(klass(root))
+        except (ImportError, AttributeError) as exc:
+            missing.append(SourceStatus(mod, False, f"not built into this snumap ({exc})"))
+        except (OSError, ValueError) as exc:
+            missing.append(SourceStatus(mod, False, f"cannot open: {exc}"))
+    return out, missing
+
+
+def _registry() -> Callable[[Path], Iterable[Source]] | None:
+    """The sources package's own list of sources, when it provides one."""
+    pkg = importlib.import_module("snumap_tui.sources")
+    fn = getattr(pkg, "open_sources", None) or getattr(pkg, "all_sources", None)
+    return fn if callable(fn) else None
+
+
+def check_interval(seconds: float) -> float:
+    try:
+        s = float(seconds)
+    except (TypeError, ValueError):
+        raise SnumapError(f"interval must be a number of seconds, not {seconds!r}") from None
+    if not MIN_INTERVAL_S <= s <= MAX_INTERVAL_S:
+        raise SnumapError(f"interval {s:g}s is out of range ({MIN_INTERVAL_S * 1000:g} ms to "
+                          f"{MAX_INTERVAL_S:g} s)")
+    return s
+
+
+class Sampler:
+    """Sweeps the sources of one machine and derives Frames on its topology."""
+
+    def __init__(self, topology: Topology, root: Path = Path("/"), interval_s: float = 1.0,
+                 sources: Iterable[Source] | None = None, tasks: bool = True,
+                 catalogue: Catalogue | None = None,
+                 clock: Callable[[], int] = time.monotonic_ns,
+                 wall_clock: Callable[[], int] = time.time_ns) -> None:
+        self.topology = topology
+        self.root = Path(root)
+        self.interval_s = check_interval(interval_s)
+        self.catalogue = catalogue if catalogue is not None else default_catalogue()
+        self._clock, self._wall = clock, wall_clock
+        if sources is None:
+            made, missing = default_sources(self.root, tasks)
+        else:
+            made = [s for s in sources if tasks or s.name != "tasks"]
+            missing = []
+        self.sources: list[Source] = made
+        self._status: dict[str, SourceStatus] = {s.name: s for s in missing}
+        for s in made:
+            try:
+                self._status[s.name] = s.status()
+            except OSError as exc:
+                self._status[s.name] = SourceStatus(s.name, False, f"cannot open: {exc}")
+        self._active = [s for s in made if self._status[s.name].available]
+        self.prev: Sample | None = None
+        self.last: Sample | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    # ---- one sweep -------------------------------------------------------------------------
+    def statuses(self) -> dict[str, SourceStatus]:
+        """Every source's status (what ``snumap probe`` and the sources screen show)."""
+        return dict(self._status)
+
+    def sweep(self) -> Sample:
+        """Read every available source once; the Sample carries one monotonic timestamp."""
+        with self._lock:
+            return self._sweep()
+
+    def _sweep(self) -> Sample:
+        t_ns, wall_ns = self._clock(), self._wall()
+        readings: dict[str, dict[str, Any]] = {}
+        for s in self._active:
+            try:
+                r = s.read()
+            except (OSError, ValueError) as exc:
+                # A file that vanished or a counter that broke: this sweep goes without it, and
+                # the status says so; the next sweep tries again.
+                self._status[s.name] = SourceStatus(s.name, False, f"read failed: {exc}")
+                continue
+            if r:
+                readings[s.name] = r
+                if not self._status[s.name].available:
+                    self._status[s.name] = s.status()
+        sample = Sample(t_ns=t_ns, wall_ns=wall_ns, readings=readings)
+        self.prev, self.last = self.last, sample
+        return sample
+
+    def frame(self) -> Frame | None:
+        """Sweep, and derive against the previous sweep (None on the very first)."""
+        with self._lock:
+            self._sweep()
+            return self._derive()
+
+    def _derive(self) -> Frame | None:
+        if self.prev is None or self.last is None:
+            return None
+        f = derive(self.prev, self.last, self.topology, self.catalogue)
+        f.sources = dict(self._status)
+        return f
+
+    def watch_pids(self, pids: Iterable[int]) -> None:
+        """Ask the tasks source for these processes' pages per NUMA node (numa_maps)."""
+        for s in self.sources:
+            fn = getattr(s, "watch_pids", None) or getattr(s, "set_numa_pids", None)
+            if fn is not None:
+                fn(set(pids))
+
+    # ---- the background runner ---------------------------------------------------------
+    def set_interval(self, seconds: float) -> None:
+        """Change the interval; a running sampler starts its new schedule right away."""
+        self.interval_s = check_interval(seconds)
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, callback: Callable[[Frame], None], *,
+              on_sample: Callable[[Sample], None] | None = None,
+              on_error: Callable[[BaseException], None] | None = None) -> None:
+        """Deliver a Frame to ``callback`` every interval, from a daemon thread. ``on_sample``
+        gets every raw Sample (the recorder stores those); an exception stops the runner and
+        goes to ``on_error`` (kept in ``self.error`` either way)."""
+        if self.running:
+            raise RuntimeError("sampler already running")
+        self._stopping = False
+        self._wake.clear()
+        self.error = None
+        self._thread = threading.Thread(target=self._run, args=(callback, on_sample, on_error),
+                                        name="snumap-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self, callback: Callable[[Frame], None],
+             on_sample: Callable[[Sample], None] | None,
+             on_error: Callable[[BaseException], None] | None) -> None:
+        try:
+            # The first Frame needs two sweeps: make the first gap short so a UI fills in fast.
+            first_gap = min(self.interval_s, 0.25)
+            due = time.monotonic()
+            gap = first_gap
+            while not self._stopping:
+                with self._lock:
+                    sample = self._sweep()
+                    frame = self._derive()
+                if on_sample is not None:
+                    on_sample(sample)
+                if frame is not None:
+                    callback(frame)
+                due += gap
+                gap = self.interval_s
+                now = time.monotonic()
+                if due <= now:              # fell behind: skip the missed ticks
+                    due += math.ceil((now - due) / gap + 1e-9) * gap
+                if self._wake.wait(max(0.0, due - now)):
+                    self._wake.clear()
+                    due = time.monotonic()  # new interval (or stop): restart the schedule
+        except Exception as exc:   # handed to the consumer (or re-raised), never swallowed
+            self.error = exc
+            if on_error is None:
+                raise
+            on_error(exc)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the runner and wait for its sweep in progress to finish."""
+        self._stopping = True
+        self._wake.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+        self._thread = None
+
+    def close(self) -> None:
+        """Stop, and close every source (perf file descriptors, BPF programs)."""
+        self.stop()
+        for s in self.sources:
+            with contextlib.suppress(OSError):
+                s.close()
