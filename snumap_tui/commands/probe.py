@@ -1,15 +1,217 @@
-"""`snumap probe` (placeholder until its issue lands)."""
+"""`snumap probe`: what this machine offers, what is missing, why, and how to fix it.
+
+Every line is a SourceStatus: the data sources' own ``status()`` (the same words ``snumap top``
+shows for an unavailable metric) plus the system checks of ``snumap_tui.sources.system``.
+With ``--fsroot DIR`` the file-based sources read that tree, and everything that needs the
+running kernel (perf, tracepoints, eBPF, capabilities) says "not this machine".
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import platform
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from snumap_tui.sources.base import SourceStatus
+
+# (section title, status names in it) for the text output
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Topology", ("hwloc",)),
+    ("CPU time and tasks", ("procstat", "tasks")),
+    ("Hardware counters", ("perf",)),   # + every perf:EVENT line
+    ("Frequency", ("freq", "msr-pmu")),
+    ("Energy", ("rapl:powercap", "rapl:perf", "rapl")),
+    ("Memory", ("numa", "numa_maps")),
+    ("Scheduling events", ("tracepoints", "trace:bcc", "kernel-headers", "btf")),
+    ("Privileges", ("perf_event_paranoid", "cap:CAP_PERFMON", "cap:CAP_BPF",
+                    "cap:CAP_SYS_ADMIN")),
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--json", action="store_true",
+                        help="print every check as JSON (name, available, reason, fix, detail)")
+
+
+def hwloc_status(args: argparse.Namespace) -> SourceStatus:
+    from snumap_tui.commands.common import topology_from_args
+    from snumap_tui.sources.base import SourceStatus
+
+    try:
+        topo = topology_from_args(args)
+    except SnumapError as exc:
+        return SourceStatus("hwloc", False, str(exc), "apt install libhwloc15 (Debian/Ubuntu)"
+                            " or hwloc-libs (Fedora)" if "libhwloc" in str(exc) else None)
+    counts = {t: len(topo.by_type(t)) for t in ("Package", "Core", "PU", "NUMANode")}
+    version = topo.meta.get("hwlocVersion")
+    what = ", ".join(f"{n} {label}{'s' if n != 1 else ''}" for n, label in (
+        (counts["Package"], "package"), (counts["Core"], "core"), (counts["PU"], "PU"),
+        (counts["NUMANode"], "NUMA node")))
+    return SourceStatus("hwloc", True, f"hwloc {version}: {what}" if version else what, None,
+                        {"counts": counts, "source": topo.meta.get("source")})
+
+
+def bcc_status(live: bool) -> SourceStatus:
+    from snumap_tui.sources.base import SourceStatus
+
+    if not live:
+        return SourceStatus("trace:bcc", False, "not this machine (--fsroot)", None)
+    try:
+        from snumap_tui.trace.bcc import BccTracer
+    except ImportError as exc:   # the tracer module itself is missing from this build
+        return SourceStatus("trace:bcc", False, f"no eBPF tracer: {exc}", None)
+    return BccTracer.status()
+
+
+def rapl_statuses(root: Path) -> list[SourceStatus]:
+    """RAPL both ways (powercap, perf power PMU), then the source's own verdict."""
+    from snumap_tui.sources.base import SourceStatus
+    from snumap_tui.sources.rapl import ROOT_ONLY, RaplSource
+
+    src = RaplSource(root)
+    out = []
+    if not src.zones:
+        out.append(SourceStatus("rapl:powercap", False,
+                                "no intel-rapl zones in /sys/class/powercap", None))
+    else:
+        try:
+            (src.zones[0].path / "energy_uj").read_text()
+            out.append(SourceStatus("rapl:powercap", True, None, None,
+                                    {"domains": [z.domain for z in src.zones]}))
+        except PermissionError:
+            out.append(SourceStatus("rapl:powercap", False, ROOT_ONLY,
+                                    "run as root, or chmod o+r the energy_uj files"))
+        except OSError as exc:
+            out.append(SourceStatus("rapl:powercap", False, str(exc), None))
+    pmu = src.open_power_pmu()
+    src.close()
+    out.append(pmu)
+    out.append(RaplSource(root).status())
+    return out
+
+
+def collect(args: argparse.Namespace) -> list[SourceStatus]:
+    """Every check, in section order."""
+    from snumap_tui.sources import all_sources
+    from snumap_tui.sources import system as sysck
+    from snumap_tui.sources._io import is_live
+    from snumap_tui.sources.perf import PerfSource
+
+    fsroot = getattr(args, "fsroot", None)
+    root = Path(fsroot) if fsroot else Path("/")
+    if fsroot and not root.is_dir():
+        raise SnumapError(f"--fsroot {fsroot}: not a directory")
+    live = is_live(root)
+    out: list[SourceStatus] = [hwloc_status(args)]
+    sources = {s.name: s for s in all_sources(root, names=("procstat", "freq", "numa",
+                                                            "tasks"))}
+    perf = PerfSource(root)
+    try:
+        out.append(sources["procstat"].status())
+        out.append(sources["tasks"].status())
+        out.append(perf.status())
+        out.extend(perf.statuses())
+        out.append(sources["freq"].status())
+        out.append(sysck.msr_status(root))
+        out.extend(rapl_statuses(root))
+        out.append(sources["numa"].status())
+        out.append(sysck.numa_maps_status(root))
+        out.append(sysck.tracepoint_status(root))
+        out.append(bcc_status(live))
+        out.append(sysck.kernel_headers_status(root))
+        out.append(sysck.btf_status(root))
+        out.append(sysck.paranoid_status(root))
+        out.extend(sysck.capability_statuses(root))
+    finally:
+        perf.close()
+        for s in sources.values():
+            s.close()
+    return out
+
+
+def _machine(args: argparse.Namespace) -> dict[str, Any]:
+    fsroot = getattr(args, "fsroot", None)
+    if fsroot:
+        return {"machine": f"gathered tree {fsroot}"}
+    return {"machine": "this machine", "kernel": platform.release(),
+            "arch": platform.machine(), "hostname": platform.node()}
+
+
+def _groups(statuses: list[SourceStatus]) -> list[tuple[str, SourceStatus]]:
+    """Collapse consecutive checks that say the same thing ("perf:cycles", "perf:instructions"
+    ... all "no hardware PMU") into one line labelled with all their names."""
+    out: list[tuple[list[str], SourceStatus]] = []
+    for s in statuses:
+        prev = out[-1][1] if out else None
+        if prev is not None and s.name.split(":")[0] == prev.name.split(":")[0] and \
+                (s.available, s.reason, s.fix) == (prev.available, prev.reason, prev.fix) and \
+                ":" in s.name and ":" in prev.name:
+            out[-1][0].append(s.name)
+        else:
+            out.append(([s.name], s))
+    labelled = []
+    for names, s in out:
+        if len(names) == 1:
+            labelled.append((names[0], s))
+        else:
+            prefix = names[0].split(":")[0]
+            labelled.append((f"{prefix}: " + ", ".join(n.split(":", 1)[1] for n in names), s))
+    return labelled
+
+
+def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 80) -> str:
+    """The text report: one line per check (or per group of checks saying the same), with
+    the reason and the fix wrapped under it."""
+    by_name: dict[str, list[SourceStatus]] = {}
+    for s in statuses:
+        key = "perf" if s.name.startswith("perf:") else s.name
+        by_name.setdefault(key, []).append(s)
+    head = machine["machine"]
+    if "kernel" in machine:
+        head += f" (Linux {machine['kernel']}, {machine['arch']})"
+    lines = [f"snumap probe: {head}"]
+    name_w = 22
+    indent = " " * (name_w + 9)
+    for title, names in SECTIONS:
+        lines.append("")
+        lines.append(title)
+        for n in names:
+            for label, s in _groups(by_name.get(n, [])):
+                mark = "yes" if s.available else "NO "
+                label = label if label != "perf" else "perf (per PU)"
+                text = s.reason or ("available" if s.available else "unavailable")
+                if len(label) > name_w:
+                    lines.extend(textwrap.wrap(label, width - 7, initial_indent=f"  {mark}  ",
+                                               subsequent_indent=" " * 9))
+                    first = indent
+                else:
+                    first = f"  {mark}  {label:<{name_w}}  "
+                wrapped = textwrap.wrap(text, width - len(indent)) or [""]
+                lines.append(first + wrapped[0])
+                lines.extend(indent + w for w in wrapped[1:])
+                if s.fix:
+                    for i, w in enumerate(textwrap.wrap(s.fix, width - len(indent) - 5)):
+                        lines.append(indent + ("fix: " if i == 0 else "     ") + w)
+    n_ok = sum(1 for s in statuses if s.available)
+    lines.append("")
+    lines.append(f"{n_ok} of {len(statuses)} checks available.")
+    return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SnumapError("'snumap probe' is not built yet")
+    statuses = collect(args)
+    machine = _machine(args)
+    if args.json:
+        json.dump({**machine, "checks": [s.to_dict() for s in statuses]}, sys.stdout, indent=1,
+                  default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(statuses, machine))
+    return 0

@@ -139,7 +139,7 @@ class RaplSource:
                 denied = ROOT_ONLY
             except OSError as exc:
                 denied = reason_of(exc)
-        perf_status = self._open_power_pmu()
+        perf_status = self.open_power_pmu()
         if perf_status.available:
             self.via = "perf"
             self._status = SourceStatus(self.name, True, denied and f"{denied}; using the perf "
@@ -160,7 +160,7 @@ class RaplSource:
                 {"path": str(self.root / POWERCAP)})
         return self._status
 
-    def _open_power_pmu(self) -> SourceStatus:
+    def open_power_pmu(self) -> SourceStatus:
         name = "rapl:perf"
         if pe.pmu_type("power", self.root) is None:
             return SourceStatus(name, False, "no perf power PMU", None)

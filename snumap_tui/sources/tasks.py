@@ -154,7 +154,8 @@ class TasksSource:
                 next(p for p in self.proc.iterdir() if p.name.isdigit())
         except (OSError, StopIteration) as exc:
             why = reason_of(exc) if isinstance(exc, OSError) else f"no processes in {self.proc}"
-            return SourceStatus(self.name, False, why, "mount procfs: mount -t proc proc /proc")
+            return SourceStatus(self.name, False, why, "mount procfs: mount -t proc proc /proc"
+                                if is_live(self.root) else None)
         return SourceStatus(self.name, True, None, None, {"path": str(self.proc)})
 
     def read(self) -> dict[str, Any]:
