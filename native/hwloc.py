@@ -319,8 +319,15 @@ def infos(arr: object, count: int) -> list[tuple[str, str]]:
     return out
 
 
+_type_names: dict[int, str] = {}
+
+
 def type_string(t: int) -> str:
-    return decode(lib().hwloc_obj_type_string(t)) or f"type{t}"
+    """hwloc_obj_type_string(), cached: it is called once per object of big topologies."""
+    name = _type_names.get(t)
+    if name is None:
+        name = _type_names[t] = decode(lib().hwloc_obj_type_string(t)) or f"type{t}"
+    return name
 
 
 def memory_children(obj: Obj) -> Iterator[Obj]:
