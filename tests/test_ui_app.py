@@ -20,6 +20,7 @@ from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen
 from snumap_tui.ui.topology_view import TopologyTable
 
+
 def sync(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
     """Run an async pilot test without a pytest asyncio plugin."""
 

@@ -47,7 +47,7 @@ class LiveFeed:
         self.sampler.start(callback)
 
     def stop(self) -> None:
-        self.sampler.stop()
+        self.sampler.close()
 
     def set_interval(self, seconds: float) -> None:
         self.interval_s = seconds
@@ -146,7 +146,6 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace) -> int:
         while args.count is None or printed < args.count:
             next_t += args.interval
             time.sleep(max(0.0, next_t - time.monotonic()))
-            sampler.sweep()
             frame = sampler.frame()
             if frame is None:
                 continue

@@ -260,6 +260,11 @@ class TopApp(App[int]):
         panel = self.query_one(ProcessPanel)
         tasks = self._tasks()
         self.shown_tasks = tasks
+        if selected is None and tasks and self.group_mode == "none":
+            selected = tasks[0]           # the busiest: its details show at once
+            self.selected_pid = selected.pid
+            if self.feed is not None:
+                self.feed.watch_pid(selected.pid)
         if self.group_mode == "none":
             panel.show_tasks(self.topology, tasks, self.selected_pid)
         else:

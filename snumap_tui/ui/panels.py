@@ -33,7 +33,7 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
     t = Text()
     t.append(" snumap top ", style="bold reverse")
     t.append(f" {host.host}", style="bold")
-    t.append(f" │ Linux {host.kernel} │ {host.cpu_model}")
+    t.append(f" │ {'Linux ' if width >= 100 else ''}{host.kernel} │ {host.cpu_model}")
     t.append(f" │ up {format_uptime(host.uptime_s)}")
     if host.load is not None:
         t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))

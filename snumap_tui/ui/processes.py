@@ -35,9 +35,15 @@ def affinity_label(topo: Topology, affinity: Iterable[int]) -> str:
     if not known:
         return "none"
     obj = topo.smallest_covering(known)
+    # Of the objects with exactly this cpuset (PU < Core < L1 < L2 ...), name the outermost
+    # that is not a cache: "Package 0" rather than its only "L3 #0", "Core 3" rather than "L2 #3".
+    same = [obj]
     parent = topo.parent_of(obj)
     while parent is not None and parent.cpuset == obj.cpuset and parent.type != "Machine":
-        obj, parent = parent, topo.parent_of(parent)    # "Package 0", not its only "L3 #0"
+        same.append(parent)
+        parent = topo.parent_of(parent)
+    named = [o for o in same if not o.is_cache]
+    obj = named[-1] if named else same[-1]
     if obj.cpuset == known:
         return obj.label()
     return f"{obj.label()} ({len(known)}/{len(obj.cpuset)})"
