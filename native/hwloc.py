@@ -237,6 +237,8 @@ _lib_lock = threading.Lock()
 # HWLOC_FSROOT is read from the process environment during hwloc_topology_load (hwloc 2.x has
 # no API for it), so loads that touch the environment are serialised.
 _env_lock = threading.Lock()
+# File descriptor 2 is process-wide too: one capture at a time.
+_stderr_lock = threading.Lock()
 
 
 def library_name() -> str:
@@ -352,8 +354,8 @@ def captured_c_stderr() -> Iterator[list[str]]:
     parse errors there), so a failure becomes one SnumapError line instead of noise."""
     lines: list[str] = []
     sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
+    with _stderr_lock, tempfile.TemporaryFile() as tmp:
+        saved = os.dup(2)
         os.dup2(tmp.fileno(), 2)
         try:
             yield lines
