@@ -10,6 +10,9 @@ import datetime as _dt
 import os
 import platform
 import re
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -52,3 +55,15 @@ def table(header: list[str], rows: list[list[object]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(out) + "\n"
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    """Median wall time of ``fn`` in milliseconds over ``runs`` calls, after one warm-up call
+    (libraries loaded, files in the page cache)."""
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
