@@ -1,0 +1,79 @@
+"""`snumap top --batch`: text and JSON lines from a fake machine whose counters advance, and
+one-line errors for bad options."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from fakefs import FakeRoot
+
+from snumap_tui.cli import main
+
+
+def _run_while_busy(fr: FakeRoot, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the command while PU 0 of the fake machine is 100 % busy, the others idle."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.05):
+            fr.advance(0.05, busy={0: 1.0})
+
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    try:
+        rc = main(argv)
+    finally:
+        stop.set()
+        t.join()
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out.out
+
+
+def test_batch_json_lines_per_pu_and_numa(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    fr = FakeRoot(tmp_path, cpus=8, nodes=2, packages=2)
+    out = _run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
+                               "--count", "2", "--interval", "0.3"], capsys)
+    lines = out.splitlines()
+    assert len(lines) == 2
+    frame = json.loads(lines[-1])
+    objs = frame["objects"]
+    assert objs["PU:0"]["util_pct"] > 80
+    assert objs["PU:5"]["util_pct"] < 20
+    assert {"NUMANode:0", "NUMANode:1"} <= objs.keys()
+    assert objs["NUMANode:1"]["mem_total_bytes"] == 16 * 1024 * 1024 * 1024
+    assert "procstat" in frame["sources"]
+
+
+def test_batch_text_tree_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fr = FakeRoot(tmp_path, cpus=4, nodes=1, packages=1)
+    out = _run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
+                               "--interval", "0.3"], capsys)
+    assert out.startswith("== ")
+    lines = out.splitlines()
+    assert lines[1].split()[:2] == ["object", "CPU"]
+    machine = next(x for x in lines if x.startswith("Machine"))
+    assert "%" in machine and "G/" in machine           # utilisation and node memory
+    assert any("n/a" in x for x in lines)               # what the fake tree lacks is n/a, not 0
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["top", "--batch", "--interval", "0"], "--interval"),
+    (["top", "--count", "3"], "go with --batch"),
+    (["top", "--batch", "--count", "0"], "--count"),
+    (["top", "--batch", "--fsroot", "/nonexistent-snumap-dir"], "not a directory"),
+])
+def test_bad_options_are_one_line_errors(argv: list[str], msg: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
+
+
+def test_tui_refuses_a_non_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["top", "--synthetic", "pack:1 core:2 pu:1"]) == 2
+    assert "--batch" in capsys.readouterr().err
