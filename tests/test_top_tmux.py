@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 def _tmux(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=10)
+    return subprocess.run(["tmux", *args], check=False, capture_output=True, text=True,
+                          timeout=10)
 
 
 def _screen(name: str) -> str:
