@@ -28,10 +28,10 @@ import numpy as np
 
 from snumap_tui.trace.events import RUN, SWITCH
 
-# The columns each kind of event needs (the store can decode just these).
-_SWITCH_FIELDS = ("t_ns", "cpu", "tid", "tid2", "pid", "pid2")
+# The columns RUN events need (the store can decode just the columns asked for).
 _RUN_FIELDS = ("t_ns", "cpu", "tid", "pid", "arg")
 INTERVAL_FIELDS = ("t_ns", "cpu", "kind", "tid", "tid2", "pid", "pid2", "arg")
+INTERVAL_FIELDS_LEAN = ("t_ns", "cpu", "kind", "tid2", "pid2")
 
 
 @dataclass
@@ -112,7 +112,7 @@ class IntervalBuilder:
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
         self._run_last_t = np.full(n, self.t0, dtype=np.int64)   # RUN: end of last poll
         self._chunks: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
-        self._pids: dict[int, int] = {}
+        self._pid_lut = np.full(1 << 16, -1, dtype=np.int32)     # tid -> tgid
         self.approximate = False
         self.events = 0
 
@@ -123,67 +123,80 @@ class IntervalBuilder:
         rows[ok] = self._row_of[c[ok]]
         return rows
 
+    @property
+    def needs_prev(self) -> bool:
+        """Whether the next windows still need the prev-task columns (tid, pid): until every
+        CPU has had a switch (its partial first interval) and for /proc-polled RUN events.
+        Once False, a reader may decode only INTERVAL_FIELDS_LEAN."""
+        return self.approximate or bool((self._last_t < 0).any())
+
     def feed(self, ev: Mapping[str, np.ndarray] | np.ndarray) -> None:
         """Add one window of events: an EVENT_DTYPE array or a dict of its columns (what the
         store's ``iter_event_columns`` yields). Only SWITCH and RUN events make intervals."""
         kind = ev["kind"]
         self.events += len(kind)
-        sw = kind == SWITCH
-        if sw.any():
-            self._feed_switches({f: ev[f][sw] for f in _SWITCH_FIELDS})
+        sw = np.flatnonzero(kind == SWITCH)
+        if len(sw):
+            self._feed_switches(ev, sw)
         run = kind == RUN
         if run.any():
             self.approximate = True
             self._feed_runs({f: ev[f][run] for f in _RUN_FIELDS})
 
     def _remember_pids(self, tids: np.ndarray, pids: np.ndarray) -> None:
+        """tid -> tgid as the events tell it, in a lookup table indexed by tid (a scatter per
+        window; tids are below the kernel's pid_max, at most 4 M, so the table stays small)."""
         ok = (pids >= 0) & (tids > 0)
-        if not ok.any():
+        if not ok.all():
+            tids, pids = tids[ok], pids[ok]
+        if not len(tids):
             return
-        pairs = np.unique(np.stack([tids[ok].astype(np.int64), pids[ok].astype(np.int64)]), axis=1)
-        self._pids.update(zip(pairs[0].tolist(), pairs[1].tolist()))
+        top = int(tids.max())
+        if top >= len(self._pid_lut):
+            grown = np.full(max(top + 1, 2 * len(self._pid_lut)), -1, dtype=np.int32)
+            grown[:len(self._pid_lut)] = self._pid_lut
+            self._pid_lut = grown
+        self._pid_lut[tids] = pids
 
-    def _feed_switches(self, sw: dict[str, np.ndarray]) -> None:
-        rows = self._rows(sw["cpu"])
+    def _feed_switches(self, ev: Mapping[str, np.ndarray] | np.ndarray, idx: np.ndarray) -> None:
+        rows = self._rows(ev["cpu"][idx])
         keep = rows >= 0
         if not keep.all():
-            sw, rows = {f: a[keep] for f, a in sw.items()}, rows[keep]
+            idx, rows = idx[keep], rows[keep]
+        nxt_all = ev["tid2"][idx]
+        self._remember_pids(nxt_all, ev["pid2"][idx])
         # Stable sort by row keeps each CPU's time order (radix sort on 16-bit keys).
         key = rows.astype(np.uint16) if len(self.cpus) < 65536 else rows
         order = np.argsort(key, kind="stable")
         rows = rows[order]
-        t = sw["t_ns"][order].astype(np.int64)
-        nxt = sw["tid2"][order]
-        prev = sw["tid"][order]
-        self._remember_pids(nxt, sw["pid2"][order])
-        self._remember_pids(prev, sw["pid"][order])
+        t = ev["t_ns"][idx[order]].view(np.int64)
+        nxt = nxt_all[order]
         first = np.ones(len(rows), dtype=bool)
         first[1:] = rows[1:] != rows[:-1]
-        last = np.ones(len(rows), dtype=bool)
-        last[:-1] = first[1:]
-        # Two slots per switch, so the result stays ordered by CPU then time without a sort:
-        # slot 2i = the interval ending at a CPU's first switch of this window (carried from
-        # the previous window, or the partial one from the recording's start), slot 2i+1 =
-        # the interval switched in at t[i], ending at the CPU's next switch.
-        n = len(rows)
         fi = np.flatnonzero(first)
         fr = rows[fi]
+        # Before each CPU's first switch of this window, a virtual switch-in: the carried one
+        # from the previous window, or the partial interval from the recording's start of the
+        # task the first switch switched out (its prev tid). Consecutive switches on one CPU
+        # then bound one interval each.
         had = self._last_t[fr] >= 0
-        s2 = np.zeros(2 * n, dtype=np.int64)
-        e2 = np.zeros(2 * n, dtype=np.int64)
-        tid2 = np.zeros(2 * n, dtype=np.int32)
-        s2[2 * fi] = np.where(had, self._last_t[fr], self.t0)
-        e2[2 * fi] = t[fi]
-        tid2[2 * fi] = np.where(had, self._last_tid[fr], prev[fi])
-        inner = np.flatnonzero(~last)
-        s2[2 * inner + 1] = t[inner]
-        e2[2 * inner + 1] = t[inner + 1]
-        tid2[2 * inner + 1] = nxt[inner]
-        li = np.flatnonzero(last)
-        self._last_t[rows[li]] = t[li]
-        self._last_tid[rows[li]] = nxt[li]
-        ok = (tid2 != 0) & (e2 > s2)
-        self._append(np.repeat(rows, 2)[ok], s2[ok], e2[ok], tid2[ok])
+        if had.all():
+            prev_first = np.zeros(len(fi), dtype=np.int32)
+        else:
+            first_src = idx[order[fi]]
+            prev_first = ev["tid"][first_src]
+            self._remember_pids(prev_first, ev["pid"][first_src])
+        vt = np.where(had, self._last_t[fr], self.t0)
+        vtid = np.where(had, self._last_tid[fr], prev_first).astype(np.int32)
+        T = np.insert(t, fi, vt)
+        N = np.insert(nxt, fi, vtid)
+        R = np.insert(rows, fi, fr)
+        last = np.flatnonzero(np.concatenate([R[1:] != R[:-1], [True]]))
+        self._last_t[R[last]] = T[last]
+        self._last_tid[R[last]] = N[last]
+        ok = (R[:-1] == R[1:]) & (N[:-1] != 0) & (T[1:] > T[:-1])
+        sel = np.flatnonzero(ok)
+        self._append(R[sel], T[sel], T[sel + 1], N[sel])
 
     def _append(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                 tids: np.ndarray) -> None:
@@ -193,8 +206,9 @@ class IntervalBuilder:
         cut = np.flatnonzero(np.diff(rows)) + 1
         bounds = np.concatenate([[0], cut, [len(rows)]])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            self._chunks[int(rows[a])].append((starts[a:b].copy(), ends[a:b].copy(),
-                                               tids[a:b].copy()))
+            # Views, not copies: every row of the window is kept, so the window's arrays would
+            # stay alive anyway; finish() concatenates each row once.
+            self._chunks[int(rows[a])].append((starts[a:b], ends[a:b], tids[a:b]))
 
     def _feed_runs(self, run: dict[str, np.ndarray]) -> None:
         rows = self._rows(run["cpu"])
@@ -254,8 +268,9 @@ class IntervalBuilder:
             starts.append(s)
             ends.append(e)
             tids.append(d)
-        return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate,
-                         dict(self._pids))
+        known = np.flatnonzero(self._pid_lut >= 0)
+        pids = dict(zip(known.tolist(), self._pid_lut[known].tolist()))
+        return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids)
 
 
 def build_intervals(events: np.ndarray, cpus: np.ndarray | list[int], t0: int,

@@ -12,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.intervals import INTERVAL_FIELDS, IntervalBuilder, Intervals
+from snumap_tui.analysis.intervals import (
+    INTERVAL_FIELDS,
+    INTERVAL_FIELDS_LEAN,
+    IntervalBuilder,
+    Intervals,
+)
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import MIGRATE, SWITCH, WAKEUP, WAKEUP_NEW
 
@@ -37,6 +42,16 @@ def recording_cpus(topology: Topology) -> np.ndarray:
     return np.array(sorted(topology.pu_os_indexes), dtype=np.int64)
 
 
+def _windows(rec: Any) -> list[tuple[int | None, int | None]]:
+    """Time windows that follow the recording's event chunks (one chunk each when chunks do
+    not overlap in time), so the columns asked for can change from one window to the next."""
+    chunks = getattr(rec, "event_chunks", None)
+    if not chunks:
+        return [(None, None)]
+    edges = sorted({int(c[0]) for c in chunks})
+    return [(lo, hi) for lo, hi in zip([None, *edges[1:]], [*edges[1:], None])]
+
+
 def load(rec: Any, *, details: bool = False) -> Loaded:
     """Stream ``rec`` (a ``snumap_tui.store`` Recording) once."""
     topology = rec.topology
@@ -45,11 +60,17 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     b = IntervalBuilder(cpus, t0)
     kinds = np.zeros(256, dtype=np.int64)
     wt, wtid, it, itid, pc, mig = [], [], [], [], [], []
-    for cols in rec.iter_event_columns(INTERVAL_FIELDS):
-        b.feed(cols)
-        k = cols["kind"]
-        kinds += np.bincount(k, minlength=256)
-        if details:
+    # Decode the prev-task columns only while they are needed (see needs_prev): the store
+    # rebuilds each column it is asked for, and most chunks need only five.
+    lean = not details and "proc" not in str(getattr(rec, "header", {}).get("backend", ""))
+    for t_lo, t_hi in _windows(rec):
+        fields = INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
+        for cols in rec.iter_event_columns(fields, t_lo, t_hi):
+            b.feed(cols)
+            k = cols["kind"]
+            kinds += np.bincount(k, minlength=256)
+            if not details:
+                continue
             w = (k == WAKEUP) | (k == WAKEUP_NEW)
             wt.append(cols["t_ns"][w].astype(np.int64))
             wtid.append(cols["tid"][w].astype(np.int64))

@@ -1,4 +1,5 @@
-"""`snumap replay` (placeholder until its issue lands)."""
+"""`snumap replay FILE`: the views of `snumap top` and the core-vs-time chart, driven by a
+recording, with a time cursor. The topology is the recording's own, so no hwloc is needed."""
 
 from __future__ import annotations
 
@@ -8,8 +9,28 @@ from snumap_tui.errors import SnumapError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("file", metavar="FILE", help="a recording made by `snumap record`")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="playback speed (recording seconds per second, default 1)")
+    parser.add_argument("--at", metavar="SECONDS", help="start with the cursor at this time")
+    parser.add_argument("--by", choices=("process", "thread", "group"), default="process",
+                        help="what the core-vs-time colours stand for (key c switches)")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SnumapError("'snumap replay' is not built yet")
+    from snumap_tui.store import open as open_recording
+    from snumap_tui.ui.replay import ReplayApp, parse_time
+    from snumap_tui.ui.replay_data import load_replay
+
+    if args.speed <= 0:
+        raise SnumapError("--speed must be positive")
+    with open_recording(args.file) as rec:
+        data = load_replay(rec)
+        app = ReplayApp(data, speed=args.speed)
+        app.state.mode = args.by
+        if args.at:
+            try:
+                app.cursor_t = data.t0 + int(parse_time(args.at) * 1e9)
+            except ValueError:
+                raise SnumapError(f"--at: not a time: {args.at!r}") from None
+        return int(app.run() or 0)

@@ -1,0 +1,281 @@
+"""The core-vs-time (Gantt) view, as SnuMAP drew it, in the terminal: one row per PU grouped by
+package > NUMA node > core, time left to right, each cell coloured by who ran there most.
+
+``render_gantt`` is pure: (data, view state, width, height) -> lines of Rich Segments, so tests
+and the benchmark draw it without an App, and the widget only turns lines into Strips. Only the
+visible rows and columns are binned (``bin_rows``), so a redraw costs what is on screen.
+
+A cell's glyph gives how busy the PU was in that time bin (``█`` >= 75 %, ``▓`` >= 50 %, ``▒`` >=
+25 %, ``░`` less, blank idle), its colour who ran most; a column where every row goes blank at
+once is a synchronisation point, a row that stays blank an idle PU. Under a filter other work is
+a grey ``·``. The time cursor is a highlighted column, the selected cell is reversed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+
+from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilisation
+from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.ui.palette import level_glyph
+from snumap_tui.ui.replay_data import ReplayData, Series
+
+LABEL_W = 13
+# 20 colours far enough apart in 256-colour terminals; a key's colour is stable (hashed).
+PALETTE = ("#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#46f0f0",
+           "#f032e6", "#bcf60c", "#fabebe", "#008080", "#e6beff", "#9a6324", "#fffac8",
+           "#800000", "#aaffc3", "#808000", "#ffd8b1", "#000075", "#a9a9a9")
+OTHER_STYLE = Style(color="grey42")
+LABEL_STYLES = (Style(color="grey70"), Style(color="grey70", bgcolor="grey19"))
+AXIS_STYLE = Style(color="grey62")
+CURSOR_BG = "grey30"
+MAX_MIG = 32
+
+
+def key_colour(key: int) -> str:
+    return PALETTE[(int(key) * 2654435761 >> 7) % len(PALETTE)]
+
+
+def busy_glyph(b: float) -> str:
+    return "█" if b >= 0.75 else "▓" if b >= 0.5 else "▒" if b >= 0.25 else "░" if b > 0 else " "
+
+
+def fmt_time(ns: float) -> str:
+    """Seconds from the recording's start, with the precision the span needs."""
+    s = ns / 1e9
+    if abs(s) >= 100:
+        return f"{s:.0f}s"
+    if abs(s) >= 1:
+        return f"{s:.2f}s"
+    if abs(s) >= 1e-3:
+        return f"{s * 1e3:.2f}ms"
+    return f"{s * 1e6:.1f}us"
+
+
+@dataclass
+class GanttState:
+    """What the user chose: time range, first visible row, selection, colouring, filter."""
+
+    t0: int
+    t1: int
+    row0: int = 0
+    sel_row: int = 0
+    sel_col: int = 0
+    mode: str = "process"
+    only_key: int | None = None
+
+    @property
+    def span(self) -> int:
+        return max(self.t1 - self.t0, 1)
+
+
+@dataclass
+class Layout:
+    cols: int
+    rows: int               # PU rows drawn
+    strips: int
+    legend: int
+
+
+def layout(data: ReplayData, width: int, height: int) -> Layout:
+    cols = max(1, width - LABEL_W - 1)
+    fixed = 1 + 1 + 1           # axis, legend, detail
+    strips = min(1 + len(data.series), max(0, (height - fixed - 4) // 3))
+    rows = max(1, min(len(data.labels), height - fixed - strips))
+    return Layout(cols, rows, strips, 1)
+
+
+def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
+    rows = data.row_iv[st.row0:st.row0 + lay.rows]
+    return bin_rows(data.intervals, rows, st.t0, st.t1, lay.cols,
+                    keymap=data.keymaps.get(st.mode), only_key=st.only_key)
+
+
+def _label(data: ReplayData, i: int) -> tuple[str, Style]:
+    lab = data.labels[i]
+    prev = data.labels[i - 1] if i > 0 else None
+    pk = f"P{lab.package}" if lab.package is not None and (
+        prev is None or prev.package != lab.package) else ""
+    nd = f"N{lab.numa}" if lab.numa is not None and (
+        prev is None or prev.numa != lab.numa or pk) else ""
+    core = f"c{lab.core}" if lab.core is not None else ""
+    text = f"{pk:<3}{nd:<4}{core:>4}"[:LABEL_W - 4] + f"{lab.pu:>4}"
+    return text.ljust(LABEL_W)[:LABEL_W], LABEL_STYLES[(lab.numa or 0) % 2]
+
+
+def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
+    line = [" "] * cols
+    n = max(1, cols // 14)
+    for k in range(n):
+        c = k * cols // n
+        lab = "|" + fmt_time(st.t0 - data.t0 + st.span * c / cols)
+        for j, ch in enumerate(lab):
+            if c + j < cols:
+                line[c + j] = ch
+    head = f"{'Pk NUMA core':<{LABEL_W - 4}}{'PU':>4}"
+    return [Segment(head[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
+            Segment("".join(line), AXIS_STYLE)]
+
+
+def _runs(cells: list[tuple[str, Style]]) -> list[Segment]:
+    """Merge neighbouring cells of one style into one Segment (fewer segments, faster paint)."""
+    out: list[Segment] = []
+    buf: list[str] = []
+    cur: Style | None = None
+    for ch, sty in cells:
+        if sty is not cur and buf:
+            out.append(Segment("".join(buf), cur))
+            buf = []
+        cur = sty
+        buf.append(ch)
+    if buf:
+        out.append(Segment("".join(buf), cur))
+    return out
+
+
+def _strip(name: str, vals: np.ndarray, cols: int, fmt: str) -> list[Segment]:
+    finite = vals[np.isfinite(vals)]
+    hi = float(finite.max()) if len(finite) else 0.0
+    glyphs = "".join(" " if not math.isfinite(v) else level_glyph(v / hi if hi > 0 else 0)
+                     for v in vals.tolist())
+    label = f"{name} {fmt.format(hi) if len(finite) else 'n/a'}"
+    return [Segment(label[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
+            Segment(glyphs[:cols], Style(color="cyan"))]
+
+
+def _series_cols(s: Series, st: GanttState, cols: int) -> np.ndarray:
+    """A sample series resampled to the columns: the last sample at or before each centre."""
+    t, v = s.t, s.v
+    centres = st.t0 + (np.arange(cols) + 0.5) * st.span / cols
+    if not len(t):
+        return np.full(cols, np.nan)
+    idx = np.searchsorted(t, centres, "right") - 1
+    out = np.where(idx >= 0, v[np.clip(idx, 0, len(v) - 1)], np.nan)
+    return np.asarray(out, dtype=np.float64)
+
+
+@dataclass
+class Rendered:
+    lines: list[list[Segment]]
+    bins: GanttBins
+    legend: list[tuple[int, float]]      # (key, share of visible busy time)
+
+
+def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
+                 cursor_t: int | None = None) -> Rendered:
+    lay = layout(data, width, height)
+    st.row0 = max(0, min(st.row0, len(data.labels) - lay.rows))
+    g = bins_for(data, st, lay)
+    cols = lay.cols
+    cur_col = None
+    if cursor_t is not None and st.t0 <= cursor_t < st.t1:
+        cur_col = int((cursor_t - st.t0) * cols // st.span)
+    styles: dict[int, Style] = {}
+    lines: list[list[Segment]] = [_axis(st, data, cols)]
+    for i in range(g.key.shape[0]):
+        r = st.row0 + i
+        text, lsty = _label(data, r)
+        if r == st.sel_row:
+            lsty = lsty + Style(bold=True, reverse=True)
+        cells: list[tuple[str, Style]] = []
+        keys = g.key[i].tolist()
+        busy = g.busy[i].tolist()
+        for c in range(cols):
+            k, b = keys[c], busy[c]
+            if k == IDLE:
+                ch, sty = " ", Style()
+            elif k == OTHER:
+                ch, sty = "·", OTHER_STYLE
+            else:
+                sty = styles.get(k)
+                if sty is None:
+                    sty = styles[k] = Style(color=key_colour(k))
+                ch = busy_glyph(b)
+            if c == cur_col:
+                sty = sty + Style(bgcolor=CURSOR_BG)
+            if r == st.sel_row and c == st.sel_col:
+                sty = sty + Style(reverse=True)
+                ch = ch if ch != " " else "·"
+            cells.append((ch, sty))
+        lines.append([Segment(text, lsty), Segment(" "), *_runs(cells)])
+    # Metric strips: utilisation of all PUs, then power per package, memory per node.
+    if lay.strips:
+        util = utilisation(data.intervals, st.t0, st.t1, cols)
+        lines.append(_strip("util", util, cols, "{:.0%}"))
+        for s in data.series[:lay.strips - 1]:
+            fmt = "{:.0f}W" if s.unit == "W" else "{:.3g}"
+            if s.unit == "B":
+                vals = _series_cols(s, st, cols) / 2**30
+                lines.append(_strip(s.name, vals, cols, "{:.1f}G"))
+            else:
+                lines.append(_strip(s.name, _series_cols(s, st, cols), cols, fmt))
+    # Legend: the keys with the most cells on screen.
+    flat = g.key[g.key >= 0]
+    legend: list[tuple[int, float]] = []
+    if len(flat):
+        u, n = np.unique(flat, return_counts=True)
+        order = np.argsort(-n, kind="stable")
+        legend = [(int(u[j]), float(n[j]) / len(flat)) for j in order[:12]]
+    leg: list[Segment] = [Segment(" " * (LABEL_W + 1))]
+    used = LABEL_W + 1
+    for k, _share in legend:
+        name = data.key_name(st.mode, k)
+        piece = f"█ {name[:18]}  "
+        if used + len(piece) > width:
+            break
+        leg += [Segment("█ ", Style(color=key_colour(k))), Segment(f"{name[:18]}  ")]
+        used += len(piece)
+    lines.append(leg)
+    return Rendered(lines, g, legend)
+
+
+def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
+    """Who ran in the selected cell, for how long, how many switch-ins and migrations in."""
+    i = st.sel_row - st.row0
+    if not (0 <= i < len(bins.rows)) or not (0 <= st.sel_col < len(bins.edges) - 1):
+        return ""
+    r = int(bins.rows[i])
+    a, b = int(bins.edges[st.sel_col]), int(bins.edges[st.sel_col + 1])
+    iv = data.intervals
+    lo = int(np.searchsorted(iv.end[r], a, "right"))
+    hi = int(np.searchsorted(iv.start[r], b, "left"))
+    pu = data.labels[st.sel_row].pu
+    head = f"PU {pu} {fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: "
+    if hi <= lo:
+        return head + "idle"
+    s = np.maximum(iv.start[r][lo:hi], a)
+    e = np.minimum(iv.end[r][lo:hi], b)
+    tids = iv.tid[r][lo:hi]
+    ins = (iv.start[r][lo:hi] >= a)
+    u, inv = np.unique(tids, return_inverse=True)
+    ns = np.bincount(inv, weights=(e - s))
+    sw = np.bincount(inv, weights=ins)
+    # Migrations in: a switch-in whose thread last ran on another PU (the first MAX_MIG
+    # switch-ins only; each looks back a bounded number of intervals per PU).
+    mig = 0
+    ins_t = iv.start[r][lo:hi][ins][:MAX_MIG].tolist()
+    for t, st_t in zip(tids[ins][:MAX_MIG].tolist(), ins_t):
+        here = _last_before(iv, r, t, st_t)
+        elsewhere = max((_last_before(iv, rr, t, st_t) for rr in range(len(iv.cpus))
+                         if rr != r), default=-1)
+        mig += int(elsewhere > here)
+    mig_s = f"{mig}{'+' if int(ins.sum()) > MAX_MIG else ''}"
+    order = np.argsort(-ns)
+    parts = [f"{data.names.get(int(u[j]), '?')} {int(u[j])} {fmt_time(float(ns[j]))} "
+             f"({int(sw[j])} in)" for j in order[:3]]
+    more = f" +{len(u) - 3}" if len(u) > 3 else ""
+    busy = float(ns.sum()) / max(b - a, 1)
+    return head + ", ".join(parts) + more + f"; busy {busy:.0%}, {mig_s} migr in"
+
+
+def _last_before(iv: Intervals, r: int, tid: int, t: int, lookback: int = 4096) -> int:
+    """End of the last interval of ``tid`` on row r that started before t (-1: none)."""
+    hi = int(np.searchsorted(iv.start[r], t, "left"))
+    lo = max(0, hi - lookback)
+    m = np.flatnonzero(iv.tid[r][lo:hi] == tid)
+    return int(iv.end[r][lo + m[-1]]) if len(m) else -1

@@ -1,0 +1,380 @@
+"""`snumap replay`: a recording shown again, with a time cursor.
+
+Views: the core-vs-time (Gantt) chart of the scheduling trace, and the heatmap of `snumap top`
+built from the recorded samples at the cursor (the same ``derive(prev, cur)`` as live). The
+topology comes from the file, so it works on any machine, without hwloc.
+
+| key                | action |
+|--------------------|--------|
+| left right         | move the time cursor one column (step) |
+| home end           | jump to the start / end |
+| space              | play / pause; [ ] slower / faster |
+| g                  | go to a time (seconds from the start) |
+| + -  0             | zoom in / out around the cursor; whole recording |
+| shift+left/right, h l | pan a quarter of a screen |
+| up down pgup pgdn  | select a PU row / scroll |
+| c                  | colour by process, thread or process group |
+| f  F/escape        | filter to the selected cell's process (or thread/group); clear |
+| tab                | core-vs-time / heatmap |
+| q                  | quit |
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Footer, Input, Static
+
+from snumap_tui.ui.gantt import (
+    GanttState,
+    Rendered,
+    cell_detail,
+    fmt_time,
+    layout,
+    render_gantt,
+)
+from snumap_tui.ui.replay_data import MODES, ReplayData
+
+SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0)
+TICK_S = 0.1
+MIN_SPAN_NS = 1000            # zoomed in to 1 us across the screen: single events apart
+
+
+class GanttView(Widget, can_focus=True):
+    """Draws ``render_gantt`` lines and the selected cell's detail; holds no state itself."""
+
+    DEFAULT_CSS = "GanttView { height: 1fr; }"
+
+    def __init__(self, data: ReplayData, state: GanttState, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.data = data
+        self.state = state
+        self.cursor_t: int | None = None
+        self.rendered: Rendered | None = None
+        self._lines: list[list[Segment]] = []
+        self.redraws = 0
+
+    def rebuild(self) -> None:
+        w, h = self.size.width, self.size.height
+        if w <= 0 or h <= 0:
+            return
+        self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t)
+        detail = cell_detail(self.data, self.state, self.rendered.bins)
+        self._lines = [*self.rendered.lines, [Segment(f" {detail}"[:w])]]
+        self.redraws += 1
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self.rebuild()
+
+    def render_line(self, y: int) -> Strip:
+        if y < len(self._lines):
+            return Strip(self._lines[y]).crop(0, self.size.width)
+        return Strip.blank(self.size.width)
+
+
+class ReplayApp(App[int]):
+    TITLE = "snumap replay"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #header { height: 2; }
+    #views { height: 1fr; }
+    #goto { display: none; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("space", "play", "Play"),
+        Binding("left", "step(-1)", "Step", show=False),
+        Binding("right", "step(1)", "Step", show=False),
+        Binding("home", "jump(0)", "Start", show=False),
+        Binding("end", "jump(1)", "End", show=False),
+        Binding("left_square_bracket", "speed(-1)", "Slower", show=False),
+        Binding("right_square_bracket", "speed(1)", "Faster", show=False),
+        Binding("plus,equals_sign", "zoom(0.5)", "Zoom+"),
+        Binding("minus", "zoom(2)", "Zoom-"),
+        Binding("0", "zoom_all", "All", show=False),
+        Binding("shift+left,h", "pan(-0.25)", "Pan", show=False),
+        Binding("shift+right,l", "pan(0.25)", "Pan", show=False),
+        Binding("up", "row(-1)", show=False),
+        Binding("down", "row(1)", show=False),
+        Binding("pageup", "row(-10)", show=False),
+        Binding("pagedown", "row(10)", show=False),
+        Binding("c", "colour", "Colour"),
+        Binding("f", "filter", "Filter"),
+        Binding("F,escape", "clear_filter", "Clear", show=False),
+        Binding("g", "goto", "Go to"),
+        Binding("tab", "next_view", "View", priority=True),
+    ]
+
+    playing: reactive[bool] = reactive(False)
+    """The cursor advances by speed x wall time while playing."""
+
+    view: reactive[str] = reactive("gantt")
+    """gantt (core-vs-time) or heatmap (the samples at the cursor)."""
+
+    def __init__(self, data: ReplayData, speed: float = 1.0) -> None:
+        super().__init__()
+        self.data = data
+        self.state = GanttState(data.t0, data.t1)
+        self.cursor_t = data.t0
+        self.speed = speed
+        self._timer = None
+
+    # ---- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Vertical(id="main"), ContentSwitcher(initial="gantt", id="views"):
+            yield GanttView(self.data, self.state, id="gantt")
+            from snumap_tui.ui.panels import HeatmapPanel
+            yield HeatmapPanel(id="heatmap")
+        yield Input(placeholder="go to time: seconds from the start (e.g. 12.5)", id="goto")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(GanttView).focus()
+        self.call_after_refresh(self._redraw)
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _header(self) -> Text:
+        d, w = self.data, self.size.width
+        t = Text()
+        t.append(" snumap replay ", style="bold reverse")
+        t.append(f" {d.host}", style="bold")
+        kernel = d.header.get("kernel") or d.topology.meta.get("OSRelease")
+        if kernel:
+            t.append(f" │ Linux {kernel}")
+        t.append(f" │ {d.header.get('backend') or '?'}")
+        start = d.header.get("start_wall_ns")
+        if start:
+            t.append(" │ " + _dt.datetime.fromtimestamp(start / 1e9).strftime("%Y-%m-%d %H:%M:%S"))
+        t.append(f" │ {fmt_time(d.t1 - d.t0)}")
+        if d.lost:
+            t.append(f" │ {d.lost} lost", style="bold red")
+        t.truncate(w)
+        t.append("\n")
+        l2 = Text()
+        l2.append(f" ▶ {self.speed:g}x " if self.playing else " ‖ paused ",
+                  style="bold green" if self.playing else "bold yellow")
+        l2.append(f" t={fmt_time(self.cursor_t - d.t0)}")
+        wall = self._wall(self.cursor_t)
+        if wall:
+            l2.append(f" ({wall})")
+        l2.append(f" │ span {fmt_time(self.state.span)} │ by {self.state.mode}")
+        if self.state.only_key is not None:
+            l2.append(f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
+                      style="bold")
+        if d.approximate:
+            l2.append(" │ /proc polling: coarse, approximate", style="bold magenta")
+        l2.truncate(w)
+        t.append_text(l2)
+        return t
+
+    def _wall(self, t: int) -> str | None:
+        h = self.data.header
+        if not h.get("start_wall_ns") or h.get("start_monotonic_ns") is None:
+            return None
+        ns = int(h["start_wall_ns"]) + t - int(h["start_monotonic_ns"])
+        return _dt.datetime.fromtimestamp(ns / 1e9).strftime("%H:%M:%S.%f")[:-3]
+
+    def _sync_cursor(self) -> None:
+        st = self.state
+        gv = self.query_one(GanttView)
+        cols = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).cols
+        st.sel_col = max(0, min(cols - 1, int((self.cursor_t - st.t0) * cols // st.span)))
+        gv.cursor_t = self.cursor_t
+
+    def _redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#header", Static).update(self._header())
+        if self.view == "gantt":
+            self._sync_cursor()
+            self.query_one(GanttView).rebuild()
+        else:
+            self._draw_heatmap()
+
+    def _draw_heatmap(self) -> None:
+        from snumap_tui.ui.metricspec import view_for
+        from snumap_tui.ui.panels import HeatmapPanel
+
+        frame = self.frame_at(self.cursor_t)
+        self.query_one(HeatmapPanel).show(self.data.topology, frame, view_for("util"))
+
+    def frame_at(self, t: int):  # noqa: ANN201 (Frame | None; model imported lazily)
+        """The Frame of the two recorded samples around ``t`` (None without samples)."""
+        rec = self.data.recording
+        if rec is None or not hasattr(rec, "sample_times"):
+            return None
+        times = rec.sample_times
+        if len(times) < 2:
+            return None
+        import numpy as np
+
+        from snumap_tui.model.derive import derive
+
+        i = int(np.clip(np.searchsorted(times, t, "right"), 1, len(times) - 1))
+        pair = list(rec.samples(int(times[i - 1]), int(times[i]) + 1))
+        if len(pair) < 2:
+            return None
+        return derive(pair[0], pair[-1], self.data.topology)
+
+    # ---- cursor and view -----------------------------------------------------------------------
+    def _col_ns(self) -> int:
+        gv = self.query_one(GanttView)
+        cols = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).cols
+        return max(1, self.state.span // cols)
+
+    def set_cursor(self, t: int) -> None:
+        d, st = self.data, self.state
+        self.cursor_t = int(min(max(t, d.t0), d.t1 - 1))
+        if not st.t0 <= self.cursor_t < st.t1:          # keep the cursor on screen
+            span = st.span
+            st.t0 = max(d.t0, min(self.cursor_t - span // 2, d.t1 - span))
+            st.t1 = st.t0 + span
+        self._redraw()
+
+    def action_step(self, n: int) -> None:
+        self.set_cursor(self.cursor_t + n * self._col_ns())
+
+    def action_jump(self, where: int) -> None:
+        self.set_cursor(self.data.t0 if where == 0 else self.data.t1 - 1)
+
+    def action_play(self) -> None:
+        self.playing = not self.playing
+
+    def watch_playing(self, playing: bool) -> None:
+        if playing and self._timer is None:
+            self._timer = self.set_interval(TICK_S, self._tick)
+        elif not playing and self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._redraw()
+
+    def _tick(self) -> None:
+        nxt = self.cursor_t + int(self.speed * TICK_S * 1e9)
+        if nxt >= self.data.t1:
+            self.playing = False
+            nxt = self.data.t1 - 1
+        self.set_cursor(nxt)
+
+    def action_speed(self, step: int) -> None:
+        i = min(range(len(SPEEDS)), key=lambda k: abs(SPEEDS[k] - self.speed))
+        self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, i + step))]
+        self._redraw()
+
+    def zoom(self, factor: float) -> None:
+        d, st = self.data, self.state
+        span = int(min(max(st.span * factor, MIN_SPAN_NS), d.t1 - d.t0))
+        frac = (self.cursor_t - st.t0) / st.span
+        t0 = int(self.cursor_t - frac * span)
+        st.t0 = max(d.t0, min(t0, d.t1 - span))
+        st.t1 = st.t0 + span
+        self._redraw()
+
+    def action_zoom(self, factor: float) -> None:
+        self.zoom(factor)
+
+    def action_zoom_all(self) -> None:
+        self.state.t0, self.state.t1 = self.data.t0, self.data.t1
+        self._redraw()
+
+    def pan(self, frac: float) -> None:
+        d, st = self.data, self.state
+        span = st.span
+        st.t0 = int(max(d.t0, min(st.t0 + frac * span, d.t1 - span)))
+        st.t1 = st.t0 + span
+        self.cursor_t = int(min(max(self.cursor_t, st.t0), st.t1 - 1))
+        self._redraw()
+
+    def action_pan(self, frac: float) -> None:
+        self.pan(frac)
+
+    def action_row(self, n: int) -> None:
+        st = self.state
+        gv = self.query_one(GanttView)
+        rows = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).rows
+        st.sel_row = max(0, min(len(self.data.labels) - 1, st.sel_row + n))
+        if st.sel_row < st.row0:
+            st.row0 = st.sel_row
+        elif st.sel_row >= st.row0 + rows:
+            st.row0 = st.sel_row - rows + 1
+        self._redraw()
+
+    def action_colour(self) -> None:
+        self.state.mode = MODES[(MODES.index(self.state.mode) + 1) % len(MODES)]
+        self.state.only_key = None
+        self._redraw()
+
+    def action_filter(self) -> None:
+        r = self.query_one(GanttView).rendered
+        if r is None:
+            return
+        i = self.state.sel_row - self.state.row0
+        if 0 <= i < r.bins.key.shape[0]:
+            k = int(r.bins.key[i, self.state.sel_col])
+            if k >= 0:
+                self.state.only_key = k
+                self._redraw()
+                return
+        self.notify("select a busy cell first", severity="warning")
+
+    def action_clear_filter(self) -> None:
+        goto = self.query_one("#goto", Input)
+        if goto.display:
+            goto.display = False
+            self.query_one(GanttView).focus()
+            return
+        self.state.only_key = None
+        self._redraw()
+
+    def action_goto(self) -> None:
+        goto = self.query_one("#goto", Input)
+        goto.display = True
+        goto.value = ""
+        goto.focus()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        goto = self.query_one("#goto", Input)
+        goto.display = False
+        self.query_one(GanttView).focus()
+        try:
+            secs = parse_time(message.value)
+        except ValueError:
+            self.notify(f"not a time: {message.value!r}", severity="error")
+            return
+        self.set_cursor(self.data.t0 + int(secs * 1e9))
+
+    def action_next_view(self) -> None:
+        self.view = "heatmap" if self.view == "gantt" else "gantt"
+
+    def watch_view(self, view: str) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#views", ContentSwitcher).current = view
+        self._redraw()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._redraw)
+
+
+def parse_time(text: str) -> float:
+    """'12.5', '12.5s', '250ms', '1:02.5' (minutes:seconds) -> seconds."""
+    s = text.strip().lower()
+    if ":" in s:
+        m, sec = s.split(":", 1)
+        return int(m) * 60 + float(sec)
+    for suffix, mult in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+        if s.endswith(suffix):
+            return float(s[: -len(suffix)]) * mult
+    return float(s)

@@ -1,0 +1,178 @@
+"""What `snumap replay` keeps of a recording: run intervals, row labels, names, colouring keys
+and the few per-sample series the metric strips draw. No textual or rich here (the Gantt
+benchmark and the tests use it directly).
+
+Rows are the PUs in topology order (package > NUMA node > core > PU, hwloc's logical order),
+which is the order the Gantt draws; ``row_iv[i]`` is the Intervals row of display row i.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.analysis.binning import KeyMap
+from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.load import load
+from snumap_tui.topology.model import Topology
+
+MODES = ("process", "thread", "group")
+
+
+@dataclass
+class RowLabel:
+    package: int | None
+    numa: int | None
+    core: int | None
+    pu: int
+
+
+@dataclass
+class Series:
+    """One metric strip: values at sample times (NaN where unknown)."""
+
+    name: str
+    unit: str
+    t: np.ndarray
+    v: np.ndarray
+
+
+@dataclass
+class ReplayData:
+    name: str
+    header: dict[str, Any]
+    topology: Topology
+    intervals: Intervals
+    row_iv: np.ndarray
+    labels: list[RowLabel]
+    names: dict[int, str]                         # tid -> comm
+    keymaps: dict[str, KeyMap | None]
+    key_names: dict[str, dict[int, str]]
+    markers: list[tuple[int, str]] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    lost: int = 0
+    recording: Any = None                         # kept open for samples at the cursor
+
+    @property
+    def t0(self) -> int:
+        return self.intervals.t0
+
+    @property
+    def t1(self) -> int:
+        return max(self.intervals.t1, self.intervals.t0 + 1)
+
+    @property
+    def approximate(self) -> bool:
+        return self.intervals.approximate or bool(self.header.get("approximate"))
+
+    @property
+    def host(self) -> str:
+        return str(self.header.get("host") or self.header.get("hostname")
+                   or self.topology.meta.get("HostName") or "?")
+
+    def key_name(self, mode: str, key: int) -> str:
+        if mode == "thread":
+            return f"{self.names.get(key, '?')} {key}"
+        return f"{self.key_names[mode].get(key, '?')} {key}"
+
+
+def row_labels(topology: Topology) -> tuple[list[int], list[RowLabel]]:
+    """PU OS indexes in display order, with their package, NUMA node and core OS indexes."""
+    pus, labels = [], []
+    for pu in topology.pus:
+        os_i = int(pu.os_index or 0)
+        pkg = topology.package_of(os_i)
+        node = topology.numa_of(os_i)
+        core = topology.core_of(os_i)
+        pus.append(os_i)
+        labels.append(RowLabel(pkg.os_index if pkg else None, node.os_index if node else None,
+                               core.os_index if core else None, os_i))
+    return pus, labels
+
+
+def _groups(tasks: dict[int, Any], pid_of: dict[int, int]) -> dict[int, int]:
+    """tid -> process group: the oldest recorded ancestor process (the traced command, for a
+    `snumap record -- CMD` recording), following ppid through the recorded processes."""
+    ppid = {info.pid: info.ppid for info in tasks.values() if info.tid == info.pid}
+    root: dict[int, int] = {}
+
+    def find(p: int) -> int:
+        seen = []
+        while p in ppid and ppid[p] in ppid and ppid[p] != p and p not in root:
+            seen.append(p)
+            p = ppid[p]
+            if len(seen) > 1000:
+                break
+        r = root.get(p, p)
+        for s in seen:
+            root[s] = r
+        return r
+
+    return {tid: find(pid) for tid, pid in pid_of.items()}
+
+
+def _series(rec: Any, topology: Topology) -> list[Series]:
+    """Power per package (RAPL, wrap-corrected) and used memory per NUMA node per sample."""
+    t: list[int] = []
+    power: dict[str, list[float]] = {}
+    mem: dict[int, list[float]] = {}
+    prev: dict[str, tuple[int, float]] = {}
+    for n, s in enumerate(rec.samples()):
+        t.append(s.t_ns)
+        r = s.readings.get("rapl") or {}
+        for i, dom in enumerate(r.get("domains", ())):
+            if not str(dom).startswith("package"):
+                continue
+            e = float(r["energy_uj"][i])
+            col = power.setdefault(dom, [math.nan] * n)
+            w = math.nan
+            if dom in prev and not math.isnan(e):
+                d = e - prev[dom][1]
+                if d < 0 and r.get("max_uj") is not None:
+                    d += float(r["max_uj"][i])
+                dt = (s.t_ns - prev[dom][0]) / 1e9
+                w = d / 1e6 / dt if dt > 0 else math.nan
+            col.append(w)
+            if not math.isnan(e):
+                prev[dom] = (s.t_ns, e)
+        nm = s.readings.get("numa") or {}
+        used = nm.get("mem_used")
+        for j, node in enumerate(np.asarray(nm.get("nodes", ()), dtype=np.int64).tolist()):
+            col2 = mem.setdefault(node, [math.nan] * n)
+            col2.append(float(used[j]) if used is not None else math.nan)
+        for col in (*power.values(), *mem.values()):
+            if len(col) < n + 1:
+                col.append(math.nan)
+    ts = np.array(t, dtype=np.int64)
+    out = [Series(f"pwr {dom.replace('package-', 'P')}", "W", ts, np.array(v))
+           for dom, v in sorted(power.items())]
+    out += [Series(f"mem N{node}", "B", ts, np.array(v)) for node, v in sorted(mem.items())]
+    return out
+
+
+def load_replay(rec: Any) -> ReplayData:
+    """Read a recording once into what the replay draws (the recording stays open)."""
+    ld = load(rec)
+    iv = ld.intervals
+    topo = ld.topology
+    pus, labels = row_labels(topo)
+    row_iv = np.searchsorted(iv.cpus, np.array(pus, dtype=np.int64))
+    tasks = dict(getattr(rec, "tasks", {}) or {})
+    names = {tid: info.comm for tid, info in tasks.items()}
+    pid_names = {info.pid: info.comm for info in tasks.values() if info.tid == info.pid}
+    for info in tasks.values():
+        pid_names.setdefault(info.pid, info.comm)
+    groups = _groups(tasks, iv.pid_of_tid)
+    keymaps: dict[str, KeyMap | None] = {"thread": None,
+                                         "process": KeyMap.from_dict(iv.pid_of_tid),
+                                         "group": KeyMap.from_dict(groups)}
+    key_names = {"thread": names, "process": pid_names, "group": pid_names}
+    return ReplayData(
+        name=str(getattr(rec, "name", "?")), header=dict(getattr(rec, "header", {}) or {}),
+        topology=topo, intervals=iv, row_iv=row_iv, labels=labels, names=names,
+        keymaps=keymaps, key_names=key_names, markers=list(getattr(rec, "markers", []) or []),
+        series=_series(rec, topo) if hasattr(rec, "samples") else [],
+        lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec)
