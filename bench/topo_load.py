@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,21 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import table, write_section
+from _report import median_ms, table, write_section
 
 from snumap_tui.topology.build import load_topology
 
 CORPUS = REPO.parent / "shared" / "corpus"
-
-
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    fn()  # warm: library loaded, files in the page cache
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def hwloc_only(kind: str, src: str) -> Callable[[], object]:
