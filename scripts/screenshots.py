@@ -28,12 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from snumap_tui.model.frame import Frame  # noqa: E402
-from snumap_tui.topology.build import load_topology  # noqa: E402
-from snumap_tui.topology.model import Topology  # noqa: E402
-from snumap_tui.ui.app import TopApp  # noqa: E402
-from snumap_tui.ui.demo import demo_frame, synthetic_topology  # noqa: E402
-from snumap_tui.ui.hostinfo import HostInfo, HostReader  # noqa: E402
+from snumap_tui.model.frame import Frame
+from snumap_tui.topology.build import load_topology
+from snumap_tui.topology.model import Topology
+from snumap_tui.ui.app import TopApp
+from snumap_tui.ui.demo import demo_frame, synthetic_topology
+from snumap_tui.ui.hostinfo import HostInfo, HostReader
 
 OUT = REPO / "screenshots"
 CORPUS = REPO.parent / "shared" / "corpus"
