@@ -42,12 +42,11 @@ def narrow(a: np.ndarray) -> np.ndarray:
     raise OverflowError("value does not fit 64 bits")  # unreachable for int64/uint64 input
 
 
-def sort_by_time(events: np.ndarray) -> np.ndarray:
-    """Events in time order (stable); returns the input itself when already sorted."""
-    t = events["t_ns"]
+def time_order(t: np.ndarray) -> np.ndarray | None:
+    """Indexes that sort ``t`` (stable), or None when it is already in order."""
     if t.size < 2 or bool(np.all(t[1:] >= t[:-1])):
-        return events
-    return events[np.argsort(t, kind="stable")]
+        return None
+    return np.argsort(t, kind="stable")
 
 
 def _switch_prediction(cpu: np.ndarray, kind: np.ndarray, tid2: np.ndarray) -> np.ndarray:
@@ -66,8 +65,25 @@ def _switch_prediction(cpu: np.ndarray, kind: np.ndarray, tid2: np.ndarray) -> n
     return pred
 
 
+# A dense lookup table is used when the tids of a chunk span at most this many values (a few MB,
+# and calloc'd pages that are never touched cost nothing); else a binary search.
+_DENSE_SPAN = 1 << 23
+
+
 def _pid_table(tids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A table tid -> pid (the largest pid seen with that tid), sorted by tid."""
+    """A table tid -> pid, sorted by tid: one of the pids seen with each tid (the table is
+    stored, so which one does not matter for correctness; tids map to one pid in practice)."""
+    if tids.size == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32)
+    lo, hi = int(tids.min()), int(tids.max())
+    if hi - lo < _DENSE_SPAN:
+        has = np.zeros(hi - lo + 1, dtype=bool)
+        lut = np.zeros(hi - lo + 1, dtype=np.int32)
+        off = (tids - lo).astype(np.intp)
+        has[off] = True
+        lut[off] = pids
+        keys = np.flatnonzero(has)
+        return (keys + lo).astype(np.int32), lut[keys]
     key = (tids.astype(np.int64) + 2**31) << 32 | (pids.astype(np.int64) + 2**31)
     u = np.unique(key)
     k = (u >> 32) - 2**31
@@ -77,39 +93,64 @@ def _pid_table(tids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _lookup(table_tid: np.ndarray, table_pid: np.ndarray, tids: np.ndarray) -> np.ndarray:
-    if table_tid.size == 0:
+    """table(tid) for every tid (0 where the tid is not in the table), as int64."""
+    if table_tid.size == 0 or tids.size == 0:
         return np.zeros(tids.size, dtype=np.int64)
+    lo, hi = int(table_tid[0]), int(table_tid[-1])
+    if hi - lo < _DENSE_SPAN:
+        lut = np.zeros(hi - lo + 1, dtype=np.int32)
+        lut[(table_tid.astype(np.int64) - lo)] = table_pid
+        off = tids.astype(np.int64) - lo
+        inside = (off >= 0) & (off <= hi - lo)
+        if inside.all():
+            return lut[off].astype(np.int64)
+        return np.where(inside, lut[np.clip(off, 0, hi - lo)], 0).astype(np.int64)
     idx = np.searchsorted(table_tid, tids).clip(0, table_tid.size - 1)
     return np.where(table_tid[idx] == tids, table_pid[idx], 0).astype(np.int64)
 
 
-def encode_events(events: np.ndarray) -> tuple[dict[str, Any], int, int]:
-    """The payload value of an events chunk for ``events`` (any order), with t_min and t_max."""
-    ev = sort_by_time(np.asarray(events, dtype=EVENT_DTYPE))
-    n = int(ev.size)
+def encode_events(events: np.ndarray, index: np.ndarray | None = None
+                  ) -> tuple[dict[str, Any], int, int]:
+    """The payload value of an events chunk, with its t_min and t_max.
+
+    ``index`` selects (and orders) rows of ``events``; it must put them in time order. Without
+    it, all rows are taken, sorted by time if needed. Columns are gathered one by one (much
+    faster than reordering 37-byte records)."""
+    if events.dtype != EVENT_DTYPE:
+        events = np.asarray(events, dtype=EVENT_DTYPE)
+    if index is None:
+        index = time_order(events["t_ns"])
+
+    def col(name: str) -> np.ndarray:
+        c = events[name]
+        return c[index] if index is not None else np.ascontiguousarray(c)
+
+    t = col("t_ns")
+    n = int(t.size)
     if n == 0:
         return {"n": 0}, 0, 0
-    t = ev["t_ns"]
+    if n > 1 and not bool(np.all(t[1:] >= t[:-1])):
+        raise ValueError("encode_events: index does not put events in time order")
     t0 = int(t[0])
     dt = np.empty(n, dtype=np.uint64)
     dt[0] = 0
     np.subtract(t[1:], t[:-1], out=dt[1:])
-    cpu, kind, tid2 = ev["cpu"], ev["kind"], ev["tid2"]
-    tid, pid, pid2 = ev["tid"], ev["pid"], ev["pid2"]
+    cpu, kind, tid2 = col("cpu"), col("kind"), col("tid2")
+    tid, pid, pid2 = col("tid"), col("pid"), col("pid2")
     table_tid, table_pid = _pid_table(np.concatenate([tid, tid2]), np.concatenate([pid, pid2]))
     value = {
         "n": n,
         "t0": t0,
         "dt": narrow(dt),
         "cpu": narrow(cpu),
-        "kind": kind.copy(),
-        "tid2": narrow(tid2.astype(np.int64)),
+        "kind": kind,
+        "tid2": narrow(tid2),
         "tid": narrow(tid.astype(np.int64) - _switch_prediction(cpu, kind, tid2)),
-        "pid_table_tid": narrow(table_tid.astype(np.int64)),
-        "pid_table_pid": narrow(table_pid.astype(np.int64)),
+        "pid_table_tid": narrow(table_tid),
+        "pid_table_pid": narrow(table_pid),
         "pid": narrow(pid.astype(np.int64) - _lookup(table_tid, table_pid, tid)),
         "pid2": narrow(pid2.astype(np.int64) - _lookup(table_tid, table_pid, tid2)),
-        "arg": narrow(ev["arg"]),
+        "arg": narrow(col("arg")),
     }
     return value, t0, int(t[-1])
 

@@ -24,7 +24,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import encode_events, sort_by_time
+from snumap_tui.store.columns import encode_events, time_order
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 
 FORMAT_VERSION = 1
@@ -215,18 +215,20 @@ class Writer:
         if not self._events:
             return
         ev = np.concatenate(self._events) if len(self._events) > 1 else self._events[0]
-        # Sort the whole buffer (tracers hand over per-CPU runs), so chunks do not overlap in time
-        # and a reader's time seek touches as few chunks as possible.
-        ev = sort_by_time(ev)
+        # Order the whole buffer by time (tracers hand over per-CPU runs) so chunks do not
+        # overlap in time and a reader's seek touches as few chunks as possible.
+        order = time_order(ev["t_ns"])
+        if order is None:
+            order = np.arange(ev.size)
         m = self.max_chunk_events
         full = (ev.size // m) * m if only_full else ev.size
         for start in range(0, full, m):
-            part = ev[start:min(start + m, full)]
-            value, t_min, t_max = encode_events(part)
-            self._write_chunk(C.K_EVENTS, codec.encode(value), count=int(part.size),
+            idx = order[start:min(start + m, full)]
+            value, t_min, t_max = encode_events(ev, idx)
+            self._write_chunk(C.K_EVENTS, codec.encode(value), count=int(idx.size),
                               t_min=t_min, t_max=t_max)
-            self.events_written += int(part.size)
-        rest = ev[full:]
+            self.events_written += int(idx.size)
+        rest = ev[order[full:]]
         self._events = [rest] if rest.size else []
         self._n_buffered = int(rest.size)
 
