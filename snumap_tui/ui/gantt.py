@@ -25,7 +25,7 @@ from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
 
-LABEL_W = 13
+LABEL_W = 15
 # 20 colours far enough apart in 256-colour terminals; a key's colour is stable (hashed).
 PALETTE = ("#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#46f0f0",
            "#f032e6", "#bcf60c", "#fabebe", "#008080", "#e6beff", "#9a6324", "#fffac8",
@@ -48,6 +48,8 @@ def busy_glyph(b: float) -> str:
 def fmt_time(ns: float) -> str:
     """Seconds from the recording's start, with the precision the span needs."""
     s = ns / 1e9
+    if s == 0:
+        return "0"
     if abs(s) >= 100:
         return f"{s:.0f}s"
     if abs(s) >= 1:
@@ -83,10 +85,17 @@ class Layout:
 
 
 def layout(data: ReplayData, width: int, height: int) -> Layout:
+    """PU rows first; the metric strips get what is left, at most a quarter of the height
+    when the PUs do not all fit."""
     cols = max(1, width - LABEL_W - 1)
-    fixed = 1 + 1 + 1           # axis, legend, detail
-    strips = min(1 + len(data.series), max(0, (height - fixed - 4) // 3))
-    rows = max(1, min(len(data.labels), height - fixed - strips))
+    avail = max(1, height - 3)           # axis, legend, detail
+    want = 1 + len(data.series)
+    npu = len(data.labels)
+    if npu + want <= avail:
+        rows, strips = npu, want
+    else:
+        strips = min(want, avail // 4)
+        rows = max(1, min(npu, avail - strips))
     return Layout(cols, rows, strips, 1)
 
 
@@ -103,8 +112,9 @@ def _label(data: ReplayData, i: int) -> tuple[str, Style]:
         prev is None or prev.package != lab.package) else ""
     nd = f"N{lab.numa}" if lab.numa is not None and (
         prev is None or prev.numa != lab.numa or pk) else ""
-    core = f"c{lab.core}" if lab.core is not None else ""
-    text = f"{pk:<3}{nd:<4}{core:>4}"[:LABEL_W - 4] + f"{lab.pu:>4}"
+    core = f"c{lab.core}" if lab.core is not None and (
+        prev is None or prev.core != lab.core) else ""
+    text = f"{pk:<3}{nd:<4}{core:>4}{lab.pu:>4}"
     return text.ljust(LABEL_W)[:LABEL_W], LABEL_STYLES[(lab.numa or 0) % 2]
 
 
@@ -117,7 +127,7 @@ def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
         for j, ch in enumerate(lab):
             if c + j < cols:
                 line[c + j] = ch
-    head = f"{'Pk NUMA core':<{LABEL_W - 4}}{'PU':>4}"
+    head = f"{'Pk NUMA core':<{LABEL_W - 3}}{'PU':>3}"
     return [Segment(head[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
             Segment("".join(line), AXIS_STYLE)]
 
@@ -138,12 +148,13 @@ def _runs(cells: list[tuple[str, Style]]) -> list[Segment]:
     return out
 
 
-def _strip(name: str, vals: np.ndarray, cols: int, fmt: str) -> list[Segment]:
+def _strip(name: str, vals: np.ndarray, cols: int, fmt: str, hi: float) -> list[Segment]:
+    """One metric as a row of block heights over 0..hi (the series' maximum over the whole
+    recording, so zooming in keeps the scale); the label shows the visible maximum."""
     finite = vals[np.isfinite(vals)]
-    hi = float(finite.max()) if len(finite) else 0.0
     glyphs = "".join(" " if not math.isfinite(v) else level_glyph(v / hi if hi > 0 else 0)
                      for v in vals.tolist())
-    label = f"{name} {fmt.format(hi) if len(finite) else 'n/a'}"
+    label = f"{name} {fmt.format(float(finite.max())) if len(finite) else 'n/a'}"
     return [Segment(label[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
             Segment(glyphs[:cols], Style(color="cyan"))]
 
@@ -206,14 +217,15 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     # Metric strips: utilisation of all PUs, then power per package, memory per node.
     if lay.strips:
         util = utilisation(data.intervals, st.t0, st.t1, cols)
-        lines.append(_strip("util", util, cols, "{:.0%}"))
+        lines.append(_strip("util", util, cols, "{:.0%}", 1.0))
         for s in data.series[:lay.strips - 1]:
-            fmt = "{:.0f}W" if s.unit == "W" else "{:.3g}"
+            finite = s.v[np.isfinite(s.v)]
+            hi = float(finite.max()) if len(finite) else 0.0
             if s.unit == "B":
-                vals = _series_cols(s, st, cols) / 2**30
-                lines.append(_strip(s.name, vals, cols, "{:.1f}G"))
+                lines.append(_strip(s.name, _series_cols(s, st, cols) / 2**30, cols, "{:.1f}G",
+                                    hi / 2**30))
             else:
-                lines.append(_strip(s.name, _series_cols(s, st, cols), cols, fmt))
+                lines.append(_strip(s.name, _series_cols(s, st, cols), cols, "{:.0f}W", hi))
     # Legend: the keys with the most cells on screen.
     flat = g.key[g.key >= 0]
     legend: list[tuple[int, float]] = []
@@ -221,8 +233,8 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
         u, n = np.unique(flat, return_counts=True)
         order = np.argsort(-n, kind="stable")
         legend = [(int(u[j]), float(n[j]) / len(flat)) for j in order[:12]]
-    leg: list[Segment] = [Segment(" " * (LABEL_W + 1))]
-    used = LABEL_W + 1
+    leg: list[Segment] = [Segment(" ")]
+    used = 1
     for k, _share in legend:
         name = data.key_name(st.mode, k)
         piece = f"█ {name[:18]}  "

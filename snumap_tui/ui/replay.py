@@ -22,7 +22,7 @@ topology comes from the file, so it works on any machine, without hwloc.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 from rich.text import Text
@@ -43,6 +43,9 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.replay_data import MODES, ReplayData
+
+if TYPE_CHECKING:
+    from snumap_tui.model.frame import Frame
 
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0)
 TICK_S = 0.1
@@ -157,7 +160,8 @@ class ReplayApp(App[int]):
         t.append(f" │ {d.header.get('backend') or '?'}")
         start = d.header.get("start_wall_ns")
         if start:
-            t.append(" │ " + _dt.datetime.fromtimestamp(start / 1e9).strftime("%Y-%m-%d %H:%M:%S"))
+            t.append(" │ " + _dt.datetime.fromtimestamp(start / 1e9, _dt.timezone.utc)
+                     .strftime("%Y-%m-%d %H:%M:%S UTC"))
         t.append(f" │ {fmt_time(d.t1 - d.t0)}")
         if d.lost:
             t.append(f" │ {d.lost} lost", style="bold red")
@@ -185,14 +189,13 @@ class ReplayApp(App[int]):
         if not h.get("start_wall_ns") or h.get("start_monotonic_ns") is None:
             return None
         ns = int(h["start_wall_ns"]) + t - int(h["start_monotonic_ns"])
-        return _dt.datetime.fromtimestamp(ns / 1e9).strftime("%H:%M:%S.%f")[:-3]
+        return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
 
     def _sync_cursor(self) -> None:
         st = self.state
-        gv = self.query_one(GanttView)
-        cols = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).cols
+        cols = self.span_cols()
         st.sel_col = max(0, min(cols - 1, int((self.cursor_t - st.t0) * cols // st.span)))
-        gv.cursor_t = self.cursor_t
+        self.query_one(GanttView).cursor_t = self.cursor_t
 
     def _redraw(self) -> None:
         if not self.is_mounted:
@@ -211,7 +214,7 @@ class ReplayApp(App[int]):
         frame = self.frame_at(self.cursor_t)
         self.query_one(HeatmapPanel).show(self.data.topology, frame, view_for("util"))
 
-    def frame_at(self, t: int):  # noqa: ANN201 (Frame | None; model imported lazily)
+    def frame_at(self, t: int) -> Frame | None:
         """The Frame of the two recorded samples around ``t`` (None without samples)."""
         rec = self.data.recording
         if rec is None or not hasattr(rec, "sample_times"):
@@ -230,10 +233,9 @@ class ReplayApp(App[int]):
         return derive(pair[0], pair[-1], self.data.topology)
 
     # ---- cursor and view -----------------------------------------------------------------------
-    def _col_ns(self) -> int:
+    def span_cols(self) -> int:
         gv = self.query_one(GanttView)
-        cols = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).cols
-        return max(1, self.state.span // cols)
+        return layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).cols
 
     def set_cursor(self, t: int) -> None:
         d, st = self.data, self.state
@@ -245,7 +247,11 @@ class ReplayApp(App[int]):
         self._redraw()
 
     def action_step(self, n: int) -> None:
-        self.set_cursor(self.cursor_t + n * self._col_ns())
+        """One column left or right: the cursor goes to that column's centre."""
+        st = self.state
+        col_ns = st.span / max(1, self.span_cols())
+        col = int((self.cursor_t - st.t0) // col_ns) + n
+        self.set_cursor(int(st.t0 + (col + 0.5) * col_ns))
 
     def action_jump(self, where: int) -> None:
         self.set_cursor(self.data.t0 if where == 0 else self.data.t1 - 1)

@@ -1,0 +1,154 @@
+"""`snumap replay`: pilots (keys move the cursor, zoom, pan, filter, switch colouring) and
+snapshots of the app and the core-vs-time view at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui.analysis.synth import synthetic_events, synthetic_topology, write_recording
+from snumap_tui.model.sample import Sample
+from snumap_tui.store import open as open_recording
+from snumap_tui.trace.events import SWITCH, TaskInfo
+from snumap_tui.ui.gantt import GanttState
+from snumap_tui.ui.replay import GanttView, ReplayApp, parse_time
+from snumap_tui.ui.replay_data import load_replay
+
+HERE = Path(__file__).resolve().parent
+
+
+def _samples(topo, t0: int, n: int) -> list[Sample]:
+    """RAPL and NUMA readings every 100 ms (power rises, memory grows) for the strips."""
+    out = []
+    for i in range(n):
+        t = t0 + i * 100_000_000
+        out.append(Sample(t, 1_700_000_000_000_000_000 + i * 100_000_000, {
+            "rapl": {"domains": ["package-0", "package-1"],
+                     "objects": [["Package", 0], ["Package", 1]],
+                     "energy_uj": np.array([i * 5e6 + i * i * 1e5, i * 4e6]),
+                     "max_uj": np.array([2**32, 2**32])},
+            "numa": {"nodes": np.array([n.os_index for n in topo.numa_nodes]),
+                     "mem_used": np.array([(1 + i / n) * 2**30 for _ in topo.numa_nodes])}}))
+    return out
+
+
+def barrier(ev: np.ndarray, cpus: list[int], a: int, b: int) -> np.ndarray:
+    """Every PU goes idle at a and picks a thread again at b: a synchronisation point."""
+    keep = ev[(ev["t_ns"] < a) | (ev["t_ns"] >= b)]
+    extra = np.zeros(2 * len(cpus), dtype=ev.dtype)
+    for i, c in enumerate(cpus):
+        tid = 1000 + c % 16
+        extra[2 * i] = (a, c, SWITCH, 0, 0, 0, 0, 1)
+        extra[2 * i + 1] = (b, c, SWITCH, 0, tid, 0, 1000 + (tid - 1000) // 4 * 4, 0)
+    out = np.concatenate([keep, extra])
+    return out[np.argsort(out["t_ns"], kind="stable")]
+
+
+def make_recording(path: Path) -> Path:
+    """A seeded 16-PU, 4-node recording of 2 s: 4 processes of 4 threads, with a gap where
+    every thread stops at once (a barrier) between 0.9 and 1.1 s."""
+    topo = synthetic_topology(2, 2, 2, 2, host="replayhost")
+    t0 = 1_000_000_000
+    ev = synthetic_events(6000, list(topo.pu_os_indexes), n_threads=16, duration_ns=2 * 10**9,
+                          t0_ns=t0, seed=7, threads_per_process=4)
+    ev = barrier(ev, list(topo.pu_os_indexes), t0 + 900_000_000, t0 + 1_100_000_000)
+    tasks = [TaskInfo(1000 + i, 1000 + i // 4 * 4, f"app{i // 4}" if i % 4 == 0 else
+                      f"app{i // 4}-w{i % 4}", ppid=1) for i in range(16)]
+    return write_recording(path, topo, ev, tasks=tasks, samples=_samples(topo, t0, 21),
+                           header={"backend": "bcc", "kernel": "6.1.0", "start_wall_ns":
+                                   1_700_000_000_000_000_000, "start_monotonic_ns": t0},
+                           markers=[(t0, "start"), (t0 + 2 * 10**9, "exit 0")])
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_recording(tmp_path_factory.mktemp("replay") / "r.rec")
+
+
+def test_parse_time() -> None:
+    assert parse_time("12.5") == 12.5 and parse_time("250ms") == 0.25
+    assert parse_time("1:02.5") == 62.5
+    with pytest.raises(ValueError):
+        parse_time("soon")
+
+
+def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
+    async def go() -> None:
+        with open_recording(recording) as rec:
+            data = load_replay(rec)
+            app = ReplayApp(data)
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+                gv = app.query_one(GanttView)
+                assert gv.rendered is not None
+                assert app.state.t0 == data.t0 and app.state.t1 == data.t1
+                await pilot.press("right", "right")
+                assert app.cursor_t > data.t0 and app.state.sel_col == 2
+                span = app.state.span
+                await pilot.press("plus")
+                assert app.state.span == span // 2
+                t0 = app.state.t0
+                await pilot.press("l")
+                assert app.state.t0 > t0
+                await pilot.press("0")
+                assert app.state.span == data.t1 - data.t0
+                await pilot.press("c")
+                assert app.state.mode == "thread"
+                await pilot.press("c", "c")
+                assert app.state.mode == "process"
+                # Select a busy cell and filter to its process.
+                for _ in range(20):
+                    k = int(gv.rendered.bins.key[app.state.sel_row - app.state.row0,
+                                                 app.state.sel_col])
+                    if k >= 0:
+                        break
+                    await pilot.press("right")
+                await pilot.press("f")
+                assert app.state.only_key == k
+                await pilot.press("escape")
+                assert app.state.only_key is None
+                await pilot.press("down", "down")
+                assert app.state.sel_row == 2
+                # Go to a time.
+                await pilot.press("g", *"1.5", "enter")
+                assert abs((app.cursor_t - data.t0) / 1e9 - 1.5) < 1e-6
+                # Play advances the cursor; pause stops it.
+                await pilot.press("space")
+                assert app.playing
+                await pilot.pause(0.35)
+                await pilot.press("space")
+                assert not app.playing and app.cursor_t > data.t0 + 1.5e9
+                header = str(app.query_one("#header").render())
+                assert "replayhost" in header and "paused" in header
+                await pilot.press("tab")
+                assert app.view == "heatmap"
+                await pilot.press("q")
+    asyncio.run(go())
+
+
+def _app(recording: Path, mode: str = "process") -> ReplayApp:
+    rec = open_recording(recording)
+    app = ReplayApp(load_replay(rec))
+    app.state.mode = mode
+    app.cursor_t = app.data.t0 + 700_000_000
+    return app
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_snapshot_replay(snap_compare, recording: Path, size: tuple[int, int]) -> None:
+    assert snap_compare(_app(recording), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_snapshot_core_vs_time_zoomed_by_thread(snap_compare, recording: Path,
+                                               size: tuple[int, int]) -> None:
+    async def zoom(pilot) -> None:
+        await pilot.press("c", "plus", "plus", "plus", "down", "down", "down")
+    assert snap_compare(_app(recording), terminal_size=size, run_before=zoom)
+
+
+def test_gantt_state_span_never_zero() -> None:
+    assert GanttState(5, 5).span == 1
