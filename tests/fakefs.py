@@ -13,6 +13,10 @@ snapshot tests of the views, so the API is small:
     fake.deny("sys/class/powercap/intel-rapl:0/energy_uj")  # root-only energy_uj
     src = RaplSource(fake.root, reader=fake.reader)         # the reader honours deny()
 
+Costs: every file is a real file (about 10 per PU with ``cpu_dirs``, 6 more per PU with
+``caches``, which only hwloc's --fsroot needs). For sweeps of large machines where only
+/proc/stat, NUMA and RAPL matter, ``cpu_dirs=False`` skips the per-PU sysfs directories.
+
 Layout of the fake machine (like Linux numbers an Intel server): ``cpus`` PUs, ``smt`` threads
 per core, cores spread evenly over ``packages`` and, inside a package, over its NUMA nodes.
 PU ``i`` is thread ``i // ncores`` of core ``i % ncores``, so SMT siblings have non-contiguous
@@ -101,7 +105,8 @@ class FakeRoot:
     def __init__(self, base: Path, cpus: int = 4, nodes: int = 1, packages: int = 1,
                  smt: int | None = None, *, offline: Iterable[int] = (), rapl: bool = True,
                  rapl_dram: bool = True, rapl_psys: bool = False, power_pmu: bool = True,
-                 cpufreq: bool = True, hypervisor: bool = False, caches: bool = True,
+                 cpufreq: bool = True, hypervisor: bool = False, caches: bool = False,
+                 cpu_dirs: bool = True,
                  processes: bool = True, mem_per_node_kb: int = 16 * 1024 * 1024,
                  idle_busy: float = 0.02) -> None:
         if smt is None:
@@ -120,10 +125,12 @@ class FakeRoot:
         self.hypervisor = hypervisor
         self.cpufreq = cpufreq
         self.caches = caches
+        self.cpu_dirs = cpu_dirs
         self.idle_busy = idle_busy
         self.mem_per_node_kb = mem_per_node_kb
         self.rapl_max_uj = RAPL_MAX_UJ
         self.denied: set[Path] = set()
+        self._dirs: set[Path] = set()
         self.online = [c not in set(offline) for c in range(cpus)]
         # Cumulative state.
         self.ticks = [[0] * 10 for _ in range(cpus)]
@@ -280,8 +287,11 @@ class FakeRoot:
 
     def _w(self, rel: str, text: str) -> None:
         p = self.root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.resolve() in self.denied:
+        parent = p.parent
+        if parent not in self._dirs:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
+        if self.denied and p.resolve() in self.denied:
             os.chmod(p, 0o600)
             p.write_text(text)
             os.chmod(p, 0)
@@ -316,7 +326,8 @@ class FakeRoot:
         self._w("proc/meminfo", "".join(f"{k + ':':<16}{v:>8} kB\n" for k, v in [
             ("MemTotal", total), ("MemFree", free), ("MemAvailable", free + total // 10),
             ("Buffers", 1024), ("Cached", total // 10), ("SwapCached", 0),
-            ("AnonPages", total // 20), ("Shmem", 2048)]))
+            ("AnonPages", total // 20), ("Shmem", 2048),
+            ("HugePages_Total", 16 * self.nnodes), ("Hugepagesize", 2048)]))
         flags = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 " \
                 "clflush mmx fxsr sse sse2 ht syscall nx lm constant_tsc rep_good nopl " \
                 "xtopology nonstop_tsc cpuid pni ssse3 sse4_1 sse4_2 x2apic popcnt aes " \
@@ -347,6 +358,8 @@ class FakeRoot:
         self._w(f"{base}/present", cpulist(range(n)) + "\n")
         offline = [c for c in range(n) if not self.online[c]]
         self._w(f"{base}/offline", (cpulist(offline) if offline else "") + "\n")
+        if not self.cpu_dirs:
+            return
         for c in range(n):
             d = f"{base}/cpu{c}"
             if c != 0:
@@ -360,6 +373,7 @@ class FakeRoot:
                         for f in sd.iterdir():
                             f.unlink()
                         sd.rmdir()
+                        self._dirs.discard(sd)
                 continue
             if not topo.is_dir():
                 sib = self.siblings(c)
@@ -369,10 +383,8 @@ class FakeRoot:
                     ("die_id", "0"),
                     ("core_id", str(self.core_of(c) % (self.ncores // self.npackages))),
                     ("thread_siblings_list", cpulist(sib)),
-                    ("core_cpus_list", cpulist(sib)),
                     ("thread_siblings", cpumask(sib, n)),
                     ("core_siblings_list", cpulist(pkg)),
-                    ("package_cpus_list", cpulist(pkg)),
                     ("core_siblings", cpumask(pkg, n)),
                 ):
                     self._w(f"{d}/topology/{name}", val + "\n")
@@ -393,8 +405,7 @@ class FakeRoot:
                     cd = f"{d}/cache/index{idx}"
                     for name, val in (("level", str(level)), ("type", typ), ("size", size),
                                       ("coherency_line_size", "64"),
-                                      ("shared_cpu_map", cpumask(shared, n)),
-                                      ("shared_cpu_list", cpulist(shared))):
+                                      ("shared_cpu_map", cpumask(shared, n))):
                         self._w(f"{cd}/{name}", val + "\n")
 
     def _write_nodes(self) -> None:
