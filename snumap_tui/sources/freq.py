@@ -12,6 +12,7 @@ hardware PMU, is computed by derive() from the perf source.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ class FreqSource:
         self.cpus = online_cpus(self.root, reader)
         self._cpufreq = [c for c in self.cpus
                          if (self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq").exists()]
+        self._cur_paths = [str(self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq")
+                           for c in self.cpus]
         self._max_khz = np.full(len(self.cpus), np.nan)
         for i, c in enumerate(self.cpus):
             t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq")
@@ -108,13 +111,7 @@ class FreqSource:
         out: dict[str, Any] = {"cpus": np.array(self.cpus, dtype=np.int64),
                                "max_khz": self._max_khz.copy()}
         if self._cpufreq:
-            cur = np.full(n, np.nan)
-            for i, c in enumerate(self.cpus):
-                t = read_optional(self._reader,
-                                  self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq")
-                if t and t.strip().isdigit():
-                    cur[i] = float(t)
-            out["cur_khz"] = cur
+            out["cur_khz"] = self._read_cur_khz()
         if self._msr:
             aperf = np.full(n, np.nan)
             mperf = np.full(n, np.nan)
@@ -129,6 +126,29 @@ class FreqSource:
             out["aperf"] = aperf
             out["mperf"] = mperf
         return out
+
+    def _read_cur_khz(self) -> np.ndarray:
+        """One small file per PU: the hot loop of this source (os.open/os.read, paths made
+        once), about 3x cheaper than going through pathlib per file."""
+        cur = np.full(len(self.cpus), np.nan)
+        if self._reader is not read_text:
+            for i, path in enumerate(self._cur_paths):
+                t = read_optional(self._reader, Path(path))
+                if t and t.strip().isdigit():
+                    cur[i] = float(t)
+            return cur
+        for i, path in enumerate(self._cur_paths):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                cur[i] = float(os.read(fd, 32))
+            except (OSError, ValueError):
+                pass
+            finally:
+                os.close(fd)
+        return cur
 
     def close(self) -> None:
         for pair in self._msr:
