@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import table, write_section  # noqa: E402
-from snumap_tui import store  # noqa: E402
-from snumap_tui.analysis.synth import synthetic_events  # noqa: E402
-from snumap_tui.trace.events import EVENT_DTYPE, MIGRATE, SWITCH, WAKEUP, EventBatch  # noqa: E402
+from bench._report import table, write_section
+from snumap_tui import store
+from snumap_tui.analysis.synth import synthetic_events
+from snumap_tui.trace.events import EVENT_DTYPE, MIGRATE, SWITCH, WAKEUP, EventBatch
 
 
 def sched_trace(n_events: int, n_cpus: int, n_threads: int, seed: int = 0,

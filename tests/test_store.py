@@ -222,7 +222,7 @@ def test_writer_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
 
 def test_writer_flushes_by_age_so_a_live_reader_sees_recent_data(tmp_path: Path) -> None:
     path = tmp_path / "live.rec"
-    w = store.Writer(path, {}, flush_interval=0.05)
+    w = store.Writer(path, {}, flush_interval=0.05, autoflush=False)
     ev = synthetic_events(100, [0, 1])
     w.add_events(EventBatch(ev))
     w.add_sample(Sample(1, 2, {}))
@@ -234,6 +234,19 @@ def test_writer_flushes_by_age_so_a_live_reader_sees_recent_data(tmp_path: Path)
     assert rec.sample_times.tolist() == [1]
     w.close()
     assert store.open(path).complete
+
+
+def test_autoflush_writes_even_when_the_caller_stalls(tmp_path: Path) -> None:
+    path = tmp_path / "stall.rec"
+    with store.Writer(path, {}, flush_interval=0.1) as w:
+        w.add_events(EventBatch(synthetic_events(50, [0])))
+        w.add_marker(5, "start")
+        deadline = time.monotonic() + 5
+        while store.open(path).event_count == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rec = store.open(path)
+        assert rec.event_count == 50 and rec.markers == [(5, "start")]
+        assert time.monotonic() < deadline
 
 
 def test_writer_is_safe_to_share_between_threads(tmp_path: Path) -> None:

@@ -35,13 +35,15 @@ class Writer:
 
     ``header`` is stored as JSON in the first chunk (see docs/format.md for the keys snumap
     writes; any JSON-serialisable keys are kept). Thread-safe: a tracer thread may add events
-    while the sampling loop adds samples. The caller should call ``flush_if_due()`` (or any
-    ``add_*``) at least every ``flush_interval`` seconds for the one-second loss bound to hold.
+    while the sampling loop adds samples. With ``autoflush`` (the default) a daemon thread calls
+    ``flush_if_due()`` every ``flush_interval / 2`` seconds, so the one-second loss bound holds
+    even when the caller stalls; without it the caller must call ``flush_if_due()`` (or any
+    ``add_*``) that often. A failure in that thread (disk full) is raised by the next call.
     """
 
     def __init__(self, path: str | Path, header: dict[str, Any], *, force: bool = False,
                  flush_interval: float = 0.5, sync_interval: float = 0.5,
-                 max_chunk_events: int = 65536, level: int = 3) -> None:
+                 max_chunk_events: int = 65536, level: int = 3, autoflush: bool = True) -> None:
         self.path = Path(path)
         self.flush_interval = flush_interval
         self.sync_interval = sync_interval
@@ -91,6 +93,12 @@ class Writer:
             self._closed = True
             os.close(self._fd)
             raise
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if autoflush:
+            self._flusher = threading.Thread(target=self._autoflush, name="snumap-store-flush",
+                                             daemon=True)
+            self._flusher.start()
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -166,6 +174,9 @@ class Writer:
     def close(self) -> None:
         """Flush, write the time index and the clean-close trailer, sync and close. Idempotent;
         after a failure (disk full) it only closes the file."""
+        self._stop.set()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join()
         with self._lock:
             if self._closed:
                 return
@@ -200,6 +211,17 @@ class Writer:
     # ---- internals --------------------------------------------------------------------------
 
     _unsynced = False
+
+    def _autoflush(self) -> None:
+        period = max(self.flush_interval / 2, 0.01)
+        while not self._stop.wait(period):
+            with self._lock:
+                if self._closed or self._failed is not None:
+                    return
+                try:
+                    self.flush_if_due()
+                except SnumapError:
+                    return  # kept in self._failed: the next add_* or flush raises it
 
     def _touch(self) -> None:
         if self._oldest is None:
