@@ -97,8 +97,11 @@ def run_tui(topo: Topology, root: Path, interval_s: float) -> int:
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
-    app = TopApp(topo, feed=LiveFeed(topo, root, interval_s), host=HostReader(root, topo),
-                 interval_s=interval_s)
+    feed = LiveFeed(topo, root, interval_s)
+    # Sweep once now, while Textual starts: the sampler's first sweep after mount then already
+    # has a previous sample, so the first frame appears as soon as the screen does.
+    feed.sampler.sweep()
+    app = TopApp(topo, feed=feed, host=HostReader(root, topo), interval_s=interval_s)
     app.run()
     return 0
 

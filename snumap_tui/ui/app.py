@@ -144,6 +144,7 @@ class TopApp(App[int]):
         self.selected_obj = topology.root.id
         self.shown_tasks: list[TaskRow] = []
         self.frames_drawn = 0
+        self._head_width = -1
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -214,9 +215,10 @@ class TopApp(App[int]):
         self.frames_drawn += 1
         width = self.size.width
         sources = self.frame.sources if self.frame else {}
+        # Fixed-height widgets: update without a layout pass (the costliest part of a frame).
         self.query_one("#header", Static).update(header_lines(
             self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
-            metric=self.metric, view=self.view, width=width))
+            metric=self.metric, view=self.view, width=width), layout=False)
         if self.too_small:
             return
         selected = self._selected_task()
@@ -225,7 +227,9 @@ class TopApp(App[int]):
         mark = selected.last_cpu if selected else None
         if self.view == "topology":
             tree = self.query_one(TopologyTable)
-            self.query_one("#topo-head", Static).update(header_text(width))
+            if self._head_width != width:
+                self._head_width = width
+                self.query_one("#topo-head", Static).update(header_text(width), layout=False)
             tree.set_marks(pus, nodes)
             tree.set_frame(self.frame)
             self._draw_spark()
@@ -243,7 +247,7 @@ class TopApp(App[int]):
             hist.append(f.get(name, obj.id) if name else None)
         label = obj.label() if obj.type != "Machine" else "Machine"
         self.query_one("#spark", Static).update(
-            spark_text(label, view, hist, self.size.width))
+            spark_text(label, view, hist, self.size.width), layout=False)
 
     def _tasks(self) -> list[TaskRow]:
         tasks = self.frame.tasks if self.frame else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 
@@ -106,8 +107,10 @@ def _catalogue() -> Any:
     return default_catalogue()
 
 
+@lru_cache(maxsize=256)
 def view_for(key: str) -> MetricView:
-    """The view of metric ``key``: the default, with scale/thresholds from the catalogue."""
+    """The view of metric ``key``: the default, with scale/thresholds from the catalogue
+    (cached: the views ask for it per row and per frame)."""
     name = ALIASES.get(key, (key,))[0]
     base = next((m for m in DEFAULTS if m.key == name), None) or MetricView(
         name, name.split("_")[0][:6], "", digits=2)

@@ -128,6 +128,7 @@ class TopologyTable(ScrollView, can_focus=True):
         self.frame: Frame | None = None
         self.marked_pus: frozenset[int] = frozenset()   # positions into topology.pus
         self.marked_nodes: frozenset[int] = frozenset()  # NUMA OS indexes
+        self._blank: Strip | None = None                  # the empty line below the rows
 
     # ---- public API ------------------------------------------------------------------------
     def set_frame(self, frame: Frame | None) -> None:
@@ -179,7 +180,9 @@ class TopologyTable(ScrollView, can_focus=True):
         width = self.size.width
         idx = self.scroll_offset.y + y
         if idx >= len(self.rows):
-            return Strip.blank(width, self.rich_style)
+            if self._blank is None or self._blank.cell_length != width:
+                self._blank = Strip.blank(width, self.rich_style)
+            return self._blank
         row = self.rows[idx]
         text = row_text(self.frame, row, width, self._is_marked(row))
         if idx == self.cursor:

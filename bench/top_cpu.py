@@ -1,0 +1,178 @@
+"""CPU cost of `snumap top` next to htop, btop and glances, and its time to first frame.
+
+Every tool runs in its own tmux session (120x40, TERM=xterm-256color) at a 1 s refresh, all at
+the same time, for --seconds (60 by default); the CPU time each process used (utime + stime
+from /proc/PID/stat, all its threads) over that window is reported as % of one core. A second
+`snumap top` runs on a generated 384-PU, 8-node fake /sys + /proc tree whose counters this
+script advances every 0.25 s. Time to first frame: from spawning `snumap top` in tmux until
+the pane shows the machine's row with a number (median of 3).
+
+    .venv/bin/python bench/top_cpu.py [--seconds 60]
+
+glances is installed with pip into a temporary virtualenv; when that fails it is skipped and
+the table says so. Writes its section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from _report import table, write_section
+
+HZ = os.sysconf("SC_CLK_TCK")
+SNUMAP = f"{sys.executable} -m snumap_tui.cli top --interval 1"
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=False, capture_output=True, text=True,
+                          timeout=10).stdout
+
+
+def spawn(cmd: str, env: dict[str, str] | None = None) -> str:
+    """Start ``cmd`` in a new 120x40 tmux session; ``exec`` so the pane's pid is the tool's."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    exports = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    shell = f"cd {REPO} && export TERM=xterm-256color {exports} && exec {cmd}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell],
+                   check=True, timeout=10)
+    return name
+
+
+def pane_pid(name: str) -> int:
+    return int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process (all its threads), proc(5) fields 14 and 15."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def kill(name: str) -> None:
+    tmux("kill-session", "-t", name)
+
+
+def first_frame_s(cmd: str, marker: str = "Machine") -> float:
+    """Seconds from spawning until the tree's Machine row shows a utilisation."""
+    t0 = time.monotonic()
+    name = spawn(cmd)
+    try:
+        while time.monotonic() - t0 < 30:
+            screen = tmux("capture-pane", "-p", "-t", name)
+            row = next((ln for ln in screen.splitlines() if marker in ln), "")
+            if "%" in row:
+                return time.monotonic() - t0
+            time.sleep(0.01)
+        return float("nan")
+    finally:
+        kill(name)
+
+
+def glances_cmd(tmp: Path) -> str | None:
+    venv = tmp / "glances-venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120,
+                       capture_output=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "glances"], check=True,
+                       timeout=300, capture_output=True)
+    except (subprocess.SubprocessError, OSError) as exc:
+        print(f"glances skipped: {exc}", file=sys.stderr)
+        return None
+    return f"{venv / 'bin' / 'glances'} -t 1"
+
+
+def fake_384(tmp: Path) -> tuple[Path, threading.Event]:
+    """A 2-socket, 8-node, 384-PU fake tree, its counters advanced by a thread of this script."""
+    from fakefs import FakeRoot
+
+    fr = FakeRoot(tmp / "fake384", cpus=384, nodes=8, packages=2)
+    stop = threading.Event()
+
+    def tick() -> None:
+        k = 0
+        while not stop.wait(0.25):
+            k += 1
+            fr.advance(0.25, busy={c: 1.0 for c in range((k * 7) % 384, (k * 7) % 384 + 96)})
+
+    threading.Thread(target=tick, daemon=True).start()
+    return fr.root, stop
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="CPU cost of snumap top vs htop, btop, glances")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    args = ap.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is needed", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="snumap-bench-") as d:
+        tmp = Path(d)
+        (tmp / "btop").mkdir()
+        (tmp / "btop" / "btop.conf").write_text("update_ms = 1000\n")
+        root384, stop384 = fake_384(tmp)
+        tools: dict[str, tuple[str, dict[str, str]]] = {
+            "snumap top": (SNUMAP, {}),
+            "snumap top, 384-PU fake tree": (f"{SNUMAP} --fsroot {root384}", {}),
+        }
+        if shutil.which("htop"):
+            tools["htop"] = ("htop -d 10", {})
+        if shutil.which("btop"):
+            tools["btop"] = ("btop", {"XDG_CONFIG_HOME": str(tmp)})
+        gl = glances_cmd(tmp)
+        if gl:
+            tools["glances"] = (gl, {})
+        # Time to first frame first, while the machine is otherwise quiet.
+        ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
+        ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
+                                  for _ in range(3))
+        sessions = {label: spawn(cmd, env) for label, (cmd, env) in tools.items()}
+        try:
+            time.sleep(3.0)                         # start-up is not steady state
+            pids = {label: pane_pid(s) for label, s in sessions.items()}
+            t0 = time.monotonic()
+            start = {label: cpu_ticks(p) for label, p in pids.items()}
+            time.sleep(args.seconds)
+            wall = time.monotonic() - t0
+            used = {label: (cpu_ticks(p) - start[label]) / HZ for label, p in pids.items()}
+        finally:
+            for s in sessions.values():
+                kill(s)
+            stop384.set()
+    pct = {label: 100 * u / wall for label, u in used.items()}
+    base = pct["snumap top"]
+    rows = []
+    for label in tools:
+        ratio = "1" if label == "snumap top" else (
+            f"{pct[label] / base:.2f}" if base else "n/a")
+        rows.append([label, f"{pct[label]:.2f} %", ratio])
+    if "glances" not in tools:
+        rows.append(["glances", "skipped (pip install failed)", ""])
+    body = (f"CPU time of each process over {wall:.0f} s at a 1 s refresh, all running at once "
+            "in tmux (120x40, xterm-256color), as % of one core; ratio = tool / snumap top.\n\n"
+            + table(["tool", "CPU (% of one core)", "ratio to snumap top"], rows)
+            + "\nTime from start to first frame of `snumap top` (median of 3): "
+            f"{ff:.2f} s on this machine, {ff384:.2f} s on the 384-PU fake tree.\n\n"
+            "Targets: <= 1 % of one core here, <= 3 % at 384 PUs, first frame <= 1 s.\n")
+    print(body)
+    write_section("top_cpu", "snumap top: CPU cost next to htop, btop and glances", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
