@@ -194,6 +194,9 @@ def test_seek_by_time_returns_exactly_the_half_open_range(tmp_path: Path) -> Non
             assert set(cols) == {"t_ns", "cpu", "tid2"}
             np.testing.assert_array_equal(cols["t_ns"], got["t_ns"])
             np.testing.assert_array_equal(cols["cpu"], got["cpu"])
+        with pytest.raises(ValueError, match="unknown event fields"):
+            rec.event_columns(("cpu", "nope"))
+        assert rec.damaged == []
 
 
 def test_seek_reads_only_the_chunks_in_range(tmp_path: Path) -> None:

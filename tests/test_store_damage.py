@@ -271,3 +271,24 @@ def test_disk_full_on_a_real_tiny_filesystem(tmp_path: Path) -> None:
     finally:
         if subprocess.run(["umount", str(mnt)], check=False, capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_while_closing_leaves_an_incomplete_but_clean_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "close.rec"
+    w = store.Writer(path, {"host": "h"}, autoflush=False)
+    w.add_events(EventBatch(small_events(300, 10**9)))
+    w.flush()
+    w.add_marker(5, "never written")
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(SnumapError, match="disk full .*markers chunk"):
+        w.close()
+    monkeypatch.undo()
+    w.close()  # already closed: nothing to do, no second error
+    rec = store.open(path)
+    assert not rec.complete and rec.damaged == [] and rec.event_count == 300
+    assert rec.markers == []

@@ -264,6 +264,9 @@ class Recording:
 
         ``t_ns`` is always included. Chunks come in file order; each is sorted by time, and
         consecutive chunks overlap in time only when a tracer delivered events late."""
+        unknown = set(fields) - set(EVENT_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown event fields {sorted(unknown)}; known: {EVENT_FIELDS}")
         need = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
         lo = None if t0 is None else np.uint64(max(int(t0), 0))
         hi = None if t1 is None else np.uint64(max(int(t1), 0))
@@ -323,6 +326,8 @@ class Recording:
         chunk, so peak memory is the output plus one chunk: 21 bytes per event for the default
         columns, against EVENT_DTYPE's 37."""
         fields = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
+        if set(fields) - set(EVENT_FIELDS):
+            raise ValueError(f"unknown event fields in {fields}; known: {EVENT_FIELDS}")
         chunks = self._chunks_in(t0, t1)
         cap = sum(h.count for h in chunks)
         out = {f: np.empty(cap, dtype=EVENT_DTYPE[f]) for f in fields}
