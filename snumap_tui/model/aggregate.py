@@ -48,16 +48,32 @@ class Plan:
         self.ids = np.arange(self.nobj, dtype=np.int64)
         self.types = [o.type for o in objs]
         self._type_masks: dict[frozenset[str], np.ndarray] = {}
+        self._positions: dict[bytes, np.ndarray] = {}
+        self._attached: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # Many objects cover the same PUs (a core, its L1 and L2): aggregate each distinct
+        # range once and spread the result back.
+        ranges = np.stack([self.lo, self.hi], axis=1)
+        uniq, self.range_of_obj = np.unique(ranges, axis=0, return_inverse=True)
+        self.range_of_obj = self.range_of_obj.reshape(-1)
+        self.ulo, self.uhi = uniq[:, 0].copy(), uniq[:, 1].copy()
         self.numa_id_of_os = {o.os_index: o.id for o in topology.numa_nodes
                               if o.os_index is not None}
 
     # ---- aligning a source's arrays (keyed by OS index) onto logical PU positions -------
     def positions(self, cpus: np.ndarray) -> np.ndarray:
-        """Logical PU position of each OS index, -1 for CPUs this topology does not have."""
+        """Logical PU position of each OS index, -1 for CPUs this topology does not have.
+        (Cached: a source reports the same CPU list sweep after sweep.)"""
         cpus = np.asarray(cpus, dtype=np.int64)
+        key = cpus.tobytes()
+        hit = self._positions.get(key)
+        if hit is not None:
+            return hit
         ok = (cpus >= 0) & (cpus < self.pos_of_os.size)
         out = np.full(cpus.shape, -1, dtype=np.int64)
         out[ok] = self.pos_of_os[cpus[ok]]
+        if len(self._positions) > 64:     # hotplug churn: keep the cache small
+            self._positions.clear()
+        self._positions[key] = out
         return out
 
     def align(self, cpus: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -74,24 +90,35 @@ class Plan:
     def sum_pus(self, matrix: np.ndarray) -> np.ndarray:
         """Rows of per-PU values [k, npu] -> per-object sums [k, nobj]; an object none of
         whose PUs has a value gets NaN (not 0)."""
-        return _range_sum(matrix, self.lo, self.hi)
+        return _range_sum(matrix, self.ulo, self.uhi, mean=False)[:, self.range_of_obj]
 
     def mean_pus(self, matrix: np.ndarray) -> np.ndarray:
         """Rows of per-PU values [k, npu] -> per-object means over the PUs with a value."""
-        valid = ~np.isnan(matrix)
-        sums = _cumsum0(np.where(valid, matrix, 0.0))
-        counts = _cumsum0(valid.astype(np.float64))
-        n = counts[:, self.hi] - counts[:, self.lo]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = (sums[:, self.hi] - sums[:, self.lo]) / n
-        out[n == 0] = np.nan
-        return out
+        return _range_sum(matrix, self.ulo, self.uhi, mean=True)[:, self.range_of_obj]
 
     def sum_subtrees(self, matrix: np.ndarray) -> np.ndarray:
         """Rows of values attached to objects [k, nobj] (NaN where none) -> the sum over each
         object's subtree (NUMA node memory to its package and the machine; package power to
         the machine). NaN where the subtree holds no value."""
-        return _range_sum(matrix, self.ids, self.end)
+        matrix = np.atleast_2d(matrix)
+        # Values sit on a few objects (NUMA nodes, packages, the machine): sum over those
+        # only, for the objects whose subtree holds one of them, and leave the rest NaN.
+        att = np.flatnonzero(~np.isnan(matrix).all(axis=0))
+        key = att.tobytes()
+        hit = self._attached.get(key)
+        if hit is None:
+            a_lo = np.searchsorted(att, self.ids)
+            a_hi = np.searchsorted(att, self.end)
+            targets = np.flatnonzero(a_hi > a_lo)
+            hit = (targets, a_lo[targets], a_hi[targets])
+            if len(self._attached) > 64:
+                self._attached.clear()
+            self._attached[key] = hit
+        targets, lo, hi = hit
+        out = np.full(matrix.shape, np.nan)
+        if targets.size:
+            out[:, targets] = _range_sum(matrix[:, att], lo, hi, mean=False)
+        return out
 
     def type_mask(self, types: frozenset[str]) -> np.ndarray:
         """Boolean mask of the objects whose type is in ``types``."""
@@ -102,20 +129,41 @@ class Plan:
         return m
 
 
-def _cumsum0(matrix: np.ndarray) -> np.ndarray:
-    out = np.zeros((matrix.shape[0], matrix.shape[1] + 1))
-    np.cumsum(matrix, axis=1, out=out[:, 1:])
-    return out
+def _range_sum(matrix: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: bool) -> np.ndarray:
+    """Sum (or mean) of each row of ``matrix`` over the index ranges [lo, hi), NaN values
+    skipped, NaN where a range holds no value.
 
-
-def _range_sum(matrix: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    Works on the transpose (one row per PU) so that the gathers ``cs[hi] - cs[lo]`` copy
+    contiguous rows of k counters: at 384 PUs and ~1000 objects this is what keeps derive far
+    below a millisecond. Counts of valid values are only computed for counters that have NaNs.
+    """
     matrix = np.atleast_2d(matrix)
-    valid = ~np.isnan(matrix)
-    sums = _cumsum0(np.where(valid, matrix, 0.0))
-    counts = _cumsum0(valid.astype(np.float64))
-    out = sums[:, hi] - sums[:, lo]
-    out[(counts[:, hi] - counts[:, lo]) == 0] = np.nan
-    return out
+    k, n = matrix.shape
+    cols = np.ascontiguousarray(matrix.T)                  # [n, k]
+    nan = np.isnan(cols)
+    gappy = np.flatnonzero(nan.any(axis=0))                 # counters with missing PUs
+    if gappy.size:
+        cols[nan] = 0.0
+    cs = np.empty((n + 1, k))
+    cs[0] = 0.0
+    np.cumsum(cols, axis=0, out=cs[1:])
+    out = cs[hi] - cs[lo]                                   # [nobj, k]
+    width = (hi - lo).astype(np.float64)
+    if mean:
+        out /= np.where(width > 0, width, 1.0)[:, None]
+    out[width == 0] = np.nan
+    if gappy.size:
+        valid = ~nan[:, gappy]
+        cc = np.empty((n + 1, gappy.size))
+        cc[0] = 0.0
+        np.cumsum(valid, axis=0, out=cc[1:])
+        cnt = cc[hi] - cc[lo]
+        sub = cs[hi][:, gappy] - cs[lo][:, gappy]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sub = sub / cnt if mean else sub
+        sub[cnt == 0] = np.nan
+        out[:, gappy] = sub
+    return np.ascontiguousarray(out.T)
 
 
 _PLANS: dict[int, tuple[weakref.ref[Topology], Plan]] = {}

@@ -82,16 +82,28 @@ def _delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return d
 
 
+def _same_cpus(p: dict[str, Any], q: dict[str, Any]) -> bool:
+    a, b = p["cpus"], q["cpus"]
+    return a is b or (len(a) == len(b) and bool(np.array_equal(a, b)))
+
+
+def _diff_aligned(plan: Plan, p: dict[str, Any], q: dict[str, Any], field: str) -> np.ndarray:
+    """cur - prev of a per-CPU field, as rows per logical PU. When both samples list the same
+    CPUs (the normal case) the difference is taken first and aligned once."""
+    a = np.asarray(q[field], dtype=np.float64)
+    b = np.asarray(p[field], dtype=np.float64)
+    if _same_cpus(p, q):
+        return plan.align(q["cpus"], a - b)
+    return plan.align(q["cpus"], a) - plan.align(p["cpus"], b)
+
+
 def _procstat(prev: Sample, cur: Sample, c: Counters) -> None:
     p, q = _r(prev, "procstat"), _r(cur, "procstat")
     if q is not None and q.get("hz"):
         c.scalars["hz"] = float(q["hz"])
     if p is None or q is None:
         return
-    plan = c.plan
-    a = plan.align(q["cpus"], np.asarray(q["ticks"], dtype=np.float64))
-    b = plan.align(p["cpus"], np.asarray(p["ticks"], dtype=np.float64))
-    d = a - b
+    d = _diff_aligned(c.plan, p, q, "ticks")
     # iowait can go backwards on NO_HZ kernels (Documentation/filesystems/proc.rst notes it is
     # unreliable): a negative tick delta is 0 time, not a reset.
     np.maximum(d, 0.0, out=d, where=~np.isnan(d))
@@ -122,24 +134,29 @@ def _perf(prev: Sample, cur: Sample, c: Counters) -> None:
     plan = c.plan
     events = list(q["events"])
     cols = _columns(list(p.get("events", ())), events)
+    same = _same_cpus(p, q)
 
-    def both(field: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def delta(field: str) -> np.ndarray | None:
+        """Δfield per event in cur's event order; rows in cur's CPU order when both samples
+        list the same CPUs (aligned once at the end), else in logical PU order."""
         if field not in q or field not in p:
             return None
-        a = plan.align(q["cpus"], np.asarray(q[field], dtype=np.float64))
-        b = plan.align(p["cpus"], np.asarray(p[field], dtype=np.float64))
-        bb = np.full_like(a, np.nan)
-        have = cols >= 0
-        bb[:, have] = b[:, cols[have]]
-        return a, bb
+        a = np.asarray(q[field], dtype=np.float64)
+        b = np.asarray(p[field], dtype=np.float64)
+        if not same:
+            a, b = plan.align(q["cpus"], a), plan.align(p["cpus"], b)
+        if not (cols.size == b.shape[1] and (cols == np.arange(cols.size)).all()):
+            bb = np.full_like(a, np.nan)
+            have = cols >= 0
+            bb[:, have] = b[:, cols[have]]
+            b = bb
+        return _delta(a, b)
 
-    vals = both("value")
-    if vals is None:
+    dv = delta("value")
+    if dv is None:
         return
-    dv = _delta(*vals)
-    en, ru = both("enabled"), both("running")
-    if en is not None and ru is not None:
-        de, dr = _delta(*en), _delta(*ru)
+    de, dr = delta("enabled"), delta("running")
+    if de is not None and dr is not None:
         # perf_event_open(2), "reading results": with multiplexing the estimate of the full
         # count is value * time_enabled / time_running; running 0 means never counted.
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -147,6 +164,8 @@ def _perf(prev: Sample, cur: Sample, c: Counters) -> None:
             mux = np.any((dr > 0) & (dr < de * (1 - 1e-6)), axis=0)
     else:
         scaled, mux = dv, np.zeros(len(events), dtype=bool)
+    if same:
+        scaled = plan.align(q["cpus"], scaled)
     for j, ev in enumerate(events):
         name = perf_counter_name(ev)
         c.pu[name] = scaled[:, j]
@@ -286,6 +305,36 @@ def _coalesce(first: np.ndarray | None, nxt: np.ndarray) -> np.ndarray:
     return first
 
 
+def _evaluate(cat: Catalogue, env: dict[str, Any], pu_env: dict[str, Any],
+              c: Counters) -> tuple[dict[str, np.ndarray], dict[str, set[str]]]:
+    """Every metric at every object: ``sum`` metrics on the summed counters, ``mean`` metrics
+    per PU then averaged (all of them in one prefix sum)."""
+    plan = c.plan
+    values: dict[str, np.ndarray] = {}
+    flags: dict[str, set[str]] = {}
+    mean_names: list[str] = []
+    mean_rows: list[np.ndarray] = []
+    for m in cat:
+        have, size = (pu_env, plan.npu) if m.rule == "mean" else (env, plan.nobj)
+        v: np.ndarray | None = None
+        for e in m.exprs:
+            if e.needs <= have.keys() and (v is None or np.isnan(v).any()):
+                v = _coalesce(v, e.evaluate_quiet(have, size))
+                for n in e.needs:     # flag a metric with what its counters went through
+                    if n in c.flags:
+                        flags.setdefault(m.name, set()).update(c.flags[n])
+        if v is None:
+            v = np.full(size, np.nan)
+        if m.rule == "mean":
+            mean_names.append(m.name)
+            mean_rows.append(v)
+        else:
+            values[m.name] = v
+    if mean_rows:
+        values.update(zip(mean_names, plan.mean_pus(np.vstack(mean_rows))))
+    return values, flags
+
+
 def derive(prev: Sample, cur: Sample, topology: Topology,
            catalogue: Catalogue | None = None) -> Frame:
     """The Frame of the interval prev -> cur: every metric of the catalogue at every object
@@ -303,31 +352,9 @@ def derive(prev: Sample, cur: Sample, topology: Topology,
     if obj_names:
         env.update(zip(obj_names, plan.sum_subtrees(_stack(c.obj, obj_names, plan.nobj))))
     pu_env: dict[str, Any] = {**c.scalars, **c.pu}
-    # Step 3: the formulas.
-    values: dict[str, np.ndarray] = {}
-    flags: dict[str, set[str]] = {}
-    mean_names: list[str] = []
-    mean_rows: list[np.ndarray] = []
-    for m in cat:
-        if m.rule == "mean":
-            have, size, e_env = pu_env, plan.npu, pu_env
-        else:
-            have, size, e_env = env, plan.nobj, env
-        v: np.ndarray | None = None
-        for e in m.exprs:
-            if e.needs <= have.keys() and (v is None or np.isnan(v).any()):
-                v = _coalesce(v, e.evaluate(e_env, size))
-                for n in e.needs:     # flag a metric with what its counters went through
-                    if n in c.flags:
-                        flags.setdefault(m.name, set()).update(c.flags[n])
-        if m.rule == "mean":
-            mean_names.append(m.name)
-            mean_rows.append(v if v is not None else np.full(plan.npu, np.nan))
-        else:
-            values[m.name] = v if v is not None else np.full(plan.nobj, np.nan)
-    if mean_rows:
-        means = plan.mean_pus(np.vstack(mean_rows))
-        values.update(zip(mean_names, means))
+    # Step 3: the formulas (numpy's warnings silenced once: 0/0 is handled as NaN).
+    with np.errstate(all="ignore"):
+        values, flags = _evaluate(cat, env, pu_env, c)
     ordered: dict[str, np.ndarray] = {}
     for m in cat:
         arr = values[m.name]

@@ -206,13 +206,15 @@ Evaluator = Callable[[Env], "np.ndarray | float"]
 
 
 def _safe_div(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray | float:
-    """a / b with NaN where b == 0 (division by zero is "not available", not infinity)."""
-    a_arr = np.asarray(a, dtype=np.float64)
-    b_arr = np.asarray(b, dtype=np.float64)
-    shape = np.broadcast_shapes(a_arr.shape, b_arr.shape)
-    out = np.full(shape, np.nan)
-    np.divide(a_arr, b_arr, out=out, where=b_arr != 0)
-    return out if shape else float(out)
+    """a / b with NaN where b == 0 (division by zero is "not available", not infinity, even
+    when a later operation would turn the infinity back into a finite number)."""
+    r = np.true_divide(a, b)
+    if isinstance(b, np.ndarray):
+        if isinstance(r, np.ndarray):
+            r[b == 0] = np.nan
+    elif b == 0:
+        return r * np.nan
+    return r
 
 
 def _compile(node: Node) -> Evaluator:
@@ -249,7 +251,12 @@ class Expr:
         """Evaluate on arrays; non-finite results become NaN. ``size`` broadcasts a formula
         that reads no array (a constant) to that length."""
         with np.errstate(all="ignore"):
-            out = np.asarray(self._fn(env), dtype=np.float64)
+            return self.evaluate_quiet(env, size)
+
+    def evaluate_quiet(self, env: Env, size: int | None = None) -> np.ndarray:
+        """``evaluate`` for a caller that already silenced numpy's floating-point warnings
+        (derive evaluates every metric inside one ``np.errstate``)."""
+        out = np.asarray(self._fn(env), dtype=np.float64)
         if size is not None and out.shape != (size,):
             out = np.broadcast_to(out, (size,)).copy()
         elif isinstance(self.tree, Name) or not out.flags.writeable:

@@ -1,0 +1,161 @@
+"""The cost of one full sweep: read every source, derive, aggregate up the tree.
+
+On this machine (its real /proc and /sys, its hwloc topology, the perf software events it has)
+and on generated fake trees (tests/fakefs.py) of 128, 384 and 1024 PUs whose topology hwloc
+loads from the fake sysfs. A fake tree cannot be counted by perf_event_open, so there the
+"perf" readings are generated (cycles, instructions, cache and branch events, multiplexed, as
+the real source returns them): derive does all its work, only the syscalls are missing.
+
+Next to it, the floor: reading /proc/stat once (bytes only, and read + parse). Every number is
+the median of many runs, in milliseconds. Run: ``python bench/sweep.py [--runs N]``; writes its
+section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import table, write_section
+
+from snumap_tui.model.derive import derive
+from snumap_tui.model.sample import Sample
+from snumap_tui.model.sampler import Sampler
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.topology.build import load_topology
+
+PERF_EVENTS = ["cycles", "instructions", "cache-references", "cache-misses",
+               "branch-instructions", "branch-misses", "context-switches", "cpu-migrations",
+               "page-faults"]
+
+
+class GeneratedPerf:
+    """Per-PU perf readings that advance like a real group read (raw, unscaled, 60 % on the
+    PMU), for trees perf_event_open cannot count."""
+
+    name = "perf"
+    root = Path("/")
+
+    def __init__(self, cpus: list[int]) -> None:
+        self.cpus = np.array(cpus, dtype=np.int64)
+        self.k = len(PERF_EVENTS)
+        self.t = 0.0
+        rng = np.random.default_rng(1)
+        self.rate = rng.uniform(1e6, 3e9, size=(len(cpus), self.k))
+
+    def status(self) -> SourceStatus:
+        return SourceStatus(self.name, True, "generated readings (benchmark)")
+
+    def read(self) -> dict[str, Any]:
+        self.t += 0.1
+        n = len(self.cpus)
+        return {"cpus": self.cpus, "events": list(PERF_EVENTS), "value": self.rate * self.t,
+                "enabled": np.full((n, self.k), self.t * 1e9),
+                "running": np.full((n, self.k), self.t * 0.6e9)}
+
+    def close(self) -> None:
+        pass
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def measure(label: str, sampler: Sampler, stat_path: Path, runs: int) -> list[object]:
+    """One row: the floor, each source's read, derive alone, and the full sweep (read every
+    source + derive + aggregate) without and with the process list."""
+    topo = sampler.topology
+    raw_read = median_ms(stat_path.read_bytes, runs)
+    procstat = next(s for s in sampler.sources if s.name == "procstat")
+    parse = median_ms(procstat.read, runs)
+    per_source = {s.name: median_ms(s.read, runs) for s in sampler._active}
+    sampler.sweep()
+    sampler.sweep()
+    prev, cur = sampler.prev, sampler.last
+    assert prev is not None and cur is not None
+    p2 = Sample(prev.t_ns, 0, {k: v for k, v in prev.readings.items() if k != "tasks"})
+    c2 = Sample(cur.t_ns, 0, {k: v for k, v in cur.readings.items() if k != "tasks"})
+    derive_ms = median_ms(lambda: derive(p2, c2, topo), runs)
+    with_tasks = median_ms(sampler.frame, runs)
+    no_tasks = _without(sampler, {"tasks"}, runs)
+    no_freq = _without(sampler, {"tasks", "freq"}, runs)
+    reads = ", ".join(f"{k} {v:.3f}" for k, v in per_source.items())
+    return [label, len(topo.pus), len(topo), f"{raw_read:.3f}", f"{parse:.3f}", reads,
+            f"{derive_ms:.3f}", f"**{no_tasks:.3f}**", f"{no_freq:.3f}", f"{with_tasks:.3f}"]
+
+
+def _without(sampler: Sampler, names: set[str], runs: int) -> float:
+    """Median full sweep with some sources left out (then put back)."""
+    out = [s for s in sampler._active if s.name in names]
+    sampler._active = [s for s in sampler._active if s.name not in names]
+    try:
+        return median_ms(sampler.frame, runs)
+    finally:
+        sampler._active.extend(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--sizes", default="128,384,1024")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    topo = load_topology()
+    live = Sampler(topo, Path("/"))
+    rows.append(measure("this machine", live, Path("/proc/stat"), args.runs))
+    live.close()
+    print(rows[-1], flush=True)
+    from fakefs import FakeRoot
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(x) for x in args.sizes.split(",")):
+            nodes = 8 if n >= 128 else 2
+            fake = FakeRoot(Path(tmp) / f"fs{n}", cpus=n, nodes=nodes, packages=2)
+            ftopo = load_topology(fsroot=fake.root)
+            from snumap_tui.model.sampler import default_sources
+            srcs, _ = default_sources(fake.root)
+            srcs = [s for s in srcs if s.name != "perf"] + [GeneratedPerf(list(range(n)))]
+            s = Sampler(ftopo, fake.root, sources=srcs)
+            runs = max(30, args.runs * 128 // n)
+            rows.append(measure(f"fake tree, 2 packages, {nodes} nodes", s,
+                                fake.root / "proc" / "stat", runs))
+            s.close()
+            print(rows[-1], flush=True)
+    header = ["machine", "PUs", "objects", "/proc/stat read (floor)", "procstat read+parse",
+              "each source's read", "derive (no tasks)", "full sweep, no tasks",
+              "full sweep, no tasks, no freq", "full sweep with tasks"]
+    body = table(header, rows) + (
+        "\nAll in ms, medians. *full sweep, no tasks* = read every source but the process "
+        "list + derive + aggregation to every object: the number the 2 ms budget at 384 PUs "
+        "is about. *no freq* leaves out the cpufreq source, which reads one "
+        "scaling_cur_freq file per PU. *with tasks* adds reading /proc/PID/task/* and the "
+        "process rows (this machine: all its processes; fake trees: 4 processes). Fake "
+        "trees: the perf source is generated readings (no syscalls), the other sources read "
+        "the fake files. The machine is shared with other jobs, so medians carry noise.\n")
+    print(body)
+    if not args.no_write:
+        write_section("sweep", "One full sweep: read + derive + aggregate", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
