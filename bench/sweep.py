@@ -14,11 +14,8 @@ section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import table, write_section
+from _report import median_ms, table, write_section
 
 from snumap_tui.model.derive import derive
 from snumap_tui.model.sample import Sample
@@ -68,16 +65,6 @@ class GeneratedPerf:
 
     def close(self) -> None:
         pass
-
-
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def measure(label: str, sampler: Sampler, stat_path: Path, runs: int) -> list[object]:
