@@ -15,11 +15,27 @@
 #include <uapi/linux/ptrace.h>
 #include "sched_event.h"
 
+/* What every probe returns. A tracepoint program's return value decides whether the kernel
+ * goes on to deliver the event to the perf events open on that tracepoint -- all of them, not
+ * only ours (kernel/trace/trace_event_perf.c, perf_trace_run_bpf_submit). Returning 0 would
+ * silently blind `perf sched record` or any other tracer running at the same time. */
+#define PASS 1
+
 BPF_RINGBUF_OUTPUT(events, SNUMAP_RING_PAGES);
 BPF_HASH(tracked, __u32, __u32, 65536);                /* tid -> tgid (0 = not known yet) */
 BPF_HASH(names, __u32, struct snumap_task_name, 65536); /* tid -> comm at fork / exec */
 BPF_PERCPU_ARRAY(lost, __u64, 1);
 BPF_ARRAY(config, __u32, 1);                           /* [0]: 1 = system-wide */
+
+/* The last switch seen on this CPU, whatever the tasks: some switches are never traced by the
+ * kernel (seen on 6.18 in a VM: out of the idle task), so a task can be switched out without
+ * having been switched in. Such a switch-in is reconstructed at the last traced switch on the
+ * CPU (the rule perf sched timehist applies) and flagged with arg = -1. */
+struct last_switch {
+    __u64 t_ns;
+    __u32 next;
+};
+BPF_PERCPU_ARRAY(lastsw, struct last_switch, 1);
 
 static __always_inline int system_wide(void)
 {
@@ -28,8 +44,8 @@ static __always_inline int system_wide(void)
     return v && *v;
 }
 
-static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __s32 pid,
-                                 __s32 pid2, __s64 arg)
+static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
+                                    __s32 pid, __s32 pid2, __s64 arg)
 {
     struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
     if (!e) {
@@ -39,7 +55,7 @@ static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __
             *n += 1;
         return;
     }
-    e->t_ns = bpf_ktime_get_ns();
+    e->t_ns = t_ns;
     e->arg = arg;
     e->cpu = cpu;
     e->tid = tid;
@@ -53,6 +69,12 @@ static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __
     events.ringbuf_submit(e, 0);
 }
 
+static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __s32 pid,
+                                 __s32 pid2, __s64 arg)
+{
+    emit_at(bpf_ktime_get_ns(), kind, cpu, tid, tid2, pid, pid2, arg);
+}
+
 static __always_inline __s32 known_tgid(__u32 *v)
 {
     return (v && *v) ? (__s32)*v : -1;
@@ -62,7 +84,21 @@ TRACEPOINT_PROBE(sched, sched_switch)
 {
     __u32 prev = args->prev_pid, next = args->next_pid;
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* this runs in the context of prev */
+    __u32 cpu = bpf_get_smp_processor_id();
+    __u64 now = bpf_ktime_get_ns();
     __s32 next_tgid = -1;
+    __u64 missed_t = 0;
+    __u32 missed_from = 0;
+    int zero = 0;
+    struct last_switch *ls = lastsw.lookup(&zero);
+    if (ls) {
+        if (ls->t_ns && ls->next != prev && prev != 0) {
+            missed_t = ls->t_ns;
+            missed_from = ls->next;
+        }
+        ls->t_ns = now;
+        ls->next = next;
+    }
     if (!system_wide()) {
         /* Branches, not (!pv && !nv): clang would OR the two pointers, which the verifier
          * refuses. */
@@ -74,14 +110,19 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 *pv = tgid;
         }
         __u32 *nv = tracked.lookup(&next);
+        if (!prev_tracked)
+            missed_t = 0;
         if (nv)
             next_tgid = known_tgid(nv);
         else if (!prev_tracked)
-            return 0;
+            return PASS;
     }
-    emit(SNUMAP_SWITCH, bpf_get_smp_processor_id(), prev, next, prev ? (__s32)tgid : 0,
-         next ? next_tgid : 0, args->prev_state);
-    return 0;
+    if (missed_t)
+        emit_at(missed_t, SNUMAP_SWITCH, cpu, missed_from, prev, missed_from ? -1 : 0,
+                prev ? (__s32)tgid : 0, -1);
+    emit_at(now, SNUMAP_SWITCH, cpu, prev, next, prev ? (__s32)tgid : 0, next ? next_tgid : 0,
+            args->prev_state);
+    return PASS;
 }
 
 static __always_inline int wakeup(__u8 kind, __u32 tid, int target_cpu)
@@ -90,11 +131,11 @@ static __always_inline int wakeup(__u8 kind, __u32 tid, int target_cpu)
     if (!system_wide()) {
         __u32 *v = tracked.lookup(&tid);
         if (!v)
-            return 0;
+            return PASS;
         tgid = known_tgid(v);
     }
     emit(kind, target_cpu, tid, 0, tgid, -1, 0);
-    return 0;
+    return PASS;
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup)
@@ -114,11 +155,11 @@ TRACEPOINT_PROBE(sched, sched_migrate_task)
     if (!system_wide()) {
         __u32 *v = tracked.lookup(&tid);
         if (!v)
-            return 0;
+            return PASS;
         tgid = known_tgid(v);
     }
     emit(SNUMAP_MIGRATE, args->dest_cpu, tid, 0, tgid, -1, args->orig_cpu);
-    return 0;
+    return PASS;
 }
 
 TRACEPOINT_PROBE(sched, sched_process_fork)
@@ -127,7 +168,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* runs in the forking thread */
     if (!system_wide()) {
         if (!tracked.lookup(&parent))
-            return 0;
+            return PASS;
         __u32 unknown = 0;
         tracked.update(&child, &unknown);
     }
@@ -136,7 +177,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     bpf_get_current_comm(&n.comm, sizeof(n.comm));
     names.update(&child, &n);
     emit(SNUMAP_FORK, bpf_get_smp_processor_id(), parent, child, tgid, -1, 0);
-    return 0;
+    return PASS;
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exec)
@@ -144,13 +185,13 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     __u64 id = bpf_get_current_pid_tgid();
     __u32 tid = (__u32)id, tgid = id >> 32;
     if (!system_wide() && !tracked.lookup(&tid))
-        return 0;
+        return PASS;
     struct snumap_task_name n = {};
     n.tgid = tgid;
     bpf_get_current_comm(&n.comm, sizeof(n.comm));
     names.update(&tid, &n);
     emit(SNUMAP_EXEC, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
-    return 0;
+    return PASS;
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exit)
@@ -160,7 +201,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     /* The tid stays tracked: its last sched_switch comes after this; user space removes it
      * one read later. */
     if (!system_wide() && !tracked.lookup(&tid))
-        return 0;
+        return PASS;
     emit(SNUMAP_EXIT, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
-    return 0;
+    return PASS;
 }

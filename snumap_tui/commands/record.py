@@ -200,7 +200,9 @@ def make_sampler(topology: Any, root: Path, interval_s: float) -> tuple[Any, lis
     statuses = getattr(s, "statuses", None)
     if callable(statuses):
         statuses = statuses()
-    return s, [st.to_dict() if hasattr(st, "to_dict") else dict(st) for st in statuses or []]
+    if isinstance(statuses, dict):
+        statuses = list(statuses.values())
+    return s, [st.to_dict() for st in statuses or []]
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -245,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
     sampler, sources = make_sampler(topology, root, interval)
     sources = sources + backend_statuses()
+    if child is not None and hasattr(sampler, "watch_pids"):
+        sampler.watch_pids([child.pid])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
                           choice, sources, interval, child is None or args.system_wide)
     if cmd:
@@ -299,6 +303,8 @@ def run(args: argparse.Namespace) -> int:
         for s, h in old.items():
             signal.signal(s, h)
         writer.close()
+        if hasattr(sampler, "close"):
+            sampler.close()
     elapsed = time.monotonic() - t_start
     lost = writer.lost_total
     print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"

@@ -23,6 +23,7 @@ from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.privileges import has_caps
+from snumap_tui.trace.reconstruct import missed_switch_ins
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_root
 
@@ -100,6 +101,7 @@ class PerfTracer(Tracer):
         self._tasks = TaskTable()
         self._tracked: set[int] | None = None
         self._exited: list[int] = []
+        self._last_switch: dict[int, tuple[int, int]] = {}
 
     @classmethod
     def status(cls) -> SourceStatus:
@@ -259,6 +261,10 @@ class PerfTracer(Tracer):
                 parts.extend(self._decode_ring(buf, lost, cpu))
         events = np.concatenate(parts) if parts else ev.empty_events()
         events = events[np.argsort(events["t_ns"], kind="stable")]
+        missed = missed_switch_ins(events, self._last_switch)
+        if len(missed):
+            events = np.concatenate([events, missed])
+            events = events[np.argsort(events["t_ns"], kind="stable")]
         events = self._follow(events)
         tasks = self._tasks
         known = np.isin(events["kind"], (ev.SWITCH, ev.FORK, ev.EXEC, ev.EXIT))

@@ -1,0 +1,187 @@
+"""Pure parts of the tracers: record layouts, tracefs formats, ring decoding, /proc parsing."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from snumap_tui.native.perf_ring import gather, split_records
+from snumap_tui.trace import events as ev
+from snumap_tui.trace.bpf_layout import load_layout, struct_dtype, to_events
+from snumap_tui.trace.bpf_ring import BUSY_BIT, DISCARD_BIT, decode_fixed, record_stride
+from snumap_tui.trace.perf import RAW_AT, data_loc_str, online_cpus, sample_dtype
+from snumap_tui.trace.privileges import has_caps, parse_capeff
+from snumap_tui.trace.proc import parse_schedstat, parse_stat
+from snumap_tui.trace.tasks import TaskTable, parse_status
+from snumap_tui.trace.tracefs import parse_format
+
+# Verbatim from /sys/kernel/tracing/events/sched/*/format on Linux 6.18.
+SWITCH_FORMAT = """name: sched_switch
+ID: 372
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
+\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
+
+print fmt: "prev_comm=%s prev_pid=%d", REC->prev_comm, REC->prev_pid
+"""
+FORK_FORMAT = """name: sched_process_fork
+ID: 366
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:__data_loc char[] parent_comm;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:pid_t parent_pid;\toffset:12;\tsize:4;\tsigned:1;
+\tfield:__data_loc char[] child_comm;\toffset:16;\tsize:4;\tsigned:0;
+\tfield:pid_t child_pid;\toffset:20;\tsize:4;\tsigned:1;
+"""
+
+
+def test_bpf_header_layout_matches_events_contract() -> None:
+    rec, names, consts = load_layout()
+    assert rec.itemsize == consts["SNUMAP_EVENT_SIZE"] == 40
+    assert rec.fields["t_ns"][1] == 0 and rec.fields["arg"][1] == 8
+    assert rec.fields["cpu"][1] == 16 and rec.fields["kind"][1] == 36
+    assert names.fields["comm"][0] == np.dtype("S16")
+    for kind, label in ev.KIND_NAMES.items():
+        if kind != ev.RUN:
+            assert consts[f"SNUMAP_{label.upper()}"] == kind
+
+
+def test_struct_parser_rejects_what_it_cannot_lay_out() -> None:
+    with pytest.raises(ValueError, match="unsupported type"):
+        struct_dtype("struct x {\n  float f;\n};", "x")
+    with pytest.raises(ValueError, match="not found"):
+        struct_dtype("struct y { __u8 a; };", "x")
+
+
+def _ring_bytes(recs: np.ndarray, flags: list[int]) -> bytes:
+    out = b""
+    stride = record_stride(recs.dtype.itemsize)
+    for r, fl in zip(recs, flags):
+        body = r.tobytes()
+        out += struct.pack("<II", recs.dtype.itemsize | fl, 0) + body
+        out += b"\0" * (stride - 8 - len(body))
+    return out
+
+
+def test_bpf_ring_decode_stops_at_busy_and_drops_discarded() -> None:
+    rec, _, _ = load_layout()
+    recs = np.zeros(5, dtype=rec)
+    recs["t_ns"] = [10, 20, 30, 40, 50]
+    recs["kind"] = ev.SWITCH
+    buf = _ring_bytes(recs, [0, DISCARD_BIT, 0, BUSY_BIT, 0])
+    out, used = decode_fixed(buf, rec)
+    assert out["t_ns"].tolist() == [10, 30]
+    assert used == 3 * record_stride(rec.itemsize)      # the busy one and after wait
+    events = to_events(out)
+    assert events.dtype == ev.EVENT_DTYPE and events["kind"].tolist() == [1, 1]
+
+
+def test_bpf_ring_walks_records_of_another_size() -> None:
+    rec, _, _ = load_layout()
+    one = np.zeros(1, dtype=rec)
+    one["t_ns"] = 7
+    odd = struct.pack("<II", 12, 0) + b"x" * 16           # a 12-byte record, 8-aligned
+    buf = odd + _ring_bytes(one, [0])
+    out, used = decode_fixed(buf, rec)
+    assert out["t_ns"].tolist() == [7] and used == len(buf)
+
+
+def test_tracefs_format_parsed_by_name() -> None:
+    fmt = parse_format(SWITCH_FORMAT)
+    assert fmt.id == 372 and fmt.name == "sched_switch"
+    assert fmt.fields["prev_state"].offset == 32 and fmt.fields["prev_state"].size == 8
+    assert fmt.fields["next_comm"].array == 16
+    dt = fmt.numpy_dtype(["prev_pid", "next_pid", "prev_comm"])
+    assert dt.fields["next_pid"][1] == 56 and dt.itemsize == 64
+    fork = parse_format(FORK_FORMAT)
+    assert fork.fields["child_comm"].data_loc and fork.fields["child_pid"].offset == 20
+
+
+def _perf_sample(fmt_dt_size: int, raw: bytes, pid: int, tid: int, t: int, cpu: int) -> bytes:
+    raw_size = len(raw) + 4
+    pad = (-(RAW_AT - 4 + raw_size)) % 8     # the kernel pads the raw part so records align
+    raw = raw + b"\0" * pad
+    body = struct.pack("<IIQII", pid, tid, t, cpu, 0) + struct.pack("<I", len(raw)) + raw
+    return struct.pack("<IHH", 9, 0, 8 + len(body)) + body
+
+
+def test_perf_records_split_and_gathered() -> None:
+    fmt = parse_format(SWITCH_FORMAT)
+    raw = bytearray(64)
+    struct.pack_into("<H", raw, 0, 372)
+    raw[8:13] = b"busy\0"
+    struct.pack_into("<i", raw, 24, 4242)
+    struct.pack_into("<q", raw, 32, 1)
+    struct.pack_into("<i", raw, 56, 0)
+    s1 = _perf_sample(64, bytes(raw), 4240, 4242, 1000, 1)
+    lost = struct.pack("<IHHQQ", 2, 0, 24, 0, 17)
+    buf = s1 + lost + s1
+    types, offs, sizes = split_records(buf)
+    assert types.tolist() == [9, 2, 9] and offs[1] == len(s1) and sizes[1] == 24
+    dt = sample_dtype(fmt, ["prev_pid", "prev_state", "next_pid", "prev_comm"])
+    got = gather(buf, offs[types == 9], dt)
+    assert got["prev_pid"].tolist() == [4242, 4242] and got["s_time"].tolist() == [1000, 1000]
+    assert got["prev_comm"][0].split(b"\0")[0] == b"busy" and got["s_cpu"][0] == 1
+    # A truncated tail is left for the next read, not misparsed.
+    assert len(split_records(buf[:-5])[0]) == 2
+
+
+def test_data_loc_string() -> None:
+    raw = bytearray(32)
+    raw[24:29] = b"bash\0"
+    assert data_loc_str(bytes(raw), 0, (5 << 16) | 24) == "bash"
+
+
+def test_proc_parsers() -> None:
+    # proc(5): a comm with spaces and parentheses; utime=250, stime=50, processor=1.
+    stat = ("123 (my (odd) prog) R 1 123 123 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 1 0 "
+            "1000 1000000 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0")
+    assert parse_stat(stat) == ("my (odd) prog", 1, 300, 1)
+    assert parse_stat("garbage") is None
+    assert parse_schedstat("2000000000 5000 12\n") == 2_000_000_000
+    status = "Name:\tpython3\nUmask:\t0022\nState:\tR (running)\nTgid:\t77\nNgid:\t0\nPid:\t78\nPPid:\t5\n"
+    assert parse_status(status) == (77, 5, "python3")
+    assert online_cpus("0-3,8\n") == [0, 1, 2, 3, 8]
+
+
+def test_capabilities() -> None:
+    assert parse_capeff("Name:\tx\nCapEff:\t000001ffffffffff\n") == (1 << 41) - 1
+    assert has_caps(("CAP_BPF", "CAP_PERFMON"), mask=(1 << 41) - 1) is None
+    assert has_caps(("CAP_BPF", "CAP_PERFMON"), mask=0) == "CAP_BPF/CAP_PERFMON"
+    assert has_caps(("CAP_PERFMON",), alternative="CAP_SYS_ADMIN", mask=1 << 21) is None
+
+
+def test_task_table_fills_unknown_pids(tmp_path) -> None:
+    t = TaskTable(proc=tmp_path)          # an empty /proc: only what events taught counts
+    e = np.zeros(4, dtype=ev.EVENT_DTYPE)
+    e["kind"] = [ev.SWITCH, ev.WAKEUP, ev.SWITCH, ev.FORK]
+    e["tid"] = [10, 11, 11, 10]
+    e["pid"] = [9, -1, 9, 9]
+    e["tid2"] = [11, 0, 12, 13]
+    e["pid2"] = [-1, -1, -1, -1]
+    t.learn_pairs(e["tid"], e["pid"])
+    t.fill(e)
+    assert e["pid"].tolist() == [9, 9, 9, 9]
+    assert e["pid2"].tolist() == [9, -1, -1, -1]    # 12 and 13 never seen; wakeup has no tid2
+    t.learn(13, comm="child", ppid=9)
+    infos = t.take_infos()
+    assert [(i.tid, i.comm, i.ppid) for i in infos] == [(13, "child", 9)]
+    t.learn(13, comm="renamed")                      # exec: reported again
+    assert [i.comm for i in t.take_infos()] == ["renamed"]
+    assert t.take_infos() == []
