@@ -7,6 +7,8 @@ use_clockid=1, clockid=CLOCK_MONOTONIC; time.monotonic_ns() for /proc polling an
 Fields per kind:
 - SWITCH:   cpu; tid = prev tid; tid2 = next tid; arg = prev_state (kernel's TASK_* bits,
             0 = runnable, i.e. preempted); pid/pid2 = prev/next tgid when known, else -1.
+            arg = -1: a switch-in the kernel did not trace, reconstructed by the tracer at the
+            previous traced switch on that CPU (perf sched timehist's rule).
 - WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
 - MIGRATE:  cpu = dest cpu; tid; arg = orig cpu.
 - FORK:     cpu; tid = parent tid; tid2 = child tid; pid = parent tgid; pid2 = child tgid.
