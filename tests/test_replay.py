@@ -31,7 +31,8 @@ def _samples(topo, t0: int, n: int) -> list[Sample]:
                      "energy_uj": np.array([i * 5e6 + i * i * 1e5, i * 4e6]),
                      "max_uj": np.array([2**32, 2**32])},
             "numa": {"nodes": np.array([n.os_index for n in topo.numa_nodes]),
-                     "mem_used": np.array([(1 + i / n) * 2**30 for _ in topo.numa_nodes])}}))
+                     "mem_used": np.array([(0.2 + 0.6 * i / n) * 2**30
+                                           for _ in topo.numa_nodes])}}))
     return out
 
 

@@ -159,12 +159,7 @@ def utilisation(iv: Intervals, t0: int, t1: int, ncols: int) -> np.ndarray:
     """Busy fraction of all CPUs together per column (the utilisation strip)."""
     edges = bin_edges(t0, t1, ncols)
     total = np.zeros(ncols, dtype=np.float64)
-    for st, en in zip(iv.start, iv.end):
-        lo = int(np.searchsorted(en, edges[0], "right"))
-        hi = int(np.searchsorted(st, edges[-1], "left"))
-        if hi <= lo:
-            continue
-        s = np.maximum(st[lo:hi], edges[0])
-        e = np.minimum(en[lo:hi], edges[-1])
-        total += np.diff(busy_before(s, e, edges))
+    for r, st in enumerate(iv.start):
+        if len(st):
+            total += np.diff(busy_before(st, iv.end[r], edges, iv.cum(r)))
     return total / (np.diff(edges) * max(len(iv.cpus), 1))

@@ -156,6 +156,10 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     return report
 
 
+def _fmt_us(us: float) -> str:
+    return f"{us:.0f}" if us >= 10 else f"{us:.2g}"
+
+
 def _fmt_s(s: float) -> str:
     return f"{s:.3f}" if s < 100 else f"{s:.1f}"
 
@@ -172,7 +176,9 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
         lines.append(f"  damaged: {d}")
     if r.get("command"):
         cmd = r["command"]
-        lines.append("command " + (" ".join(cmd) if isinstance(cmd, list) else str(cmd)))
+        text = " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+        text = " ".join(text.split())
+        lines.append(("command " + text)[:80] if len(text) < 72 else f"command {text[:69]}...")
     lines += ["", "Findings:"]
     for f in r["findings"]:
         lines += textwrap.wrap(f["text"], 78, initial_indent="  - ", subsequent_indent="    ")
@@ -188,8 +194,8 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
               f"{'p50':>7} {'p99':>8}  PUs")]
     for t in r["tasks"][:top]:
         lat = t["runqueue_latency_us"]
-        p50 = f"{lat['p50']:.3g}" if lat else "-"
-        p99 = f"{lat['p99']:.3g}" if lat else "-"
+        p50 = _fmt_us(lat["p50"]) if lat else "-"
+        p99 = _fmt_us(lat["p99"]) if lat else "-"
         lines.append(f"  {t['tid']:>7} {t['comm'][:15]:<15} {_fmt_s(t['runtime_s']):>8} "
                      f"{t['migrations']:>5} {t['numa_migrations']:>5} {p50:>7} {p99:>8}  "
                      f"{t['pus'][:22]}")

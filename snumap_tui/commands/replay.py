@@ -13,6 +13,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0,
                         help="playback speed (recording seconds per second, default 1)")
     parser.add_argument("--at", metavar="SECONDS", help="start with the cursor at this time")
+    parser.add_argument("--screenshot", metavar="OUT.svg",
+                        help="do not open the terminal UI: write an SVG screenshot and exit")
+    parser.add_argument("--size", default="120x40", metavar="WxH",
+                        help="with --screenshot: the terminal size (default 120x40)")
+    parser.add_argument("--keys", default="", metavar="KEYS",
+                        help="with --screenshot: keys to press first, comma-separated "
+                             "(e.g. 'plus,plus,tab')")
     parser.add_argument("--by", choices=("process", "thread", "group"), default="process",
                         help="what the core-vs-time colours stand for (key c switches)")
 
@@ -33,4 +40,30 @@ def run(args: argparse.Namespace) -> int:
                 app.cursor_t = data.t0 + int(parse_time(args.at) * 1e9)
             except ValueError:
                 raise SnumapError(f"--at: not a time: {args.at!r}") from None
+        if args.screenshot:
+            return _screenshot(app, args)
         return int(app.run() or 0)
+
+
+def _screenshot(app: object, args: argparse.Namespace) -> int:
+    """Run the app headless at --size, press --keys, save the screen as SVG."""
+    from pathlib import Path
+
+    try:
+        w, h = (int(x) for x in args.size.lower().split("x"))
+    except ValueError:
+        raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {args.size!r}") from None
+    out = Path(args.screenshot)
+    keys = [k for k in args.keys.split(",") if k]
+
+    async def pilot_fn(pilot) -> None:
+        await pilot.pause()
+        for k in keys:
+            await pilot.press(k)
+        await pilot.pause()
+        pilot.app.save_screenshot(filename=out.name, path=str(out.parent or "."))
+        pilot.app.exit(0)
+
+    app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)  # type: ignore[attr-defined]
+    print(f"snumap: wrote {out}")
+    return 0

@@ -33,7 +33,8 @@ PALETTE = ("#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#4
 OTHER_STYLE = Style(color="grey42")
 LABEL_STYLES = (Style(color="grey70"), Style(color="grey70", bgcolor="grey19"))
 AXIS_STYLE = Style(color="grey62")
-CURSOR_BG = "grey30"
+CURSOR = Style(bgcolor="grey30")
+SELECTED = Style(reverse=True)
 MAX_MIG = 32
 
 
@@ -187,6 +188,14 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     if cursor_t is not None and st.t0 <= cursor_t < st.t1:
         cur_col = int((cursor_t - st.t0) * cols // st.span)
     styles: dict[int, Style] = {}
+    combos: dict[tuple[int, Style], Style] = {}
+
+    def plus(sty: Style, extra: Style) -> Style:
+        key = (id(extra), sty)
+        got = combos.get(key)
+        if got is None:
+            got = combos[key] = sty + extra
+        return got
     lines: list[list[Segment]] = [_axis(st, data, cols)]
     for i in range(g.key.shape[0]):
         r = st.row0 + i
@@ -208,19 +217,24 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                     sty = styles[k] = Style(color=key_colour(k))
                 ch = busy_glyph(b)
             if c == cur_col:
-                sty = sty + Style(bgcolor=CURSOR_BG)
+                sty = plus(sty, CURSOR)
             if r == st.sel_row and c == st.sel_col:
-                sty = sty + Style(reverse=True)
+                sty = plus(sty, SELECTED)
                 ch = ch if ch != " " else "·"
             cells.append((ch, sty))
         lines.append([Segment(text, lsty), Segment(" "), *_runs(cells)])
     # Metric strips: utilisation of all PUs, then power per package, memory per node.
     if lay.strips:
-        util = utilisation(data.intervals, st.t0, st.t1, cols)
+        ukey = (st.t0, st.t1, cols)
+        util = data.cache.get(ukey)
+        if util is None:
+            data.cache.clear()
+            util = data.cache[ukey] = utilisation(data.intervals, st.t0, st.t1, cols)
         lines.append(_strip("util", util, cols, "{:.0%}", 1.0))
         for s in data.series[:lay.strips - 1]:
             finite = s.v[np.isfinite(s.v)]
             hi = float(finite.max()) if len(finite) else 0.0
+            hi = float(s.full) if s.full else hi
             if s.unit == "B":
                 lines.append(_strip(s.name, _series_cols(s, st, cols) / 2**30, cols, "{:.1f}G",
                                     hi / 2**30))

@@ -38,6 +38,7 @@ class Series:
     unit: str
     t: np.ndarray
     v: np.ndarray
+    full: float | None = None      # what a full block means (a node's memory), else the max
 
 
 @dataclass
@@ -55,6 +56,7 @@ class ReplayData:
     series: list[Series] = field(default_factory=list)
     lost: int = 0
     recording: Any = None                         # kept open for samples at the cursor
+    cache: dict[Any, Any] = field(default_factory=dict)   # the utilisation strip of a range
 
     @property
     def t0(self) -> int:
@@ -149,7 +151,9 @@ def _series(rec: Any, topology: Topology) -> list[Series]:
     ts = np.array(t, dtype=np.int64)
     out = [Series(f"pwr {dom.replace('package-', 'P')}", "W", ts, np.array(v))
            for dom, v in sorted(power.items())]
-    out += [Series(f"mem N{node}", "B", ts, np.array(v)) for node, v in sorted(mem.items())]
+    size = {n.os_index: n.local_memory for n in topology.numa_nodes}
+    out += [Series(f"mem N{node}", "B", ts, np.array(v), size.get(node))
+            for node, v in sorted(mem.items())]
     return out
 
 
