@@ -57,7 +57,7 @@ def snumap_record(tmp: Path, backend: str, cmd: list[str], *extra: str,
                   timeout: float = 60) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{backend}.rec"
     proc = subprocess.run([PY, "-m", "snumap_tui.cli", "record", "-o", str(out), "--backend",
-                           backend, *extra, "--", *cmd], capture_output=True, text=True,
+                           backend, *extra, "--", *cmd], check=False, capture_output=True, text=True,
                           timeout=timeout)
     return proc, out
 
@@ -241,7 +241,8 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     if ps.returncode not in (0, -signal.SIGINT, 130):
         pytest.fail(f"perf sched record failed: {err.decode(errors='replace')[-300:]}")
-    th = subprocess.run([perf, "sched", "timehist", "-i", str(data)], capture_output=True,
+    th = subprocess.run([perf, "sched", "timehist", "-i", str(data)], check=False,
+                        capture_output=True,
                         text=True, timeout=120)
     assert th.returncode == 0, th.stderr[-300:]
     ref = parse_timehist(th.stdout)

@@ -6,8 +6,8 @@ import struct
 
 import numpy as np
 import pytest
-
 from snumap_tui.native.perf_ring import gather, split_records
+
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_layout import load_layout, struct_dtype, to_events
 from snumap_tui.trace.bpf_ring import BUSY_BIT, DISCARD_BIT, decode_fixed, record_stride

@@ -1,0 +1,93 @@
+"""`snumap record` as a user runs it: arguments, exit status, refusing to overwrite, and a
+recorder killed with SIGKILL leaving a readable file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from snumap_tui import store
+from snumap_tui.commands.record import cpu_model, parse_duration
+from snumap_tui.errors import SnumapError
+
+PY = sys.executable
+
+
+def record(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "snumap_tui.cli", "record", *args], check=False,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_durations() -> None:
+    assert parse_duration("100ms") == pytest.approx(0.1)
+    assert parse_duration("2s") == 2.0 and parse_duration("1.5") == 1.5
+    assert parse_duration("1m") == 60.0 and parse_duration("250us") == pytest.approx(250e-6)
+    for bad in ("", "fast", "-1s", "0", "3 parsecs"):
+        with pytest.raises(SnumapError):
+            parse_duration(bad)
+
+
+def test_cpu_model() -> None:
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13"
+    assert cpu_model("processor : 0\nCPU part : 0xd0c\n") == "0xd0c"
+    assert cpu_model("") is None
+
+
+def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "x.rec"
+    p = record("-o", str(out), "--backend", "proc", "--", "sh", "-c", "exit 3")
+    assert p.returncode == 3, p.stderr
+    assert "backend proc (approximate)" in p.stderr
+    with store.open(out) as rec:
+        assert [m for _, m in rec.markers][-1] == "command exit: status 3"
+        assert rec.header["command"] == ["sh", "-c", "exit 3"]
+        assert rec.header["backend"] == "proc" and rec.header["topology"]
+    again = record("-o", str(out), "--backend", "proc", "--", "true")
+    assert again.returncode == 2 and "already exists (use --force" in again.stderr
+    assert "Traceback" not in again.stderr
+    forced = record("-o", str(out), "--force", "--backend", "proc", "--", "true")
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    p = record("-o", str(tmp_path / "y.rec"), "--interval", "soon", "--", "true")
+    assert p.returncode == 2 and "bad duration" in p.stderr and "Traceback" not in p.stderr
+    p = record("-o", str(tmp_path / "z.rec"), "--backend", "proc", "--",
+               "no-such-command-here")
+    assert p.returncode == 2 and "cannot run no-such-command-here" in p.stderr
+
+
+def test_sigkill_leaves_a_readable_file(tmp_path: Path) -> None:
+    from test_trace_backends import backend_or_skip
+
+    backend_or_skip("perf")
+    out = tmp_path / "killed.rec"
+    t0 = time.monotonic_ns()
+    p = subprocess.Popen([PY, "-m", "snumap_tui.cli", "record", "-o", str(out), "--backend",
+                          "perf", "--system-wide"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    # Wait for the header (the tracer is running by then), then 3 s more.
+    deadline = time.monotonic() + 30
+    while (not out.exists() or out.stat().st_size == 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic_ns()
+    time.sleep(3.0)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    assert p.returncode == -signal.SIGKILL
+    with store.open(out) as rec:
+        assert not rec.complete                      # no clean-close trailer
+        assert rec.header["backend"] == "perf" and t0 <= rec.header["start_monotonic_ns"]
+        first2 = (started, started + 2_000_000_000)
+        ev = rec.events(*first2)
+        assert len(ev) > 100                         # a 2-CPU machine switches far more
+        assert ev["t_ns"].max() > started + 1_500_000_000
+        times = [s.t_ns for s in rec.samples(*first2)]
+        assert len(times) >= 15                      # 100 ms samples over those 2 s
+        assert rec.events().size >= ev.size
