@@ -39,7 +39,7 @@ def make(path: Path, n_events: int) -> float:
     per = n_events // parts
     dur = 60 * 10**9 // parts          # one minute in all
 
-    def gen():  # noqa: ANN202
+    def gen():
         for k in range(parts):
             yield synthetic_events(per, cpus, n_threads=768, duration_ns=dur,
                                    t0_ns=10**9 + k * dur, seed=k)
