@@ -275,3 +275,43 @@ def test_hardware_metrics_are_none_without_a_pmu() -> None:
         assert f.get("ipc", topo.root.id) is None
         assert f.get("mpki", topo.root.id) is None
     s.close()
+
+
+# ---- the corpus: real machines' gathered trees --------------------------------------------
+@pytest.mark.parametrize("name, nodes", [("64amd64-4s2n4ca2co", 8), ("16amd64-8n2c", 8),
+                                         ("fakeheteromemtiers", 7)])
+def test_corpus_machines_load_with_their_nodes_memory(corpus: Path, tmp_path: Path, name: str,
+                                                      nodes: int) -> None:
+    import tarfile
+
+    from snumap_tui.sources.numa import NumaSource
+    from snumap_tui.sources.procstat import ProcStatSource
+    from snumap_tui.topology.build import load_topology
+
+    with tarfile.open(corpus / "fsroot" / f"{name}.tar.bz2", "r:bz2") as tf:
+        tf.extractall(tmp_path, filter="data")
+    root = tmp_path / name
+    topo = load_topology(fsroot=root)
+    clock = FakeClock()
+    s = Sampler(topo, root, sources=[ProcStatSource(root), NumaSource(root)], clock=clock)
+    s.sweep()
+    clock.tick(1.0)
+    f = s.frame()
+    assert f is not None
+    want: dict[int, float] = {}
+    for d in sorted((root / "sys/devices/system/node").glob("node[0-9]*")):
+        for line in (d / "meminfo").read_text().splitlines():
+            if "MemTotal:" in line:                   # "Node 0 MemTotal:  16769836 kB"
+                want[int(d.name[4:])] = int(line.split()[3]) * 1024
+    assert len(want) == nodes == len(topo.numa_nodes)
+    for os_index, total in want.items():
+        assert f.get("mem_total_bytes", topo.get("NUMANode", os_index).id) == total
+    assert f.get("mem_total_bytes", topo.root.id) == sum(want.values())
+    for pkg in topo.by_type("Package"):
+        below = [n.os_index for n in topo.numa_nodes if n.cpuset and n.cpuset <= pkg.cpuset
+                 and n.os_index is not None]
+        if below and all(topo.ancestor_of_type(topo.get("NUMANode", b), "Package") is pkg
+                         for b in below):
+            assert f.get("mem_total_bytes", pkg.id) == sum(want[b] for b in below)
+    # The gathered /proc/stat does not move: no interval, so no utilisation (not 0 %).
+    assert f.get("util_pct", topo.root.id) is None

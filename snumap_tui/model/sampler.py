@@ -40,18 +40,25 @@ DEFAULT_SOURCES = (("procstat", "ProcStatSource"), ("perf", "PerfSource"),
                    ("tasks", "TasksSource"))
 
 
-def default_sources(root: Path = Path("/"), tasks: bool = True) -> tuple[list[Source],
-                                                                         list[SourceStatus]]:
-    """Construct every known source on ``root``; sources that cannot be constructed come back
-    as statuses saying why."""
-    registry = _registry()
+def default_sources(root: Path = Path("/"), tasks: bool = True, topology: Topology | None = None
+                    ) -> tuple[list[Source], list[SourceStatus]]:
+    """Construct every known source on ``root`` (the sources package's registry,
+    ``all_sources``); a source module that cannot be imported comes back as a status saying
+    why, so one broken source never takes the others down."""
+    from snumap_tui import sources as pkg
+
+    names = tuple(n for n in getattr(pkg, "SOURCE_NAMES", [m for m, _ in DEFAULT_SOURCES])
+                  if tasks or n != "tasks")
+    registry = getattr(pkg, "all_sources", None)
     if registry is not None:
-        made = list(registry(root))
-        return [s for s in made if tasks or s.name != "tasks"], []
+        try:
+            return list(registry(root, topology=topology, names=names)), []
+        except ImportError:
+            pass                      # one module is broken: build the others one by one
     out: list[Source] = []
     missing: list[SourceStatus] = []
     for mod, cls in DEFAULT_SOURCES:
-        if mod == "tasks" and not tasks:
+        if mod not in names:
             continue
         try:
             klass = getattr(importlib.import_module(f"snumap_tui.sources.{mod}"), cls)
@@ -61,13 +68,6 @@ def default_sources(root: Path = Path("/"), tasks: bool = True) -> tuple[list[So
         except (OSError, ValueError) as exc:
             missing.append(SourceStatus(mod, False, f"cannot open: {exc}"))
     return out, missing
-
-
-def _registry() -> Callable[[Path], Iterable[Source]] | None:
-    """The sources package's own list of sources, when it provides one."""
-    pkg = importlib.import_module("snumap_tui.sources")
-    fn = getattr(pkg, "open_sources", None) or getattr(pkg, "all_sources", None)
-    return fn if callable(fn) else None
 
 
 def check_interval(seconds: float) -> float:
@@ -95,7 +95,7 @@ class Sampler:
         self.catalogue = catalogue if catalogue is not None else default_catalogue()
         self._clock, self._wall = clock, wall_clock
         if sources is None:
-            made, missing = default_sources(self.root, tasks)
+            made, missing = default_sources(self.root, tasks, topology)
         else:
             made = [s for s in sources if tasks or s.name != "tasks"]
             missing = []
