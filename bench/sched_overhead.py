@@ -23,13 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._report import table, write_section  # noqa: E402
-from snumap_tui import store  # noqa: E402
+from bench._report import table, write_section
+from snumap_tui import store
 
 
 def workload(loops: int, switch_s: int) -> list[str]:
-    return ["sh", "-c", f"perf bench sched pipe -l {loops}; "
-                        f"stress-ng --switch 2 -t {switch_s}s --metrics-brief 2>&1"]
+    return ["sh", "-c", (f"perf bench sched pipe -l {loops}; "
+                         f"stress-ng --switch 2 -t {switch_s}s --metrics-brief 2>&1")]
 
 
 def parse_workload(text: str) -> tuple[float, float]:
