@@ -315,3 +315,22 @@ def test_corpus_machines_load_with_their_nodes_memory(corpus: Path, tmp_path: Pa
             assert f.get("mem_total_bytes", pkg.id) == sum(want[b] for b in below)
     # The gathered /proc/stat does not move: no interval, so no utilisation (not 0 %).
     assert f.get("util_pct", topo.root.id) is None
+
+
+def test_watched_pids_get_their_numa_pages(machine: tuple[FakeRoot, Topology]) -> None:
+    fake, topo = machine
+    clock = FakeClock()
+    s = Sampler(topo, fake.root, sources=fake_sources(fake), clock=clock)
+    s.watch_pids({4200})
+    s.sweep()
+    step(fake, clock, 1.0)
+    f = s.frame()
+    assert f is not None
+    rows = {t.pid: t for t in f.tasks}
+    pages = rows[4200].numa_pages
+    assert pages is not None and set(pages) == {0} and pages[0] >= 5000   # fakefs: N0=5000+
+    assert rows[4300].numa_pages is None            # not asked for
+    s.watch_pids(set())
+    step(fake, clock, 1.0)
+    f = s.frame()
+    assert f is not None and next(t for t in f.tasks if t.pid == 4200).numa_pages is None

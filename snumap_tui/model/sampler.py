@@ -114,6 +114,7 @@ class Sampler:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self._watched: set[int] = set()
 
     # ---- one sweep -------------------------------------------------------------------------
     def statuses(self) -> dict[str, SourceStatus]:
@@ -159,10 +160,15 @@ class Sampler:
 
     def watch_pids(self, pids: Iterable[int]) -> None:
         """Ask the tasks source for these processes' pages per NUMA node (numa_maps)."""
+        want = set(pids)
         for s in self.sources:
-            fn = getattr(s, "watch_pids", None) or getattr(s, "set_numa_pids", None)
-            if fn is not None:
-                fn(set(pids))
+            per_pid = getattr(s, "want_numa", None)     # the tasks source: one pid at a time
+            if per_pid is not None:
+                for pid in self._watched - want:
+                    per_pid(pid, False)
+                for pid in want - self._watched:
+                    per_pid(pid, True)
+        self._watched = want
 
     # ---- the background runner ---------------------------------------------------------
     def set_interval(self, seconds: float) -> None:
