@@ -31,11 +31,16 @@ fi
 # bcc compiles its eBPF programs against the running kernel's headers. A distribution kernel
 # ships them as linux-headers-$(uname -r); a kernel without them (a VM with a custom kernel)
 # can use Debian's generic headers for tracepoint programs. Only done for the test suite.
-if [ "$mode" = test ] && [ "$(id -u)" -eq 0 ] && [ ! -e "/lib/modules/$(uname -r)/build" ]; then
-  hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)
+# Debian splits them in two folders (arch-specific `build` and shared `source`): link both,
+# the way Debian links them for its own kernel.
+kmod="/lib/modules/$(uname -r)"
+if [ "$mode" = test ] && [ "$(id -u)" -eq 0 ] && [ ! -e "$kmod/build" ]; then
+  hdr=$(ls -d /usr/src/linux-headers-*-amd64 /usr/src/linux-headers-*-arm64 2>/dev/null | sort -V | tail -n 1 || true)
   if [ -n "$hdr" ]; then
-    mkdir -p "/lib/modules/$(uname -r)"
-    ln -s "$hdr" "/lib/modules/$(uname -r)/build"
+    mkdir -p "$kmod"
+    ln -sfn "$hdr" "$kmod/build"
+    common="${hdr%-*}-common"
+    [ -d "$common" ] && [ ! -e "$kmod/source" ] && ln -sfn "$common" "$kmod/source"
   fi
 fi
 
