@@ -97,7 +97,7 @@ def glances_cmd(tmp: Path) -> str | None:
     return f"{venv / 'bin' / 'glances'} -t 1"
 
 
-def fake_384(tmp: Path) -> tuple[Path, threading.Event]:
+def fake_384(tmp: Path) -> tuple[Path, threading.Event, threading.Thread]:
     """A 2-socket, 8-node, 384-PU fake tree, its counters advanced by a thread of this script."""
     from fakefs import FakeRoot
 
@@ -110,8 +110,9 @@ def fake_384(tmp: Path) -> tuple[Path, threading.Event]:
             k += 1
             fr.advance(0.25, busy={c: 1.0 for c in range((k * 7) % 384, (k * 7) % 384 + 96)})
 
-    threading.Thread(target=tick, daemon=True).start()
-    return fr.root, stop
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    return fr.root, stop, t
 
 
 def main() -> int:
@@ -125,7 +126,7 @@ def main() -> int:
         tmp = Path(d)
         (tmp / "btop").mkdir()
         (tmp / "btop" / "btop.conf").write_text("update_ms = 1000\n")
-        root384, stop384 = fake_384(tmp)
+        root384, stop384, ticker = fake_384(tmp)
         tools: dict[str, tuple[str, dict[str, str]]] = {
             "snumap top": (SNUMAP, {}),
             "snumap top, 384-PU fake tree": (f"{SNUMAP} --fsroot {root384}", {}),
@@ -154,6 +155,7 @@ def main() -> int:
             for s in sessions.values():
                 kill(s)
             stop384.set()
+            ticker.join()        # before the tree is deleted
     pct = {label: 100 * u / wall for label, u in used.items()}
     base = pct["snumap top"]
     rows = []
