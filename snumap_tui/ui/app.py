@@ -114,8 +114,8 @@ class TopApp(App[int]):
         Binding("plus,equals_sign", "interval(1)", "+Intv", show=False),
         Binding("minus", "interval(-1)", "-Intv", show=False),
         Binding("s", "sort", "Sort"),
-        Binding("g", "group", "Group"),
-        Binding("slash", "filter", "Filter"),
+        Binding("g", "group", "Group", show=False),
+        Binding("slash", "filter", "Filter", show=False),
         Binding("escape", "clear_filter", show=False),
         Binding("i", "sources", "Sources"),
     ]
