@@ -4,8 +4,9 @@ node (numa_maps) and per-thread counters (perf_event_open on its threads).
 
 Formats (Documentation/filesystems/proc.rst; proc(5)):
 - ``/proc/PID/task/TID/stat``: ``tid (comm) state ppid ...``; comm may hold spaces and
-  parentheses, so fields are counted from the *last* ')'. Field 14/15 utime/stime (ticks),
-  19 nice, 22 starttime, 39 processor (the PU it last ran on).
+  parentheses, so fields are counted from the *last* ')'. Field 9 flags (PF_KTHREAD),
+  14/15 utime/stime (ticks; in /proc/PID/stat the sum over all the process's threads), 19 nice,
+  20 num_threads, 22 starttime, 39 processor (the PU it last ran on).
 - ``/proc/PID/status``: ``Uid:`` (real first), ``Cpus_allowed_list:`` (since 2.6.26).
 - ``/proc/PID/numa_maps`` (numa(7)): ``N<node>=<pages>`` per mapping, pages of that mapping's
   ``kernelpagesize_kB``; reading it walks the page tables, so it is only done when asked.
@@ -14,7 +15,11 @@ Processes come and go between listing and reading: a vanished one is skipped, no
 
 from __future__ import annotations
 
+import math
 import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
 
 _GONE = (FileNotFoundError, ProcessLookupError, NotADirectoryError)
+PF_KTHREAD = 0x00200000   # include/linux/sched.h: the task is a kernel thread (stat field 9)
 
 
 def parse_stat(text: str) -> dict[str, Any]:
@@ -34,7 +40,7 @@ def parse_stat(text: str) -> dict[str, Any]:
     rest = text[rp + 2:].split()
     # rest[0] is field 3 (state): field N is rest[N - 3]
     return {"tid": int(text[:lp]), "comm": text[lp + 1:rp], "state": rest[0],
-            "ppid": int(rest[1]), "utime": int(rest[11]), "stime": int(rest[12]),
+            "ppid": int(rest[1]), "flags": int(rest[6]), "utime": int(rest[11]), "stime": int(rest[12]),
             "nice": int(rest[16]), "num_threads": int(rest[17]), "starttime": int(rest[19]),
             "last_cpu": int(rest[36]) if len(rest) > 36 else -1}
 
@@ -79,16 +85,50 @@ def parse_cmdline(raw: str) -> str:
     return raw.replace("\0", " ").strip()
 
 
+@dataclass
+class _Proc:
+    """What the source remembers of one process between sweeps (keyed by pid and start time,
+    so a recycled pid is a new process)."""
+
+    ticks: int = -1                      # utime + stime of /proc/PID/stat at the last read
+    rows: list[tuple[Any, ...]] = field(default_factory=list)   # per thread, _ROW order
+    uid: int = -1
+    affinity: list[int] = field(default_factory=list)
+    static: dict[str, Any] = field(default_factory=dict)
+    status_at: float = -math.inf         # when /proc/PID/status was last read
+    threads_at: float = -math.inf        # when the task/*/stat files were last read
+
+
+_COLS = ("pid", "tid", "ppid", "uid", "comm", "state", "last_cpu", "utime", "stime", "nice")
+# States of a thread that is (or may be about to be) on a CPU: its process is re-read even if
+# its CPU time did not move, so a thread that just went to sleep is not shown running.
+_ACTIVE = frozenset("RD")
+
+
 class TasksSource:
-    """Threads (parallel arrays) and processes (dict by pid) from ``<root>/proc``."""
+    """Threads (parallel arrays) and processes (dict by pid) from ``<root>/proc``.
+
+    Cost model (what makes ``snumap top`` cheap): every sweep reads one file per process,
+    ``/proc/PID/stat``, whose utime + stime cover all the process's threads. Only processes
+    whose CPU time moved, that have a running thread, or that are new, get their
+    ``task/TID/stat`` files read; the others' thread rows are reused (their CPU time did not
+    change, so their deltas are the same). Every ``refresh_s`` seconds all of it is read again,
+    and so is ``status`` (user, affinity), which changes rarely. Kernel threads (PF_KTHREAD)
+    have no command line, cgroup or memory maps to read.
+    """
 
     name = "tasks"
 
-    def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text,
+                 refresh_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
         self.proc = self.root / "proc"
+        self._proc_s = str(self.proc)
         self._reader = reader
-        self._cache: dict[tuple[int, int], dict[str, Any]] = {}
+        self._fast = reader is read_text
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._procs: dict[tuple[int, int], _Proc] = {}
         self.numa_pids: set[int] = set()
         self.counter_pids: set[int] = set()
         self._counters: Any = None
@@ -114,6 +154,21 @@ class TasksSource:
             self._counters.unwatch(pid)
 
     # ---- helpers ----
+    def _read(self, path: str) -> str:
+        """One small procfs file. os.open/os.read on a str path: procfs files are generated
+        in one read, and this is several times cheaper than open() or pathlib per file,
+        which matters at one file per process per sweep."""
+        if not self._fast:
+            return self._reader(Path(path))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = [os.read(fd, 4096)]
+            while len(chunks[-1]) == 4096:
+                chunks.append(os.read(fd, 4096))
+        finally:
+            os.close(fd)
+        return b"".join(chunks).decode("ascii", "replace")
+
     def _user(self, uid: int) -> str:
         name = self._users.get(uid)
         if name is None:
@@ -128,24 +183,37 @@ class TasksSource:
             self._users[uid] = name
         return name
 
-    def _static(self, pid: int, starttime: int, uid: int) -> dict[str, Any]:
-        """What does not change in a process's life (cached by pid and start time)."""
-        key = (pid, starttime)
-        info = self._cache.get(key)
-        if info is None:
-            d = self.proc / str(pid)
+    def _static(self, d: str, kthread: bool) -> dict[str, Any]:
+        """What does not change in a process's life: command line, cgroup, batch job."""
+        cmdline, groups = "", {}
+        if not kthread:      # kernel threads: empty cmdline, the root cgroup
             try:
-                cmdline = parse_cmdline(self._reader(d / "cmdline"))
+                cmdline = parse_cmdline(self._read(d + "/cmdline"))
             except OSError:
-                cmdline = ""
+                pass
             try:
-                groups = parse_cgroup(self._reader(d / "cgroup"))
+                groups = parse_cgroup(self._read(d + "/cgroup"))
             except OSError:
-                groups = {}
-            info = {"cmdline": cmdline or None, "user": self._user(uid),
-                    "cgroup": main_cgroup(groups), "job": detect_job(groups)}
-            self._cache[key] = info
-        return info
+                pass
+        return {"cmdline": cmdline or None, "cgroup": main_cgroup(groups),
+                "job": detect_job(groups)}
+
+    def _thread_rows(self, d: str, pid: int, lead: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every thread of one process from task/TID/stat (a single-threaded process: one
+        file, no directory listing)."""
+        if lead["num_threads"] == 1:
+            tids = [pid]
+        else:
+            tids = sorted(int(t) for t in os.listdir(d + "/task") if t.isdigit())
+        rows = []
+        for tid in tids:
+            try:
+                t = parse_stat(self._read(f"{d}/task/{tid}/stat"))
+            except (OSError, ValueError):
+                continue         # the thread ended between listing and reading
+            rows.append((tid, t["comm"], t["state"], t["last_cpu"], t["utime"], t["stime"],
+                         t["nice"]))
+        return rows
 
     # ---- Source ----
     def status(self) -> SourceStatus:
@@ -159,33 +227,64 @@ class TasksSource:
         return SourceStatus(self.name, True, None, None, {"path": str(self.proc)})
 
     def read(self) -> dict[str, Any]:
-        cols: dict[str, list[Any]] = {k: [] for k in ("pid", "tid", "ppid", "uid", "comm",
-                                                       "state", "last_cpu", "utime", "stime",
-                                                       "nice")}
+        cols: dict[str, list[Any]] = {k: [] for k in _COLS}
         processes: dict[int, dict[str, Any]] = {}
-        live_keys: set[tuple[int, int]] = set()
         try:
-            pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+            pids = sorted(int(n) for n in os.listdir(self.proc) if n.isdigit())
         except OSError:
-            return {"threads": cols, "processes": processes}
-        for pid in sorted(pids):
-            d = self.proc / str(pid)
+            return {"threads": _arrays(cols), "processes": processes}
+        now = self._clock()
+        old = self._procs
+        seen: dict[tuple[int, int], _Proc] = {}
+        for pid in pids:
+            d = f"{self._proc_s}/{pid}"
             try:
-                st = parse_status(self._reader(d / "status"))
-                lead = parse_stat(self._reader(d / "stat"))
-                tids = sorted(int(t) for t in os.listdir(d / "task") if t.isdigit())
+                lead = parse_stat(self._read(d + "/stat"))
+            except (OSError, ValueError):
+                continue         # gone (or not a process any more) since the listing
+            key = (pid, lead["starttime"])
+            ent = old.get(key)
+            kthread = bool(lead["flags"] & PF_KTHREAD)
+            try:
+                if ent is None:
+                    ent = _Proc(static=self._static(d, kthread))
+                    fresh = True
+                else:
+                    fresh = False
+                if now - ent.status_at >= self.refresh_s:
+                    st = parse_status(self._read(d + "/status"))
+                    ent.uid = st.get("uid", -1)
+                    ent.affinity = st.get("affinity", [])
+                    ent.status_at = now
+                ticks = lead["utime"] + lead["stime"]
+                if (ticks != ent.ticks or now - ent.threads_at >= self.refresh_s
+                        or any(r[2] in _ACTIVE for r in ent.rows)
+                        or len(ent.rows) != lead["num_threads"]):
+                    ent.rows = self._thread_rows(d, pid, lead)
+                    ent.ticks = ticks
+                    ent.threads_at = now
+                else:
+                    # Idle: the main thread's state and last PU are fresh in /proc/PID/stat.
+                    for i, r in enumerate(ent.rows):
+                        if r[0] == pid:
+                            ent.rows[i] = (pid, r[1], lead["state"], lead["last_cpu"], *r[4:])
+                            break
             except _GONE:
                 continue
             except (OSError, ValueError):
                 continue
-            uid = st.get("uid", -1)
-            live_keys.add((pid, lead["starttime"]))
-            proc = dict(self._static(pid, lead["starttime"], uid))
-            proc["affinity"] = st.get("affinity", [])
-            proc["nthreads"] = len(tids)
+            if fresh:
+                # Spread the slow refreshes over the cadence (a phase per pid) so that one
+                # sweep every refresh_s does not read everything at once.
+                ent.status_at = ent.threads_at = now - self.refresh_s * ((pid * 0.618) % 1.0)
+            seen[key] = ent
+            proc = dict(ent.static)
+            proc["user"] = self._user(ent.uid)
+            proc["affinity"] = ent.affinity
+            proc["nthreads"] = len(ent.rows)
             if pid in self.numa_pids:
                 try:
-                    proc["numa_pages"] = parse_numa_maps(self._reader(d / "numa_maps"),
+                    proc["numa_pages"] = parse_numa_maps(self._read(d + "/numa_maps"),
                                                          self.base_page_kb)
                 except OSError as exc:
                     proc["numa_pages"] = None
@@ -193,31 +292,33 @@ class TasksSource:
             if pid in self.counter_pids and self._counters is not None:
                 proc["counters"] = self._counters.read(pid)
             processes[pid] = proc
-            for tid in tids:
-                try:
-                    t = parse_stat(self._reader(d / "task" / str(tid) / "stat"))
-                except (OSError, ValueError):
-                    continue
-                cols["pid"].append(pid)
+            n = len(ent.rows)
+            cols["pid"] += [pid] * n
+            cols["ppid"] += [lead["ppid"]] * n
+            cols["uid"] += [ent.uid] * n
+            for tid, comm, state, last_cpu, utime, stime, nice in ent.rows:
                 cols["tid"].append(tid)
-                cols["ppid"].append(lead["ppid"])
-                cols["uid"].append(uid)
-                cols["comm"].append(t["comm"])
-                cols["state"].append(t["state"])
-                cols["last_cpu"].append(t["last_cpu"])
-                cols["utime"].append(t["utime"])
-                cols["stime"].append(t["stime"])
-                cols["nice"].append(t["nice"])
-        # Forget processes that ended, so the cache does not grow with every pid ever seen.
-        for key in [k for k in self._cache if k not in live_keys]:
-            del self._cache[key]
-        threads: dict[str, Any] = {k: np.array(v, dtype=np.int64)
-                                   for k, v in cols.items() if k not in ("comm", "state")}
-        threads["comm"] = cols["comm"]
-        threads["state"] = cols["state"]
-        return {"threads": threads, "processes": processes}
+                cols["comm"].append(comm)
+                cols["state"].append(state)
+                cols["last_cpu"].append(last_cpu)
+                cols["utime"].append(utime)
+                cols["stime"].append(stime)
+                cols["nice"].append(nice)
+        # Processes that ended are forgotten, so the memory does not grow with every pid seen.
+        self._procs = seen
+        return {"threads": _arrays(cols), "processes": processes}
 
     def close(self) -> None:
         if self._counters is not None:
             self._counters.close()
             self._counters = None
+
+
+def _arrays(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """The threads' columns as the readings contract has them: int64 arrays, comm and state
+    as lists of str."""
+    out: dict[str, Any] = {k: np.array(v, dtype=np.int64)
+                           for k, v in cols.items() if k not in ("comm", "state")}
+    out["comm"] = cols["comm"]
+    out["state"] = cols["state"]
+    return out
