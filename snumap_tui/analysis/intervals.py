@@ -125,7 +125,11 @@ class IntervalBuilder:
         self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
         self._run_last_t = np.full(n, self.t0, dtype=np.int64)   # RUN: end of last poll
-        self._chunks: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
+        # Blocks of intervals as appended (each ordered by row, then time within a row): kept
+        # whole and sorted by row once in finish(), not split per CPU per window.
+        # One list per column: row, start, end, tid.
+        self._blocks: tuple[list[np.ndarray], ...] = ([], [], [], [])
+        self._row_dtype = np.uint16 if n < 65536 else np.int64
         self._pid_lut = np.full(1 << 16, -1, dtype=np.int32)     # tid -> tgid
         self.approximate = False
         self.events = 0
@@ -191,8 +195,9 @@ class IntervalBuilder:
         fr = rows[fi]
         # Before each CPU's first switch of this window, a virtual switch-in: the carried one
         # from the previous window, or the partial interval from the recording's start of the
-        # task the first switch switched out (its prev tid). Consecutive switches on one CPU
-        # then bound one interval each.
+        # task the first switch switched out (its prev tid). That makes one interval per CPU
+        # (virtual switch-in to first switch), appended before the window's other intervals
+        # (consecutive switches on one CPU), which finish()'s stable sort by row keeps in order.
         had = self._last_t[fr] >= 0
         if had.all():
             prev_first = np.zeros(len(fi), dtype=np.int32)
@@ -202,27 +207,24 @@ class IntervalBuilder:
             self._remember_pids(prev_first, ev["pid"][first_src])
         vt = np.where(had, self._last_t[fr], self.t0)
         vtid = np.where(had, self._last_tid[fr], prev_first).astype(np.int32)
-        T = np.insert(t, fi, vt)
-        N = np.insert(nxt, fi, vtid)
-        R = np.insert(rows, fi, fr)
-        last = np.flatnonzero(np.concatenate([R[1:] != R[:-1], [True]]))
-        self._last_t[R[last]] = T[last]
-        self._last_tid[R[last]] = N[last]
-        ok = (R[:-1] == R[1:]) & (N[:-1] != 0) & (T[1:] > T[:-1])
+        ok = (vtid != 0) & (t[fi] > vt)
+        self._append(fr[ok], vt[ok], t[fi][ok], vtid[ok])
+        last = np.flatnonzero(np.append(first[1:], True))     # each row's last switch
+        self._last_t[rows[last]] = t[last]
+        self._last_tid[rows[last]] = nxt[last]
+        ok = ~first[1:]
+        ok &= nxt[:-1] != 0
+        ok &= t[1:] > t[:-1]
         sel = np.flatnonzero(ok)
-        self._append(R[sel], T[sel], T[sel + 1], N[sel])
+        self._append(rows[sel], t[sel], t[sel + 1], nxt[sel].astype(np.int32, copy=False))
 
     def _append(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                 tids: np.ndarray) -> None:
-        """Split intervals (ordered by row) into per-CPU chunks."""
-        if not len(rows):
-            return
-        cut = np.flatnonzero(np.diff(rows)) + 1
-        bounds = np.concatenate([[0], cut, [len(rows)]])
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            # Views, not copies: every row of the window is kept, so the window's arrays would
-            # stay alive anyway; finish() concatenates each row once.
-            self._chunks[int(rows[a])].append((starts[a:b], ends[a:b], tids[a:b]))
+        """Keep a block of intervals ordered by row (and by time within a row)."""
+        if len(rows):
+            for lst, a, dt in zip(self._blocks, (rows, starts, ends, tids),
+                                  (self._row_dtype, np.int64, np.int64, np.int32)):
+                lst.append(a.astype(dt, copy=False))
 
     def _feed_runs(self, run: dict[str, np.ndarray]) -> None:
         rows = self._rows(run["cpu"])
@@ -258,6 +260,27 @@ class IntervalBuilder:
         ok = end > start
         self._append(rows[ok], start[ok], end[ok], tid[ok].astype(np.int32))
 
+    def _by_row(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The appended blocks as per-row (start, end, tid) arrays: one stable sort by row of
+        all intervals (a radix sort on 16-bit rows), one gather per column, and per-row views.
+        Columns are gathered one at a time and the blocks dropped as they go, so the peak is
+        the blocks plus one column, not two copies of everything."""
+        blocks, self._blocks = self._blocks, ([], [], [], [])
+        n = len(self.cpus)
+        rows = np.concatenate(blocks[0]) if blocks[0] else np.zeros(0, np.uint16)
+        blocks[0].clear()
+        order = np.argsort(rows, kind="stable")
+        bounds = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n)[:n], out=bounds[1:])
+        del rows
+        cols: list[list[np.ndarray]] = []
+        for parts, dt in zip(blocks[1:], (np.int64, np.int64, np.int32)):
+            flat = np.concatenate(parts) if parts else np.zeros(0, dt)
+            parts.clear()
+            flat = flat[order]
+            cols.append([flat[bounds[i]:bounds[i + 1]] for i in range(n)])
+        return cols[0], cols[1], cols[2]
+
     def finish(self, t1: int) -> Intervals:
         """Close the last interval of each CPU at the recording's end."""
         has = (self._last_t >= 0) & (self._last_tid != 0) & (self._last_t < t1)
@@ -265,23 +288,11 @@ class IntervalBuilder:
         self._append(r, self._last_t[r], np.full(len(r), int(t1), dtype=np.int64),
                      self._last_tid[r].astype(np.int32))
         self._last_t[r] = int(t1)
-        starts, ends, tids = [], [], []
-        for i, chunks in enumerate(self._chunks):
-            if chunks:
-                s = np.concatenate([c[0] for c in chunks])
-                e = np.concatenate([c[1] for c in chunks])
-                d = np.concatenate([c[2] for c in chunks])
-            else:
-                s = np.zeros(0, np.int64)
-                e = np.zeros(0, np.int64)
-                d = np.zeros(0, np.int32)
-            self._chunks[i] = []
-            if len(s) > 1 and (np.diff(s) < 0).any():
-                o = np.argsort(s, kind="stable")
-                s, e, d = s[o], e[o], d[o]
-            starts.append(s)
-            ends.append(e)
-            tids.append(d)
+        starts, ends, tids = self._by_row()
+        for i, st in enumerate(starts):
+            if len(st) > 1 and (np.diff(st) < 0).any():     # RUN intervals laid out late
+                o = np.argsort(st, kind="stable")
+                starts[i], ends[i], tids[i] = st[o], ends[i][o], tids[i][o]
         known = np.flatnonzero(self._pid_lut >= 0)
         pids = dict(zip(known.tolist(), self._pid_lut[known].tolist()))
         return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids)

@@ -7,6 +7,8 @@ kept; the report also asks for wakeups, switch-ins, preemptions and kernel migra
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +54,42 @@ def _windows(rec: Any) -> list[tuple[int | None, int | None]]:
     return [(lo, hi) for lo, hi in zip([None, *edges[1:]], [*edges[1:], None])]
 
 
+def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
+                fields_now: Callable[[], tuple[str, ...]]
+                ) -> Iterator[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
+    """The decoded chunks of each window, the next window decoded in a worker thread while the
+    caller consumes this one: decompression (zstd releases the GIL) and column decoding (numpy)
+    then overlap with building intervals, on a second core when there is one.
+
+    ``fields_now()`` says which columns the caller needs at this point; the next window is
+    decoded with the answer given when it was requested, and decoded again if the answer has
+    grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``)."""
+    def read(lo: int | None, hi: int | None, fields: tuple[str, ...]
+             ) -> list[dict[str, np.ndarray]]:
+        return list(rec.iter_event_columns(fields, lo, hi))
+
+    if len(windows) < 2:
+        for lo, hi in windows:
+            f = fields_now()
+            yield f, read(lo, hi, f)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snumap-decode") as pool:
+        f = fields_now()
+        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, *windows[0], f)
+        for i in range(len(windows)):
+            got, got_f = pending.result(), f
+            if i + 1 < len(windows):
+                f = fields_now()
+                pending = pool.submit(read, *windows[i + 1], f)
+            yield got_f, got
+            # The consumer has fed this window: if it now needs more columns than were
+            # decoded for the next one, decode that one again (rare: a CPU with no switch yet).
+            if i + 1 < len(windows) and not set(fields_now()) <= set(f):
+                pending.result()
+                f = fields_now()
+                pending = pool.submit(read, *windows[i + 1], f)
+
+
 def load(rec: Any, *, details: bool = False) -> Loaded:
     """Stream ``rec`` (a ``snumap_tui.store`` Recording) once."""
     topology = rec.topology
@@ -63,9 +101,12 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     # Decode the prev-task columns only while they are needed (see needs_prev): the store
     # rebuilds each column it is asked for, and most chunks need only five.
     lean = not details and "proc" not in str(getattr(rec, "header", {}).get("backend", ""))
-    for t_lo, t_hi in _windows(rec):
-        fields = INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
-        for cols in rec.iter_event_columns(fields, t_lo, t_hi):
+
+    def fields_now() -> tuple[str, ...]:
+        return INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
+
+    for _fields, window in _prefetched(rec, _windows(rec), fields_now):
+        for cols in window:
             b.feed(cols)
             k = cols["kind"]
             kinds += np.bincount(k, minlength=256)

@@ -12,6 +12,7 @@ import json
 import mmap
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ class Recording:
                  verify: bool | None = None) -> None:
         self.name = name
         self._data = data
-        self._dctx = zstandard.ZstdDecompressor()
+        self._tls = threading.local()
         self.version = C.parse_preamble(data, len(data))
         if self.version not in SUPPORTED_VERSIONS:
             if self.version > FORMAT_VERSION:
@@ -96,6 +97,16 @@ class Recording:
         self.markers: list[tuple[int, str]] = []
         self._sample_times: np.ndarray | None = None
         self._read_small_chunks()
+
+    @property
+    def _dctx(self) -> zstandard.ZstdDecompressor:
+        """This thread's decompressor: one is reused for every chunk (its context is allocated
+        once), but a zstd context must not be used by two threads at once, and readers may
+        decode chunks in a worker thread (``snumap_tui.analysis.load``)."""
+        d = getattr(self._tls, "dctx", None)
+        if d is None:
+            d = self._tls.dctx = zstandard.ZstdDecompressor()
+        return d
 
     # ---- the index ---------------------------------------------------------------------------
 
