@@ -43,7 +43,8 @@ def fake_sources(fake: FakeRoot) -> list[Any]:
     from snumap_tui.sources.rapl import RaplSource
     from snumap_tui.sources.tasks import TasksSource
     r = fake.reader
-    return [ProcStatSource(fake.root, reader=r), FreqSource(fake.root, reader=r),
+    # max_age_s=0: the fake clock jumps, real time does not; read cpufreq at every sweep.
+    return [ProcStatSource(fake.root, reader=r), FreqSource(fake.root, reader=r, max_age_s=0),
             RaplSource(fake.root, reader=r), NumaSource(fake.root, reader=r),
             TasksSource(fake.root, reader=r)]
 

@@ -13,6 +13,7 @@ hardware PMU, is computed by derive() from the perf source.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,9 @@ class FreqSource:
     name = "freq"
 
     def __init__(self, root: Path = Path("/"), reader: Reader = read_text,
-                 counter_opener: Callable[[int, int, int], Callable[[], int]] | None = None
-                 ) -> None:
+                 counter_opener: Callable[[int, int, int], Callable[[], int]] | None = None,
+                 max_age_s: float = 0.9, budget: int = 128,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
         self._reader = reader
         self._opener = counter_opener or (pe.Counter if is_live(self.root) else None)
@@ -55,6 +57,10 @@ class FreqSource:
         self._cur_paths = [str(self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq")
                            for c in self.cpus]
         self._max_khz = np.full(len(self.cpus), np.nan)
+        # scaling_cur_freq: last value and when it was read, per PU (see _read_cur_khz)
+        self.max_age_s, self.budget, self._clock = max_age_s, max(1, budget), clock
+        self._cur = np.full(len(self.cpus), np.nan)
+        self._cur_at = np.full(len(self.cpus), -np.inf)
         for i, c in enumerate(self.cpus):
             t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq")
             if t and t.strip().isdigit():
@@ -128,27 +134,42 @@ class FreqSource:
         return out
 
     def _read_cur_khz(self) -> np.ndarray:
-        """One small file per PU: the hot loop of this source (os.open/os.read, paths made
-        once), about 3x cheaper than going through pathlib per file."""
-        cur = np.full(len(self.cpus), np.nan)
+        """scaling_cur_freq per PU, at most every ``max_age_s`` per PU and at most
+        ``budget`` files per sweep (the stalest first; never-read PUs always), the others
+        reused. The value is the driver's last instantaneous estimate, so re-reading it ten
+        times a second adds cost, not information; one small file per PU is this source's
+        whole cost (1.6 ms per sweep at 384 PUs, 6.4 ms at 1024 when read every time)."""
+        now = self._clock()
+        age = now - self._cur_at
+        due = np.flatnonzero(age >= self.max_age_s)
+        if due.size > self.budget:
+            never = due[np.isinf(age[due])]
+            rest = due[~np.isinf(age[due])]
+            keep = max(0, self.budget - never.size)
+            rest = rest[np.argsort(self._cur_at[rest], kind="stable")[:keep]]
+            due = np.concatenate([never, rest])
+        cur = self._cur
         if self._reader is not read_text:
-            for i, path in enumerate(self._cur_paths):
-                t = read_optional(self._reader, Path(path))
-                if t and t.strip().isdigit():
-                    cur[i] = float(t)
-            return cur
-        for i, path in enumerate(self._cur_paths):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                cur[i] = float(os.read(fd, 32))
-            except (OSError, ValueError):
-                pass
-            finally:
-                os.close(fd)
-        return cur
+            for i in due.tolist():
+                t = read_optional(self._reader, Path(self._cur_paths[i]))
+                cur[i] = float(t) if t and t.strip().isdigit() else np.nan
+        else:
+            paths = self._cur_paths
+            for i in due.tolist():
+                # os.open/os.read on a str path made once: ~3x cheaper than pathlib per file.
+                try:
+                    fd = os.open(paths[i], os.O_RDONLY)
+                except OSError:
+                    cur[i] = np.nan
+                    continue
+                try:
+                    cur[i] = float(os.read(fd, 32))
+                except (OSError, ValueError):
+                    cur[i] = np.nan       # could not be read: not available, never 0
+                finally:
+                    os.close(fd)
+        self._cur_at[due] = now
+        return cur.copy()
 
     def close(self) -> None:
         for pair in self._msr:
