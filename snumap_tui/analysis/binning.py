@@ -41,10 +41,29 @@ class KeyMap:
 
     def __call__(self, tids: np.ndarray) -> np.ndarray:
         tids = tids.astype(np.int64)
-        if not len(self.tids):
+        if not len(self.tids) or not len(tids):
             return tids
+        lut = self._lut()
+        if lut is not None and int(tids.min()) >= 0 and int(tids.max()) < len(lut):
+            return lut[tids].astype(np.int64)
         pos = np.clip(np.searchsorted(self.tids, tids), 0, len(self.tids) - 1)
         return np.where(self.tids[pos] == tids, self.keys[pos], tids)
+
+    def _lut(self) -> np.ndarray | None:
+        """A dense table tid -> key (identity where unknown), built on first use when tids are
+        small (below pid_max they are): one gather per redraw instead of a binary search per
+        interval on screen, which was half the cost of the zoomed-out view."""
+        lut = self.__dict__.get("_table")
+        if lut is None and "_table" not in self.__dict__:
+            lo, hi = int(self.tids[0]), int(self.tids[-1])
+            if lo >= 0 and hi < _LUT_MAX and int(np.abs(self.keys).max()) < 2**31:
+                lut = np.arange(hi + 1, dtype=np.int32)
+                lut[self.tids] = self.keys
+            object.__setattr__(self, "_table", lut)   # frozen: a cache, not state
+        return lut
+
+
+_LUT_MAX = 1 << 22
 
 
 @dataclass
@@ -97,6 +116,70 @@ def _row_contributions(s: np.ndarray, e: np.ndarray, k: np.ndarray, edges: np.nd
     return cell + base, np.concatenate(keys), np.concatenate(amts)
 
 
+# Cells x distinct keys up to which the dominant key is found with one bincount over a dense
+# (cell, key) grid (8 bytes per slot: 32 MB at most), above which by sorting (cell, key) pairs.
+_DENSE_GRID = 1 << 22
+
+
+def _dense_ids(kk: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(id per item, key per id) with ids in key order, through a lookup table when the keys
+    are small non-negative numbers (tids, pids: below pid_max); None otherwise."""
+    lo, hi = int(kk.min()), int(kk.max())
+    if lo < 0 or hi >= _DENSE_GRID:
+        return None
+    seen = np.zeros(hi + 1, dtype=bool)
+    seen[kk] = True
+    uniq = np.flatnonzero(seen)
+    lut = np.zeros(hi + 1, dtype=np.int64)
+    lut[uniq] = np.arange(len(uniq))
+    return lut[kk], uniq
+
+
+def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndarray,
+              ncell: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each cell with contributions: (cell, key with the largest summed weight, that key's
+    summed ``amt``). Ties go to the largest key, whichever way it is computed.
+
+    A screen is a few thousand cells and a handful to a few thousand keys, so the sums usually
+    fit a dense (cell, key) grid filled by one bincount, with no sort at all; the zoomed-out
+    view (every interval of the recording on screen) then costs a few passes over the
+    intervals. Otherwise (huge key counts) the (cell, key) pairs are sorted once."""
+    other = kk == _OTHER_KEY
+    if other.any():          # under a filter: the one key kept, and _OTHER_KEY
+        rest = kk[~other]
+        dense: tuple[np.ndarray, np.ndarray] | None = (
+            other.astype(np.int64), np.array([rest[0] if len(rest) else 0, _OTHER_KEY]))
+    else:
+        dense = _dense_ids(kk)
+    if dense is not None and ncell * len(dense[1]) <= _DENSE_GRID:
+        ids, uniq = dense
+        nk = len(uniq)
+        flat = cell * nk + ids
+        grid = np.bincount(flat, weights=weight, minlength=ncell * nk).reshape(ncell, nk)
+        has = np.bincount(cell, minlength=ncell) > 0
+        gcell = np.flatnonzero(has)
+        g = grid[gcell]
+        win = nk - 1 - np.argmax(g[:, ::-1], axis=1)      # last of equal maxima: largest key
+        if weight is amt:
+            graw = g[np.arange(len(gcell)), win]
+        else:
+            graw = np.bincount(flat, weights=amt, minlength=ncell * nk)[gcell * nk + win]
+        return gcell, uniq[win], graw
+    combo = (cell << 32) | (kk & 0xFFFFFFFF)
+    order = np.argsort(combo, kind="stable")
+    combo = combo[order]
+    starts = np.flatnonzero(np.concatenate([[True], combo[1:] != combo[:-1]]))
+    sums = np.add.reduceat(weight[order], starts)
+    raw = np.add.reduceat(amt[order], starts)
+    gcell = combo[starts] >> 32
+    gkey = combo[starts] & 0xFFFFFFFF
+    # Per cell the largest sum: sort groups by (cell, sum) and take each cell's last.
+    o2 = np.lexsort((sums, gcell))
+    last = np.concatenate([gcell[o2][1:] != gcell[o2][:-1], [True]])
+    win = o2[last]
+    return gcell[win], gkey[win], raw[win]
+
+
 def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, ncols: int,
              keymap: KeyMap | None = None, only_key: int | None = None) -> GanttBins:
     """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
@@ -135,21 +218,9 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
         amt = np.concatenate(all_a).astype(np.float64)
         busy = np.bincount(cell, weights=amt, minlength=ncell) / width
         weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) if only_key is not None else amt
-        # One sort of (cell, key) pairs; cells are already nearly ordered, which timsort likes.
-        combo = (cell << 32) | (kk & 0xFFFFFFFF)
-        order = np.argsort(combo, kind="stable")
-        combo = combo[order]
-        starts = np.flatnonzero(np.concatenate([[True], combo[1:] != combo[:-1]]))
-        sums = np.add.reduceat(weight[order], starts)
-        raw = np.add.reduceat(amt[order], starts)
-        gcell = combo[starts] >> 32
-        gkey = combo[starts] & 0xFFFFFFFF
-        # Per cell the largest sum: sort groups by (cell, sum) and take each cell's last.
-        o2 = np.lexsort((sums, gcell))
-        last = np.concatenate([gcell[o2][1:] != gcell[o2][:-1], [True]])
-        win = o2[last]
-        key[gcell[win]] = np.where(gkey[win] == _OTHER_KEY, OTHER, gkey[win])
-        share[gcell[win]] = raw[win] / width[gcell[win]]
+        gcell, gkey, graw = _dominant(cell, kk, weight, amt, ncell)
+        key[gcell] = np.where(gkey == _OTHER_KEY, OTHER, gkey)
+        share[gcell] = graw / width[gcell]
     shape = (len(rows), ncols)
     return GanttBins(t0, t1, edges, rows, key.reshape(shape),
                      np.clip(busy, 0.0, 1.0).reshape(shape), np.clip(share, 0, 1).reshape(shape))

@@ -36,6 +36,7 @@ AXIS_STYLE = Style(color="grey62")
 CURSOR = Style(bgcolor="grey30")
 SELECTED = Style(reverse=True)
 MAX_MIG = 32
+MIG_LOOKBACK_NS = 1_000_000_000   # how far back a switch-in looks for where its thread ran
 
 
 def key_colour(key: int) -> str:
@@ -281,15 +282,8 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
     u, inv = np.unique(tids, return_inverse=True)
     ns = np.bincount(inv, weights=(e - s))
     sw = np.bincount(inv, weights=ins)
-    # Migrations in: a switch-in whose thread last ran on another PU (the first MAX_MIG
-    # switch-ins only; each looks back a bounded number of intervals per PU).
-    mig = 0
-    ins_t = iv.start[r][lo:hi][ins][:MAX_MIG].tolist()
-    for t, st_t in zip(tids[ins][:MAX_MIG].tolist(), ins_t):
-        here = _last_before(iv, r, t, st_t)
-        elsewhere = max((_last_before(iv, rr, t, st_t) for rr in range(len(iv.cpus))
-                         if rr != r), default=-1)
-        mig += int(elsewhere > here)
+    ins_tid = tids[ins][:MAX_MIG]
+    mig = migrations_in(iv, r, ins_tid, iv.start[r][lo:hi][ins][:MAX_MIG])
     mig_s = f"{mig}{'+' if int(ins.sum()) > MAX_MIG else ''}"
     order = np.argsort(-ns)
     parts = [f"{data.names.get(int(u[j]), '?')} {int(u[j])} {fmt_time(float(ns[j]))} "
@@ -299,9 +293,36 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
     return head + ", ".join(parts) + more + f"; busy {busy:.0%}, {mig_s} migr in"
 
 
-def _last_before(iv: Intervals, r: int, tid: int, t: int, lookback: int = 4096) -> int:
-    """End of the last interval of ``tid`` on row r that started before t (-1: none)."""
-    hi = int(np.searchsorted(iv.start[r], t, "left"))
-    lo = max(0, hi - lookback)
-    m = np.flatnonzero(iv.tid[r][lo:hi] == tid)
-    return int(iv.end[r][lo + m[-1]]) if len(m) else -1
+def migrations_in(iv: Intervals, r: int, tids: np.ndarray, times: np.ndarray,
+                  lookback: int = 4096, lookback_ns: int = MIG_LOOKBACK_NS) -> int:
+    """How many of the switch-ins (tids[i] at times[i] on row r) are migrations: the thread's
+    previous interval (the last one that started before, on any PU) was on another PU.
+
+    One pass over every PU's recent intervals (at most ``lookback`` intervals and
+    ``lookback_ns`` before the first switch-in): a thread seen on no PU in that window counts
+    as no migration. The candidates of those threads are gathered once and each switch-in
+    looks at its thread's latest one, so the cost is a couple of searchsorted per PU, not per
+    PU per switch-in (which made a zoomed-out redraw cost a quarter of a second)."""
+    if not len(tids):
+        return 0
+    t_lo, t_hi = int(times.min()) - lookback_ns, int(times.max())
+    rows, starts, ctids = [], [], []
+    for rr, st in enumerate(iv.start):
+        hi = int(np.searchsorted(st, t_hi, "left"))
+        lo = max(hi - lookback, int(np.searchsorted(st, t_lo, "left")))
+        if hi > lo:
+            rows.append(np.full(hi - lo, rr, dtype=np.int32))
+            starts.append(st[lo:hi])
+            ctids.append(iv.tid[rr][lo:hi])
+    if not rows:
+        return 0
+    c_tid = np.concatenate(ctids)
+    keep = np.isin(c_tid, tids)
+    c_tid, c_start, c_row = c_tid[keep], np.concatenate(starts)[keep], np.concatenate(rows)[keep]
+    mig = 0
+    for tid, t in zip(tids.tolist(), times.tolist()):
+        m = (c_tid == tid) & (c_start < t)
+        if m.any():
+            j = np.flatnonzero(m)
+            mig += int(c_row[j[np.argmax(c_start[j])]] != r)
+    return mig
