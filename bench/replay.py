@@ -52,6 +52,7 @@ def make(path: Path, n_events: int) -> float:
 
 def measure(path: str) -> dict[str, float]:
     """Runs in a child: open + first screen + redraws, with tracemalloc."""
+    import gc
     import resource
     import tracemalloc
 
@@ -60,7 +61,8 @@ def measure(path: str) -> dict[str, float]:
     from snumap_tui.ui.gantt import GanttState, render_gantt
     from snumap_tui.ui.replay_data import load_replay
     imports = time.perf_counter() - t
-    tracemalloc.start()          # after the imports: what the recording costs, not the code
+    # Timed first without tracemalloc (it slows every allocation, and the decode thread's),
+    # then the peak memory of a second, traced open + first screen.
     t = time.perf_counter()
     rec = open_recording(path)
     data = load_replay(rec)
@@ -69,14 +71,23 @@ def measure(path: str) -> dict[str, float]:
     t2 = time.perf_counter()
     render_gantt(data, st, W, H)
     t_first = time.perf_counter() - t2
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     n = rec.event_count
     out = {"events": n, "intervals": len(data.intervals), "imports_s": imports,
            "load_s": t_load, "render_first_s": t_first, "first_screen_s": t_load + t_first,
-           "peak_bytes_per_event": peak / n, "intervals_bytes_per_event":
-           data.intervals.nbytes / n,
-           "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+           "intervals_bytes_per_event": data.intervals.nbytes / n}
+    del data, rec
+    gc.collect()
+    tracemalloc.start()          # after the imports: what the recording costs, not the code
+    t = time.perf_counter()
+    rec = open_recording(path)
+    data = load_replay(rec)
+    st = GanttState(data.t0, data.t1)
+    render_gantt(data, st, W, H)
+    out["traced_first_screen_s"] = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    out["peak_bytes_per_event"] = peak / n
+    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     def redraw(name: str) -> None:
         times = []
@@ -106,25 +117,28 @@ def measure_app(path: str) -> dict[str, float]:
     import asyncio
 
     t = time.perf_counter()
+    from snumap_tui.commands.replay import load_for_ui
     from snumap_tui.store import open as open_recording
+    data = load_for_ui(open_recording(path))       # what `snumap replay FILE` does
     from snumap_tui.ui.replay import GanttView, ReplayApp
-    from snumap_tui.ui.replay_data import load_replay
 
-    async def go() -> float:
-        data = load_replay(open_recording(path))
+    async def go() -> tuple[float, float]:
         app = ReplayApp(data)
         async with app.run_test(size=(W, H)) as pilot:
             gv = app.query_one(GanttView)
-            while gv.redraws == 0:
-                await pilot.pause(0.005)
+            while gv.painted == 0:
+                await asyncio.sleep(0.001)
             first = time.perf_counter() - t
+            # Key event in, to the compositor asking for the new lines: the app's own latency.
+            # (Pilot.press would add its idle detection: two sleeps of 20 ms or more.)
             times = []
-            for key in ("plus", "l", "minus", "down"):
+            for key in ("plus", "l", "minus", "down", "plus", "h", "0", "up"):
+                await pilot.pause()
                 r0 = gv.redraws
                 t1 = time.perf_counter()
-                await pilot.press(key)
-                while gv.redraws == r0:
-                    await pilot.pause(0.001)
+                app.simulate_key(key)
+                while gv.redraws == r0 or gv.painted < gv.redraws:
+                    await asyncio.sleep(0.0005)
                 times.append(time.perf_counter() - t1)
             await pilot.press("q")
         return first, sorted(times)[len(times) // 2]

@@ -65,6 +65,7 @@ class GanttView(Widget, can_focus=True):
         self.rendered: Rendered | None = None
         self._lines: list[list[Segment]] = []
         self.redraws = 0
+        self.painted = 0        # the redraw whose lines the compositor last asked for (bench)
 
     def rebuild(self) -> None:
         w, h = self.size.width, self.size.height
@@ -80,6 +81,8 @@ class GanttView(Widget, can_focus=True):
         self.rebuild()
 
     def render_line(self, y: int) -> Strip:
+        if y == 0:
+            self.painted = self.redraws
         if y < len(self._lines):
             return Strip(self._lines[y]).crop(0, self.size.width)
         return Strip.blank(self.size.width)
