@@ -94,13 +94,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_tui(topo: Topology, root: Path, interval_s: float) -> int:
+    feed = LiveFeed(topo, root, interval_s)
+    # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
+    # then already has a previous sample, some 0.3 s older, so the first frame (with
+    # utilisation) appears as soon as the screen does.
+    feed.sampler.sweep()
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
-    feed = LiveFeed(topo, root, interval_s)
-    # Sweep once now, while Textual starts: the sampler's first sweep after mount then already
-    # has a previous sample, so the first frame appears as soon as the screen does.
-    feed.sampler.sweep()
     app = TopApp(topo, feed=feed, host=HostReader(root, topo), interval_s=interval_s)
     app.run()
     return 0

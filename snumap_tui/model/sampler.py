@@ -199,8 +199,12 @@ class Sampler:
              on_sample: Callable[[Sample], None] | None,
              on_error: Callable[[BaseException], None] | None) -> None:
         try:
-            # The first Frame needs two sweeps: make the first gap short so a UI fills in fast.
+            # The first Frame needs two sweeps: make the first gap short so a UI fills in fast,
+            # and keep it short (a few times at most) while the frames have no utilisation yet:
+            # /proc/stat had not moved between the two sweeps (a fake tree written every
+            # 0.25 s, or a pre-sweep just before this thread started).
             first_gap = min(self.interval_s, 0.25)
+            short_left = 8
             due = time.monotonic()
             gap = first_gap
             while not self._stopping:
@@ -212,7 +216,12 @@ class Sampler:
                 if frame is not None:
                     callback(frame)
                 due += gap
-                gap = self.interval_s
+                if short_left > 0 and not self._has_util(frame):
+                    short_left -= 1
+                    gap = first_gap
+                else:
+                    short_left = 0
+                    gap = self.interval_s
                 now = time.monotonic()
                 if due <= now:              # fell behind: skip the missed ticks
                     due += math.ceil((now - due) / gap + 1e-9) * gap
@@ -224,6 +233,14 @@ class Sampler:
             if on_error is None:
                 raise
             on_error(exc)
+
+    def _has_util(self, frame: Frame | None) -> bool:
+        """Whether a frame shows the machine's utilisation (or never will: no /proc/stat)."""
+        if frame is None:
+            return False
+        if not any(s.name == "procstat" for s in self._active):
+            return True
+        return frame.get("util_pct", self.topology.root.id) is not None
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the runner and wait for its sweep in progress to finish."""
