@@ -222,6 +222,55 @@ print(" ".join(map(str, kids)))
 """
 
 
+SWITCH_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d+):\s+sched:sched_switch:.*?\bprev_pid=(\d+)\b"
+                         r".*?\bnext_pid=(\d+)\b")
+
+
+def parse_perf_switches(text: str) -> list[tuple[int, int, int, int]]:
+    """(cpu, t_ns, prev, next) of each sched_switch in `perf script --ns -F cpu,time,event,trace`
+    output (time as seconds.nanoseconds), in file order."""
+    out = []
+    for line in text.splitlines():
+        m = SWITCH_LINE.match(line)
+        if m:
+            t = int(m.group(2)) * 1_000_000_000 + int(m.group(3).ljust(9, "0")[:9])
+            out.append((int(m.group(1)), t, int(m.group(4)), int(m.group(5))))
+    return out
+
+
+def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.ndarray,
+                        tids: set[int]) -> dict[tuple[int, int], int]:
+    """(tid, cpu) -> ns that `perf sched timehist` charges to TIDS but they did not run, by
+    our events.
+
+    On this kernel (6.18 in a KVM guest) perf events on a tracepoint miss what happens on a CPU
+    leaving idle (the wakeup in its timer interrupt and the switch out of the idle task), while a
+    BPF program on the same tracepoint sees them. timehist then charges the task from the
+    switch before (into idle) -- the time it slept. Where perf's stream switches out a task it
+    never switched in, the part of that stretch before our own switch-in of it is timehist's
+    over-charge. Both recordings are on CLOCK_MONOTONIC (perf -k), so times compare directly."""
+    sw = events[events["kind"] == ev.SWITCH]
+    ins: dict[tuple[int, int], np.ndarray] = {}
+    for tid in tids:
+        mine = sw[sw["tid2"] == tid]
+        for cpu in set(mine["cpu"].tolist()):
+            ins[(tid, cpu)] = np.sort(mine["t_ns"][mine["cpu"] == cpu].astype(np.int64))
+    out: dict[tuple[int, int], int] = defaultdict(int)
+    last: dict[int, tuple[int, int]] = {}
+    for cpu, t, prev, nxt in sorted(perf_sw, key=lambda r: r[1]):
+        before = last.get(cpu)
+        last[cpu] = (t, nxt)
+        if before is None or prev not in tids or before[1] == prev:
+            continue
+        t_in = ins.get((prev, cpu))
+        if t_in is None:
+            continue
+        i = int(np.searchsorted(t_in, t, side="right")) - 1
+        if i >= 0 and t_in[i] > before[0]:
+            out[(prev, cpu)] += int(t_in[i]) - before[0]
+    return dict(out)
+
+
 @pytest.mark.parametrize("backend", ["bcc", "perf"])
 def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
     backend_or_skip(backend)
@@ -229,8 +278,9 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
     if perf is None:
         pytest.skip("perf (linux-perf) is not installed")
     data = tmp_path / "perf.data"
-    ps = subprocess.Popen([perf, "sched", "record", "-a", "-o", str(data)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # -k: perf record's clock, so that its times and ours (CLOCK_MONOTONIC) compare directly.
+    ps = subprocess.Popen([perf, "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o",
+                           str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(1.0)          # perf is tracing before the workload starts
         proc, out = snumap_record(tmp_path, backend, [PY, "-c", CONTENDED])
@@ -242,14 +292,21 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
     if ps.returncode not in (0, -signal.SIGINT, 130):
         pytest.fail(f"perf sched record failed: {err.decode(errors='replace')[-300:]}")
     th = subprocess.run([perf, "sched", "timehist", "-i", str(data)], check=False,
-                        capture_output=True,
-                        text=True, timeout=120)
+                        capture_output=True, text=True, timeout=120)
     assert th.returncode == 0, th.stderr[-300:]
+    script = subprocess.run([perf, "script", "--ns", "-F", "cpu,time,event,trace", "-i",
+                             str(data)], check=False, capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0, script.stderr[-300:]
     ref = parse_timehist(th.stdout)
     kids = [int(x) for x in proc.stdout.split()]
     with store.open(out) as rec:
-        mine = run_time(rec.events())
+        events = rec.events()
+        mine = run_time(events)
         assert sum(rec.lost.values()) == 0
+    over = timehist_overcharge(parse_perf_switches(script.stdout), events, set(kids))
+    # The perf backend shares the blind spot and reconstructs by timehist's rule, so its
+    # over-charge is mostly 0 -- but not always: two perf consumers do not always miss the same
+    # records, and the accounting above covers whichever stretch the reference missed.
     compared = 0
     for tid in kids:
         cpus = {c for (t, c) in ref if t == tid} | {c for (t, c) in mine if t == tid}
@@ -257,8 +314,9 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
         assert total_ref > 0.3e9, f"perf saw too little of {tid}: {total_ref} ns"
         for cpu in cpus:
             a, b = mine.get((tid, cpu), 0), ref.get((tid, cpu), 0)
-            # Within 1 % of the thread's run time (timehist rounds each stretch to 1 µs and
-            # runs on perf's clock, not CLOCK_MONOTONIC).
-            assert abs(a - b) <= 0.01 * total_ref, (tid, cpu, a, b, total_ref)
+            extra = over.get((tid, cpu), 0)
+            # Within 1 % of the thread's run time once timehist's over-charge is accounted for
+            # (timehist rounds each stretch to 1 µs; the two probes read the clock µs apart).
+            assert abs(a + extra - b) <= 0.01 * total_ref, (tid, cpu, a, extra, b, total_ref)
             compared += 1
     assert compared >= 3

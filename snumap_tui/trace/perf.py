@@ -102,6 +102,11 @@ class PerfTracer(Tracer):
         self._tracked: set[int] | None = None
         self._exited: list[int] = []
         self._last_switch: dict[int, tuple[int, int]] = {}
+        # Per read: names from fork/exec records (t_ns, tid, tgid, comm, ppid), applied in time
+        # order once all CPUs are merged (rings are decoded CPU by CPU, so a child's exec on one
+        # CPU can be decoded before its fork on another); and the comms switch records give.
+        self._seen_names: list[tuple[int, int, int | None, str, int | None]] = []
+        self._switch_comm: dict[int, bytes] = {}
 
     @classmethod
     def status(cls) -> SourceStatus:
@@ -202,11 +207,12 @@ class PerfTracer(Tracer):
             e["tid"], e["tid2"], e["arg"] = s["prev_pid"], s["next_pid"], s["prev_state"]
             e["pid"][e["tid"] == 0] = 0
             e["pid2"][e["tid2"] == 0] = 0
+            # Names of switch partners, used only for tasks that survive the filter.
             for tid_f, comm_f in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
                 pairs = np.unique(s[[tid_f, comm_f]])
                 for tid, comm in pairs.tolist():
                     if tid and tasks.comm.get(tid) is None:
-                        tasks.learn(tid, comm=comm_str(comm))
+                        self._switch_comm.setdefault(tid, comm)
         elif name in ("sched_wakeup", "sched_wakeup_new"):
             e["kind"] = ev.WAKEUP if name == "sched_wakeup" else ev.WAKEUP_NEW
             e["tid"], e["cpu"], e["pid"] = s["pid"], s["target_cpu"], -1
@@ -220,16 +226,16 @@ class PerfTracer(Tracer):
                 loc = int(s["child_comm"][i]) if "child_comm" in s.dtype.names else 0
                 comm = data_loc_str(buf, o + RAW_AT, loc) if loc else tasks.comm.get(
                     int(s["parent_pid"][i]), "")
-                tasks.learn(int(s["child_pid"][i]), comm=comm, ppid=int(s["s_pid"][i]),
-                            t_ns=int(s["s_time"][i]))
+                self._seen_names.append((int(s["s_time"][i]), int(s["child_pid"][i]),
+                                         None, comm, int(s["s_pid"][i])))
         elif name == "sched_process_exec":
             e["kind"] = ev.EXEC
             e["tid"] = s["pid"]
             for i, o in enumerate(at.tolist()):
                 path = data_loc_str(buf, o + RAW_AT, int(s["filename"][i]))
                 # fs/exec.c: the new comm is the basename of the file name, cut to 15 bytes.
-                tasks.learn(int(s["pid"][i]), tgid=int(s["pid"][i]),
-                            comm=path.rsplit("/", 1)[-1][:15], t_ns=int(s["s_time"][i]))
+                self._seen_names.append((int(s["s_time"][i]), int(s["pid"][i]),
+                                         int(s["pid"][i]), path.rsplit("/", 1)[-1][:15], None))
         elif name == "sched_process_exit":
             e["kind"] = ev.EXIT
             e["tid"] = s["pid"]
@@ -267,6 +273,7 @@ class PerfTracer(Tracer):
             events = events[np.argsort(events["t_ns"], kind="stable")]
         events = self._follow(events)
         tasks = self._tasks
+        self._learn_names(tasks.seen_tids(events))
         known = np.isin(events["kind"], (ev.SWITCH, ev.FORK, ev.EXEC, ev.EXIT))
         tasks.learn_pairs(events["tid"][known], events["pid"][known])
         tasks.fill(events)
@@ -274,6 +281,19 @@ class PerfTracer(Tracer):
         tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
         self._exited = events["tid"][events["kind"] == ev.EXIT].tolist()
         return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=lost)
+
+    def _learn_names(self, seen: np.ndarray) -> None:
+        """Names of the tasks the kept events name: fork/exec names in time order (the last
+        one wins, as in the kernel), then switch records' comm for the others."""
+        keep = set(seen.tolist())
+        for t_ns, tid, tgid, comm, ppid in sorted(self._seen_names, key=lambda x: x[0]):
+            if tid in keep:
+                self._tasks.learn(tid, tgid=tgid, comm=comm, ppid=ppid, t_ns=t_ns)
+        for tid, comm in self._switch_comm.items():
+            if tid in keep and self._tasks.comm.get(tid) is None:
+                self._tasks.learn(tid, comm=comm_str(comm))
+        self._seen_names = []
+        self._switch_comm = {}
 
     def _close(self) -> None:
         for ring in self._rings.values():
