@@ -265,6 +265,11 @@ class PerfTracer(Tracer):
             buf = ring.read()
             if buf:
                 parts.extend(self._decode_ring(buf, lost, cpu))
+        return self._batch(parts, lost)
+
+    def _batch(self, parts: list[np.ndarray], lost: dict[int, int]) -> ev.EventBatch:
+        """Decoded parts of all CPUs -> one time-sorted, filtered batch with task names
+        (also what bench/tracer_pipeline.py drives with synthetic ring bytes)."""
         events = np.concatenate(parts) if parts else ev.empty_events()
         events = events[np.argsort(events["t_ns"], kind="stable")]
         missed = missed_switch_ins(events, self._last_switch)
