@@ -29,10 +29,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from snumap_tui.native import perf_event as pe
+
 from bench._report import table, write_section
 from bench.store_pipeline import sched_trace
 from snumap_tui import store
-from snumap_tui.native import perf_event as pe
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.bcc import BccTracer
 from snumap_tui.trace.bpf_layout import load_layout, to_events
