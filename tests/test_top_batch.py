@@ -13,13 +13,15 @@ from fakefs import FakeRoot
 from snumap_tui.cli import main
 
 
-def _run_while_busy(fr: FakeRoot, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """Run the command while PU 0 of the fake machine is 100 % busy, the others idle."""
+def run_while_busy(fr: FakeRoot, argv: list[str], capsys: pytest.CaptureFixture[str],
+                   step_s: float = 0.05) -> str:
+    """Run the command while PU 0 of the fake machine is 100 % busy, the others idle (the
+    fake's counters advance every ``step_s``)."""
     stop = threading.Event()
 
     def tick() -> None:
-        while not stop.wait(0.05):
-            fr.advance(0.05, busy={0: 1.0})
+        while not stop.wait(step_s):
+            fr.advance(step_s, busy={0: 1.0})
 
     t = threading.Thread(target=tick, daemon=True)
     t.start()
@@ -36,7 +38,7 @@ def _run_while_busy(fr: FakeRoot, argv: list[str], capsys: pytest.CaptureFixture
 def test_batch_json_lines_per_pu_and_numa(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                           ) -> None:
     fr = FakeRoot(tmp_path, cpus=8, nodes=2, packages=2)
-    out = _run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
                                "--count", "2", "--interval", "0.3"], capsys)
     lines = out.splitlines()
     assert len(lines) == 2
@@ -51,7 +53,7 @@ def test_batch_json_lines_per_pu_and_numa(tmp_path: Path, capsys: pytest.Capture
 
 def test_batch_text_tree_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fr = FakeRoot(tmp_path, cpus=4, nodes=1, packages=1)
-    out = _run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
                                "--interval", "0.3"], capsys)
     assert out.startswith("== ")
     lines = out.splitlines()

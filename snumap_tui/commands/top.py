@@ -18,6 +18,7 @@ from snumap_tui.errors import SnumapError
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.model.frame import Frame
+    from snumap_tui.model.metrics import Catalogue
     from snumap_tui.topology.model import Topology
 
 
@@ -32,16 +33,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="batch: one JSON object per frame (Frame.to_dict)")
     parser.add_argument("--tasks", type=int, default=10, metavar="N",
                         help="batch text: how many of the busiest processes to print (default 10)")
+    parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
+                        help="your own metrics (TOML: [metric.NAME] formula, object, scale), "
+                             "after ~/.config/snumap/metrics.toml; may be repeated")
 
 
 class LiveFeed:
     """Adapts the model's Sampler to what the app needs (start/stop/interval/watched pid)."""
 
-    def __init__(self, topology: Topology, root: Path, interval_s: float) -> None:
+    def __init__(self, topology: Topology, root: Path, interval_s: float,
+                 catalogue: Catalogue | None = None) -> None:
         from snumap_tui.model.sampler import Sampler
 
         self.interval_s = interval_s
-        self.sampler = Sampler(topology, root, interval_s)
+        self.sampler = Sampler(topology, root, interval_s, catalogue=catalogue)
 
     def start(self, callback: Callable[[Frame], None]) -> None:
         self.sampler.start(callback)
@@ -80,21 +85,31 @@ def _root(args: argparse.Namespace) -> Path:
     return Path(args.fsroot) if args.fsroot else Path("/")
 
 
+def catalogue_from_args(args: argparse.Namespace) -> Catalogue:
+    """The built-in metrics, the user's config file and every --metrics FILE (a bad file is
+    one SnumapError line naming the file and the metric)."""
+    from snumap_tui.model.usermetrics import load_catalogue
+
+    return load_catalogue(getattr(args, "metrics", None) or ())
+
+
 def run(args: argparse.Namespace) -> int:
     _check(args)
     from snumap_tui.commands.common import topology_from_args
 
+    catalogue = catalogue_from_args(args)     # before anything starts: a bad file exits 2
     topo = topology_from_args(args)
     root = _root(args)
     if args.batch:
-        return run_batch(topo, root, args)
+        return run_batch(topo, root, args, catalogue)
     if not sys.stdout.isatty():
         raise SnumapError("the live view needs a terminal; use --batch for text or --json")
-    return run_tui(topo, root, args.interval)
+    return run_tui(topo, root, args.interval, catalogue)
 
 
-def run_tui(topo: Topology, root: Path, interval_s: float) -> int:
-    feed = LiveFeed(topo, root, interval_s)
+def run_tui(topo: Topology, root: Path, interval_s: float,
+            catalogue: Catalogue | None = None) -> int:
+    feed = LiveFeed(topo, root, interval_s, catalogue)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
@@ -102,7 +117,8 @@ def run_tui(topo: Topology, root: Path, interval_s: float) -> int:
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
-    app = TopApp(topo, feed=feed, host=HostReader(root, topo), interval_s=interval_s)
+    app = TopApp(topo, feed=feed, host=HostReader(root, topo), interval_s=interval_s,
+                 catalogue=catalogue)
     app.run()
     return 0
 
@@ -117,6 +133,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int) -> str:
     out = [f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s"
            + (f"  unavailable: {', '.join(down)}" if down else "")]
     out += plain_tree(frame)
+    out += user_metric_lines(frame)
     if ntasks and frame.tasks:
         out.append(f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND")
         for t in sort_tasks(frame.tasks, "cpu")[:ntasks]:
@@ -127,6 +144,25 @@ def batch_text(frame: Frame, host_line: str, ntasks: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def user_metric_lines(frame: Frame, per_metric: int = 16) -> list[str]:
+    """One line per metric of the user's file: its value on the objects it is attached to
+    (the machine and its packages when it names none), at most ``per_metric`` of them."""
+    from snumap_tui.ui.metricspec import _catalogue, user_metric_names, view_for
+
+    cat = _catalogue()
+    out = []
+    for name in user_metric_names(frame.values):
+        types = getattr(cat[name], "objects", None) or ("Machine", "Package")
+        objs = [o for o in frame.topology if o.type in types][:per_metric]
+        view = view_for(name)
+        cells = [(f"{o.type}:{o.os_index}" if o.os_index is not None and not o.is_cache
+                  else f"{o.type}#{o.logical_index}") + f"={view.fmt(frame.get(name, o.id), 0)}"
+                 for o in objs]
+        unit = f" ({view.unit})" if view.unit else ""
+        out.append(f"{name}{unit}: " + " ".join(cells))
+    return out
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (set, frozenset)):
         return sorted(o)
@@ -135,14 +171,17 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def run_batch(topo: Topology, root: Path, args: argparse.Namespace) -> int:
+def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
+              catalogue: Catalogue | None = None) -> int:
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
     from snumap_tui.model.sampler import Sampler
     from snumap_tui.ui.hostinfo import read_host
+    from snumap_tui.ui.metricspec import use_catalogue
 
+    use_catalogue(catalogue)
     host = read_host(root, topo)
     host_line = f"{host.host} Linux {host.kernel} {host.cpu_model}"
-    sampler = Sampler(topo, root, args.interval)
+    sampler = Sampler(topo, root, args.interval, catalogue=catalogue)
     printed = 0
     try:
         sampler.sweep()

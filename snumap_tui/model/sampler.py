@@ -70,6 +70,25 @@ def default_sources(root: Path = Path("/"), tasks: bool = True, topology: Topolo
     return out, missing
 
 
+def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
+    """Add the perf events a user's metrics file asks for (``events = [...]``) to the perf
+    source before it opens its groups (it opens them on its first status()). Only events
+    perf_event_open can be given by name (the generic hardware and software ones) are added;
+    the metrics that need any other stay "not available"."""
+    wanted = list(dict.fromkeys(events))
+    if not wanted:
+        return
+    from snumap_tui.native import perf_event as pe
+
+    for s in sources:
+        if s.name != "perf" or not hasattr(s, "hw_events"):
+            continue
+        hw = [e for e in wanted if e in pe.HARDWARE_EVENTS and e not in s.hw_events]
+        sw = [e for e in wanted if e in pe.SOFTWARE_EVENTS and e not in s.sw_events]
+        s.hw_events = (*s.hw_events, *hw)
+        s.sw_events = (*s.sw_events, *sw)
+
+
 def check_interval(seconds: float) -> float:
     try:
         s = float(seconds)
@@ -99,6 +118,7 @@ class Sampler:
         else:
             made = [s for s in sources if tasks or s.name != "tasks"]
             missing = []
+        _request_events(made, getattr(self.catalogue, "extra_counters", frozenset()))
         self.sources: list[Source] = made
         self._status: dict[str, SourceStatus] = {s.name: s for s in missing}
         for s in made:

@@ -34,9 +34,16 @@ from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 
 from snumap_tui.model.frame import Frame, TaskRow
+from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.hostinfo import HostInfo
-from snumap_tui.ui.metricspec import MetricView, heatmap_metrics, resolve, view_for
+from snumap_tui.ui.metricspec import (
+    MetricView,
+    heatmap_metrics,
+    resolve,
+    use_catalogue,
+    view_for,
+)
 from snumap_tui.ui.panels import (
     HeatmapPanel,
     ProcessPanel,
@@ -128,8 +135,11 @@ class TopApp(App[int]):
 
     def __init__(self, topology: Topology, feed: FrameFeed | None = None,
                  host: Callable[[], HostInfo] | None = None, interval_s: float = 1.0,
-                 history: int = 120) -> None:
+                 history: int = 120, catalogue: Catalogue | None = None) -> None:
         super().__init__()
+        # The user's metrics (--metrics FILE): the views take their scale, unit and header
+        # from it, and the metric picker (m) offers them right after the usual ones.
+        use_catalogue(catalogue)
         self.topology = topology
         self.feed = feed
         self.host_fn = host or (lambda: HostInfo("?", "?", "?"))

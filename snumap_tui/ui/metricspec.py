@@ -99,7 +99,20 @@ def resolve(values: dict[str, Any], key: str) -> str | None:
     return None
 
 
+_CATALOGUE: Any = None     # set by use_catalogue(): the built-ins plus the user's metrics
+
+
+def use_catalogue(catalogue: Any) -> None:
+    """Make the views use this catalogue (``snumap top --metrics FILE``: the user's metrics
+    get their unit, scale, thresholds and description); None goes back to the built-ins."""
+    global _CATALOGUE
+    _CATALOGUE = catalogue
+    view_for.cache_clear()
+
+
 def _catalogue() -> Any:
+    if _CATALOGUE is not None:
+        return _CATALOGUE
     try:
         from snumap_tui.model.metrics import default_catalogue
     except ImportError:    # pragma: no cover - the model is part of the package
@@ -107,17 +120,27 @@ def _catalogue() -> Any:
     return default_catalogue()
 
 
+def user_metric_names(values: dict[str, Any]) -> list[str]:
+    """The metrics of a frame that come from the user's TOML file, in the file's order."""
+    cat = _catalogue()
+    if cat is None:
+        return []
+    return [m.name for m in cat if getattr(m, "user", False) and m.name in values]
+
+
 @lru_cache(maxsize=256)
 def view_for(key: str) -> MetricView:
     """The view of metric ``key``: the default, with scale/thresholds from the catalogue
     (cached: the views ask for it per row and per frame)."""
     name = ALIASES.get(key, (key,))[0]
-    base = next((m for m in DEFAULTS if m.key == name), None) or MetricView(
-        name, name.split("_")[0][:6], "", digits=2)
+    default = next((m for m in DEFAULTS if m.key == name), None)
+    base = default or MetricView(name, name.split("_")[0][:6], "", digits=2)
     cat = _catalogue()
     if cat is None or name not in cat:
         return base
     spec = cat[name]
+    if default is None and getattr(spec, "user", False):
+        base = replace(base, label=name[:6])     # a user's metric: its own name as header
     changes: dict[str, Any] = {"lo": spec.vmin, "hi": spec.vmax, "log": spec.scale == "log",
                                "description": spec.description}
     warn = [t for t in spec.thresholds if t.level == "warn"]
@@ -143,6 +166,9 @@ def heatmap_metrics(values: dict[str, Any], pu_ids: Any = None) -> list[MetricVi
         return bool(np.isfinite(np.asarray(arr)[pu_ids]).any())
 
     out = [view_for(m.key) for m in DEFAULTS if has_pu_values(m.key)]
+    # The user's own metrics next: whoever wrote a metrics file wants to see them first.
+    out += [view_for(n) for n in user_metric_names(values)
+            if n not in {m.key for m in out} and has_pu_values(n)]
     known = {m.key for m in out}
     out += [view_for(n) for n in values if n not in known and n not in
             {m.key for m in DEFAULTS} and has_pu_values(n)]
