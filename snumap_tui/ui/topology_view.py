@@ -129,18 +129,55 @@ class TopologyTable(ScrollView, can_focus=True):
         self.marked_pus: frozenset[int] = frozenset()   # positions into topology.pus
         self.marked_nodes: frozenset[int] = frozenset()  # NUMA OS indexes
         self._blank: Strip | None = None                  # the empty line below the rows
+        # Per row index: (frame generation, its Text) and (Text key, cursor style, width,
+        # Strip). A new frame repaints only the visible rows whose text changed, and a repaint
+        # for another reason (cursor, scroll) reuses the Strips: Textual's cost per frame is
+        # per line refreshed, and most lines do not change from one second to the next.
+        self._gen = 0
+        self._texts: dict[int, tuple[int, Text, tuple[object, ...]]] = {}
+        self._strips: dict[int, tuple[tuple[object, ...], object, int, Strip]] = {}
+        self._pu_pos = {p.os_index: i for i, p in enumerate(topology.pus)}
 
     # ---- public API ------------------------------------------------------------------------
     def set_frame(self, frame: Frame | None) -> None:
         self.frame = frame
-        self.refresh()
+        self._gen += 1
+        if not self.is_mounted or not self.size.height:
+            self.refresh()
+            return
+        top = self.scroll_offset.y
+        for idx in range(top, min(top + self.size.height, len(self.rows))):
+            old = self._texts.get(idx)
+            _, key = self._text(idx)
+            if old is None or old[2] != key:
+                self.refresh_line(idx)
 
     def set_marks(self, pus: Iterable[int], nodes: Iterable[int]) -> None:
         """Mark rows covering these PUs (OS indexes) and NUMA nodes (a selected process)."""
-        pos = {p.os_index: i for i, p in enumerate(self.topology.pus)}
-        self.marked_pus = frozenset(pos[p] for p in pus if p in pos)
-        self.marked_nodes = frozenset(nodes)
+        marked = frozenset(self._pu_pos[p] for p in pus if p in self._pu_pos)
+        nodes = frozenset(nodes)
+        if marked == self.marked_pus and nodes == self.marked_nodes:
+            return                     # every frame sets them: repaint only on a change
+        self.marked_pus = marked
+        self.marked_nodes = nodes
+        self._forget()
         self.refresh()
+
+    def _forget(self) -> None:
+        """Rows or marks changed: no cached text is valid any more."""
+        self._gen += 1
+        self._texts.clear()
+
+    def _text(self, idx: int) -> tuple[Text, tuple[object, ...]]:
+        """Row ``idx``'s Text for the current frame and a key that changes with its look."""
+        got = self._texts.get(idx)
+        if got is not None and got[0] == self._gen:
+            return got[1], got[2]
+        row = self.rows[idx]
+        text = row_text(self.frame, row, self.size.width, self._is_marked(row))
+        key = (text.plain, tuple(text.spans), self.size.width)
+        self._texts[idx] = (self._gen, text, key)
+        return text, key
 
     @property
     def selected_obj(self) -> int:
@@ -148,6 +185,7 @@ class TopologyTable(ScrollView, can_focus=True):
 
     def _rebuild(self) -> None:
         self.rows = visible_rows(self.topology, self.collapsed)
+        self._forget()
         self.virtual_size = Size(self.size.width, len(self.rows))
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
         self.refresh()
@@ -158,6 +196,7 @@ class TopologyTable(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, len(self.rows))
+        self._forget()
 
     def watch_cursor(self, old: int, new: int) -> None:
         self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True)
@@ -183,12 +222,19 @@ class TopologyTable(ScrollView, can_focus=True):
             if self._blank is None or self._blank.cell_length != width:
                 self._blank = Strip.blank(width, self.rich_style)
             return self._blank
-        row = self.rows[idx]
-        text = row_text(self.frame, row, width, self._is_marked(row))
-        if idx == self.cursor:
-            text.stylize(Style(reverse=True) if self.has_focus else Style(bgcolor="grey30"))
+        text, key = self._text(idx)
+        cursor = (self.has_focus if idx == self.cursor else None)
+        cached = self._strips.get(idx)
+        if cached is not None and cached[0] == key and cached[1] == cursor and \
+                cached[2] == width:
+            return cached[3]
+        if cursor is not None:
+            text = text.copy()
+            text.stylize(Style(reverse=True) if cursor else Style(bgcolor="grey30"))
         segs = list(text.render(self.app.console))
-        return Strip(segs).extend_cell_length(width).crop(0, width)
+        strip = Strip(segs).extend_cell_length(width).crop(0, width)
+        self._strips[idx] = (key, cursor, width, strip)
+        return strip
 
     def on_click(self, event: object) -> None:
         y = getattr(event, "y", None)
