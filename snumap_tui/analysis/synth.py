@@ -9,6 +9,7 @@ memory child > Core > PU, PU OS indexes in logical order).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,14 @@ def write_recording(path: str | Path, topology: Topology, events: np.ndarray | I
     hdr = {"host": topology.meta.get("HostName", "synthetic"), "backend": "synthetic",
            "kernel": "synthetic", "topology": topology.to_dict()}
     hdr.update(header or {})
-    parts = [events] if isinstance(events, np.ndarray) else events
+    parts = iter([events] if isinstance(events, np.ndarray) else events)
+    first = next(parts, None)
+    if first is not None and len(first) and "start_monotonic_ns" not in hdr:
+        # The events' clock, not this machine's: the replay header turns cursor times into
+        # wall-clock times through start_monotonic_ns (the Writer's default is time.monotonic).
+        hdr["start_monotonic_ns"] = int(first["t_ns"].min())
+    if first is not None:
+        parts = itertools.chain([first], parts)
     with Writer(path, hdr, force=True, max_chunk_events=chunk) as w:
         w.add_events(EventBatch(tasks=list(tasks), lost=dict(lost or {})))
         for t, text in markers:

@@ -84,7 +84,9 @@ class GanttView(Widget, can_focus=True):
         if y == 0:
             self.painted = self.redraws
         if y < len(self._lines):
-            return Strip(self._lines[y]).crop(0, self.size.width)
+            # Padded to the width: a short line (the legend) would otherwise end in the
+            # widget's background colour, a dark block in the middle of the chart's row.
+            return Strip(self._lines[y]).adjust_cell_length(self.size.width)
         return Strip.blank(self.size.width)
 
 
