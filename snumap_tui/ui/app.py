@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import ClassVar, Protocol
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -155,6 +156,7 @@ class TopApp(App[int]):
         self.shown_tasks: list[TaskRow] = []
         self.frames_drawn = 0
         self._head_width = -1
+        self._shown: dict[str, tuple[object, ...]] = {}
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -226,9 +228,9 @@ class TopApp(App[int]):
         width = self.size.width
         sources = self.frame.sources if self.frame else {}
         # Fixed-height widgets: update without a layout pass (the costliest part of a frame).
-        self.query_one("#header", Static).update(header_lines(
+        self._update_static("#header", header_lines(
             self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
-            metric=self.metric, view=self.view, width=width), layout=False)
+            metric=self.metric, view=self.view, width=width))
         if self.too_small:
             return
         selected = self._selected_task()
@@ -248,6 +250,16 @@ class TopApp(App[int]):
         else:
             self._draw_processes(selected)
 
+    def _update_static(self, selector: str, text: Text) -> None:
+        """Update a fixed-height Static without a layout pass, and not at all when its text
+        and styles are what it already shows (the header changes every few seconds, not
+        every frame): Textual's cost is per widget repainted."""
+        key = (text.plain, tuple(text.spans))
+        if self._shown.get(selector) == key:
+            return
+        self._shown[selector] = key
+        self.query_one(selector, Static).update(text, layout=False)
+
     def _draw_spark(self) -> None:
         view = self.metric
         obj = self.topology[self.selected_obj]
@@ -256,8 +268,7 @@ class TopApp(App[int]):
             name = resolve(f.values, view.key)
             hist.append(f.get(name, obj.id) if name else None)
         label = obj.label() if obj.type != "Machine" else "Machine"
-        self.query_one("#spark", Static).update(
-            spark_text(label, view, hist, self.size.width), layout=False)
+        self._update_static("#spark", spark_text(label, view, hist, self.size.width))
 
     def _tasks(self) -> list[TaskRow]:
         tasks = self.frame.tasks if self.frame else []
