@@ -176,5 +176,15 @@ def plan_for(topology: Topology) -> Plan:
     if hit is not None and hit[0]() is topology:
         return hit[1]
     plan = Plan(topology)
-    _PLANS[key] = (weakref.ref(topology, lambda _r, k=key: _PLANS.pop(k, None)), plan)
+    _PLANS[key] = (weakref.ref(topology, lambda r, k=key, d=_PLANS: _forget(d, k, r)), plan)
     return plan
+
+
+def _forget(plans: dict[int, tuple[weakref.ref[Topology], Plan]], key: int,
+            ref: weakref.ref[Topology]) -> None:
+    """Drop a dead topology's Plan. The dict is bound at creation because module globals may
+    already be None when the callback runs at interpreter exit, and only the entry of *this*
+    ref is dropped: a new topology may have been given the dead one's id meanwhile."""
+    hit = plans.get(key)
+    if hit is not None and hit[0] is ref:
+        del plans[key]
