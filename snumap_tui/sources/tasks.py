@@ -201,8 +201,8 @@ class TasksSource:
     def _thread_rows(self, d: str, pid: int, lead: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every thread of one process from task/TID/stat (a single-threaded process: one
         file, no directory listing)."""
-        if lead["num_threads"] == 1:
-            tids = [pid]
+        if lead["num_threads"] == 1 and lead["state"] != "Z":
+            tids = [pid]        # (a zombie leader may have one live thread of another tid)
         else:
             tids = sorted(int(t) for t in os.listdir(d + "/task") if t.isdigit())
         rows = []
