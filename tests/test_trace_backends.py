@@ -249,7 +249,8 @@ def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.nda
     switch before (into idle) -- the time it slept. Where perf's stream switches out a task it
     never switched in, the part of that stretch before our own switch-in of it is timehist's
     over-charge. Both recordings are on CLOCK_MONOTONIC (perf -k), so times compare directly."""
-    sw = events[events["kind"] == ev.SWITCH]
+    # Only switch-ins the kernel traced: reconstructed ones (arg = -1) follow timehist's rule.
+    sw = events[(events["kind"] == ev.SWITCH) & (events["arg"] != -1)]
     ins: dict[tuple[int, int], np.ndarray] = {}
     for tid in tids:
         mine = sw[sw["tid2"] == tid]
