@@ -129,6 +129,7 @@ class TasksSource:
         self.refresh_s = refresh_s
         self._clock = clock
         self._procs: dict[tuple[int, int], _Proc] = {}
+        self._leads: dict[int, tuple[str, dict[str, Any]]] = {}   # pid -> last stat line
         self.numa_pids: set[int] = set()
         self.counter_pids: set[int] = set()
         self._counters: Any = None
@@ -235,13 +236,19 @@ class TasksSource:
             return {"threads": _arrays(cols), "processes": processes}
         now = self._clock()
         old = self._procs
+        old_leads = self._leads
+        leads: dict[int, tuple[str, dict[str, Any]]] = {}
         seen: dict[tuple[int, int], _Proc] = {}
         for pid in pids:
             d = f"{self._proc_s}/{pid}"
             try:
-                lead = parse_stat(self._read(d + "/stat"))
+                raw = self._read(d + "/stat")
+                last = old_leads.get(pid)
+                # A sleeping process's stat line is often byte for byte the last one.
+                lead = last[1] if last is not None and last[0] == raw else parse_stat(raw)
             except (OSError, ValueError):
                 continue         # gone (or not a process any more) since the listing
+            leads[pid] = (raw, lead)
             key = (pid, lead["starttime"])
             ent = old.get(key)
             kthread = bool(lead["flags"] & PF_KTHREAD)
@@ -306,6 +313,7 @@ class TasksSource:
                 cols["nice"].append(nice)
         # Processes that ended are forgotten, so the memory does not grow with every pid seen.
         self._procs = seen
+        self._leads = leads
         return {"threads": _arrays(cols), "processes": processes}
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ and replay drive them the same way. Text building is in pure functions next to e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 
 from rich.style import Style
 from rich.text import Text
@@ -69,11 +70,14 @@ def spark_text(label: str, view: MetricView, history: Sequence[float | None], wi
     t.append("\n ")
     lo, hi = view.lo, view.hi
     line = sparkline(list(history), max(1, width - 2), lo, hi)
-    for ch in line:
+    # One span per run of equal bars, not per character: fewer spans is less work for
+    # Textual at every frame.
+    for ch, run in groupby(line):
+        n = len(list(run))
         if ch == " ":
-            t.append(" ")
+            t.append(" " * n)
         else:
-            t.append(ch, style=scale_style(("▁▂▃▄▅▆▇█".index(ch)) / 7))
+            t.append(ch * n, style=scale_style(("▁▂▃▄▅▆▇█".index(ch)) / 7))
     return t
 
 
