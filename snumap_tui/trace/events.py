@@ -6,7 +6,12 @@ use_clockid=1, clockid=CLOCK_MONOTONIC; time.monotonic_ns() for /proc polling an
 
 Fields per kind:
 - SWITCH:   cpu; tid = prev tid; tid2 = next tid; arg = prev_state (kernel's TASK_* bits,
-            0 = runnable, i.e. preempted); pid/pid2 = prev/next tgid when known, else -1.
+            0 = runnable, i.e. preempted); pid/pid2 = prev/next tgid when known, else -1;
+            OUTSIDE (-2) = that task is outside the traced tree (recordings of a command, not
+            --system-wide): its run time is "other (not traced)", not a task's. Such a
+            recording keeps switches with a traced task on either side and, on CPUs the tree
+            has used, switches into and out of idle, so untraced time there is bounded.
+            Recordings made before OUTSIDE existed have -1 there (partners counted as tasks).
             arg = -1: a switch-in the kernel did not trace, reconstructed by the tracer at the
             previous traced switch on that CPU (perf sched timehist's rule).
 - WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
@@ -24,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+OUTSIDE = -2     # pid/pid2 of a SWITCH: the task is not in the traced tree (see above)
 
 SWITCH, WAKEUP, WAKEUP_NEW, MIGRATE, FORK, EXEC, EXIT, RUN = 1, 2, 3, 4, 5, 6, 7, 8
 KIND_NAMES = {SWITCH: "switch", WAKEUP: "wakeup", WAKEUP_NEW: "wakeup_new", MIGRATE: "migrate",
