@@ -34,6 +34,7 @@ BPF_ARRAY(config, __u32, 1);                           /* [0]: 1 = system-wide *
 struct last_switch {
     __u64 t_ns;
     __u32 next;
+    __u32 used;      /* the traced tree has run on this CPU (its idle switches are kept) */
 };
 BPF_PERCPU_ARRAY(lastsw, struct last_switch, 1);
 
@@ -99,9 +100,12 @@ TRACEPOINT_PROBE(sched, sched_switch)
         ls->t_ns = now;
         ls->next = next;
     }
+    __s32 prev_pid = prev ? (__s32)tgid : 0;
     if (!system_wide()) {
         /* Branches, not (!pv && !nv): clang would OR the two pointers, which the verifier
-         * refuses. */
+         * refuses. A partner outside the tree is marked SNUMAP_OUTSIDE (its run time is
+         * "other", not a task's); on a CPU the tree has used, switches into and out of idle
+         * are kept too, so that other work there ends where the CPU goes idle. */
         int prev_tracked = 0;
         __u32 *pv = tracked.lookup(&prev);
         if (pv) {
@@ -110,17 +114,34 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 *pv = tgid;
         }
         __u32 *nv = tracked.lookup(&next);
-        if (!prev_tracked)
+        int next_tracked = 0;
+        if (!prev_tracked) {
             missed_t = 0;
-        if (nv)
+            if (prev)
+                prev_pid = SNUMAP_OUTSIDE;
+        }
+        if (nv) {
+            next_tracked = 1;
             next_tgid = known_tgid(nv);
-        else if (!prev_tracked)
-            return PASS;
+        } else {
+            if (next)
+                next_tgid = SNUMAP_OUTSIDE;
+            if (!prev_tracked) {
+                /* Neither side traced: keep it only as an idle edge on a CPU the tree used. */
+                if (!ls || !ls->used || (prev != 0) == (next != 0))
+                    return PASS;
+            }
+        }
+        if (ls && (prev_tracked || next_tracked))
+            ls->used = 1;
     }
-    if (missed_t)
-        emit_at(missed_t, SNUMAP_SWITCH, cpu, missed_from, prev, missed_from ? -1 : 0,
-                prev ? (__s32)tgid : 0, -1);
-    emit_at(now, SNUMAP_SWITCH, cpu, prev, next, prev ? (__s32)tgid : 0, next ? next_tgid : 0,
+    if (missed_t) {
+        __s32 from_pid = missed_from ? -1 : 0;
+        if (missed_from && !system_wide() && !tracked.lookup(&missed_from))
+            from_pid = SNUMAP_OUTSIDE;
+        emit_at(missed_t, SNUMAP_SWITCH, cpu, missed_from, prev, from_pid, prev_pid, -1);
+    }
+    emit_at(now, SNUMAP_SWITCH, cpu, prev, next, prev_pid, next ? next_tgid : 0,
             args->prev_state);
     return PASS;
 }

@@ -19,6 +19,8 @@
 #define SNUMAP_EXEC 6
 #define SNUMAP_EXIT 7
 
+#define SNUMAP_OUTSIDE (-2)   /* pid/pid2 of a switch partner outside the traced tree */
+
 #define SNUMAP_EVENT_SIZE 40
 
 struct snumap_sched_event {

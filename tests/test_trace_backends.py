@@ -180,6 +180,33 @@ def test_fork_exec_tree_followed(backend: str, tmp_path: Path) -> None:
     assert set(own["tid"].tolist()) <= tree | set(forks["tid2"].tolist())
 
 
+@pytest.mark.parametrize("backend", ["bcc", "perf"])
+def test_busy_system_report_lists_only_the_tree(backend: str, tmp_path: Path) -> None:
+    """An unrelated busy loop shares PU 1 with the recorded one: the report lists only the
+    command's task, with its own CPU time, and the rival's time as "other (not traced)"."""
+    backend_or_skip(backend)
+    need_two_cpus()
+    from snumap_tui.analysis.report import build_report
+
+    rival = subprocess.Popen(["taskset", "-c", "1", PY, "-c", "while True: pass"])
+    try:
+        proc, out = snumap_record(tmp_path, backend, busy_command(1.0))
+    finally:
+        rival.kill()
+        rival.wait()
+    assert proc.returncode == 0, proc.stderr
+    me = json.loads(proc.stdout.strip().splitlines()[-1])
+    with store.open(out) as rec:
+        r = build_report(rec)
+    tasks = {t["tid"]: t for t in r["tasks"]}
+    assert rival.pid not in tasks
+    assert set(tasks) == {me["tid"]}, [(t["tid"], t["comm"]) for t in r["tasks"]]
+    # Its whole life (taskset, then python, one tid): schedstat's total.
+    assert tasks[me["tid"]]["runtime_s"] * 1e9 == pytest.approx(me["total_ns"], rel=0.05)
+    # The rival took about half of PU 1 while the loop ran.
+    assert r["untraced"]["cpus"].get("1", 0) * 1e9 > 0.3 * me["cpu_ns"], r["untraced"]
+
+
 # ---- against perf sched ---------------------------------------------------------------------
 
 TIMEHIST = re.compile(r"^\s*(\d+\.\d+)\s+\[(\d+)\]\s+(.*?)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+"

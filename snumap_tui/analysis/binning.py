@@ -20,7 +20,7 @@ import numpy as np
 from snumap_tui.analysis.intervals import Intervals, busy_before
 
 IDLE = -1
-OTHER = -2          # busy with work that the filter hides
+OTHER = -2          # busy with work that the filter hides, or outside the traced tree
 _OTHER_KEY = (1 << 31) - 1
 
 
@@ -123,16 +123,24 @@ _DENSE_GRID = 1 << 22
 
 def _dense_ids(kk: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(id per item, key per id) with ids in key order, through a lookup table when the keys
-    are small non-negative numbers (tids, pids: below pid_max); None otherwise."""
-    lo, hi = int(kk.min()), int(kk.max())
+    are small non-negative numbers (tids, pids: below pid_max) or ``_OTHER_KEY`` (given the
+    last id); None otherwise."""
+    other = kk == _OTHER_KEY
+    has_other = bool(other.any())
+    rest = kk[~other] if has_other else kk
+    lo, hi = (int(rest.min()), int(rest.max())) if len(rest) else (0, 0)
     if lo < 0 or hi >= _DENSE_GRID:
         return None
-    seen = np.zeros(hi + 1, dtype=bool)
-    seen[kk] = True
+    seen = np.zeros(hi + 2, dtype=bool)
+    seen[rest] = True
+    seen[hi + 1] = has_other
     uniq = np.flatnonzero(seen)
-    lut = np.zeros(hi + 1, dtype=np.int64)
+    lut = np.zeros(hi + 2, dtype=np.int64)
     lut[uniq] = np.arange(len(uniq))
-    return lut[kk], uniq
+    ids = lut[np.where(other, hi + 1, kk)] if has_other else lut[kk]
+    if has_other:
+        uniq[-1] = _OTHER_KEY
+    return ids, uniq
 
 
 def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndarray,
@@ -144,13 +152,7 @@ def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndar
     fit a dense (cell, key) grid filled by one bincount, with no sort at all; the zoomed-out
     view (every interval of the recording on screen) then costs a few passes over the
     intervals. Otherwise (huge key counts) the (cell, key) pairs are sorted once."""
-    other = kk == _OTHER_KEY
-    if other.any():          # under a filter: the one key kept, and _OTHER_KEY
-        rest = kk[~other]
-        dense: tuple[np.ndarray, np.ndarray] | None = (
-            other.astype(np.int64), np.array([rest[0] if len(rest) else 0, _OTHER_KEY]))
-    else:
-        dense = _dense_ids(kk)
+    dense = _dense_ids(kk)
     if dense is not None and ncell * len(dense[1]) <= _DENSE_GRID:
         ids, uniq = dense
         nk = len(uniq)
@@ -184,8 +186,9 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
              keymap: KeyMap | None = None, only_key: int | None = None) -> GanttBins:
     """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
 
-    ``keymap`` turns tids into colouring keys (None: by thread). ``only_key``: keep that key;
-    other work shows as OTHER (still counted as busy) and never wins a cell that key ran in.
+    ``keymap`` turns tids into colouring keys (None: by thread). Work outside the traced tree
+    (tid ``UNTRACED``) is OTHER. ``only_key``: keep that key; other work shows as OTHER (still
+    counted as busy) and never wins a cell that key ran in.
     """
     rows = np.asarray(rows, dtype=np.int64)
     edges = bin_edges(t0, t1, ncols)
@@ -202,6 +205,8 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
         e = np.minimum(en[lo:hi], t1)
         tids = iv.tid[r][lo:hi]
         k = keymap(tids) if keymap is not None else tids.astype(np.int64)
+        if len(tids) and int(tids.min()) < 0:     # UNTRACED: work outside the traced tree
+            k = np.where(tids < 0, _OTHER_KEY, k)
         if only_key is not None:
             k = np.where(k == only_key, k, _OTHER_KEY)
         c, kk, a = _row_contributions(s, e, k, edges, i * ncols)

@@ -10,6 +10,9 @@ which the binning relies on (``searchsorted`` over ``end``).
 Events arrive in time windows (``IntervalBuilder.feed``) so a recording never has to be held in
 memory whole; the builder carries each CPU's last switch across windows.
 
+Tasks outside the traced tree (switch partners the tracer marked ``OUTSIDE``, events.py) run
+as the one pseudo-task ``UNTRACED`` (tid -2): "other (not traced)" time, never a task's.
+
 Edges of the recording: the first switch seen on a CPU says who ran before it (its prev tid);
 that partial interval starts at the recording's start. The last switch's next tid runs until
 the recording's end.
@@ -26,7 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snumap_tui.trace.events import RUN, SWITCH
+from snumap_tui.trace.events import OUTSIDE, RUN, SWITCH
+
+# The tid of run intervals of work outside the traced tree (a recording of a command, not
+# --system-wide): switch partners marked ``OUTSIDE`` by the tracer, all counted as one "other".
+UNTRACED = -2
 
 # The columns RUN events need (the store can decode just the columns asked for).
 _RUN_FIELDS = ("t_ns", "cpu", "tid", "pid", "arg")
@@ -95,6 +102,15 @@ class Intervals:
         keys, vals = keys[order], vals[order]
         pos = np.clip(np.searchsorted(keys, tids), 0, len(keys) - 1)
         return np.where(keys[pos] == tids, vals[pos], -1)
+
+
+def untraced_as_other(tids: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """TIDS with the tasks their PIDS mark outside the traced tree (``OUTSIDE``) replaced by
+    ``UNTRACED``: one "other" task for all of them."""
+    out = pids == OUTSIDE
+    if not out.any():
+        return tids
+    return np.where(out, UNTRACED, tids).astype(tids.dtype, copy=False)
 
 
 def busy_before(start: np.ndarray, end: np.ndarray, x: np.ndarray,
@@ -182,7 +198,9 @@ class IntervalBuilder:
         if not keep.all():
             idx, rows = idx[keep], rows[keep]
         nxt_all = ev["tid2"][idx]
-        self._remember_pids(nxt_all, ev["pid2"][idx])
+        pid2 = ev["pid2"][idx]
+        self._remember_pids(nxt_all, pid2)
+        nxt_all = untraced_as_other(nxt_all, pid2)
         # Stable sort by row keeps each CPU's time order (radix sort on 16-bit keys).
         key = rows.astype(np.uint16) if len(self.cpus) < 65536 else rows
         order = np.argsort(key, kind="stable")
@@ -205,6 +223,7 @@ class IntervalBuilder:
             first_src = idx[order[fi]]
             prev_first = ev["tid"][first_src]
             self._remember_pids(prev_first, ev["pid"][first_src])
+            prev_first = untraced_as_other(prev_first, ev["pid"][first_src])
         vt = np.where(had, self._last_t[fr], self.t0)
         vtid = np.where(had, self._last_tid[fr], prev_first).astype(np.int32)
         ok = (vtid != 0) & (t[fi] > vt)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.analysis.findings import findings
+from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
 from snumap_tui.model.sample import Sample
@@ -80,6 +81,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     hdr = dict(getattr(rec, "header", {}) or {})
     duration_ns = max(iv.t1 - iv.t0, 0)
     stats = task_stats(iv, topo)
+    # Work outside the traced tree (a recording of a command): one line, never a task.
+    untraced = stats.pop(UNTRACED, None)
     lat_tid, lat, lat_end = runqueue_latency(ld.wake_t, ld.wake_tid, ld.in_t, ld.in_tid)
     if len(lat):
         order = np.argsort(lat_tid, kind="stable")
@@ -126,8 +129,10 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     busy = iv.busy_ns()
     preempt = np.bincount(np.searchsorted(iv.cpus, ld.preempt_cpu), minlength=len(iv.cpus)) \
         if len(ld.preempt_cpu) else np.zeros(len(iv.cpus), dtype=np.int64)
+    other_ns = untraced.cpus if untraced else {}
     cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
              "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
+             "untraced_s": other_ns.get(int(c), 0) / 1e9,
              "preemptions": int(p)}
             for c, b, p in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist())]
     lost = {str(c): int(n) for c, n in sorted((getattr(rec, "lost", {}) or {}).items())}
@@ -149,6 +154,12 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "damaged": list(getattr(rec, "damaged", []) or []),
         "processes": sorted(processes.values(), key=lambda p: -p["runtime_s"]),
         "tasks": tasks,
+        # Time on the PUs the traced tree used that went to tasks outside it (None when the
+        # recording traced every task, or is older than the OUTSIDE marker).
+        "untraced": None if untraced is None else {
+            "runtime_s": untraced.runtime_ns / 1e9,
+            "cpus": {str(c): ns / 1e9 for c, ns in sorted(untraced.cpus.items())},
+            "pus": cpulist(untraced.cpus)},
         "cpus": cpus,
         "energy": rapl_energy(rec.samples()) if hasattr(rec, "samples") else [],
     }
@@ -204,6 +215,10 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {'':>7} {per}"[:80])
     if len(r["tasks"]) > top:
         lines.append(f"  ... {len(r['tasks']) - top} more threads (--json has all)")
+    u = r.get("untraced")
+    if u:
+        lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "
+                     f"(not traced: other tasks on PUs {u['pus']})"[:80])
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):

@@ -101,6 +101,8 @@ class PerfTracer(Tracer):
         self._tasks = TaskTable()
         self._tracked: set[int] | None = None
         self._exited: list[int] = []
+        self._exited_before: list[int] = []
+        self._used_from = np.zeros(0, dtype=np.int64)    # cpu -> first traced switch (ns)
         self._last_switch: dict[int, tuple[int, int]] = {}
         # Per read: names from fork/exec records (t_ns, tid, tgid, comm, ppid), applied in time
         # order once all CPUs are merged (rings are decoded CPU by CPU, so a child's exec on one
@@ -244,21 +246,54 @@ class PerfTracer(Tracer):
         return e
 
     def _follow(self, events: np.ndarray) -> np.ndarray:
-        """Keep the traced tree: forks of tracked threads (in time order) join it."""
+        """Keep the traced tree: forks of tracked threads (in time order) join it.
+
+        Kept: events of tracked tasks, switches with a tracked task on either side, and, on
+        CPUs the tree has run on, switches into and out of idle (so that untraced work there
+        ends when the CPU goes idle). Switch partners outside the tree get pid/pid2 =
+        ``ev.OUTSIDE`` (events.py): analysis counts their time as "other", not as a task's."""
         tracked = self._tracked
         if tracked is None:
             return events
-        for tid in self._exited:
+        # Exits of two reads ago: a task's last sched_switch comes after its exit event and
+        # may land in the next read.
+        for tid in self._exited_before:
             tracked.discard(tid)
+        self._exited_before = self._exited
         forks = events[events["kind"] == ev.FORK]
         for parent, child in zip(forks["tid"].tolist(), forks["tid2"].tolist()):
             if parent in tracked:
                 tracked.add(child)
         arr = np.fromiter(tracked, dtype=np.int32, count=len(tracked))
-        keep = np.isin(events["tid"], arr)
+        in1 = np.isin(events["tid"], arr)
         sw = events["kind"] == ev.SWITCH
-        keep |= sw & np.isin(events["tid2"], arr)
-        return events[keep]
+        in2 = sw & np.isin(events["tid2"], arr)
+        keep = in1 | in2
+        idle1, idle2 = events["tid"] == 0, events["tid2"] == 0
+        cpu = events["cpu"].astype(np.int64)
+        t = events["t_ns"].view(np.int64)
+        traced = sw & keep
+        if traced.any():
+            self._mark_used(cpu[traced], t[traced])
+        edge = sw & ~keep & (idle1 != idle2)
+        if edge.any() and len(self._used_from):
+            c = np.minimum(cpu, len(self._used_from) - 1)
+            edge &= (cpu < len(self._used_from)) & (t >= self._used_from[c])
+            keep |= edge
+        out = events[keep]
+        osw = sw[keep]
+        out["pid"][osw & ~in1[keep] & ~idle1[keep]] = ev.OUTSIDE
+        out["pid2"][osw & ~in2[keep] & ~idle2[keep]] = ev.OUTSIDE
+        return out
+
+    def _mark_used(self, cpu: np.ndarray, t: np.ndarray) -> None:
+        """Remember the first time the tree ran on each CPU (idle edges are kept from then)."""
+        top = int(cpu.max()) + 1
+        if top > len(self._used_from):
+            grown = np.full(top, np.iinfo(np.int64).max, dtype=np.int64)
+            grown[:len(self._used_from)] = self._used_from
+            self._used_from = grown
+        np.minimum.at(self._used_from, cpu, t)
 
     def read(self) -> ev.EventBatch:
         lost: dict[int, int] = {}

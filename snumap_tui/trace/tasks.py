@@ -130,9 +130,10 @@ class TaskTable:
             self.learn(tid, tgid=tgid, ppid=ppid, comm=self.comm.get(tid, comm), t_ns=t_ns)
 
     def fill(self, events: np.ndarray) -> None:
-        """Set pid (of tid) and pid2 (of tid2) where the tracepoint left them unknown (-1)."""
+        """Set pid (of tid) and pid2 (of tid2) where the tracepoint left them unknown (-1);
+        ``ev.OUTSIDE`` (a partner outside the traced tree) stays as it is."""
         for tid_f, pid_f in (("tid", "pid"), ("tid2", "pid2")):
-            miss = np.flatnonzero(events[pid_f] < 0)
+            miss = np.flatnonzero(events[pid_f] == -1)
             if not len(miss):
                 continue
             if pid_f == "pid2":   # tid2 means a task only for SWITCH and FORK
@@ -150,9 +151,12 @@ class TaskTable:
             events[pid_f][miss[hit]] = vals[pos[hit]]
 
     def seen_tids(self, events: np.ndarray) -> np.ndarray:
-        """Distinct task ids named by EVENTS (tid always; tid2 for switch and fork)."""
+        """Distinct task ids named by EVENTS (tid always; tid2 for switch and fork), except
+        switch partners outside the traced tree (no names are kept for those)."""
         two = (events["kind"] == ev.SWITCH) | (events["kind"] == ev.FORK)
-        return np.unique(np.concatenate([events["tid"], events["tid2"][two]]))
+        one = events["pid"] != ev.OUTSIDE
+        two &= events["pid2"] != ev.OUTSIDE
+        return np.unique(np.concatenate([events["tid"][one], events["tid2"][two]]))
 
     def take_infos(self) -> list[ev.TaskInfo]:
         """TaskInfo not handed over yet (new tasks, renamed tasks)."""

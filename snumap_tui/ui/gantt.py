@@ -21,7 +21,7 @@ from rich.segment import Segment
 from rich.style import Style
 
 from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilisation
-from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
 
@@ -257,6 +257,9 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
             break
         leg += [Segment("█ ", Style(color=key_colour(k))), Segment(f"{name[:18]}  ")]
         used += len(piece)
+    # Work hidden by the filter or outside the traced tree: one grey, one legend entry.
+    if (g.key == OTHER).any() and used + len("· other") <= width:
+        leg += [Segment("· ", OTHER_STYLE), Segment("other")]
     lines.append(leg)
     return Rendered(lines, g, legend)
 
@@ -282,12 +285,14 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
     u, inv = np.unique(tids, return_inverse=True)
     ns = np.bincount(inv, weights=(e - s))
     sw = np.bincount(inv, weights=ins)
-    ins_tid = tids[ins][:MAX_MIG]
-    mig = migrations_in(iv, r, ins_tid, iv.start[r][lo:hi][ins][:MAX_MIG])
+    task_in = ins & (tids != UNTRACED)      # "other" is no one thread: it does not migrate
+    ins_tid = tids[task_in][:MAX_MIG]
+    mig = migrations_in(iv, r, ins_tid, iv.start[r][lo:hi][task_in][:MAX_MIG])
     mig_s = f"{mig}{'+' if int(ins.sum()) > MAX_MIG else ''}"
     order = np.argsort(-ns)
-    parts = [f"{data.names.get(int(u[j]), '?')} {int(u[j])} {fmt_time(float(ns[j]))} "
-             f"({int(sw[j])} in)" for j in order[:3]]
+    parts = [(f"other (not traced) {fmt_time(float(ns[j]))}" if int(u[j]) == UNTRACED else
+              f"{data.names.get(int(u[j]), '?')} {int(u[j])} {fmt_time(float(ns[j]))} "
+              f"({int(sw[j])} in)") for j in order[:3]]
     more = f" +{len(u) - 3}" if len(u) > 3 else ""
     busy = float(ns.sum()) / max(b - a, 1)
     return head + ", ".join(parts) + more + f"; busy {busy:.0%}, {mig_s} migr in"
