@@ -47,10 +47,12 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-stamp=.venv/.snumap-installed
+# The run mode installs the package only; the test mode adds the test tools.
+extras=""; [ "$mode" = test ] && extras="[test]"
+stamp=".venv/.snumap-installed-${mode}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q -e ".${extras}"
   touch "$stamp"
 fi
 
