@@ -77,6 +77,9 @@ def test_report_json_cli_has_the_contract_keys(recording: Path,
     t = data["tasks"][0]
     assert {"pid", "tid", "comm", "runtime_s", "cpus", "migrations"} <= set(t)
     assert {"cpu", "busy_s"} <= set(data["cpus"][0])
+    # Event kinds by name, not by their numbers in the file format.
+    assert data["event_kinds"]["switch"] == data["sched_events"] == 5
+    assert all(not k.isdigit() for k in data["event_kinds"])
     assert main(["report", str(recording)]) == 0
     assert "Findings:" in capsys.readouterr().out
 

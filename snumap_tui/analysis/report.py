@@ -20,7 +20,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
 from snumap_tui.model.sample import Sample
-from snumap_tui.trace.events import SWITCH
+from snumap_tui.trace.events import KIND_NAMES, SWITCH
 
 TOP_TASKS = 20
 
@@ -147,7 +147,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "duration_s": duration_ns / 1e9,
         "events": ld.events,
         "sched_events": int(ld.kinds.get(SWITCH, 0)),
-        "event_kinds": {str(k): n for k, n in sorted(ld.kinds.items())},
+        "event_kinds": {KIND_NAMES.get(k, str(k)): n for k, n in sorted(ld.kinds.items())},
         "lost_events": int(sum(lost.values())),
         "lost_per_cpu": lost,
         "complete": bool(getattr(rec, "complete", True)),
