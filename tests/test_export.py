@@ -87,3 +87,48 @@ def test_export_refuses_to_overwrite(recording: Path, tmp_path: Path,
     assert main(["export", str(recording), "--format", "csv", "-o", str(out)]) == 2
     assert out.read_text() == "keep"
     assert "already exists" in capsys.readouterr().err
+
+
+def _cut(src: Path, dst: Path, size: int) -> Path:
+    dst.write_bytes(src.read_bytes()[:size])
+    return dst
+
+
+def test_export_of_a_truncated_recording_warns_what_was_skipped(
+        recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Cut inside the events chunk, 70 % into the file (as a crash during `record` leaves it):
+    # rc 0, the rows that survive are written, and stderr says which part was skipped.
+    size = recording.stat().st_size
+    cut = _cut(recording, tmp_path / "cut.rec", int(size * 0.7))
+    out = tmp_path / "cut.csv"
+    assert main(["export", str(cut), "--format", "csv", "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert all(e.startswith("snumap: ") for e in err)
+    warnings = [e for e in err if e.startswith("snumap: warning: ")]
+    assert any("damaged: truncated" in w and str(cut) in w for w in warnings)
+    assert any(str(out) in w and "skipped" in w for w in warnings)
+    # An intact recording exports without a warning.
+    assert main(["export", str(recording), "--format", "csv", "-o", str(tmp_path / "ok.csv")]) \
+        == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_100_byte_recording_says_it_is_truncated(
+        recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stub = _cut(recording, tmp_path / "stub.rec", 100)
+    for argv in (["export", str(stub), "--format", "chrome"], ["report", str(stub)],
+                 ["report", str(stub), "--json"]):
+        assert main(argv) == 2
+        out = capsys.readouterr()
+        err = out.err.strip().splitlines()
+        assert out.out == "" and len(err) == 1, argv
+        assert "truncated" in err[0] and "no topology" not in err[0] and str(stub) in err[0]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_export_to_a_full_device_names_the_file(
+        recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["export", str(recording), "--format", "chrome", "-o", "/dev/full", "--force"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/dev/full" in err[0] and "No space left" in err[0]

@@ -49,18 +49,27 @@ def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.store import open as open_recording
+    from snumap_tui.commands.report import open_readable, warn_damaged
 
     if args.table != "intervals" and args.format != "csv":
         raise SnumapError("--table goes with --format csv")
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.exists() and not args.force:
         raise SnumapError(f"{out_path} already exists (use --force to overwrite it)")
-    with open_recording(args.file) as rec:
-        sink = open(out_path, "w", newline="") if out_path \
-            else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
-        with sink as out:
-            n = _write(args, rec, out)
+    # The samples and the raw events do not need the header chunk (topology, host).
+    need_header = args.format == "chrome" or args.table == "intervals"
+    with open_readable(args.file, need_header=need_header) as rec:
+        where = str(out_path) if out_path else "standard output"
+        try:
+            sink = open(out_path, "w", newline="") if out_path \
+                else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
+            with sink as out:
+                n = _write(args, rec, out)
+                out.flush()       # a full disk shows here (or at close), named below
+        except OSError as e:
+            raise SnumapError(f"cannot write {where}: {e.strerror or e}") from None
+        # Damage is also found while decoding: warn after the export, not before.
+        warn_damaged(rec, args.file, f"the export to {where}")
     if out_path:
         print(f"snumap: wrote {n} rows to {out_path}", file=sys.stderr)
     return 0

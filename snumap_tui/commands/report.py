@@ -1,9 +1,20 @@
-"""`snumap report FILE [--json]`: the summary of a recording a user pastes into a ticket."""
+"""`snumap report FILE [--json]`: the summary of a recording a user pastes into a ticket.
+
+Also the two helpers every command that reads a recording back shares (replay and export
+import them): ``open_readable`` turns "the header chunk is gone" into the store's own reason
+(a recording cut off after 100 bytes says it is truncated, not that it "has no topology"),
+and ``warn_damaged`` puts what the reader skipped on stderr when the output itself cannot
+carry it (an export, a replay).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from typing import Any
+
+from snumap_tui.errors import SnumapError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,11 +24,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="processes and threads listed in the text form (default 20)")
 
 
-def run(args: argparse.Namespace) -> int:
-    from snumap_tui.analysis.report import build_report, format_report
+def open_readable(path: str, *, need_header: bool = True) -> Any:
+    """``store.open(path)``; with ``need_header``, a recording whose header chunk (topology,
+    host) is missing fails here with the reader's first note on why: truncated or damaged."""
     from snumap_tui.store import open as open_recording
 
-    with open_recording(args.file) as rec:
+    rec = open_recording(path)
+    if need_header and not rec.header:
+        notes = [d for d in rec.damaged if "header chunk is missing" not in d]
+        rec.close()
+        why = notes[0] if notes else "its header chunk (topology, host) is missing"
+        raise SnumapError(f"{path}: cannot be read: {why}")
+    return rec
+
+
+def warn_damaged(rec: Any, path: str, what: str) -> int:
+    """One stderr line per part of ``rec`` the reader skipped (call it after reading: damage
+    is found while decoding too), then one saying ``what`` lacks it. Returns how many."""
+    notes = list(getattr(rec, "damaged", []) or [])
+    for d in notes:
+        print(f"snumap: warning: {path}: damaged: {d}", file=sys.stderr)
+    if notes:
+        print(f"snumap: warning: {what} lacks what was skipped", file=sys.stderr)
+    return len(notes)
+
+
+def run(args: argparse.Namespace) -> int:
+    from snumap_tui.analysis.report import build_report, format_report
+
+    with open_readable(args.file) as rec:
         report = build_report(rec)
     if args.json:
         print(json.dumps(report, indent=1))
