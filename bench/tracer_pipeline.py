@@ -67,6 +67,8 @@ def perf_ring_bytes(e: np.ndarray) -> bytes:
     for kind, (tp, fields) in kinds.items():
         fmt = read_format("sched", tp)
         raw = max(f.offset + f.size for f in fmt.fields.values())
+        # The kernel pads the raw part so that the record is 8-aligned and says so in its
+        # size field: record = RAW_AT + raw size (kernel/events/core.c, perf_prepare_sample).
         total = (RAW_AT + raw + 7) & ~7
         names = ["type", "size", "s_pid", "s_tid", "s_time", "s_cpu", "raw_size", "common_type"]
         formats = ["<u4", "<u2", "<i4", "<i4", "<u8", "<u4", "<u4", "<u2"]
@@ -79,7 +81,7 @@ def perf_ring_bytes(e: np.ndarray) -> bytes:
         dt = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": total})
         sel = e["kind"] == kind
         s = np.zeros(int(sel.sum()), dtype=dt)
-        s["type"], s["size"], s["raw_size"] = pe.PERF_RECORD_SAMPLE, total, total - RAW_AT + 4
+        s["type"], s["size"], s["raw_size"] = pe.PERF_RECORD_SAMPLE, total, total - RAW_AT
         s["common_type"] = fmt.id
         s["s_pid"] = s["s_tid"] = e["pid"][sel]
         s["s_time"], s["s_cpu"] = e["t_ns"][sel], e["cpu"][sel]
