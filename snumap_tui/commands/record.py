@@ -41,6 +41,21 @@ def parse_duration(text: str) -> float:
     return value
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+               "g": 1 << 30, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "8M", "512k", "1GiB", "65536"."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", text or "")
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise SnumapError(f"bad size {text!r} (examples: 8M, 512k, 1G)")
+    value = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    if value < 4096:
+        raise SnumapError(f"size {text!r} is below one page")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
                         help=f"recording to write (default {DEFAULT_OUTPUT})")
@@ -51,7 +66,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto", choices=["auto", "bcc", "perf", "proc"],
                         help="scheduling tracer (default: the best that works here)")
     parser.add_argument("--system-wide", action="store_true",
-                        help="trace every task, not only the command's tree")
+                        help="trace every task on every PU. Without it, a recording of "
+                             "CMD traces CMD and every process and thread it forks: their "
+                             "switches, wakeups, migrations, forks, execs and exits; other "
+                             "tasks appear only as 'other (not traced)' time on the PUs the "
+                             "command used, without names. Without CMD the whole system is "
+                             "always traced")
+    parser.add_argument("--buffer-size", default=None, metavar="SIZE",
+                        help="kernel event buffer per CPU (perf: one ring per CPU; bcc: one "
+                             "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
+                             "all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
@@ -215,6 +239,79 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+class Drainer:
+    """A thread that empties the tracer's kernel buffers every ``DRAIN_S`` (at once again
+    when a drain was large), so that they do not overflow while the main thread decodes,
+    compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
+    raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
+    by the main thread as before."""
+
+    DRAIN_S = 0.01
+    BIG = 1 << 20             # bytes (or records) after which the next drain comes at once
+
+    def __init__(self, tracer: Any) -> None:
+        import collections
+        import threading
+
+        self.tracer = tracer
+        self._q: collections.deque[Any] = collections.deque()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if type(tracer).drain is not _base_drain():
+            self._thread = threading.Thread(target=self._run, name="snumap-drain", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                raw = self.tracer.drain()
+                size = _raw_size(raw)
+                if size:
+                    self._q.append(raw)
+                if size < self.BIG:
+                    self._stop.wait(self.DRAIN_S)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self._error = exc
+
+    def take(self) -> list[Any]:
+        """The drains so far (None, once, when the tracer has no drain thread)."""
+        if self._error is not None:
+            raise self._error
+        if self._thread is None:
+            return [None]
+        out = []
+        while self._q:
+            out.append(self._q.popleft())
+        return out
+
+    def stop(self) -> list[Any]:
+        """Stop the thread; the drains it made and not taken yet."""
+        if self._thread is None:
+            return []
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        out = []
+        while self._q:
+            out.append(self._q.popleft())
+        return out
+
+
+def _base_drain() -> Any:
+    from snumap_tui.trace.base import Tracer
+
+    return Tracer.drain
+
+
+def _raw_size(raw: Any) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, dict):
+        return sum(len(b) for b in raw.values())
+    return len(raw) * 48
+
+
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
     from snumap_tui.store import Writer
@@ -226,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     interval = parse_duration(args.interval)
     duration = parse_duration(args.duration) if args.duration else None
+    buffer_bytes = parse_size(args.buffer_size) if getattr(args, "buffer_size", None) else None
     out = Path(args.output)
     if out.exists() and not args.force:
         raise SnumapError(f"{out} already exists (use --force to overwrite it)")
@@ -239,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
     child = HeldChild(cmd) if cmd else None
     pids = None if (child is None or args.system_wide) else [child.pid]
     try:
-        tracer, choice = start_tracer(args.backend, pids, say=say)
+        tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
     except BaseException:
         if child is not None:
             child.abandon()
@@ -271,6 +369,7 @@ def run(args: argparse.Namespace) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     t_start = time.monotonic()
     status = 0
+    drainer = Drainer(tracer)
     try:
         if child is not None:
             writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
@@ -283,7 +382,8 @@ def run(args: argparse.Namespace) -> int:
                 next_sample += interval
                 if next_sample < now:
                     next_sample = now + interval
-            writer.add_events(tracer.read())
+            for raw in drainer.take():
+                writer.add_events(tracer.decode(raw))
             if child is not None and child.exited():
                 break
             if child is None and stop["sig"]:
@@ -291,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
             if duration is not None and now - t_start >= duration:
                 break
             time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        for raw in drainer.stop():
+            writer.add_events(tracer.decode(raw))
         writer.add_events(tracer.stop())
         writer.add_sample(sampler.sweep())
         if child is not None:
@@ -300,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
                 status = child.reap()
                 writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
     finally:
+        drainer.stop()
         for s, h in old.items():
             signal.signal(s, h)
         writer.close()

@@ -8,12 +8,18 @@ Usage::
     while running:
         batch = tracer.read()            # EventBatch, non-blocking
     batch = tracer.stop()                # the rest
+
+``read()`` is ``decode(drain())``: ``drain()`` only copies what the kernel wrote out of its
+buffers (quick, so a dedicated thread can empty them often), ``decode()`` does the rest
+(decoding, filtering, names) and may run on another thread, one call at a time, in order.
+``buffer_bytes`` (set before ``start``) sizes the kernel buffers per CPU (None: the default).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from typing import Any
 
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace.events import EventBatch
@@ -22,6 +28,7 @@ from snumap_tui.trace.events import EventBatch
 class Tracer(ABC):
     name: str = "?"
     approximate: bool = False      # True for /proc polling
+    buffer_bytes: int | None = None
 
     @classmethod
     @abstractmethod
@@ -33,6 +40,15 @@ class Tracer(ABC):
 
     @abstractmethod
     def read(self) -> EventBatch: ...
+
+    def drain(self) -> Any:
+        """What the kernel buffered since the last drain, copied out (None: nothing). Backends
+        without kernel buffers (polling) do their whole read in ``decode``."""
+        return None
+
+    def decode(self, raw: Any) -> EventBatch:
+        """The batch for one ``drain()`` result (None: whatever ``read()`` finds now)."""
+        return self.read()
 
     @abstractmethod
     def stop(self) -> EventBatch: ...

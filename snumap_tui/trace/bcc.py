@@ -55,11 +55,17 @@ def headers_dir() -> Path:
     return Path("/lib/modules") / platform.release() / "build"
 
 
-def ring_pages(ncpu: int | None = None) -> int:
-    """Ring size in pages: 256 per 4 CPUs, a power of two between 1024 and 65536 (bcc wants
-    a power of two); 48 bytes per event, so 4 MiB holds ~87k events between two reads."""
-    n = max(1024, 64 * (ncpu or os.cpu_count() or 1))
-    return min(65536, 1 << (n - 1).bit_length())
+def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
+    """Pages of the one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
+    ``perf.default_buffer_bytes``) times the CPUs, rounded up to a power of two (the kernel
+    wants one), between 1024 pages and 256 MiB. 48 bytes per event: 16 MiB (2 CPUs) holds
+    ~350k events between two drains."""
+    from snumap_tui.trace.perf import default_buffer_bytes
+
+    n = ncpu or os.cpu_count() or 1
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = max(1024, (buffer_bytes or default_buffer_bytes(n)) * n // page)
+    return min((256 << 20) // page, 1 << (pages - 1).bit_length())
 
 
 class BccTracer(Tracer):
@@ -104,7 +110,7 @@ class BccTracer(Tracer):
     def start(self, pids: Iterable[int] | None = None) -> None:
         bcc = import_bcc()
         rec_dtype, _names_dtype, _ = load_layout()
-        pages = ring_pages()
+        pages = ring_pages(self.buffer_bytes)
         src = (bpf_dir() / "sched.c").read_text()
         t0 = time.monotonic()
         try:
@@ -156,9 +162,11 @@ class BccTracer(Tracer):
             except KeyError:
                 pass
 
-    def read(self) -> ev.EventBatch:
-        if self._ring is None:
-            return ev.EventBatch()
+    def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
+        if recs is None:
+            recs = self.drain()
+            if recs is None:
+                return ev.EventBatch()
         if self._exited and not self._system_wide:
             tracked = self._bpf["tracked"]
             for tid in self._exited:
@@ -167,10 +175,16 @@ class BccTracer(Tracer):
                 except KeyError:
                     pass
         self._exited = []
-        recs = self._ring.read()
         events = to_events(recs)
         self._names()
         return self._finish(events)
+
+    def drain(self) -> np.ndarray | None:
+        """The ring's records since the last drain (a copy; the space is given back)."""
+        return self._ring.read() if self._ring is not None else None
+
+    def read(self) -> ev.EventBatch:
+        return self.decode(self.drain())
 
     def _finish(self, events: np.ndarray) -> ev.EventBatch:
         tasks = self._tasks

@@ -64,7 +64,8 @@ def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = 
 
 
 def start_tracer(backend: str, pids: Iterable[int] | None, *,
-                 say: Callable[[str], None] | None = None) -> tuple[Tracer, list[str]]:
+                 say: Callable[[str], None] | None = None,
+                 buffer_bytes: int | None = None) -> tuple[Tracer, list[str]]:
     """Choose and start a tracer; with ``auto``, a backend that is available but fails to
     start (bcc cannot compile, perf_event_open refused) gives way to the next one."""
     say = say or (lambda s: print(s, file=sys.stderr))
@@ -73,6 +74,7 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
     while True:
         quiet: list[str] = []
         tracer, lines = choose_tracer(backend, say=quiet.append, statuses=failed)
+        tracer.buffer_bytes = buffer_bytes
         try:
             tracer.start(roots)
         except (OSError, RuntimeError) as exc:
