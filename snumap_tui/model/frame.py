@@ -32,6 +32,7 @@ class TaskRow:
     cmdline: str | None = None
     numa_pages: dict[int, int] | None = None   # node OS index -> pages (only when asked)
     nthreads: int = 1
+    rss_bytes: int | None = None   # resident set size (/proc/PID/stat field 24 x page size)
 
 
 @dataclass
