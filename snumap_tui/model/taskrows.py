@@ -97,6 +97,7 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
             affinity=frozenset(int(x) for x in info.get("affinity") or ()),
             cgroup=info.get("cgroup"), job=info.get("job"), cmdline=info.get("cmdline"),
             numa_pages={int(k): int(v) for k, v in numa.items()} if numa else None,
-            nthreads=int(nthreads[g])))
+            nthreads=int(nthreads[g]),
+            rss_bytes=int(info["rss_bytes"]) if info.get("rss_bytes") is not None else None))
     rows.sort(key=lambda r: (-(r.cpu_pct or 0.0), r.pid))
     return rows

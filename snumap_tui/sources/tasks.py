@@ -6,7 +6,7 @@ Formats (Documentation/filesystems/proc.rst; proc(5)):
 - ``/proc/PID/task/TID/stat``: ``tid (comm) state ppid ...``; comm may hold spaces and
   parentheses, so fields are counted from the *last* ')'. Field 9 flags (PF_KTHREAD),
   14/15 utime/stime (ticks; in /proc/PID/stat the sum over all the process's threads), 19 nice,
-  20 num_threads, 22 starttime, 39 processor (the PU it last ran on).
+  20 num_threads, 22 starttime, 24 rss (resident pages), 39 processor (the PU it last ran on).
 - ``/proc/PID/status``: ``Uid:`` (real first), ``Cpus_allowed_list:`` (since 2.6.26).
 - ``/proc/PID/numa_maps`` (numa(7)): ``N<node>=<pages>`` per mapping, pages of that mapping's
   ``kernelpagesize_kB``; reading it walks the page tables, so it is only done when asked.
@@ -42,6 +42,7 @@ def parse_stat(text: str) -> dict[str, Any]:
     return {"tid": int(text[:lp]), "comm": text[lp + 1:rp], "state": rest[0],
             "ppid": int(rest[1]), "flags": int(rest[6]), "utime": int(rest[11]), "stime": int(rest[12]),
             "nice": int(rest[16]), "num_threads": int(rest[17]), "starttime": int(rest[19]),
+            "rss_pages": int(rest[21]) if len(rest) > 21 else -1,
             "last_cpu": int(rest[36]) if len(rest) > 36 else -1}
 
 
@@ -289,6 +290,8 @@ class TasksSource:
             proc["user"] = self._user(ent.uid)
             proc["affinity"] = ent.affinity
             proc["nthreads"] = len(ent.rows)
+            if lead.get("rss_pages", -1) >= 0:
+                proc["rss_bytes"] = lead["rss_pages"] * self.base_page_kb * 1024
             if pid in self.numa_pids:
                 try:
                     proc["numa_pages"] = parse_numa_maps(self._read(d + "/numa_maps"),
