@@ -1,0 +1,108 @@
+"""Metrics of a recording over time, for analysis in Python (numpy, or pandas when installed).
+
+The store keeps raw Samples; this runs the same ``derive(prev, cur)`` as the live view over
+each pair of consecutive samples, so a notebook sees exactly the numbers `snumap top` and
+`snumap replay` show::
+
+    import snumap_tui.store as store
+    with store.open("run.rec") as rec:
+        s = store.metric_series(rec)            # numpy: s.values["util_pct"][frame, object id]
+        df = s.to_dataframe()                   # pandas long form: t_s, object, metric, value
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from snumap_tui.model.derive import derive
+
+if TYPE_CHECKING:
+    from snumap_tui.store.reader import Recording
+    from snumap_tui.topology.model import Topology
+
+
+@dataclass
+class MetricSeries:
+    """One row per frame (pair of consecutive samples), one column per topology object."""
+
+    topology: Topology
+    t_ns: np.ndarray                       # CLOCK_MONOTONIC end of each frame
+    wall_ns: np.ndarray                    # wall-clock end of each frame
+    dt_s: np.ndarray                       # length of each frame
+    values: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> [frames, objects]
+
+    def object_keys(self) -> list[str]:
+        """'Type:os_index' (or 'Type#logical' for objects without an OS index), by object id."""
+        return [f"{o.type}:{o.os_index}" if o.os_index is not None and not o.is_cache
+                else f"{o.type}#{o.logical_index}" for o in self.topology]
+
+    def of(self, metric: str, type_name: str, os_index: int) -> np.ndarray:
+        """The series of one metric at one object (NaN where not available)."""
+        arr = self.values.get(metric)
+        if arr is None:
+            raise KeyError(f"no metric {metric!r} in this recording "
+                           f"(have: {', '.join(sorted(self.values))})")
+        return arr[:, self.topology.get(type_name, os_index).id]
+
+    def to_dataframe(self) -> Any:
+        """A pandas DataFrame in long form (t_s, wall_ns, object, type, os_index, metric,
+        value), without the not-available cells. Needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - depends on the installation
+            raise ImportError("to_dataframe() needs pandas: pip install pandas") from exc
+        keys = np.array(self.object_keys(), dtype=object)
+        types = np.array([o.type for o in self.topology], dtype=object)
+        osidx = np.array([-1 if o.os_index is None else o.os_index for o in self.topology])
+        t0 = int(self.t_ns[0]) if len(self.t_ns) else 0
+        parts = []
+        for metric, arr in self.values.items():
+            f, o = np.nonzero(~np.isnan(arr))
+            parts.append(pd.DataFrame({
+                "t_s": (self.t_ns[f].astype(np.int64) - t0) / 1e9,
+                "wall_ns": self.wall_ns[f],
+                "object": keys[o], "type": types[o], "os_index": osidx[o],
+                "metric": metric, "value": arr[f, o],
+            }))
+        if not parts:
+            return pd.DataFrame(columns=["t_s", "wall_ns", "object", "type", "os_index",
+                                         "metric", "value"])
+        return pd.concat(parts, ignore_index=True)
+
+
+def metric_series(rec: Recording, metrics: Iterable[str] | None = None) -> MetricSeries:
+    """Derive every frame of a recording (or only the named metrics)."""
+    topo = rec.topology
+    wanted = set(metrics) if metrics is not None else None
+    times: list[int] = []
+    walls: list[int] = []
+    dts: list[float] = []
+    cols: dict[str, list[np.ndarray]] = {}
+    prev = None
+    for cur in rec.samples():
+        if prev is not None:
+            frame = derive(prev, cur, topo)
+            times.append(frame.t_ns)
+            walls.append(frame.wall_ns)
+            dts.append(frame.dt_s)
+            n = len(times) - 1
+            for name, arr in frame.values.items():
+                if wanted is not None and name not in wanted:
+                    continue
+                col = cols.setdefault(name, [])
+                # A metric that first appears later is NaN in the frames before it.
+                col.extend(np.full(len(topo), np.nan) for _ in range(n - len(col)))
+                col.append(np.asarray(arr, dtype=np.float64))
+        prev = cur
+    n = len(times)
+    values = {}
+    for name, col in cols.items():
+        col.extend(np.full(len(topo), np.nan) for _ in range(n - len(col)))
+        values[name] = np.vstack(col) if col else np.empty((0, len(topo)))
+    return MetricSeries(topology=topo, t_ns=np.array(times, dtype=np.uint64),
+                        wall_ns=np.array(walls, dtype=np.uint64),
+                        dt_s=np.array(dts, dtype=np.float64), values=values)
