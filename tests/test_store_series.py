@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import snumap_tui.store as store
+from snumap_tui import store
 from snumap_tui.analysis.synth import synthetic_topology, write_recording
 from snumap_tui.model.sample import Sample
 from snumap_tui.trace.events import empty_events
