@@ -5,8 +5,10 @@ follows its pid, then exec'd directly (never through a shell), so not one of its
 missed; the recording ends when it exits, and ``snumap record`` exits with its status. Without
 one, the whole system is recorded until ``--duration`` or Ctrl-C / SIGTERM.
 
-The loop drains the tracer every ``POLL_S`` and sweeps the metric sources every ``--interval``;
-the store's Writer puts both in the same crash-safe file (docs/format.md), on CLOCK_MONOTONIC.
+A drain thread (``Drainer``) copies the kernel's event buffers out every 10 ms; the main loop
+decodes those drains every ``POLL_S`` and sweeps the metric sources every ``--interval``; the
+store's Writer (thread-safe) puts both in the same crash-safe file (docs/format.md), on
+CLOCK_MONOTONIC.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ visible rows and columns are binned (``bin_rows``), so a redraw costs what is on
 A cell's glyph gives how busy the PU was in that time bin (``█`` >= 75 %, ``▓`` >= 50 %, ``▒`` >=
 25 %, ``░`` less, blank idle), its colour who ran most; a column where every row goes blank at
 once is a synchronisation point, a row that stays blank an idle PU. Under a filter other work is
-a grey ``·``. The time cursor is a highlighted column, the selected cell is reversed.
+a grey ``·``, and so is work outside the traced tree of a command's recording ("other" in
+the legend). The time cursor is a highlighted column, the selected cell is reversed.
 """
 
 from __future__ import annotations
