@@ -45,7 +45,7 @@ def write_section(name: str, title: str, body: str) -> None:
         "# Benchmarks\n\nEvery number here was written by a script under `bench/`, "
         "with the machine it ran on. Re-run a script to refresh its section.\n\n")
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n",
-                         re.S)
+                         re.DOTALL)
     text = pattern.sub(lambda _m: block, text) if pattern.search(text) else text + "\n" + block
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)
