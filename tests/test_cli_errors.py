@@ -77,7 +77,36 @@ def test_help_works_without_libhwloc() -> None:
 def test_garbage_xml(tmp_path: Path) -> None:
     f = tmp_path / "garbage.xml"
     f.write_bytes(b"garbage\x00\x01 not xml at all\n")
-    assert_one_line_error(snumap("topo", "--topology", str(f)), "hwloc rejected", str(f))
+    line = assert_one_line_error(snumap("topo", "--topology", str(f)))
+    assert line == f"snumap: not an hwloc XML topology: {f} (not XML)"
+
+
+def test_html_file_is_not_an_hwloc_topology(tmp_path: Path) -> None:
+    """Not hwloc's "Loading XML topology without DTD" noise: what the file is."""
+    f = tmp_path / "page.html"
+    f.write_text("<!DOCTYPE html>\n<!-- saved page -->\n<html><body>hi</body></html>\n")
+    line = assert_one_line_error(snumap("topo", "--topology", str(f)))
+    assert line == f"snumap: not an hwloc XML topology: {f} (root element <html>, not <topology>)"
+
+
+def test_other_xml_is_not_an_hwloc_topology(tmp_path: Path) -> None:
+    f = tmp_path / "pom.xml"
+    f.write_text('<?xml version="1.0"?>\n<project><name>x</name></project>\n')
+    line = assert_one_line_error(snumap("topo", "--topology", str(f)))
+    assert line.endswith("(root element <project>, not <topology>)") and "DTD" not in line
+
+
+def test_xml_root_element() -> None:
+    from snumap_tui.topology.build import first_c_error, xml_root_element
+
+    assert xml_root_element(XML_V3) == "topology"
+    assert xml_root_element("\ufeff<?xml version='1.0'?><!-- a <b> --><x:doc/>") == "x:doc"
+    assert xml_root_element('<!DOCTYPE t [<!ELEMENT t ANY>]>\n<t/>') == "t"
+    assert xml_root_element("plain text") == ""
+    assert xml_root_element("<!-- a comment longer than the head") is None
+    assert first_c_error(["f.xml: Loading XML topology without DTD",
+                          "f.xml: unrecognized object type string Bogus"]) == \
+        "f.xml: unrecognized object type string Bogus"
 
 
 def test_truncated_v2_xml(tmp_path: Path) -> None:

@@ -40,8 +40,34 @@ def xml_major_version(head: str) -> int | None:
     return None
 
 
+# The first element of an XML document, after its declaration, comments, processing
+# instructions and DOCTYPE (XML 1.0, section 2.8 "Prolog").
+_XML_PROLOG = re.compile(r"\A(?:\ufeff)?(?:\s+|<\?.*?\?>|<!--.*?-->"
+                         r"|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)*", re.DOTALL)
+_XML_ROOT = re.compile(r"<([A-Za-z_][\w.:-]*)")
+# What hwloc says on its own about any XML without a DOCTYPE: noise, never the reason.
+_XML_NOISE = ("Loading XML topology without DTD",)
+
+
+def xml_root_element(head: str) -> str | None:
+    """The root element's name in the first bytes of an XML file; "" when the text is not
+    XML at all (no element where the first one should be); None when the prolog is longer
+    than ``head`` (let hwloc decide)."""
+    m = _XML_PROLOG.match(head)
+    rest = head[m.end():] if m else head
+    if not rest:
+        return None
+    root = _XML_ROOT.match(rest)
+    if root:
+        return root.group(1)
+    # A comment, PI or DOCTYPE still open at the end of the head: undecided.
+    return None if rest.startswith(("<!", "<?")) else ""
+
+
 def first_c_error(lines: list[str]) -> str | None:
-    """The most telling line of what libxml2/hwloc printed: a parser error if there is one."""
+    """The most telling line of what libxml2/hwloc printed: a parser error if there is one
+    (hwloc's remark about a missing DTD is not a reason and is skipped)."""
+    lines = [ln for ln in lines if not any(n in ln for n in _XML_NOISE)]
     for ln in lines:
         if "error" in ln.lower():
             return re.sub(r"\s+", " ", ln)
@@ -166,7 +192,14 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
                 return Topology.from_json(path.read_text())
             except (ValueError, KeyError, TypeError) as exc:
                 raise SnumapError(f"topology file {path}: not a snumap topology ({exc})") from None
-        major = xml_major_version(head.decode("utf-8", "replace"))
+        text = head.decode("utf-8", "replace")
+        root_name = xml_root_element(text)
+        if not text.strip():
+            raise SnumapError(f"not an hwloc XML topology: {path} (empty file)")
+        if root_name is not None and root_name != "topology":
+            what = f"root element <{root_name}>, not <topology>" if root_name else "not XML"
+            raise SnumapError(f"not an hwloc XML topology: {path} ({what})")
+        major = xml_major_version(text)
         if major is not None and major != 2:
             raise SnumapError(
                 f"topology file {path}: hwloc XML format {major}.x, but snumap reads hwloc 2.x "
