@@ -13,15 +13,16 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.heatmap import Heatmap
-from snumap_tui.ui.hostinfo import HostInfo, format_uptime
+from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
+from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
 
 OK_STYLE = Style(color="green", bold=True)
@@ -29,38 +30,67 @@ BAD_STYLE = Style(color="red")
 
 
 def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bool,
-                 interval_s: float, metric: MetricView, view: str, width: int) -> Text:
-    """Two lines: the machine, then what is live and what is not."""
+                 interval_s: float, metric: MetricView, view: str, width: int,
+                 origin: tuple[str, str] | None = None) -> Text:
+    """Two lines: the machine, then what is live and what is not.
+
+    ``origin`` says the numbers are not this machine's live ones: ("snapshot", DIR) for a
+    gathered tree (--fsroot: its counters cannot move) or ("topology", NAME) for another
+    machine's tree (--topology/--synthetic: no live data at all)."""
     t = Text()
     t.append(" snumap top ", style="bold reverse")
     t.append(f" {host.host}", style="bold")
     t.append(f" │ {'Linux ' if width >= 100 else ''}{host.kernel} │ {host.cpu_model}")
-    t.append(f" │ up {format_uptime(host.uptime_s)}")
+    if host.uptime_s is not None:
+        t.append(f" │ up {format_uptime(host.uptime_s)}")
     if host.load is not None:
         t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
     t.truncate(width)
     t.append("\n")
     line2 = Text()
-    line2.append(" ‖ PAUSED " if paused else " ▶ live ", style="bold yellow" if paused else
-                 "bold green")
-    line2.append(f" {interval_s:g}s │ {view} │ metric {metric.label} │ ")
+    kind, name = origin or ("live", "")
+    if kind == "topology":
+        line2.append(f" ■ topology of {name} — no live data: not this machine ",
+                     style="bold yellow")
+        line2.append("(i)", style="italic")
+        line2.truncate(width)
+        t.append_text(line2)
+        return t
+    if paused:
+        line2.append(" ‖ PAUSED ", style="bold yellow")
+    elif kind == "snapshot":
+        line2.append(f" ■ static snapshot of {name} ", style="bold yellow")
+    else:
+        line2.append(" ▶ live ", style="bold green")
+    marks = source_marks(sources)
+    # The sources summary is what must fit at 80 columns: compact marks ("●proc ○PMU"), and
+    # the view name only when there is room.
+    mark_len = sum(len(n) + 2 for n, _, _ in marks) + 4
+    head = f" {interval_s:g}s │ " + (f"{view} │ " if kind != "snapshot" else "")
+    tail = f"{metric.title} │ "
+    if len(line2) + len(head) + len(tail) + mark_len > width:
+        head = f" {interval_s:g}s │ " if kind != "snapshot" else ""
+    line2.append(head + tail)
     if not sources:
         line2.append("sources: waiting for the first sample", style=NA_STYLE)
-    for name, st in sources.items():
-        line2.append("● " if st.available else "○ ", style=OK_STYLE if st.available else BAD_STYLE)
-        line2.append(name + " ", style="" if st.available else NA_STYLE)
-    if any(not s.available for s in sources.values()):
-        line2.append("(i: why)", style="italic")
+    for n, ok, _ in marks:
+        line2.append("●" if ok else "○", style=OK_STYLE if ok else BAD_STYLE)
+        line2.append(_SHORT.get(n, n) + " ", style="" if ok else NA_STYLE)
+    if any(not ok for _, ok, _ in marks):
+        line2.append("i:why", style="italic")
     line2.truncate(width)
     t.append_text(line2)
     return t
+
+
+_SHORT = {"procstat": "proc"}
 
 
 def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
     """``Package 0 · CPU %  now 92%  min 3%  max 99%`` and the history under it."""
     vals = [v for v in history if v is not None]
     t = Text(f" {label}", style="bold")
-    t.append(f" · {view.label} {view.unit}".rstrip() + f" over the last {len(history)} samples  ")
+    t.append(f" · {view.title} over the last {len(history)} samples  ")
     if vals:
         t.append(f"now {view.fmt(history[-1], 0).strip()}  min {view.fmt(min(vals), 0).strip()}"
                  f"  max {view.fmt(max(vals), 0).strip()}")
@@ -128,52 +158,67 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
 
 
 class ProcessPanel(Vertical):
-    """Filter input, the process (or group) table and the selected process's details."""
+    """Filter input, the process (or group) table and the selected process's details.
+
+    The table's title line says what is shown: how many processes, the sort, the grouping and
+    the active filter (read from the app's ``sort_key``/``filter_text`` when the caller does
+    not pass them)."""
 
     DEFAULT_CSS = """
     ProcessPanel { height: 1fr; }
     ProcessPanel > Input { display: none; height: 3; }
     ProcessPanel.-filtering > Input { display: block; }
-    ProcessPanel > DataTable { height: 1fr; }
+    ProcessPanel > ProcessTable { height: 1fr; }
     ProcessPanel > #proc-detail { height: 2; }
     """
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
                     id="proc-filter")
-        table: DataTable[str] = DataTable(id="proc-table", cursor_type="row", zebra_stripes=False)
-        yield table
+        yield ProcessTable(id="proc-table")
         yield Static(id="proc-detail")
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("PID", "USER", "JOB", "CPU%", "THR", "PU", "AFFINITY", "COMMAND")
+    def _state(self, sort_key: str | None, filter_text: str | None) -> tuple[str, str]:
+        sort_key = sort_key if sort_key is not None else getattr(self.app, "sort_key", "cpu")
+        filt = filter_text if filter_text is not None else getattr(self.app, "filter_text", "")
+        return sort_key, filt
 
-    def show_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None) -> None:
-        table = self.query_one(DataTable)
-        with table.prevent(DataTable.RowHighlighted):
-            table.clear(columns=True)
-            table.add_columns("PID", "USER", "JOB", "CPU%", "THR", "PU", "AFFINITY", "COMMAND")
-            cursor = 0
-            for i, t in enumerate(tasks):
-                if t.pid == selected:
-                    cursor = i
-                cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
-                table.add_row(str(t.pid), t.user[:10], (t.job or "")[:18], cpu.rjust(6),
-                              str(t.nthreads), "" if t.last_cpu is None else str(t.last_cpu),
-                              affinity_label(topo, t.affinity), (t.cmdline or t.comm)[:40],
-                              key=str(t.pid))
-            if tasks:
-                table.move_cursor(row=cursor, animate=False)
+    def show_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None,
+                   sort_key: str | None = None, filter_text: str | None = None) -> None:
+        sort_key, filt = self._state(sort_key, filter_text)
+        title = table_title(f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}",
+                            sort_key, "none", filt)
+        empty = f"no process matches '{filt}'" if filt else "no process to show"
+        self.query_one(ProcessTable).set_tasks(topo, tasks, selected, sort_key, title, empty)
 
-    def show_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str) -> None:
-        table = self.query_one(DataTable)
-        with table.prevent(DataTable.RowHighlighted):
-            table.clear(columns=True)
-            table.add_columns(mode.upper(), "PROCS", "THR", "CPU%", "RUNS ON", "BUSIEST")
-            for g in groups:
-                table.add_row(g.key[:24], str(g.nprocs), str(g.nthreads), f"{g.cpu_pct:6.1f}",
-                              affinity_label(topo, g.affinity), g.top, key=f"g:{g.key}")
+    def show_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str,
+                    sort_key: str | None = None, filter_text: str | None = None) -> None:
+        sort_key, filt = self._state(sort_key, filter_text)
+        n = len(groups)
+        title = table_title(f"{n} {'job' if mode == 'job' else 'user'}{'s' if n != 1 else ''}"
+                            " (enter: fold/unfold)", sort_key, mode, filt)
+        empty = f"no process matches '{filt}'" if filt else "no process to show"
+        self.query_one(ProcessTable).set_groups(topo, groups, mode, sort_key, title, empty)
 
     def show_detail(self, text: Text) -> None:
-        self.query_one("#proc-detail", Static).update(text)
+        table = self.query_one(ProcessTable)
+        if not table.lines:
+            text = Text(" " + table.empty_note, style=NA_STYLE)   # nothing stale under it
+        self.query_one("#proc-detail", Static).update(text, layout=False)
+
+
+def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:
+    """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table."""
+    t = Text(f" {what}", style="bold")
+    if mode == "none":
+        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)}"
+                 f" {'▼' if sort_key == 'cpu' else '▲'}")
+    else:
+        t.append(f" · grouped by {mode}")
+    if filter_text:
+        t.append(" · filter ")
+        t.append(f"'{filter_text}'", style="bold yellow")
+        t.append(" (esc clears)", style=NA_STYLE)
+    else:
+        t.append("  s sort · g group · / filter", style=NA_STYLE)
+    return t

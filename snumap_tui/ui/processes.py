@@ -26,6 +26,8 @@ class GroupRow:
     cpu_pct: float
     affinity: frozenset[int]
     top: str                    # the busiest command of the group
+    rss_bytes: int | None = None    # summed resident memory (None: not read for any member)
+    members: tuple[TaskRow, ...] = ()   # its processes, busiest first (a group unfolds)
 
 
 def affinity_label(topo: Topology, affinity: Iterable[int]) -> str:
@@ -85,8 +87,10 @@ def group_tasks(tasks: Iterable[TaskRow], mode: str) -> list[GroupRow]:
     for k, ts in acc.items():
         busiest = max(ts, key=lambda t: t.cpu_pct or 0.0)
         aff: frozenset[int] = frozenset().union(*(t.affinity for t in ts))
+        rss = [t.rss_bytes for t in ts if t.rss_bytes is not None]
         rows.append(GroupRow(k, len(ts), sum(t.nthreads for t in ts),
-                             sum(t.cpu_pct or 0.0 for t in ts), aff, busiest.comm))
+                             sum(t.cpu_pct or 0.0 for t in ts), aff, busiest.comm,
+                             sum(rss) if rss else None, tuple(sort_tasks(ts, "cpu"))))
     return sorted(rows, key=lambda r: (-r.cpu_pct, r.key))
 
 

@@ -1,0 +1,84 @@
+"""CPU time per frame of `snumap top`'s processes view, headless, with ~100 and ~1000 processes.
+
+Why: the processes view was measured at 6.9 % of a core in tmux against ~1 % for the topology
+view; this isolates the view's cost (filter, sort, table, details, Textual's compositing) from
+the sampler's. Each frame changes every process's CPU % (the worst case: every row repaints).
+Run: ``.venv/bin/python bench/process_view.py [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._report import table, write_section  # noqa: E402
+from snumap_tui.model.frame import Frame, TaskRow  # noqa: E402
+from snumap_tui.ui.demo import demo_frame, synthetic_topology  # noqa: E402
+
+FRAMES = 30
+
+
+def fake_tasks(topo_pus: list[int], n: int, step: int) -> list[TaskRow]:
+    """``n`` processes of a few users, CPU % moving every step."""
+    users = ("alice", "bob", "root", "carol", "slurm")
+    rows = []
+    for i in range(n):
+        rows.append(TaskRow(
+            pid=1000 + i, tid=1000 + i, comm=f"proc{i % 37}", user=users[i % len(users)],
+            state="R" if i % 3 == 0 else "S", cpu_pct=((i * 7 + step * 13) % 1000) / 10,
+            last_cpu=topo_pus[(i + step) % len(topo_pus)],
+            affinity=frozenset(topo_pus) if i % 4 else frozenset(topo_pus[:8]),
+            job=f"slurm:{800 + i % 6}" if i % 2 else None,
+            cmdline=f"/usr/bin/proc{i % 37} --input data{i}.h5 --threads {1 + i % 16}",
+            nthreads=1 + i % 16, rss_bytes=(i * 7919 % 5000) * 1024 * 1024))
+    return rows
+
+
+async def measure(n: int, size: tuple[int, int] = (120, 40)) -> float:
+    """Mean CPU ms per frame of the processes view with ``n`` processes."""
+    from snumap_tui.ui.app import TopApp
+
+    topo = synthetic_topology(2, 2, 2, 4, 2)
+    app = TopApp(topo)
+    pus = topo.pu_os_indexes
+
+    def frame(step: int) -> Frame:
+        f = demo_frame(topo, step)
+        f.tasks = fake_tasks(pus, n, step)
+        return f
+
+    async with app.run_test(size=size) as pilot:
+        app.push_frame(frame(0))
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        frames = [frame(s) for s in range(1, FRAMES + 1)]
+        cpu = 0.0
+        for f in frames:
+            t0 = time.process_time()
+            app.push_frame(f)
+            await pilot.pause(0.05)        # lets the screen repaint; sleeping costs no CPU
+            cpu += time.process_time() - t0
+    return cpu / FRAMES * 1000
+
+
+def main() -> int:
+    rows = []
+    for n in (100, 1000):
+        ms = asyncio.run(measure(n))
+        print(f"{n:5d} processes: {ms:6.2f} ms CPU per frame (120x40)")
+        rows.append([n, f"{ms:.2f}", f"{ms / 10:.2f} %"])
+    if "--no-write" not in sys.argv:
+        write_section("process_view", "snumap top: processes view, CPU per frame",
+                      "Headless (App.run_test, 120x40), 64-PU demo machine, every process's "
+                      f"CPU % changing each frame, mean of {FRAMES} frames. The app shows at "
+                      "most 200 rows. % of a core at a 1 s interval = ms / 10.\n\n"
+                      + table(["processes", "ms CPU per frame", "% of a core at 1 s"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
