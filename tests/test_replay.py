@@ -4,6 +4,8 @@ snapshots of the app and the core-vs-time view at 80x24 and 120x40."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +16,10 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import open as open_recording
 from snumap_tui.trace.events import SWITCH, TaskInfo
 from snumap_tui.ui.gantt import GanttState
-from snumap_tui.ui.replay import GanttView, ReplayApp, parse_time
+from snumap_tui.ui.replay import GanttView, ReplayApp, fit_pieces, parse_time
 from snumap_tui.ui.replay_data import load_replay
+from snumap_tui.ui.replay_help import KEYS, ReplayHelpScreen
+from snumap_tui.ui.topology_view import TopologyTable
 
 HERE = Path(__file__).resolve().parent
 
@@ -72,8 +76,9 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_parse_time() -> None:
     assert parse_time("12.5") == 12.5 and parse_time("250ms") == 0.25
     assert parse_time("1:02.5") == 62.5
-    with pytest.raises(ValueError):
-        parse_time("soon")
+    for bad in ("soon", "abc", "nan", "inf", "-1", "1e300", "1:xx"):
+        with pytest.raises(ValueError):
+            parse_time(bad)
 
 
 def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
@@ -125,7 +130,11 @@ def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
                 header = str(app.query_one("#header").render())
                 assert "replayhost" in header and "paused" in header
                 await pilot.press("tab")
+                assert app.view == "topology"
+                await pilot.press("tab")
                 assert app.view == "heatmap"
+                await pilot.press("tab")
+                assert app.view == "gantt"
                 await pilot.press("q")
     asyncio.run(go())
 
@@ -153,3 +162,144 @@ def test_snapshot_core_vs_time_zoomed_by_thread(snap_compare, recording: Path,
 
 def test_gantt_state_span_never_zero() -> None:
     assert GanttState(5, 5).span == 1
+
+
+def run_pilot(recording: Path, size: tuple[int, int], steps, at_ns: int | None = None) -> None:
+    """Open the recording in a ReplayApp of ``size`` and await ``steps(app, pilot)``."""
+    async def go() -> None:
+        with open_recording(recording) as rec:
+            app = ReplayApp(load_replay(rec))
+            if at_ns is not None:
+                app.cursor_t = app.data.t0 + at_ns
+            async with app.run_test(size=size) as pilot:
+                await pilot.pause()
+                await steps(app, pilot)
+    asyncio.run(go())
+
+
+def test_no_color_draws_every_view_and_the_help(recording: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR makes Textual filter every segment to monochrome, which read ``.color`` of a
+    None style and crashed the core-vs-time and topology views."""
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def steps(app: ReplayApp, pilot) -> None:
+        assert app.no_color
+        for _ in range(3):                       # gantt, topology, heatmap
+            await pilot.press("tab")
+            await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, ReplayHelpScreen)
+        await pilot.press("escape")
+    run_pilot(recording, (80, 24), steps)
+
+
+# How Textual names the keys of BINDINGS -> how the help writes them.
+KEY_SHOWN = {"question_mark": "?", "f1": "F1", "left_square_bracket": "[", "comma": ",",
+             "right_square_bracket": "]", "plus": "+", "minus": "-", "full_stop": ".",
+             "shift+left": "shift+←", "shift+right": "→", "pageup": "pgup",
+             "pagedown": "pgdn", "equals_sign": "+"}
+
+
+def test_help_lists_every_key_and_the_footer_the_main_ones(recording: Path) -> None:
+    helped = " ".join(k for k, _ in KEYS).replace(",", " , ").split()
+    for b in ReplayApp.BINDINGS:
+        for key in b.key.split(","):           # type: ignore[union-attr]
+            assert KEY_SHOWN.get(key, key) in helped, key
+
+    async def steps(app: ReplayApp, pilot) -> None:
+        shown = {b.binding.description for b in app.active_bindings.values() if b.binding.show}
+        assert {"Help", "Quit", "Play", "Step", "Zoom", "Go to", "View"} <= shown
+        await pilot.press("f1")
+        assert isinstance(app.screen, ReplayHelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ReplayHelpScreen)
+    run_pilot(recording, (80, 24), steps)
+
+
+def test_too_small_terminal_says_so(recording: Path) -> None:
+    async def steps(app: ReplayApp, pilot) -> None:
+        assert app.too_small and app.screen.has_class("-too-narrow")
+        assert app.query_one("#too-small").display
+        assert "too small" in str(app.query_one("#too-small").render())
+        assert not app.query_one("#main").display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.too_small and app.query_one("#main").display
+    run_pilot(recording, (40, 10), steps)
+
+
+def test_go_to_with_bad_input_says_why_and_stays_open(recording: Path) -> None:
+    async def steps(app: ReplayApp, pilot) -> None:
+        before = app.cursor_t
+        goto = app.query_one("#goto")
+        for bad in ("abc", "nan"):
+            await pilot.press("g", *bad, "enter")
+            assert goto.display and app.cursor_t == before
+            assert "not a time" in str(goto.border_title)
+        await pilot.press("escape")
+        assert not goto.display
+        await pilot.press("g", *"0.5", "enter")
+        assert not goto.display and app.cursor_t == app.data.t0 + 500_000_000
+    run_pilot(recording, (80, 24), steps)
+
+
+def test_topology_view_shows_the_samples_at_the_cursor(recording: Path) -> None:
+    """`snumap top`'s tree, fed the Frame of the two recorded samples around the cursor."""
+    async def steps(app: ReplayApp, pilot) -> None:
+        await pilot.press("1")
+        await pilot.pause()
+        tree = app.query_one(TopologyTable)
+        assert app.view == "topology" and tree.has_focus
+        f = tree.frame
+        assert f is not None and f.t_ns - f.dt_s * 1e9 <= app.cursor_t < f.t_ns
+        assert "sample 200.00ms–300.00ms" in str(app.query_one("#header").render())
+        await pilot.press(*"." * 5)            # 5 columns of 2 s / 84: past 300 ms
+        assert app.cursor_t >= app.data.t0 + 300_000_000
+        assert tree.frame is not None and tree.frame.t_ns > f.t_ns
+        await pilot.press("down", "enter")     # the tree's own keys: fold Package 0
+        assert tree.cursor == 1 and len(tree.rows) < 15
+    run_pilot(recording, (100, 30), steps, at_ns=250_000_000)
+
+
+def test_header_leaves_out_whole_pieces_at_80_columns(recording: Path) -> None:
+    t = fit_pieces([("abc", ""), (" │ 3.79s", ""), (" │ Linux 6.1.0-28-amd64", "")], 15)
+    assert t.plain == "abc │ 3.79s"
+
+    async def steps(app: ReplayApp, pilot) -> None:
+        app.data.header["kernel"] = "6.1.0-28-cloud-amd64-with-a-long-name"
+        await pilot.press("0")                  # a redraw with the long kernel name
+        one, two = str(app.query_one("#header").render()).splitlines()[:2]
+        assert "│ 2.00s │" in one and "Linux" not in one and len(one) <= 80
+        assert "t=0" in two
+    run_pilot(recording, (80, 24), steps)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snumap_tui.cli", *args], cwd=HERE.parent,
+                          check=False,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_replay_without_a_terminal_refuses_in_one_line(recording: Path) -> None:
+    p = _cli("replay", str(recording))            # stdout is a pipe, not a tty
+    assert p.returncode == 2 and p.stdout == ""
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "needs a terminal" in err[0]
+
+
+def test_a_crash_inside_the_app_exits_non_zero(recording: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from snumap_tui.cli import main
+
+    def boom(self: ReplayApp) -> None:
+        raise RuntimeError("boom")
+    monkeypatch.setattr(ReplayApp, "_header", boom)
+    rc = main(["replay", str(recording), "--screenshot", str(tmp_path / "s.svg"),
+               "--size", "80x24"])
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("snumap: the replay view stopped on an internal error "
+                       "(RuntimeError: boom); the traceback is above")

@@ -23,6 +23,7 @@ changing the drawing):
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from snumap_tui.errors import SnumapError
@@ -59,11 +60,16 @@ def load_for_ui(rec: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.store import open as open_recording
+    from snumap_tui.commands.report import open_readable, warn_damaged
 
     if args.speed <= 0:
         raise SnumapError("--speed must be positive")
-    with open_recording(args.file) as rec:
+    with open_readable(args.file) as rec:
+        # Without a terminal Textual would write escape codes into a pipe and wait for keys
+        # that never come; refuse before the load, as `snumap top` does.
+        if not args.screenshot and not sys.stdout.isatty():
+            raise SnumapError("the replay view needs a terminal; use `snumap report FILE` for "
+                              "text, or --screenshot OUT.svg")
         data = load_for_ui(rec)
         from snumap_tui.ui.replay import ReplayApp, parse_time
 
@@ -75,8 +81,25 @@ def run(args: argparse.Namespace) -> int:
             except ValueError:
                 raise SnumapError(f"--at: not a time: {args.at!r}") from None
         if args.screenshot:
-            return _screenshot(app, args)
-        return int(app.run() or 0)
+            rc = _screenshot(app, args)
+        else:
+            app.run()
+            rc = app_exit_code(app, "replay")
+        warn_damaged(rec, args.file, "the replay")
+        return rc
+
+
+def app_exit_code(app: Any, name: str) -> int:
+    """The exit code of a finished Textual app: 0, or 1 after an exception inside it. Textual
+    prints the traceback and returns None either way (so a crash used to exit 0); this adds
+    one line saying what failed, which a script sees in the exit code."""
+    exc = getattr(app, "_exception", None)     # set by Textual's exception handler
+    rc = int(getattr(app, "return_code", 0) or 0) or (1 if exc is not None else 0)
+    if rc:
+        what = f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {rc}"
+        print(f"snumap: the {name} view stopped on an internal error ({what}); "
+              "the traceback is above", file=sys.stderr)
+    return rc
 
 
 def _screenshot(app: object, args: argparse.Namespace) -> int:
@@ -99,5 +122,7 @@ def _screenshot(app: object, args: argparse.Namespace) -> int:
         pilot.app.exit(0)
 
     app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)  # type: ignore[attr-defined]
-    print(f"snumap: wrote {out}")
-    return 0
+    rc = app_exit_code(app, "replay")
+    if not rc:
+        print(f"snumap: wrote {out}")
+    return rc

@@ -1,30 +1,19 @@
 """`snumap replay`: a recording shown again, with a time cursor.
 
-Views: the core-vs-time (Gantt) chart of the scheduling trace, and the heatmap of `snumap top`
-built from the recorded samples at the cursor (the same ``derive(prev, cur)`` as live). The
-topology comes from the file, so it works on any machine, without hwloc.
-
-| key                | action |
-|--------------------|--------|
-| left right         | move the time cursor one column (step) |
-| home end           | jump to the start / end |
-| space              | play / pause; [ ] slower / faster |
-| g                  | go to a time (seconds from the start) |
-| + -  0             | zoom in / out around the cursor; whole recording |
-| shift+left/right, h l | pan a quarter of a screen |
-| up down pgup pgdn  | select a PU row / scroll |
-| c                  | colour by process, thread or process group |
-| f  F/escape        | filter to the selected cell's process (or thread/group); clear |
-| tab                | core-vs-time / heatmap |
-| q                  | quit |
+Views: the core-vs-time (Gantt) chart of the scheduling trace, and `snumap top`'s topology
+tree and heatmap built from the recorded samples at the cursor (the same ``derive(prev, cur)``
+as live, the same widgets). The topology comes from the file, so it works on any machine,
+without hwloc. Every key is listed in ``replay_help.KEYS`` (the ? screen).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -43,6 +32,8 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.replay_data import MODES, ReplayData
+from snumap_tui.ui.replay_help import ReplayHelpScreen
+from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
@@ -50,6 +41,15 @@ if TYPE_CHECKING:
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0)
 TICK_S = 0.1
 MIN_SPAN_NS = 1000            # zoomed in to 1 us across the screen: single events apart
+MIN_W, MIN_H = 50, 12         # below this the views say "too small" (as `snumap top` does)
+VIEWS = ("gantt", "topology", "heatmap")      # tab's order; keys 1 2 3 are top's numbering
+NULL_STYLE = Style()
+
+
+def styled(line: list[Segment]) -> list[Segment]:
+    """Every segment with a Style, never None: Textual's NO_COLOR filter reads ``.color`` of
+    each segment's style and fails on None."""
+    return [seg if seg.style is not None else Segment(seg.text, NULL_STYLE) for seg in line]
 
 
 class GanttView(Widget, can_focus=True):
@@ -73,7 +73,8 @@ class GanttView(Widget, can_focus=True):
             return
         self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t)
         detail = cell_detail(self.data, self.state, self.rendered.bins)
-        self._lines = [*self.rendered.lines, [Segment(f" {detail}"[:w])]]
+        self._lines = [styled(line) for line in
+                       (*self.rendered.lines, [Segment(f" {detail}"[:w])])]
         self.redraws += 1
         self.refresh()
 
@@ -86,8 +87,20 @@ class GanttView(Widget, can_focus=True):
         if y < len(self._lines):
             # Padded to the width: a short line (the legend) would otherwise end in the
             # widget's background colour, a dark block in the middle of the chart's row.
-            return Strip(self._lines[y]).adjust_cell_length(self.size.width)
-        return Strip.blank(self.size.width)
+            return Strip(self._lines[y]).adjust_cell_length(self.size.width, NULL_STYLE)
+        return Strip.blank(self.size.width, NULL_STYLE)
+
+
+class ReplayTree(TopologyTable):
+    """`snumap top`'s topology table as it is, but every segment styled (``styled``): its
+    rows end in unstyled padding, which NO_COLOR's filter cannot take. Drop this class once
+    topology_view.py styles its padding itself."""
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        if any(seg.style is None for seg in strip):
+            return Strip(styled(list(strip)), strip.cell_length)
+        return strip
 
 
 class ReplayApp(App[int]):
@@ -95,22 +108,38 @@ class ReplayApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     #header { height: 2; }
+    #main { height: 1fr; }
     #views { height: 1fr; }
+    #topology { height: 1fr; }
+    #topo-head { height: 1; }
     #goto { display: none; }
+    #too-small { height: 1fr; content-align: center middle; text-align: center; display: none; }
+    Screen.-too-narrow #main, Screen.-too-low #main { display: none; }
+    Screen.-too-narrow #too-small, Screen.-too-low #too-small { display: block; }
     """
+    # As in `snumap top`: below MIN_W x MIN_H the screen gets -too-narrow / -too-low and the
+    # CSS above swaps the views for a message.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-narrow"),
+                                                                (MIN_W, "-wide-enough")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-low"),
+                                                              (MIN_H, "-high-enough")]
 
+    # Shown in the footer (80 columns hold them): help, play, step, zoom, go to, view, quit.
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("space", "play", "Play"),
-        Binding("left", "step(-1)", "Step", show=False),
+        Binding("left", "step(-1)", "Step", key_display="← →"),
         Binding("right", "step(1)", "Step", show=False),
+        Binding("comma", "step(-1)", "Step", show=False),
+        Binding("full_stop", "step(1)", "Step", show=False),
         Binding("home", "jump(0)", "Start", show=False),
         Binding("end", "jump(1)", "End", show=False),
         Binding("left_square_bracket", "speed(-1)", "Slower", show=False),
         Binding("right_square_bracket", "speed(1)", "Faster", show=False),
-        Binding("plus,equals_sign", "zoom(0.5)", "Zoom+"),
-        Binding("minus", "zoom(2)", "Zoom-"),
+        Binding("plus,equals_sign", "zoom(0.5)", "Zoom", key_display="+ -"),
+        Binding("minus", "zoom(2)", "Zoom-", show=False),
         Binding("0", "zoom_all", "All", show=False),
         Binding("shift+left,h", "pan(-0.25)", "Pan", show=False),
         Binding("shift+right,l", "pan(0.25)", "Pan", show=False),
@@ -119,17 +148,20 @@ class ReplayApp(App[int]):
         Binding("pageup", "row(-10)", show=False),
         Binding("pagedown", "row(10)", show=False),
         Binding("c", "colour", "Colour"),
-        Binding("f", "filter", "Filter"),
+        Binding("f", "filter", "Filter", show=False),
         Binding("F,escape", "clear_filter", "Clear", show=False),
         Binding("g", "goto", "Go to"),
         Binding("tab", "next_view", "View", priority=True),
+        Binding("1", "view('topology')", "Tree", show=False),
+        Binding("2", "view('heatmap')", "Heat", show=False),
+        Binding("3", "view('gantt')", "Core-vs-time", show=False),
     ]
 
     playing: reactive[bool] = reactive(False)
     """The cursor advances by speed x wall time while playing."""
 
     view: reactive[str] = reactive("gantt")
-    """gantt (core-vs-time) or heatmap (the samples at the cursor)."""
+    """gantt (core-vs-time), topology or heatmap (these two: the samples at the cursor)."""
 
     def __init__(self, data: ReplayData, speed: float = 1.0) -> None:
         super().__init__()
@@ -138,55 +170,78 @@ class ReplayApp(App[int]):
         self.cursor_t = data.t0
         self.speed = speed
         self._timer = None
+        self._frame: Frame | None = None      # the samples' Frame at the cursor (tree, heat)
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with Vertical(id="main"), ContentSwitcher(initial="gantt", id="views"):
             yield GanttView(self.data, self.state, id="gantt")
+            with Vertical(id="topology"):
+                yield Static(id="topo-head")
+                yield ReplayTree(self.data.topology, id="tree")
             from snumap_tui.ui.panels import HeatmapPanel
             yield HeatmapPanel(id="heatmap")
+        yield Static(id="too-small")
         yield Input(placeholder="go to time: seconds from the start (e.g. 12.5)", id="goto")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(GanttView).focus()
+        self.query_one("#too-small", Static).update(
+            f"Terminal too small.\nsnumap replay needs at least {MIN_W}×{MIN_H}.\n"
+            "Enlarge the window, or press q to quit.")
         self.call_after_refresh(self._redraw)
+
+    @property
+    def too_small(self) -> bool:
+        w, h = self.size
+        return w < MIN_W or h < MIN_H
 
     # ---- drawing -------------------------------------------------------------------------------
     def _header(self) -> Text:
+        """Two lines; a piece that does not fit is left out whole (never cut to ``│ 3.7``), so
+        each line lists its pieces most important first."""
         d, w = self.data, self.size.width
-        t = Text()
-        t.append(" snumap replay ", style="bold reverse")
-        t.append(f" {d.host}", style="bold")
-        kernel = d.header.get("kernel") or d.topology.meta.get("OSRelease")
-        if kernel:
-            t.append(f" │ Linux {kernel}")
-        t.append(f" │ {d.header.get('backend') or '?'}")
+        one: list[tuple[str, str]] = [(" snumap replay ", "bold reverse"), (f" {d.host}", "bold"),
+                                      (f" │ {fmt_time(d.t1 - d.t0)}", "")]
+        if d.lost:
+            one.append((f" │ {d.lost} lost", "bold red"))
+        damaged = getattr(d.recording, "damaged", None)
+        if damaged:
+            one.append((f" │ damaged: {len(damaged)} part(s) skipped", "bold red"))
+        one.append((f" │ {d.header.get('backend') or '?'}", ""))
         start = d.header.get("start_wall_ns")
         if start:
-            t.append(" │ " + _dt.datetime.fromtimestamp(start / 1e9, _dt.timezone.utc)
-                     .strftime("%Y-%m-%d %H:%M:%S UTC"))
-        t.append(f" │ {fmt_time(d.t1 - d.t0)}")
-        if d.lost:
-            t.append(f" │ {d.lost} lost", style="bold red")
-        t.truncate(w)
-        t.append("\n")
-        l2 = Text()
-        l2.append(f" ▶ {self.speed:g}x " if self.playing else " ‖ paused ",
-                  style="bold green" if self.playing else "bold yellow")
-        l2.append(f" t={fmt_time(self.cursor_t - d.t0)}")
+            one.append((" │ " + _dt.datetime.fromtimestamp(start / 1e9, _dt.timezone.utc)
+                        .strftime("%Y-%m-%d %H:%M:%S UTC"), ""))
+        kernel = d.header.get("kernel") or d.topology.meta.get("OSRelease")
+        if kernel:
+            one.append((f" │ Linux {kernel}", ""))
+        two: list[tuple[str, str]] = [
+            (f" ▶ {self.speed:g}x " if self.playing else " ‖ paused ",
+             "bold green" if self.playing else "bold yellow"),
+            (f" t={fmt_time(self.cursor_t - d.t0)}", "")]
+        if self.view == "gantt":
+            two.append((f" │ span {fmt_time(self.state.span)}", ""))
+            if self.state.only_key is not None:
+                two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
+                            "bold"))
+            two.append((f" │ by {self.state.mode}", ""))
+        elif self._frame is None:
+            two.append((" │ no samples recorded here: n/a", "bold magenta"))
+        else:
+            f = self._frame
+            a, b = fmt_time(f.t_ns - f.dt_s * 1e9 - d.t0), fmt_time(f.t_ns - d.t0)
+            two.append((f" │ sample {a}–{b}", ""))
+        if d.approximate:
+            two.append((" │ /proc polling: coarse, approximate", "bold magenta"))
         wall = self._wall(self.cursor_t)
         if wall:
-            l2.append(f" ({wall})")
-        l2.append(f" │ span {fmt_time(self.state.span)} │ by {self.state.mode}")
-        if self.state.only_key is not None:
-            l2.append(f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
-                      style="bold")
-        if d.approximate:
-            l2.append(" │ /proc polling: coarse, approximate", style="bold magenta")
-        l2.truncate(w)
-        t.append_text(l2)
+            two.append((f" │ {wall} UTC", ""))
+        t = fit_pieces(one, w)
+        t.append("\n")
+        t.append_text(fit_pieces(two, w))
         return t
 
     def _wall(self, t: int) -> str | None:
@@ -205,19 +260,23 @@ class ReplayApp(App[int]):
     def _redraw(self) -> None:
         if not self.is_mounted:
             return
+        if self.view != "gantt":
+            self._frame = self.frame_at(self.cursor_t)
         self.query_one("#header", Static).update(self._header())
+        if self.too_small:
+            return
         if self.view == "gantt":
             self._sync_cursor()
             self.query_one(GanttView).rebuild()
+        elif self.view == "topology":
+            self.query_one("#topo-head", Static).update(header_text(self.size.width))
+            self.query_one(TopologyTable).set_frame(self._frame)
         else:
-            self._draw_heatmap()
+            from snumap_tui.ui.metricspec import view_for
+            from snumap_tui.ui.panels import HeatmapPanel
 
-    def _draw_heatmap(self) -> None:
-        from snumap_tui.ui.metricspec import view_for
-        from snumap_tui.ui.panels import HeatmapPanel
-
-        frame = self.frame_at(self.cursor_t)
-        self.query_one(HeatmapPanel).show(self.data.topology, frame, view_for("util"))
+            self.query_one(HeatmapPanel).show(self.data.topology, self._frame,
+                                              view_for("util"))
 
     def frame_at(self, t: int) -> Frame | None:
         """The Frame of the two recorded samples around ``t`` (None without samples)."""
@@ -344,7 +403,7 @@ class ReplayApp(App[int]):
         goto = self.query_one("#goto", Input)
         if goto.display:
             goto.display = False
-            self.query_one(GanttView).focus()
+            self._focus_view()
             return
         self.state.only_key = None
         self._redraw()
@@ -352,31 +411,60 @@ class ReplayApp(App[int]):
     def action_goto(self) -> None:
         goto = self.query_one("#goto", Input)
         goto.display = True
+        goto.border_title = None
         goto.value = ""
         goto.focus()
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
+        """A time goes there; anything else keeps the line open, says why, and how to write
+        a time (the reviewer's ``abc`` vanished without a word)."""
         goto = self.query_one("#goto", Input)
-        goto.display = False
-        self.query_one(GanttView).focus()
         try:
             secs = parse_time(message.value)
         except ValueError:
-            self.notify(f"not a time: {message.value!r}", severity="error")
+            goto.border_title = (f"not a time: {message.value.strip()[:20]!r}; "
+                                 "try 12.5, 250ms or 1:02.5 (escape: close)")
+            goto.focus()
             return
+        goto.border_title = None
+        goto.display = False
+        self._focus_view()
         self.set_cursor(self.data.t0 + int(secs * 1e9))
 
+    def _focus_view(self) -> None:
+        focus = {"gantt": GanttView, "topology": TopologyTable}.get(self.view)
+        if focus is not None:
+            self.query_one(focus).focus()
+
     def action_next_view(self) -> None:
-        self.view = "heatmap" if self.view == "gantt" else "gantt"
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+
+    def action_view(self, view: str) -> None:
+        self.view = view
 
     def watch_view(self, view: str) -> None:
         if not self.is_mounted:
             return
         self.query_one("#views", ContentSwitcher).current = view
+        self._focus_view()
         self._redraw()
+
+    def action_help(self) -> None:
+        self.push_screen(ReplayHelpScreen())
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._redraw)
+
+
+def fit_pieces(pieces: list[tuple[str, str]], width: int) -> Text:
+    """The pieces (text, style) in order, leaving out whole those that would pass ``width``
+    (the first is always there, cut if it must be)."""
+    out = Text()
+    for i, (text, style) in enumerate(pieces):
+        if i == 0 or out.cell_len + len(text) <= width:
+            out.append(text, style=style)
+    out.truncate(width)
+    return out
 
 
 def parse_time(text: str) -> float:
@@ -384,8 +472,15 @@ def parse_time(text: str) -> float:
     s = text.strip().lower()
     if ":" in s:
         m, sec = s.split(":", 1)
-        return int(m) * 60 + float(sec)
-    for suffix, mult in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-        if s.endswith(suffix):
-            return float(s[: -len(suffix)]) * mult
-    return float(s)
+        out = int(m) * 60 + float(sec)
+    else:
+        out: float | None = None
+        for suffix, mult in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+            if s.endswith(suffix):
+                out = float(s[: -len(suffix)]) * mult
+                break
+        if out is None:
+            out = float(s)
+    if not math.isfinite(out) or out < 0 or out > 1e9:   # nan, inf, -1, 1e300: not times
+        raise ValueError(text)
+    return out
