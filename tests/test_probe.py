@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,96 @@ def test_identical_checks_collapse_into_one_line() -> None:
     assert [g[0] for g in groups] == ["perf", "perf: cycles, instructions"]
     text = render(same, {"machine": "test"})
     assert text.count("no hardware PMU") == 1 and "fix: fix it" in text
+
+
+def test_a_fix_is_printed_once_and_referred_to_after() -> None:
+    pmu_fix = "enable the virtual PMU in the hypervisor"
+    statuses = [SourceStatus("perf", True, "software events only", pmu_fix),
+                SourceStatus("perf:cycles", False, "no hardware PMU", pmu_fix)]
+    text = render(statuses, {"machine": "test"})
+    assert text.count(pmu_fix) == 1
+    assert ("  NO   perf:cycles             no hardware PMU\n"
+            "                               fix: as for perf (per PU) above\n") in text
+
+
+def test_long_paths_wrap_after_a_slash_never_mid_word() -> None:
+    s = SourceStatus("tracepoints", False, "permission denied (EACCES): "
+                     "/sys/kernel/tracing/events/sched/sched_switch/format", None)
+    text = render([s], {"machine": "test"})
+    assert ("  NO   tracepoints             permission denied (EACCES): /sys/kernel/tracing/\n"
+            "                               events/sched/sched_switch/format\n") in text
+    hyphen = SourceStatus("kernel-headers", True, "headers of another kernel "
+                          "(linux-headers-6.1.0-56-amd64): tracepoint programs only", None)
+    assert "(linux-headers-6.1.0-56-amd64):" in render([hyphen], {"machine": "test"})
+
+
+def _status_reader(capeff: str) -> Callable[[Path], str]:
+    def reader(path: Path) -> str:
+        if path.name == "status":
+            return f"Name:\tsnumap\nCapEff:\t{capeff}\n"
+        raise FileNotFoundError(path)
+    return reader
+
+
+def test_capability_fix_targets_an_interpreter_copy_not_the_script() -> None:
+    from snumap_tui.sources.system import capability_statuses, kernel_at_least
+
+    checks = {s.name: s for s in capability_statuses(Path("/"), _status_reader("0" * 16))}
+    fix = checks["cap:CAP_PERFMON"].fix or ""
+    assert not checks["cap:CAP_PERFMON"].available
+    # A file capability on a "#!" script is never used: only the interpreter's counts.
+    assert "setcap on the snumap script has no effect" in fix
+    assert 'cp "$(readlink -f .venv/bin/python)" .venv/bin/python-caps' in fix
+    assert "setcap cap_perfmon,cap_bpf+ep .venv/bin/python-caps" in fix
+    assert checks["cap:CAP_BPF"].fix == fix
+    assert kernel_at_least("6.18.44-fc-v669", 5, 8) and not kernel_at_least("5.4.0-1", 5, 8)
+    assert kernel_at_least("5.8", 5, 8) and not kernel_at_least("weird", 5, 8)
+    with_perfmon = capability_statuses(Path("/"), _status_reader(f"{1 << 38 | 1 << 39:016x}"))
+    assert all(s.available for s in with_perfmon if s.name != "cap:CAP_SYS_ADMIN")
+
+
+def test_msr_pmu_with_only_tsc_gives_no_frequency(tmp_path: Path) -> None:
+    from snumap_tui.sources.system import msr_status
+
+    fake = FakeRoot(tmp_path, cpus=2, hypervisor=True)
+    msr = fake.root / "sys/bus/event_source/devices/msr"
+    (msr / "events").mkdir(parents=True)
+    (msr / "type").write_text("9\n")
+    (msr / "events/tsc").write_text("event=0x00\n")
+    s = msr_status(fake.root)
+    assert not s.available and s.detail["partial"] and s.detail["events"] == ["tsc"]
+    assert s.reason == ("no frequency from it: the msr PMU has only tsc, no aperf/mperf (a "
+                        "virtual machine: the hypervisor does not expose APERF/MPERF)")
+    for ev in ("aperf", "mperf"):
+        (msr / "events" / ev).write_text("event=0x01\n")
+    assert msr_status(fake.root).available
+
+
+def test_fsroot_never_suggests_fixes_for_this_machine(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A gathered tree without powercap: RAPL is unknown there (not "absent, modprobe
+    intel_rapl_msr"); nothing local is suggested for the other machine."""
+    fake = FakeRoot(tmp_path, cpus=4, rapl=False, cpufreq=False)
+    checks = {c["name"]: c for c in probe_json(capsys, "--fsroot", str(fake.root))["checks"]}
+    assert checks["rapl"]["reason"] == (
+        "unknown for that machine: the gathered tree has no sys/class/powercap and no "
+        "sys/bus/event_source/devices/power")
+    assert checks["rapl"]["fix"] is None and checks["rapl"]["detail"]["unknown"]
+    assert all(c["fix"] is None for c in checks.values()), [c for c in checks.values()
+                                                            if c["fix"]]
+    assert main(["probe", "--fsroot", str(fake.root)]) == 0
+    text = capsys.readouterr().out
+    assert "modprobe" not in text and "sysctl" not in text and "fix:" not in text
+    assert "   ?   rapl                    unknown for that machine" in text
+
+
+def test_fsroot_keeps_what_the_tree_says_but_not_the_fix(tmp_path: Path) -> None:
+    from snumap_tui.commands.probe import for_gathered_tree
+
+    (tmp_path / "sys/class/powercap").mkdir(parents=True)
+    s = SourceStatus("rapl:powercap", False, "no intel-rapl zones in /sys/class/powercap",
+                     "modprobe intel_rapl_msr")
+    out = for_gathered_tree(s, tmp_path)
+    assert out.fix is None and out.detail["fix_on_that_machine"] == "modprobe intel_rapl_msr"
+    assert out.reason == ("no intel-rapl zones in /sys/class/powercap on that machine (a fix "
+                          "would be made there, not on this one)")

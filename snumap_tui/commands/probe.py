@@ -12,7 +12,6 @@ import argparse
 import json
 import platform
 import sys
-import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +96,39 @@ def rapl_statuses(root: Path) -> list[SourceStatus]:
     return out
 
 
+# What each file-based check reads, relative to the root: with --fsroot, a missing one means
+# the gathered tree does not say (hwloc-gather-topology copies only part of /sys), not that
+# the other machine lacks it.
+TREE_NEEDS: dict[str, tuple[str, ...]] = {
+    "freq": ("sys/devices/system/cpu/cpu0/cpufreq", "sys/bus/event_source/devices/msr"),
+    "msr-pmu": ("sys/bus/event_source/devices/msr",),
+    "rapl:powercap": ("sys/class/powercap",),
+    "rapl:perf": ("sys/bus/event_source/devices/power",),
+    "rapl": ("sys/class/powercap", "sys/bus/event_source/devices/power"),
+    "numa": ("sys/devices/system/node",),
+}
+
+
+def for_gathered_tree(s: SourceStatus, root: Path) -> SourceStatus:
+    """A check made on a gathered tree (--fsroot): never a fix for this machine (modprobe,
+    sysctl, a driver) presented as one for that machine; when the tree lacks what the check
+    reads, say so instead of "the machine has none"."""
+    from snumap_tui.sources.base import SourceStatus
+
+    if s.available or (s.fix is None and s.name not in TREE_NEEDS):
+        return s
+    missing = [rel for rel in TREE_NEEDS.get(s.name, ()) if not (root / rel).exists()]
+    detail = {**s.detail, "fix_on_that_machine": s.fix} if s.fix else dict(s.detail)
+    if missing and len(missing) == len(TREE_NEEDS[s.name]):
+        detail["unknown"] = True
+        return SourceStatus(s.name, False, "unknown for that machine: the gathered tree has "
+                            "no " + " and no ".join(missing), None, detail)
+    reason = (s.reason or "unavailable") + " on that machine"
+    if s.fix:
+        reason += " (a fix would be made there, not on this one)"
+    return SourceStatus(s.name, False, reason, None, detail)
+
+
 def collect(args: argparse.Namespace) -> list[SourceStatus]:
     """Every check, in section order."""
     from snumap_tui.sources import all_sources
@@ -133,6 +165,8 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
         perf.close()
         for s in sources.values():
             s.close()
+    if not live:
+        out = [for_gathered_tree(s, root) for s in out]
     return out
 
 
@@ -168,7 +202,10 @@ def _groups(statuses: list[SourceStatus]) -> list[tuple[str, SourceStatus]]:
 
 def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 80) -> str:
     """The text report: one line per check (or per group of checks saying the same), with
-    the reason and the fix wrapped under it."""
+    the reason and the fix wrapped under it at spaces (a long path after a slash). A fix
+    already printed is referred to, not repeated."""
+    from snumap_tui.topology.render import wrap_words
+
     by_name: dict[str, list[SourceStatus]] = {}
     for s in statuses:
         key = "perf" if s.name.startswith("perf:") else s.name
@@ -179,26 +216,34 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
     lines = [f"snumap probe: {head}"]
     name_w = 22
     indent = " " * (name_w + 9)
+    fixes_shown: dict[str, str] = {}
     for title, names in SECTIONS:
         lines.append("")
         lines.append(title)
         for n in names:
             for label, s in _groups(by_name.get(n, [])):
-                mark = "yes" if s.available else "NO "
+                mark = "yes" if s.available else " ? " if s.detail.get("unknown") else "NO "
                 label = label if label != "perf" else "perf (per PU)"
                 text = s.reason or ("available" if s.available else "unavailable")
                 if len(label) > name_w:
-                    lines.extend(textwrap.wrap(label, width - 7, initial_indent=f"  {mark}  ",
-                                               subsequent_indent=" " * 9))
+                    wrapped_label = wrap_words(label, width - 7, width - 9)
+                    lines.append(f"  {mark}  {wrapped_label[0]}")
+                    lines.extend(" " * 9 + w for w in wrapped_label[1:])
                     first = indent
                 else:
                     first = f"  {mark}  {label:<{name_w}}  "
-                wrapped = textwrap.wrap(text, width - len(indent)) or [""]
+                wrapped = wrap_words(text, width - len(indent)) or [""]
                 lines.append(first + wrapped[0])
                 lines.extend(indent + w for w in wrapped[1:])
-                if s.fix:
-                    for i, w in enumerate(textwrap.wrap(s.fix, width - len(indent) - 5)):
-                        lines.append(indent + ("fix: " if i == 0 else "     ") + w)
+                if not s.fix:
+                    continue
+                fix = s.fix
+                if fix in fixes_shown:
+                    fix = f"as for {fixes_shown[fix]} above"
+                else:
+                    fixes_shown[fix] = label
+                for i, w in enumerate(wrap_words(fix, width - len(indent) - 5)):
+                    lines.append(indent + ("fix: " if i == 0 else "     ") + w)
     n_ok = sum(1 for s in statuses if s.available)
     lines.append("")
     lines.append(f"{n_ok} of {len(statuses)} checks available.")

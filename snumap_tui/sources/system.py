@@ -17,6 +17,7 @@ from pathlib import Path
 from snumap_tui.native import perf_event as pe
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.perf import is_virtual_machine
 from snumap_tui.trace.privileges import CAPS, parse_capeff
 
 NOT_THIS_MACHINE = "not this machine (--fsroot)"
@@ -27,6 +28,36 @@ PARANOID_MEANING = {
     2: "per-process user-space counting only",
     3: "no perf_event_open for unprivileged users (Debian/Android default)",
 }
+
+
+def interpreter_cap_fix(caps: str) -> str:
+    """How to give capabilities to snumap without running it as root. ``setcap`` on the
+    snumap script does nothing: for a "#!" script the kernel executes the interpreter and
+    only the interpreter file's capabilities count (capabilities(7), "File capabilities").
+    A capability on the system python would go to every Python program, hence a dedicated
+    copy; next to the venv's pyvenv.cfg it still uses the venv's packages."""
+    return ("run as root; or give the capabilities to a dedicated copy of the Python "
+            "interpreter (setcap on the snumap script has no effect: the kernel runs the "
+            "interpreter): cp \"$(readlink -f .venv/bin/python)\" .venv/bin/python-caps && "
+            f"setcap {caps}+ep .venv/bin/python-caps, then run .venv/bin/python-caps "
+            ".venv/bin/snumap ... (anyone allowed to execute that copy gets the capabilities: "
+            "chmod 750 it to a trusted group)")
+
+
+PERF_CAPS = "cap_perfmon,cap_bpf"
+PARANOID_FIX = ("as root: sysctl kernel.perf_event_paranoid=0 (per-CPU counting for every "
+                "user until reboot; -1 also allows raw tracepoint samples; persist it in "
+                "/etc/sysctl.d/), or run snumap as root or with CAP_PERFMON (see "
+                "cap:CAP_PERFMON)")
+
+
+def kernel_at_least(release: str, major: int, minor: int) -> bool:
+    """``uname -r`` compared with a version: '6.18.44-fc' >= 5.8."""
+    parts = release.split("-", 1)[0].split(".")
+    try:
+        return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0) >= (major, minor)
+    except ValueError:
+        return False
 
 
 def capabilities(root: Path = Path("/"), reader: Reader = read_text) -> int | None:
@@ -60,8 +91,7 @@ def paranoid_status(root: Path = Path("/"), reader: Reader = read_text) -> Sourc
     if value <= 0:
         return SourceStatus(name, True, f"{value} ({meaning})", None, detail)
     return SourceStatus(name, False, f"{value} ({meaning}): per-PU counters need less",
-                        "run as root, grant CAP_PERFMON, or sysctl kernel.perf_event_paranoid=0",
-                        detail)
+                        PARANOID_FIX, detail)
 
 
 def capability_statuses(root: Path = Path("/"), reader: Reader = read_text) -> list[SourceStatus]:
@@ -71,14 +101,22 @@ def capability_statuses(root: Path = Path("/"), reader: Reader = read_text) -> l
     uses = {"CAP_PERFMON": "system-wide perf counters and tracepoints",
             "CAP_BPF": "loading eBPF programs (with CAP_PERFMON)",
             "CAP_SYS_ADMIN": "everything above on kernels < 5.8"}
+    # CAP_PERFMON and CAP_BPF exist since Linux 5.8 and replace CAP_SYS_ADMIN for perf/eBPF.
+    split_caps = kernel_at_least(platform.release(), 5, 8)
     out = []
     for cap in ("CAP_PERFMON", "CAP_BPF", "CAP_SYS_ADMIN"):
         ok = _has(mask, cap)
-        out.append(SourceStatus(f"cap:{cap}", ok, f"needed for {uses[cap]}"
-                                if not ok else uses[cap],
-                                None if ok else f"run as root or setcap {cap.lower()}+ep",
-                                {"bit": CAPS[cap], "capeff": None if mask is None
-                                 else f"{mask:016x}"}))
+        detail = {"bit": CAPS[cap], "capeff": None if mask is None else f"{mask:016x}"}
+        if ok:
+            out.append(SourceStatus(f"cap:{cap}", True, uses[cap], None, detail))
+        elif cap == "CAP_SYS_ADMIN" and split_caps:
+            out.append(SourceStatus(f"cap:{cap}", False, "not held; needed only on kernels < "
+                                    f"5.8 (this is {platform.release()}: CAP_PERFMON and "
+                                    "CAP_BPF are enough)", None, detail))
+        else:
+            caps = PERF_CAPS if split_caps else "cap_sys_admin"
+            out.append(SourceStatus(f"cap:{cap}", False, f"needed for {uses[cap]}",
+                                    interpreter_cap_fix(caps), detail))
     return out
 
 
@@ -148,8 +186,13 @@ def msr_status(root: Path = Path("/"), reader: Reader = read_text) -> SourceStat
     detail = {"events": events}
     if "aperf" in events and "mperf" in events:
         return SourceStatus(name, True, None, None, detail)
-    return SourceStatus(name, True, f"only {', '.join(events) or 'no events'}: no aperf/mperf "
-                        "(virtual machine?)", None, detail)
+    # Present but useless for GHz: frequency needs the aperf/mperf pair (tsc alone only
+    # counts at the nominal rate), so this is "unavailable" for what snumap reads it for.
+    vm = " (a virtual machine: the hypervisor does not expose APERF/MPERF)" \
+        if is_virtual_machine(root, reader) else ""
+    return SourceStatus(name, False, f"no frequency from it: the msr PMU has only "
+                        f"{', '.join(events) or 'no events'}, no aperf/mperf{vm}", None,
+                        {**detail, "partial": bool(events)})
 
 
 def numa_maps_status(root: Path = Path("/"), reader: Reader = read_text) -> SourceStatus:
