@@ -57,7 +57,9 @@ def test_batch_text_tree_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture
                                "--interval", "0.3"], capsys)
     assert out.startswith("== ")
     lines = out.splitlines()
-    assert lines[1].split()[:2] == ["object", "CPU"]
+    assert "data from the tree" in lines[1]              # a gathered tree, not this machine
+    assert any(x.startswith("unavailable: perf") for x in lines)   # and why perf is off
+    assert any(x.split()[:2] == ["object", "CPU"] for x in lines)
     machine = next(x for x in lines if x.startswith("Machine"))
     assert "%" in machine and "G/" in machine           # utilisation and node memory
     assert any("n/a" in x for x in lines)               # what the fake tree lacks is n/a, not 0
@@ -65,7 +67,9 @@ def test_batch_text_tree_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture
 
 @pytest.mark.parametrize("argv, msg", [
     (["top", "--batch", "--interval", "0"], "--interval"),
-    (["top", "--count", "3"], "go with --batch"),
+    (["top", "--count", "3"], "use it with --batch"),
+    (["top", "--json"], "use it with --batch"),
+    (["top", "--batch", "--tasks", "-1"], "--tasks -1"),
     (["top", "--batch", "--count", "0"], "--count"),
     (["top", "--batch", "--fsroot", "/nonexistent-snumap-dir"], "not a directory"),
 ])

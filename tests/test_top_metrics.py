@@ -106,7 +106,7 @@ def test_the_picker_offers_the_user_metric_with_its_scale(metrics_file: Path) ->
     keys = [m.key for m in heatmap_metrics(values)]
     assert keys == ["util_pct", "kernel_share", "iowait_pct"]      # the user's right after
     v = view_for("kernel_share")
-    assert (v.label, v.unit, v.lo, v.hi, v.warn) == ("kernel", "%", 0.0, 50.0, 20.0)
+    assert (v.label, v.unit, v.lo, v.hi, v.warn) == ("kernel_share", "%", 0.0, 50.0, 20.0)
     assert v.description == "share of time in the kernel"
     assert v.is_problem(25.0) and not v.is_problem(10.0)
 
@@ -138,3 +138,25 @@ def test_the_tui_cycles_to_the_user_metric(metrics_file: Path) -> None:
                                                            "mem_used_pct", "numa_miss_pct",
                                                            "system_pct", "steal_pct",
                                                            "ctxsw_per_s"})
+
+
+def test_every_builtin_metric_has_a_unique_readable_name() -> None:
+    """The picker's names: one per metric, never a cut word, the unit once."""
+    from snumap_tui.model.metrics import default_catalogue
+
+    use_catalogue(None)
+    titles = {view_for(m.name).title: m.name for m in default_catalogue()}
+    assert len(titles) == len(default_catalogue())
+    assert {"mem free", "NUMA miss %", "power pkg W", "power dram W", "clock GHz",
+            "frontend stall %"} <= set(titles)
+    for t in titles:
+        words = t.split()
+        assert len(words) == len(set(words)), t            # no "GHz GHz", "Watt W"
+
+
+def test_memory_metrics_are_humanised() -> None:
+    use_catalogue(None)
+    v = view_for("mem_used_bytes")
+    assert v.fmt(7342338.0 * 1024, 0) == "7.0GiB"
+    assert view_for("mem_free_bytes").fmt(512 * 2**20, 0) == "512MiB"
+    assert "cache" in v.title                              # says the cache is counted

@@ -14,6 +14,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from snumap_tui.model.frame import Frame
+from snumap_tui.sources.base import SourceStatus
 from snumap_tui.ui.app import FrameReady, TopApp
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
@@ -150,7 +151,7 @@ async def test_interval_keys_reach_the_feed() -> None:
         assert "2s" in header(app)
         for _ in range(10):
             await pilot.press("minus")
-        assert app.interval_s == 0.25
+        assert app.interval_s == 0.1       # the smallest step, as the help says
 
 
 @sync
@@ -293,3 +294,59 @@ def test_frame_message_replaces_only_frames() -> None:
     a, b = FrameReady(demo_frame(TOPO, 0)), FrameReady(demo_frame(TOPO, 1))
     assert a.can_replace(b)
     assert not a.can_replace(TopologyTable.Selected(0))
+
+
+def _sources() -> dict[str, SourceStatus]:
+    hw = {"cycles": "no hardware PMU (virtual machine)", "instructions": "no hardware PMU"}
+    return {"procstat": SourceStatus("procstat", True),
+            "perf": SourceStatus("perf", True, detail={"missing": hw}),
+            "freq": SourceStatus("freq", False, "no cpufreq"),
+            "rapl": SourceStatus("rapl", False, "no RAPL"),
+            "numa": SourceStatus("numa", True), "tasks": SourceStatus("tasks", True)}
+
+
+@sync
+async def test_status_line_fits_80_columns_and_names_the_pmu() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        fr = demo_frame(TOPO, 0)
+        fr.sources = _sources()
+        app.push_frame(fr)
+        await pilot.pause()
+        line2 = header(app).splitlines()[1]
+        assert "●perf" in line2 and "○PMU" in line2      # perf live, hardware counters not
+        assert line2.rstrip().endswith("i:why")         # nothing cut at 80 columns
+
+
+@sync
+async def test_another_machines_topology_says_so() -> None:
+    app = TopApp(TOPO, host=lambda: HOST, origin=("topology", "Skylake.xml"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(pilot, app)
+        assert "topology of Skylake.xml — no live data: not this machine" in header(app)
+        assert "live" not in header(app).split("no live")[0]
+
+
+@sync
+async def test_no_color_draws_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR's monochrome filter reads .color of every segment: none may be unstyled."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _loaded(pilot, app)
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.return_code is None and app.crash is None
+        assert "Machine" in app.export_screenshot()
+
+
+@sync
+async def test_a_crash_inside_the_app_is_one_line_and_not_zero() -> None:
+    app = make_app()
+    with pytest.raises(ZeroDivisionError):
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.call_later(lambda: 1 / 0)
+            await pilot.pause()
+    assert app.return_code == 1
+    assert app.crash is not None and app.crash.startswith("ZeroDivisionError: division by zero")
+    assert "\n" not in app.crash

@@ -145,5 +145,7 @@ def test_hostinfo_parsers() -> None:
     assert parse_loadavg("0.52 0.40 0.33 1/123 4567\n") == (0.52, 0.40, 0.33)
     assert parse_cpu_model("processor\t: 0\nmodel name\t: AMD EPYC  7763 64-Core\n") == \
         "AMD EPYC 7763 64-Core"
-    assert format_uptime(3 * 86400 + 4 * 3600 + 5 * 60) == "3d 04:05"
+    assert format_uptime(3 * 86400 + 4 * 3600 + 5 * 60) == "3d 4h"
+    assert format_uptime(16 * 60 + 5) == "16m"          # not "00:16", which reads as a time
+    assert format_uptime(2 * 3600 + 7 * 60) == "2h 07m"
     assert format_uptime(None) == "n/a"

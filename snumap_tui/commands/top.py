@@ -19,6 +19,8 @@ from snumap_tui.errors import SnumapError
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.model.frame import Frame
     from snumap_tui.model.metrics import Catalogue
+    from snumap_tui.model.sampler import Sampler
+    from snumap_tui.sources.base import SourceStatus
     from snumap_tui.topology.model import Topology
 
 
@@ -42,13 +44,19 @@ class LiveFeed:
     """Adapts the model's Sampler to what the app needs (start/stop/interval/watched pid)."""
 
     def __init__(self, topology: Topology, root: Path, interval_s: float,
-                 catalogue: Catalogue | None = None) -> None:
-        from snumap_tui.model.sampler import Sampler
-
+                 catalogue: Catalogue | None = None,
+                 origin: tuple[str, str] | None = None) -> None:
         self.interval_s = interval_s
-        self.sampler = Sampler(topology, root, interval_s, catalogue=catalogue)
+        self.sampler = make_sampler(topology, root, interval_s, catalogue, origin)
+        self.origin = origin
 
     def start(self, callback: Callable[[Frame], None]) -> None:
+        if self.origin is not None and self.origin[0] == "topology":
+            def relabel(frame: Frame) -> None:
+                frame.sources = foreign_statuses(self.origin[1] if self.origin else "")
+                callback(frame)
+            self.sampler.start(relabel)
+            return
         self.sampler.start(callback)
 
     def stop(self) -> None:
@@ -70,13 +78,58 @@ class LiveFeed:
             setter(set() if pid is None else {pid})
 
 
+LIVE_SOURCES = ("procstat", "perf", "freq", "rapl", "numa", "tasks")
+
+
+def origin_of(args: argparse.Namespace) -> tuple[str, str] | None:
+    """Whose numbers the view shows: None for this machine live; ("fsroot", DIR) for a
+    gathered tree (--fsroot: the data comes from its files; a static one cannot move, a
+    test's or a benchmark's may); ("topology",
+    NAME) for another machine's tree (--topology, --synthetic): no data at all, since this
+    machine's counters on that machine's PUs would be a lie."""
+    if getattr(args, "topology", None):
+        return ("topology", Path(args.topology).name)
+    if getattr(args, "synthetic", None):
+        return ("topology", f"synthetic '{args.synthetic}'")
+    if getattr(args, "fsroot", None):
+        return ("fsroot", Path(args.fsroot).resolve().name or str(args.fsroot))
+    return None
+
+
+def foreign_statuses(name: str) -> dict[str, SourceStatus]:
+    """Every source off, saying why (what the i screen and batch mode show)."""
+    from snumap_tui.sources.base import SourceStatus
+
+    why = (f"not this machine: {name} is another machine's topology, and this machine's "
+           "counters on its PUs would be wrong")
+    fix = ("run snumap top on that machine, or gather its /sys and /proc and use --fsroot")
+    return {n: SourceStatus(n, False, why, fix) for n in LIVE_SOURCES}
+
+
+def make_sampler(topo: Topology, root: Path, interval_s: float,
+                 catalogue: Catalogue | None, origin: tuple[str, str] | None) -> Sampler:
+    """The live sampler, or one without any source for another machine's topology (its
+    frames carry the tree and n/a everywhere)."""
+    from snumap_tui.model.sampler import Sampler
+
+    if origin is not None and origin[0] == "topology":
+        return Sampler(topo, root, interval_s, sources=[], catalogue=catalogue)
+    return Sampler(topo, root, interval_s, catalogue=catalogue)
+
+
 def _check(args: argparse.Namespace) -> None:
     if not 0.01 <= args.interval <= 3600:
         raise SnumapError(f"--interval {args.interval:g}: must be between 0.01 and 3600 seconds")
     if args.count is not None and args.count < 1:
         raise SnumapError(f"--count {args.count}: must be at least 1")
-    if (args.count is not None or args.json) and not args.batch:
-        raise SnumapError("--count and --json go with --batch")
+    if args.tasks < 0:
+        raise SnumapError(f"--tasks {args.tasks}: must be 0 or more")
+    if args.json and not args.batch:
+        raise SnumapError("--json prints frames as JSON lines instead of the live view: "
+                          "use it with --batch (snumap top --batch --json)")
+    if args.count is not None and not args.batch:
+        raise SnumapError("--count is the number of frames --batch prints: use it with "
+                          "--batch (snumap top --batch --count N)")
     if args.fsroot and not Path(args.fsroot).is_dir():
         raise SnumapError(f"--fsroot {args.fsroot}: not a directory")
 
@@ -104,12 +157,13 @@ def run(args: argparse.Namespace) -> int:
         return run_batch(topo, root, args, catalogue)
     if not sys.stdout.isatty():
         raise SnumapError("the live view needs a terminal; use --batch for text or --json")
-    return run_tui(topo, root, args.interval, catalogue)
+    return run_tui(topo, root, args.interval, catalogue, origin_of(args))
 
 
 def run_tui(topo: Topology, root: Path, interval_s: float,
-            catalogue: Catalogue | None = None) -> int:
-    feed = LiveFeed(topo, root, interval_s, catalogue)
+            catalogue: Catalogue | None = None,
+            origin: tuple[str, str] | None = None) -> int:
+    feed = LiveFeed(topo, root, interval_s, catalogue, origin)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
@@ -117,21 +171,36 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
-    app = TopApp(topo, feed=feed, host=HostReader(root, topo), interval_s=interval_s,
-                 catalogue=catalogue)
+    local = origin is None or origin[0] != "topology"
+    app = TopApp(topo, feed=feed, host=HostReader(root, topo, local=local,
+                                                  name=origin[1] if origin else "?"),
+                 interval_s=interval_s, catalogue=catalogue, origin=origin)
     app.run()
+    if app.return_code:
+        # A crash inside the app: one line and a failing status, never exit 0.
+        raise SnumapError(f"top stopped on an internal error: {app.crash or 'unknown error'}")
     return 0
 
 
-def batch_text(frame: Frame, host_line: str, ntasks: int) -> str:
-    """One frame as text: a header, the folded tree with its numbers, the busiest processes."""
+def batch_text(frame: Frame, host_line: str, ntasks: int,
+               origin: tuple[str, str] | None = None) -> str:
+    """One frame as text: a header, what is not measured and why, the folded tree with its
+    numbers, the busiest processes."""
+    from snumap_tui.ui.hostinfo import source_marks
     from snumap_tui.ui.processes import affinity_label, sort_tasks
     from snumap_tui.ui.tree_rows import plain_tree
 
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.wall_ns / 1e9))
-    down = [n for n, s in frame.sources.items() if not s.available]
-    out = [f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s"
-           + (f"  unavailable: {', '.join(down)}" if down else "")]
+    out = [f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s"]
+    if origin is not None and origin[0] == "topology":
+        out.append(f"topology of {origin[1]}: no live data (not this machine)")
+    else:
+        if origin is not None:
+            moving = frame.get("util_pct", frame.topology.root.id) is not None
+            out.append(f"data from the tree {origin[1]}" if moving else
+                       f"static snapshot of {origin[1]}: its counters do not move")
+        out += [f"unavailable: {n}{': ' + why if why else ''}"
+                for n, ok, why in source_marks(frame.sources) if not ok]
     out += plain_tree(frame)
     out += user_metric_lines(frame)
     if ntasks and frame.tasks:
@@ -174,14 +243,16 @@ def _json_default(o: Any) -> Any:
 def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
               catalogue: Catalogue | None = None) -> int:
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
-    from snumap_tui.model.sampler import Sampler
     from snumap_tui.ui.hostinfo import read_host
     from snumap_tui.ui.metricspec import use_catalogue
 
     use_catalogue(catalogue)
-    host = read_host(root, topo)
-    host_line = f"{host.host} Linux {host.kernel} {host.cpu_model}"
-    sampler = Sampler(topo, root, args.interval, catalogue=catalogue)
+    origin = origin_of(args)
+    host = read_host(root, topo, local=origin is None or origin[0] != "topology",
+                     name=origin[1] if origin else "?")
+    kernel = host.kernel if host.kernel.startswith("kernel") else f"Linux {host.kernel}"
+    host_line = f"{host.host} {kernel} {host.cpu_model}"
+    sampler = make_sampler(topo, root, args.interval, catalogue, origin)
     printed = 0
     try:
         sampler.sweep()
@@ -192,10 +263,12 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
             frame = sampler.frame()
             if frame is None:
                 continue
+            if origin is not None and origin[0] == "topology":
+                frame.sources = foreign_statuses(origin[1])
             if args.json:
                 sys.stdout.write(json.dumps(frame.to_dict(), default=_json_default) + "\n")
             else:
-                sys.stdout.write(batch_text(frame, host_line, args.tasks))
+                sys.stdout.write(batch_text(frame, host_line, args.tasks, origin))
             sys.stdout.flush()
             printed += 1
     except KeyboardInterrupt:

@@ -297,11 +297,12 @@ def _builtin() -> list[Metric]:
         m("mem_total_bytes", "mem_total", unit="B", vmax=2.0**40, group="memory",
           description="memory of the NUMA nodes"),
         m("mem_used_bytes", "mem_used", unit="B", vmax=2.0**40, group="memory",
-          description="memory in use on the NUMA nodes"),
+          description="memory in use on the NUMA nodes, page cache included "
+          "(node meminfo MemUsed = MemTotal - MemFree)"),
         m("mem_free_bytes", "mem_free", unit="B", vmax=2.0**40, group="memory",
           description="free memory on the NUMA nodes"),
         m("mem_used_pct", "100 * mem_used / mem_total", unit="%", group="memory",
-          description="memory in use", thresholds=(_t(">", 90, "warn", "node memory almost "
+          description="memory in use, page cache included", thresholds=(_t(">", 90, "warn", "node memory almost "
                                                       "full"), _t(">", 98, "crit", "node "
                                                       "memory full"))),
         m("mem_anon_bytes", "anon_pages", unit="B", vmax=2.0**40, group="memory",

@@ -64,7 +64,7 @@ from snumap_tui.ui.screens import HelpScreen, SourcesScreen
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 VIEWS = ("topology", "heatmap", "processes")
-INTERVALS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)   # the + and - steps
 MIN_W, MIN_H = 50, 12
 MAX_TASKS = 200
 
@@ -136,8 +136,13 @@ class TopApp(App[int]):
 
     def __init__(self, topology: Topology, feed: FrameFeed | None = None,
                  host: Callable[[], HostInfo] | None = None, interval_s: float = 1.0,
-                 history: int = 120, catalogue: Catalogue | None = None) -> None:
+                 history: int = 120, catalogue: Catalogue | None = None,
+                 origin: tuple[str, str] | None = None) -> None:
         super().__init__()
+        # Not this machine's live numbers: ("fsroot", DIR) for --fsroot, ("topology", NAME)
+        # for --topology/--synthetic; the header says so instead of "live".
+        self.origin = origin
+        self.crash: str | None = None         # one line for the shell when the app crashed
         # The user's metrics (--metrics FILE): the views take their scale, unit and header
         # from it, and the metric picker (m) offers them right after the usual ones.
         use_catalogue(catalogue)
@@ -153,6 +158,7 @@ class TopApp(App[int]):
         self.filter_text = ""
         self.selected_pid: int | None = None
         self.selected_obj = topology.root.id
+        self.selected_label = "Machine"       # the selected row's label, as the tree shows it
         self.shown_tasks: list[TaskRow] = []
         self.frames_drawn = 0
         self._head_width = -1
@@ -230,7 +236,9 @@ class TopApp(App[int]):
         # Fixed-height widgets: update without a layout pass (the costliest part of a frame).
         self._update_static("#header", header_lines(
             self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
-            metric=self.metric, view=self.view, width=width))
+            metric=self.metric, view=self.view, width=width, origin=self.origin,
+            static=self.frame is not None and self.frame.get(
+                "util_pct", self.topology.root.id) is None))
         if self.too_small:
             return
         selected = self._selected_task()
@@ -267,8 +275,8 @@ class TopApp(App[int]):
         for f in list(self.history):
             name = resolve(f.values, view.key)
             hist.append(f.get(name, obj.id) if name else None)
-        label = obj.label() if obj.type != "Machine" else "Machine"
-        self._update_static("#spark", spark_text(label, view, hist, self.size.width))
+        self._update_static("#spark", spark_text(self.selected_label, view, hist,
+                                                 self.size.width))
 
     def _tasks(self) -> list[TaskRow]:
         tasks = self.frame.tasks if self.frame else []
@@ -301,6 +309,9 @@ class TopApp(App[int]):
     # ---- events from the views ---------------------------------------------------------------
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
         self.selected_obj = message.obj_id
+        tree = self.query_one(TopologyTable)
+        row = next((r for r in tree.rows if r.obj_id == message.obj_id), None)
+        self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
         if self.view == "topology" and self.is_mounted:
             self._draw_spark()
 
@@ -353,8 +364,13 @@ class TopApp(App[int]):
         self.paused = not self.paused
 
     def action_interval(self, step: int) -> None:
-        i = min(range(len(INTERVALS)), key=lambda k: abs(INTERVALS[k] - self.interval_s))
-        self.interval_s = INTERVALS[max(0, min(len(INTERVALS) - 1, i + step))]
+        """The next step up or down from the current interval (which --interval may have set
+        between two steps, or outside them: then - from 0.01 s stays there)."""
+        cur = self.interval_s
+        if step > 0:
+            self.interval_s = next((v for v in INTERVALS if v > cur * 1.001), cur)
+        else:
+            self.interval_s = next((v for v in reversed(INTERVALS) if v < cur * 0.999), cur)
         if self.feed is not None:
             self.feed.set_interval(self.interval_s)
         self._redraw()
@@ -389,6 +405,25 @@ class TopApp(App[int]):
 
     def action_sources(self) -> None:
         self.push_screen(SourcesScreen(self.frame.sources if self.frame else {}))
+
+    def _fatal_error(self) -> None:
+        """An exception inside the app: keep one line for the shell (``snumap top`` exits 2
+        with it) and the traceback in a file, instead of Textual's screen-long dump and an
+        exit status of 0."""
+        import tempfile
+        import traceback
+
+        exc = self._exception
+        self.crash = f"{type(exc).__name__}: {exc}" if exc is not None else "unknown error"
+        try:
+            with tempfile.NamedTemporaryFile("w", prefix="snumap-top-crash-", suffix=".txt",
+                                             delete=False) as f:
+                if exc is not None:
+                    f.write("".join(traceback.format_exception(exc)))
+                self.crash += f" (traceback in {f.name})"
+        except OSError:
+            pass
+        self._close_messages_no_wait()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -9,8 +9,10 @@ as a fallback (``--topology FILE.xml`` carries HostName, OSRelease, CPUModel). P
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from snumap_tui.topology.model import Topology
 
@@ -51,12 +53,32 @@ def parse_cpu_model(cpuinfo: str) -> str | None:
 
 
 def format_uptime(s: float | None) -> str:
+    """"3d 4h", "5h 07m", "16m": units on every number (a bare "00:16" reads as a time)."""
     if s is None:
         return "n/a"
     d, rest = divmod(int(s), 86400)
     h, rest = divmod(rest, 3600)
     m = rest // 60
-    return f"{d}d {h:02d}:{m:02d}" if d else f"{h:02d}:{m:02d}"
+    if d:
+        return f"{d}d {h}h"
+    return f"{h}h {m:02d}m" if h else f"{m}m"
+
+
+def source_marks(sources: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
+    """(name, live, why not) per source, with the hardware counters as their own item "PMU":
+    on a VM the perf source is live (software events) while IPC, GHz and MPKI cannot be
+    measured, and a green "perf" alone would say the opposite."""
+    out: list[tuple[str, bool, str]] = []
+    for name, st in sources.items():
+        out.append((name, bool(st.available), st.reason or ""))
+        if name == "perf" and st.available:
+            missing = (st.detail or {}).get("missing") or {}
+            hw = [missing[e] for e in ("cycles", "instructions") if e in missing]
+            if hw:
+                out.append(("PMU", False, f"hardware counters unavailable: {hw[0]}"))
+            else:
+                out.append(("PMU", True, ""))
+    return out
 
 
 def _read(p: Path) -> str | None:
@@ -69,33 +91,50 @@ def _read(p: Path) -> str | None:
 class HostReader:
     """Static facts read once (cpuinfo is ~1 KB per PU), uptime and load on every call."""
 
-    def __init__(self, root: Path, topo: Topology | None = None) -> None:
+    def __init__(self, root: Path, topo: Topology | None = None, *, local: bool = True,
+                 name: str = "?") -> None:
         self.root = root
-        self.static = read_host(root, topo)
+        self.local = local
+        self.static = read_host(root, topo, local=local, name=name)
 
     def __call__(self) -> HostInfo:
+        if not self.local:
+            return self.static
         up = _read(self.root / "proc/uptime")
         la = _read(self.root / "proc/loadavg")
         return HostInfo(self.static.host, self.static.kernel, self.static.cpu_model,
                         parse_uptime(up) if up else None, parse_loadavg(la) if la else None)
 
 
-def read_host(root: Path, topo: Topology | None = None) -> HostInfo:
-    """Host facts from ``root`` (``/`` live), filled in from the topology's infos."""
+def read_host(root: Path, topo: Topology | None = None, *, local: bool = True,
+              name: str = "?") -> HostInfo:
+    """Host facts from ``root`` (``/`` live), filled in from the topology's infos.
+
+    ``local=False`` (``--topology FILE``, ``--synthetic``): nothing is read from this machine,
+    the facts come from the topology's infos only (``name``, the file's, when it has no
+    HostName). With ``--fsroot`` the gathered tree's
+    hostname, osrelease and cpuinfo are used, never this machine's: hwloc's HostName and
+    OSRelease infos of a tree loaded here are this machine's uname, so they are ignored and a
+    tree without them is named after its directory."""
     meta = dict(topo.meta) if topo is not None else {}
-    live = root == Path("/")
-    host = meta.get("HostName") or (os.uname().nodename if live else "")
-    host = (_read(root / "proc/sys/kernel/hostname") or "").strip() or host or "?"
-    kernel = (_read(root / "proc/sys/kernel/osrelease") or "").strip() or meta.get(
-        "OSRelease") or (os.uname().release if live else "?")
-    model = parse_cpu_model(_read(root / "proc/cpuinfo") or "")
+    live = local and root == Path("/")
+    if not local:
+        host = meta.get("HostName") or name
+        kernel = meta.get("OSRelease") or "kernel n/a"
+        model = None
+    else:
+        host = (_read(root / "proc/sys/kernel/hostname") or "").strip() or (
+            os.uname().nodename if live else root.resolve().name or "?")
+        kernel = (_read(root / "proc/sys/kernel/osrelease") or "").strip() or (
+            os.uname().release if live else "kernel n/a")
+        model = parse_cpu_model(_read(root / "proc/cpuinfo") or "")
     if model is None and topo is not None:
         for p in topo.by_type("Package"):
             model = p.info("CPUModel")
             if model:
                 break
-    up = _read(root / "proc/uptime")
-    la = _read(root / "proc/loadavg")
+    up = _read(root / "proc/uptime") if local else None
+    la = _read(root / "proc/loadavg") if local else None
     return HostInfo(host=host, kernel=kernel, cpu_model=model or "unknown CPU",
                     uptime_s=parse_uptime(up) if up else None,
                     load=parse_loadavg(la) if la else None)

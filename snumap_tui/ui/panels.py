@@ -19,7 +19,7 @@ from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.heatmap import Heatmap
-from snumap_tui.ui.hostinfo import HostInfo, format_uptime
+from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
@@ -30,38 +30,70 @@ BAD_STYLE = Style(color="red")
 
 
 def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bool,
-                 interval_s: float, metric: MetricView, view: str, width: int) -> Text:
-    """Two lines: the machine, then what is live and what is not."""
+                 interval_s: float, metric: MetricView, view: str, width: int,
+                 origin: tuple[str, str] | None = None, static: bool = False) -> Text:
+    """Two lines: the machine, then what is live and what is not.
+
+    ``origin`` says the numbers are not this machine's live ones: ("fsroot", DIR) for a
+    gathered tree (``static``: its counters did not move, a snapshot) or ("topology", NAME)
+    for another machine's tree (--topology/--synthetic: no live data at all)."""
     t = Text()
     t.append(" snumap top ", style="bold reverse")
     t.append(f" {host.host}", style="bold")
     t.append(f" │ {'Linux ' if width >= 100 else ''}{host.kernel} │ {host.cpu_model}")
-    t.append(f" │ up {format_uptime(host.uptime_s)}")
+    if host.uptime_s is not None:
+        t.append(f" │ up {format_uptime(host.uptime_s)}")
     if host.load is not None:
         t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
     t.truncate(width)
     t.append("\n")
     line2 = Text()
-    line2.append(" ‖ PAUSED " if paused else " ▶ live ", style="bold yellow" if paused else
-                 "bold green")
-    line2.append(f" {interval_s:g}s │ {view} │ metric {metric.label} │ ")
+    kind, name = origin or ("live", "")
+    if kind == "topology":
+        line2.append(f" ■ topology of {name} — no live data: not this machine ",
+                     style="bold yellow")
+        line2.append("(i)", style="italic")
+        line2.truncate(width)
+        t.append_text(line2)
+        return t
+    if paused:
+        line2.append(" ‖ PAUSED ", style="bold yellow")
+    elif kind == "fsroot" and static:
+        line2.append(f" ■ static snapshot of {name} ", style="bold yellow")
+    elif kind == "fsroot":
+        line2.append(f" ▶ tree {name} ", style="bold green")
+    else:
+        line2.append(" ▶ live ", style="bold green")
+    marks = source_marks(sources)
+    # The sources summary is what must fit at 80 columns: compact marks ("●proc ○PMU"), and
+    # the view name only when there is room.
+    mark_len = sum(len(n) + 2 for n, _, _ in marks) + 4
+    snap = kind == "fsroot" and static
+    head = f" {interval_s:g}s │ " + (f"{view} │ " if not snap else "")
+    tail = f"{metric.title} │ "
+    if len(line2) + len(head) + len(tail) + mark_len > width:
+        head = f" {interval_s:g}s │ " if not snap else ""
+    line2.append(head + tail)
     if not sources:
         line2.append("sources: waiting for the first sample", style=NA_STYLE)
-    for name, st in sources.items():
-        line2.append("● " if st.available else "○ ", style=OK_STYLE if st.available else BAD_STYLE)
-        line2.append(name + " ", style="" if st.available else NA_STYLE)
-    if any(not s.available for s in sources.values()):
-        line2.append("(i: why)", style="italic")
+    for n, ok, _ in marks:
+        line2.append("●" if ok else "○", style=OK_STYLE if ok else BAD_STYLE)
+        line2.append(_SHORT.get(n, n) + " ", style="" if ok else NA_STYLE)
+    if any(not ok for _, ok, _ in marks):
+        line2.append("i:why", style="italic")
     line2.truncate(width)
     t.append_text(line2)
     return t
+
+
+_SHORT = {"procstat": "proc"}
 
 
 def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
     """``Package 0 · CPU %  now 92%  min 3%  max 99%`` and the history under it."""
     vals = [v for v in history if v is not None]
     t = Text(f" {label}", style="bold")
-    t.append(f" · {view.label} {view.unit}".rstrip() + f" over the last {len(history)} samples  ")
+    t.append(f" · {view.title} over the last {len(history)} samples  ")
     if vals:
         t.append(f"now {view.fmt(history[-1], 0).strip()}  min {view.fmt(min(vals), 0).strip()}"
                  f"  max {view.fmt(max(vals), 0).strip()}")

@@ -22,21 +22,24 @@ from snumap_tui.sources.base import SourceStatus
 HELP = [
     ("1 2 3, tab", "topology / heatmap / processes view"),
     ("m, M", "next / previous metric (heatmap colour, history line)"),
-    ("space", "pause / resume (sampling goes on; the history keeps filling)"),
-    ("+ -", "sample interval longer / shorter (0.25 s .. 10 s)"),
-    ("s", "processes: sort by CPU, PID, user, name"),
-    ("g", "processes: group by none, user, batch job (Slurm/PBS/systemd)"),
-    ("/", "processes: filter by words, user:NAME, job:TEXT"),
-    ("up/down, enter", "move; fold or unfold a topology row; select a process"),
-    ("left/right", "fold / unfold a topology row"),
-    ("i", "which sources are live, which are not, why, and the fix"),
-    ("? F1", "this help"),
-    ("q, ctrl+c", "quit"),
+    ("space", "pause / resume (sampling goes on meanwhile)"),
+    ("+ -", "interval 0.1 s .. 60 s (--interval takes 0.01 .. 3600 s)"),
+    ("s  g  /", "processes: sort; group by user or job; filter"),
+    ("up/down", "move the cursor (topology row, process)"),
+    ("enter, ← →", "fold / unfold a topology row"),
+    ("i", "sources: which are live, why not, the fix"),
+    ("? F1 / q", "this help / quit"),
+]
+
+NOTES = [
+    "● on a row: it holds PUs or memory of the process selected in view 3",
+    "memory used/total: used without page cache (MemUsed − FilePages)",
+    "n/a: cannot be measured here (i says why); never shown as 0",
 ]
 
 MODAL_CSS = """
 {name} {{ align: center middle; }}
-{name} > VerticalScroll {{ width: 90%; max-width: 100; height: auto; max-height: 90%;
+{name} > VerticalScroll {{ width: 100%; max-width: 100; height: auto; max-height: 100%;
     border: round $accent; background: $surface; padding: 0 1; }}
 """
 
@@ -56,8 +59,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Text("snumap top — keys", style="bold"))
             yield Static(t)
-            yield Static(Text("n/a means the value cannot be measured here (press i to see "
-                              "why); it is never shown as 0.", style="italic"))
+            yield Static(Text("\n".join(NOTES), style="italic"))
 
 
 def sources_table(sources: Mapping[str, SourceStatus]) -> Table:

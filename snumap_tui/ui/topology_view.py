@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -42,6 +43,7 @@ from snumap_tui.ui.tree_rows import (
 
 MARK_STYLE = Style(color="yellow", bold=True)
 PROBLEM_STYLE = Style(color="red", bold=True)
+NULL_STYLE = Style()
 
 
 def column_widths(width: int) -> tuple[int, int]:
@@ -231,8 +233,11 @@ class TopologyTable(ScrollView, can_focus=True):
         if cursor is not None:
             text = text.copy()
             text.stylize(Style(reverse=True) if cursor else Style(bgcolor="grey30"))
-        segs = list(text.render(self.app.console))
-        strip = Strip(segs).extend_cell_length(width).crop(0, width)
+        # Every segment gets a style: NO_COLOR's monochrome filter reads .color of each one
+        # (an unstyled Segment crashed the app there).
+        segs = [s if s.style is not None else Segment(s.text, NULL_STYLE, s.control)
+                for s in text.render(self.app.console)]
+        strip = Strip(segs).extend_cell_length(width, NULL_STYLE).crop(0, width)
         self._strips[idx] = (key, cursor, width, strip)
         return strip
 

@@ -149,11 +149,17 @@ def row_cells(frame: Frame | None, row: TreeRow) -> dict[str, float | None]:
     for c in COLUMNS:
         name = resolve(frame.values, c)
         out[c] = frame.get(name, row.obj_id) if name else None
-    for c in ("mem_used", "mem_total"):
+    target = row.numa_id if row.numa_id is not None else (
+        row.obj_id if frame.topology[row.obj_id].type == "Machine" else None)
+    for c in ("mem_used", "mem_total", "mem_file_bytes"):
         name = resolve(frame.values, c)
-        target = row.numa_id if row.numa_id is not None else (
-            row.obj_id if frame.topology[row.obj_id].type == "Machine" else None)
         out[c] = frame.get(name, target) if name and target is not None else None
+    # Used means what `free` calls used: without the page cache. Node meminfo's MemUsed is
+    # MemTotal - MemFree and counts the cache (Documentation/filesystems/proc.rst, meminfo);
+    # FilePages is the node's page cache.
+    cache = out.pop("mem_file_bytes")
+    if out["mem_used"] is not None and cache is not None:
+        out["mem_used"] = max(0.0, out["mem_used"] - cache)
     return out
 
 
@@ -170,7 +176,8 @@ def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str
     topo = frame.topology
     rows = visible_rows(topo, default_collapsed(topo) if collapsed is None else collapsed)
     views = {c: view_for(c) for c in COLUMNS}
-    lines = [f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  memory"]
+    lines = [(f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  "
+              "memory used (without cache)/total")]
     for r in rows:
         cells = row_cells(frame, r)
         name = ("  " * r.indent + r.label)[:34]
