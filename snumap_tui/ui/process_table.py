@@ -179,8 +179,9 @@ class ProcessTable(DataTable[str], can_focus=True):
                   sort_key: str, title: Text, empty_note: str) -> None:
         """Show processes (already filtered and sorted); keep ``selected`` under the cursor."""
         self._mode = "none"
-        self.cols = task_columns(self.size.width or 120)
-        self.cols = [Col(c.label, c.width, c.right) for c in self.cols]
+        # Before the first layout the widget has no size yet: the screen's width is close.
+        self.cols = task_columns(self.size.width or (self.app.size.width if self.is_attached
+                                                     else 120))
         self._columns_compat()
         lines = [Line(str(t.pid), self.task_cells(topo, t), "task", t.pid) for t in tasks]
         cursor = next((i for i, ln in enumerate(lines) if ln.pid == selected), None)
