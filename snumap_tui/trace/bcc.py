@@ -28,7 +28,7 @@ from snumap_tui.trace.bpf_layout import bpf_dir, load_layout, to_events
 from snumap_tui.trace.bpf_ring import BpfRingReader
 from snumap_tui.trace.privileges import has_caps
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
-from snumap_tui.trace.tracefs import tracefs_root
+from snumap_tui.trace.tracefs import tracefs_missing, tracefs_root
 
 DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)
 
@@ -103,8 +103,7 @@ class BccTracer(Tracer):
                                 "install linux-headers-$(uname -r) (or kernel-devel)",
                                 {"path": str(hdr)})
         if tracefs_root() is None:
-            return SourceStatus("trace:bcc", False, "tracefs is not mounted",
-                                "mount -t tracefs nodev /sys/kernel/tracing")
+            return tracefs_missing("trace:bcc")
         return SourceStatus("trace:bcc", True, None, None, {"headers": str(hdr)})
 
     def start(self, pids: Iterable[int] | None = None) -> None:

@@ -25,7 +25,7 @@ from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.privileges import has_caps
 from snumap_tui.trace.reconstruct import missed_switch_ins
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
-from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_root
+from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_missing, tracefs_root
 
 TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
                "sched_process_fork", "sched_process_exec", "sched_process_exit")
@@ -82,6 +82,15 @@ def sample_dtype(fmt: EventFormat, names: list[str]) -> np.dtype:
                      "offsets": [f[2] for f in fields], "itemsize": size})
 
 
+def _time_sorted(events: np.ndarray) -> np.ndarray:
+    """EVENTS in time order (stable: equal times keep their order); the array itself when it
+    already is, which costs one comparison pass."""
+    t = events["t_ns"]
+    if len(t) < 2 or bool(np.all(t[1:] >= t[:-1])):
+        return events
+    return events[np.argsort(t, kind="stable")]
+
+
 def comm_str(b: bytes) -> str:
     return b.split(b"\0", 1)[0].decode(errors="replace")
 
@@ -129,8 +138,7 @@ class PerfTracer(Tracer):
     def status(cls) -> SourceStatus:
         root = tracefs_root()
         if root is None:
-            return SourceStatus("trace:perf", False, "tracefs is not mounted",
-                                "mount -t tracefs nodev /sys/kernel/tracing (as root)")
+            return tracefs_missing("trace:perf")
         if not os.access(root / "events" / "sched" / "sched_switch" / "id", os.R_OK):
             return SourceStatus("trace:perf", False, f"cannot read {root}/events (not root)",
                                 "run as root")
@@ -206,12 +214,24 @@ class PerfTracer(Tracer):
         raw = np.frombuffer(buf, dtype=np.uint8)
         common = raw[samples + RAW_AT].astype(np.uint16) | (
             raw[samples + RAW_AT + 1].astype(np.uint16) << 8)
-        out = []
+        # One array in ring order: the kernel writes a CPU's records in the order it takes
+        # their timestamps, so this is (nearly always) already time-sorted, and the per-CPU
+        # arrays only need merging in _batch.
+        events = np.empty(len(samples), dtype=ev.EVENT_DTYPE)
+        done = np.zeros(len(samples), dtype=bool)
         for tp_id, dec in self._dec.items():
-            at = samples[common == tp_id]
-            if len(at):
-                out.append(self._convert(dec, gather(buf, at, dec.dtype), buf, at))
-        return out
+            sel = np.flatnonzero(common == tp_id)
+            if len(sel):
+                at = samples[sel]
+                events[sel] = self._convert(dec, gather(buf, at, dec.dtype), buf, at)
+                done[sel] = True
+        if not done.all():
+            events = events[done]
+        events = _time_sorted(events)
+        missed = missed_switch_ins(events, self._last_switch)
+        if len(missed):
+            events = _time_sorted(np.concatenate([events, missed]))
+        return [events]
 
     def _convert(self, dec: _Decoder, s: np.ndarray, buf: bytes, at: np.ndarray) -> np.ndarray:
         e = np.zeros(len(s), dtype=ev.EVENT_DTYPE)
@@ -336,20 +356,22 @@ class PerfTracer(Tracer):
     def _batch(self, parts: list[np.ndarray], lost: dict[int, int]) -> ev.EventBatch:
         """Decoded parts of all CPUs -> one time-sorted, filtered batch with task names
         (also what bench/tracer_pipeline.py drives with synthetic ring bytes)."""
-        events = np.concatenate(parts) if parts else ev.empty_events()
-        events = events[np.argsort(events["t_ns"], kind="stable")]
-        missed = missed_switch_ins(events, self._last_switch)
-        if len(missed):
-            events = np.concatenate([events, missed])
-            events = events[np.argsort(events["t_ns"], kind="stable")]
+        # Each part is one CPU's records, time-sorted, with its missed switch-ins already
+        # added (_decode_ring): a stable sort of their concatenation is a merge of sorted runs
+        # (numpy's stable sort is a timsort for these keys), not a full sort.
+        events = np.concatenate(parts) if len(parts) > 1 else (
+            parts[0] if parts else ev.empty_events())
+        if len(parts) > 1:
+            events = _time_sorted(events)
         events = self._follow(events)
         tasks = self._tasks
-        self._learn_names(tasks.seen_tids(events))
+        seen = tasks.seen_tids(events)
+        self._learn_names(seen)
         known = np.isin(events["kind"], (ev.SWITCH, ev.FORK, ev.EXEC, ev.EXIT))
         tasks.learn_pairs(events["tid"][known], events["pid"][known])
         tasks.fill(events)
         now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
-        tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
+        tasks.lookup_live(seen.tolist(), t_ns=now)    # fill() leaves pid == OUTSIDE as is
         self._exited = events["tid"][events["kind"] == ev.EXIT].tolist()
         return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=lost)
 

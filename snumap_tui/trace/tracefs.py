@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from snumap_tui.sources.base import SourceStatus
+
 CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 
 _FIELD = re.compile(r"field:(?P<decl>[^;]+);\s*offset:(?P<off>\d+);\s*size:(?P<size>\d+);"
@@ -24,9 +26,26 @@ _FIELD = re.compile(r"field:(?P<decl>[^;]+);\s*offset:(?P<off>\d+);\s*size:(?P<s
 def tracefs_root(candidates: tuple[Path, ...] = CANDIDATES) -> Path | None:
     """The mounted tracefs (a directory with events/), or None."""
     for c in candidates:
-        if (c / "events").is_dir():
-            return c
+        try:
+            if (c / "events").is_dir():
+                return c
+        except PermissionError:
+            # tracefs is root-only (mode 700) on most distributions: for an unprivileged
+            # user it is as good as absent, and the tracers say so in their status.
+            continue
     return None
+
+
+def tracefs_missing(name: str, candidates: tuple[Path, ...] = CANDIDATES) -> SourceStatus:
+    """Why a tracer that needs tracefs cannot run: not mounted, or mounted but root-only."""
+    for c in candidates:
+        try:
+            (c / "events").is_dir()
+        except PermissionError:
+            return SourceStatus(name, False, f"cannot read {c} (tracefs is root-only here)",
+                                "run as root (the /proc backend needs no privilege)")
+    return SourceStatus(name, False, "tracefs is not mounted",
+                        "mount -t tracefs nodev /sys/kernel/tracing (as root)")
 
 
 def mount_tracefs() -> Path | None:
