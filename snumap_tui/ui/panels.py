@@ -69,10 +69,12 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
     # the view name only when there is room.
     mark_len = sum(len(n) + 2 for n, _, _ in marks) + 4
     snap = kind == "fsroot" and static
-    head = f" {interval_s:g}s │ " + (f"{view} │ " if not snap else "")
+    head = "│ " if snap else f" {interval_s:g}s │ {view} │ "
     tail = f"{metric.title} │ "
     if len(line2) + len(head) + len(tail) + mark_len > width:
-        head = f" {interval_s:g}s │ " if not snap else ""
+        head = "│ " if snap else f" {interval_s:g}s │ "
+    if snap and len(line2) + len(head) + len(tail) + mark_len > width:
+        tail = ""                       # the snapshot's name says more than the metric
     line2.append(head + tail)
     if not sources:
         line2.append("sources: waiting for the first sample", style=NA_STYLE)
