@@ -92,9 +92,24 @@ class Plan:
         whose PUs has a value gets NaN (not 0)."""
         return _range_sum(matrix, self.ulo, self.uhi, mean=False)[:, self.range_of_obj]
 
-    def mean_pus(self, matrix: np.ndarray) -> np.ndarray:
+    def sum_pu_columns(self, cols: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``sum_pus`` of counters laid out a column each ([npu, k], as derive stacks them),
+        into ``out`` [k, nobj] (derive's frame matrix: no temporary of that size). ``cols`` is
+        used as scratch (its NaNs become 0)."""
+        per_range = _range_sum_cols(cols, self.ulo, self.uhi, mean=False)
+        return self._spread(per_range, out)
+
+    def mean_pus(self, matrix: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Rows of per-PU values [k, npu] -> per-object means over the PUs with a value."""
-        return _range_sum(matrix, self.ulo, self.uhi, mean=True)[:, self.range_of_obj]
+        cols = np.array(np.atleast_2d(matrix).T, order="C")
+        return self._spread(_range_sum_cols(cols, self.ulo, self.uhi, mean=True), out)
+
+    def _spread(self, per_range: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """[nranges, k] -> [k, nobj]: each object gets its PU range's row."""
+        if out is None:
+            return np.ascontiguousarray(per_range[self.range_of_obj].T)
+        out[...] = per_range[self.range_of_obj].T
+        return out
 
     def sum_subtrees(self, matrix: np.ndarray) -> np.ndarray:
         """Rows of values attached to objects [k, nobj] (NaN where none) -> the sum over each
@@ -131,15 +146,21 @@ class Plan:
 
 def _range_sum(matrix: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: bool) -> np.ndarray:
     """Sum (or mean) of each row of ``matrix`` over the index ranges [lo, hi), NaN values
-    skipped, NaN where a range holds no value.
+    skipped, NaN where a range holds no value: [k, len(lo)]."""
+    cols = np.array(np.atleast_2d(matrix).T, order="C")
+    return np.ascontiguousarray(_range_sum_cols(cols, lo, hi, mean).T)
 
-    Works on the transpose (one row per PU) so that the gathers ``cs[hi] - cs[lo]`` copy
-    contiguous rows of k counters: at 384 PUs and ~1000 objects this is what keeps derive far
-    below a millisecond. Counts of valid values are only computed for counters that have NaNs.
+
+def _range_sum_cols(cols: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: bool
+                    ) -> np.ndarray:
+    """``_range_sum`` on the transpose: ``cols`` is [n, k] (scratch: NaNs are zeroed in
+    place), the result [len(lo), k].
+
+    One row per PU, so that the gathers ``cs[hi] - cs[lo]`` copy contiguous rows of k
+    counters: all counters of all objects in a handful of numpy calls. Counts of valid values
+    are only computed for counters that have NaNs.
     """
-    matrix = np.atleast_2d(matrix)
-    k, n = matrix.shape
-    cols = np.ascontiguousarray(matrix.T)                  # [n, k]
+    n, k = cols.shape
     nan = np.isnan(cols)
     gappy = np.flatnonzero(nan.any(axis=0))                 # counters with missing PUs
     if gappy.size:
@@ -147,23 +168,27 @@ def _range_sum(matrix: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: bool) -
     cs = np.empty((n + 1, k))
     cs[0] = 0.0
     np.cumsum(cols, axis=0, out=cs[1:])
-    out = cs[hi] - cs[lo]                                   # [nobj, k]
-    width = (hi - lo).astype(np.float64)
-    if mean:
-        out /= np.where(width > 0, width, 1.0)[:, None]
-    out[width == 0] = np.nan
+    out = cs[hi]
+    out -= cs[lo]                                           # [nranges, k]
+    width = hi - lo
+    empty = width == 0
     if gappy.size:
         valid = ~nan[:, gappy]
         cc = np.empty((n + 1, gappy.size))
         cc[0] = 0.0
         np.cumsum(valid, axis=0, out=cc[1:])
         cnt = cc[hi] - cc[lo]
-        sub = cs[hi][:, gappy] - cs[lo][:, gappy]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sub = sub / cnt if mean else sub
+        sub = out[:, gappy]
+        if mean:
+            sub /= np.where(cnt > 0, cnt, 1.0)
         sub[cnt == 0] = np.nan
+    if mean:
+        out /= np.where(empty, 1.0, width.astype(np.float64))[:, None]
+    if gappy.size:
         out[:, gappy] = sub
-    return np.ascontiguousarray(out.T)
+    if empty.any():
+        out[empty] = np.nan
+    return out
 
 
 _PLANS: dict[int, tuple[weakref.ref[Topology], Plan]] = {}

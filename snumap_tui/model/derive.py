@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.model.aggregate import Plan, plan_for
+from snumap_tui.model.evaluate import compiled
 from snumap_tui.model.frame import Frame
 from snumap_tui.model.metrics import Catalogue, default_catalogue, perf_counter_name
 from snumap_tui.model.sample import Sample
@@ -49,15 +50,43 @@ _NUMA_CUMUL = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local
 
 
 class Counters:
-    """The counters of one interval: per-PU rows, per-object rows, scalars, and flags per
-    counter (e.g. {"cycles": {"multiplexed"}})."""
+    """The counters of one interval: per-PU columns, per-object rows, scalars, and flags per
+    counter (e.g. {"cycles": {"multiplexed"}}).
+
+    Per-PU counters are kept as the blocks the sources deliver them in ([npu, j]: /proc/stat's
+    ticks, the perf group's events), so derive stacks them with one copy; ``pu`` is the same
+    by name (column views)."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.pu: dict[str, np.ndarray] = {}
+        self.pu_names: list[str] = []
+        self.pu_blocks: list[np.ndarray] = []
         self.obj: dict[str, np.ndarray] = {}
         self.scalars: dict[str, float] = {}
         self.flags: dict[str, set[str]] = {}
+
+    @property
+    def pu(self) -> dict[str, np.ndarray]:
+        """Per-PU counters by name (views into the blocks; a later block wins a name)."""
+        out: dict[str, np.ndarray] = {}
+        names = iter(self.pu_names)
+        for b in self.pu_blocks:
+            for j in range(b.shape[1]):
+                out[next(names)] = b[:, j]
+        return out
+
+    def add_pu(self, names: list[str], block: np.ndarray) -> None:
+        """Per-PU counters [npu, len(names)], rows in logical PU order."""
+        if block.ndim == 1:
+            block = block.reshape(-1, 1)
+        self.pu_names.extend(names)
+        self.pu_blocks.append(block)
+
+    def pu_matrix(self) -> tuple[list[str], np.ndarray | None]:
+        """Every per-PU counter as one fresh [npu, k] matrix (a column per name)."""
+        if not self.pu_blocks:
+            return [], None
+        return self.pu_names, np.concatenate(self.pu_blocks, axis=1)
 
     def flag(self, counter: str, what: str) -> None:
         self.flags.setdefault(counter, set()).add(what)
@@ -108,12 +137,16 @@ def _procstat(prev: Sample, cur: Sample, c: Counters) -> None:
     # unreliable): a negative tick delta is 0 time, not a reset.
     np.maximum(d, 0.0, out=d, where=~np.isnan(d))
     ncol = min(d.shape[1], len(TICK_COLUMNS))
-    for i in range(ncol):
-        c.pu[TICK_COLUMNS[i]] = d[:, i]
-    total = np.nansum(d[:, :min(ncol, _TOTAL_COLS)], axis=1)
+    block = np.empty((d.shape[0], ncol + 2))
+    block[:, :ncol] = d[:, :ncol]
+    total = block[:, ncol]
+    np.nansum(d[:, :min(ncol, _TOTAL_COLS)], axis=1, out=total)
     total[np.isnan(d[:, 3])] = np.nan           # a PU missing from either sample
-    c.pu["total_ticks"] = total
-    c.pu["busy_ticks"] = total - d[:, 3] - np.nan_to_num(d[:, 4]) if ncol > 4 else total - d[:, 3]
+    busy = block[:, ncol + 1]
+    np.subtract(total, d[:, 3], out=busy)
+    if ncol > 4:
+        busy -= np.nan_to_num(d[:, 4])
+    c.add_pu([*TICK_COLUMNS[:ncol], "total_ticks", "busy_ticks"], block)
     if "ctxt" in p and "ctxt" in q:
         dc = float(q["ctxt"]) - float(p["ctxt"])
         c.attach("ctxt", 0, dc if dc >= 0 else math.nan)
@@ -166,11 +199,24 @@ def _perf(prev: Sample, cur: Sample, c: Counters) -> None:
         scaled, mux = dv, np.zeros(len(events), dtype=bool)
     if same:
         scaled = plan.align(q["cpus"], scaled)
-    for j, ev in enumerate(events):
-        name = perf_counter_name(ev)
-        c.pu[name] = scaled[:, j]
-        if mux[j]:
-            c.flag(name, "multiplexed")
+    names = _perf_names(tuple(events))
+    c.add_pu(list(names), scaled)
+    if mux.any():
+        for j in np.flatnonzero(mux):
+            c.flag(names[j], "multiplexed")
+
+
+_PERF_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _perf_names(events: tuple[str, ...]) -> tuple[str, ...]:
+    """Counter names of a perf source's events (cached: the list is the same every sweep)."""
+    hit = _PERF_NAMES.get(events)
+    if hit is None:
+        if len(_PERF_NAMES) > 64:
+            _PERF_NAMES.clear()
+        hit = _PERF_NAMES[events] = tuple(perf_counter_name(e) for e in events)
+    return hit
 
 
 def _freq(prev: Sample, cur: Sample, c: Counters, dt: float) -> None:
@@ -179,26 +225,29 @@ def _freq(prev: Sample, cur: Sample, c: Counters, dt: float) -> None:
         return
     plan = c.plan
     if "cur_khz" in q:      # instantaneous: the current sample's value
-        c.pu["cur_khz"] = plan.align(q["cpus"], np.asarray(q["cur_khz"], dtype=np.float64))
+        c.add_pu(["cur_khz"], plan.align(q["cpus"], np.asarray(q["cur_khz"], dtype=np.float64)))
     p = _r(prev, "freq")
     if p is None:
         return
+    got: dict[str, np.ndarray] = {}
     for f in ("aperf", "mperf", "tsc"):
         if f in q and f in p:
-            c.pu[f] = _delta(plan.align(q["cpus"], np.asarray(q[f], dtype=np.float64)),
-                             plan.align(p["cpus"], np.asarray(p[f], dtype=np.float64)))
+            got[f] = _delta(plan.align(q["cpus"], np.asarray(q[f], dtype=np.float64)),
+                            plan.align(p["cpus"], np.asarray(p[f], dtype=np.float64)))
     # MPERF ticks at the TSC/base rate (Intel SDM vol. 3B 14.2, AMD APM: "MPERF"): prefer a
     # stated base frequency, else the TSC rate measured over the same interval, else max_khz.
+    tsc = got.pop("tsc", None)
     base = None
     if "base_khz" in q:
         base = plan.align(q["cpus"], np.asarray(q["base_khz"], dtype=np.float64))
-    elif "tsc" in c.pu and dt > 0:
-        base = c.pu.pop("tsc") / dt / 1000.0
+    elif tsc is not None and dt > 0:
+        base = tsc / dt / 1000.0
     elif "max_khz" in q:
         base = plan.align(q["cpus"], np.asarray(q["max_khz"], dtype=np.float64))
-    c.pu.pop("tsc", None)
     if base is not None:
-        c.pu["base_khz"] = base
+        got["base_khz"] = base
+    for f, v in got.items():
+        c.add_pu([f], v)
 
 
 def _rapl_counter(domain: str) -> str | None:
@@ -246,32 +295,41 @@ def _numa(prev: Sample, cur: Sample, c: Counters) -> None:
     if q is None or "nodes" not in q:
         return
     plan = c.plan
-    ids = np.array([plan.numa_id_of_os.get(int(n), -1) for n in q["nodes"]], dtype=np.int64)
+    nodes = q["nodes"]
+    ids = np.array([plan.numa_id_of_os.get(int(n), -1) for n in nodes], dtype=np.int64)
     ok = ids >= 0
     if not ok.any():
         return
+    where = ids[ok]
 
-    def place(values: np.ndarray) -> np.ndarray:
-        arr = np.full(plan.nobj, np.nan)
-        arr[ids[ok]] = np.asarray(values, dtype=np.float64)[ok]
-        return arr
+    def place(fields: list[str], values: np.ndarray) -> None:
+        """Rows of per-node values [len(fields), nodes] onto the NUMA node objects."""
+        arr = np.full((len(fields), plan.nobj), np.nan)
+        arr[:, where] = values[:, ok]
+        c.obj.update(zip(fields, arr))
 
-    for f in _NUMA_NOW:
-        if f in q:
-            c.obj[f] = place(q[f])
+    now = [f for f in _NUMA_NOW if f in q]
+    if now:
+        place(now, np.array([q[f] for f in now], dtype=np.float64).reshape(len(now), -1))
     if "mem_used" not in c.obj and "mem_total" in c.obj and "mem_free" in c.obj:
         c.obj["mem_used"] = c.obj["mem_total"] - c.obj["mem_free"]
     p = _r(prev, "numa")
     if p is None or "nodes" not in p:
         return
-    prow = {int(n): i for i, n in enumerate(p["nodes"])}
-    pidx = np.array([prow.get(int(n), -1) for n in q["nodes"]], dtype=np.int64)
-    for f in _NUMA_CUMUL:
-        if f in q and f in p:
-            before = np.asarray(p[f], dtype=np.float64)
-            b = np.where(pidx >= 0, before[np.maximum(pidx, 0)] if before.size else np.nan,
-                         np.nan)
-            c.obj[f] = place(_delta(np.asarray(q[f], dtype=np.float64), b))
+    cumul = [f for f in _NUMA_CUMUL if f in q and f in p]
+    if not cumul:
+        return
+    after = np.array([q[f] for f in cumul], dtype=np.float64).reshape(len(cumul), -1)
+    before = np.array([p[f] for f in cumul], dtype=np.float64).reshape(len(cumul), -1)
+    pnodes = p["nodes"]
+    if not (len(pnodes) == len(nodes) and np.array_equal(pnodes, nodes)):
+        prow = {int(n): i for i, n in enumerate(pnodes)}
+        pidx = np.array([prow.get(int(n), -1) for n in nodes], dtype=np.int64)
+        b = np.full(after.shape, np.nan)
+        if before.shape[1]:
+            b[:, pidx >= 0] = before[:, pidx[pidx >= 0]]
+        before = b
+    place(cumul, _delta(after, before))
 
 
 def counters(prev: Sample, cur: Sample, topology: Topology) -> Counters:
@@ -289,80 +347,46 @@ def counters(prev: Sample, cur: Sample, topology: Topology) -> Counters:
     return c
 
 
-def _stack(rows: dict[str, np.ndarray], names: list[str], width: int) -> np.ndarray:
-    out = np.empty((len(names), width))
-    for i, n in enumerate(names):
-        out[i] = rows[n]
-    return out
-
-
-def _coalesce(first: np.ndarray | None, nxt: np.ndarray) -> np.ndarray:
-    if first is None:
-        return nxt
-    gap = np.isnan(first)
-    if gap.any():
-        first[gap] = nxt[gap]
-    return first
-
-
-def _evaluate(cat: Catalogue, env: dict[str, Any], pu_env: dict[str, Any],
-              c: Counters) -> tuple[dict[str, np.ndarray], dict[str, set[str]]]:
-    """Every metric at every object: ``sum`` metrics on the summed counters, ``mean`` metrics
-    per PU then averaged (all of them in one prefix sum)."""
-    plan = c.plan
-    values: dict[str, np.ndarray] = {}
-    flags: dict[str, set[str]] = {}
-    mean_names: list[str] = []
-    mean_rows: list[np.ndarray] = []
-    for m in cat:
-        have, size = (pu_env, plan.npu) if m.rule == "mean" else (env, plan.nobj)
-        v: np.ndarray | None = None
-        for e in m.exprs:
-            if e.needs <= have.keys() and (v is None or np.isnan(v).any()):
-                v = _coalesce(v, e.evaluate_quiet(have, size))
-                for n in e.needs:     # flag a metric with what its counters went through
-                    if n in c.flags:
-                        flags.setdefault(m.name, set()).update(c.flags[n])
-        if v is None:
-            v = np.full(size, np.nan)
-        if m.rule == "mean":
-            mean_names.append(m.name)
-            mean_rows.append(v)
-        else:
-            values[m.name] = v
-    if mean_rows:
-        values.update(zip(mean_names, plan.mean_pus(np.vstack(mean_rows))))
-    return values, flags
-
-
 def derive(prev: Sample, cur: Sample, topology: Topology,
            catalogue: Catalogue | None = None) -> Frame:
     """The Frame of the interval prev -> cur: every metric of the catalogue at every object
     (NaN where it cannot be computed), flags, and the process rows."""
-    cat = catalogue if catalogue is not None else default_catalogue()
+    cat = compiled(catalogue if catalogue is not None else default_catalogue())
     c = counters(prev, cur, topology)
     plan = c.plan
-    needed = cat.needs()
-    # Step 2: sum every needed counter over every object (two prefix sums in all).
-    pu_names = [n for n in c.pu if n in needed]
-    obj_names = [n for n in c.obj if n in needed]
-    env: dict[str, Any] = dict(c.scalars)
-    if pu_names:
-        env.update(zip(pu_names, plan.sum_pus(_stack(c.pu, pu_names, plan.npu))))
-    if obj_names:
-        env.update(zip(obj_names, plan.sum_subtrees(_stack(c.obj, obj_names, plan.nobj))))
-    pu_env: dict[str, Any] = {**c.scalars, **c.pu}
-    # Step 3: the formulas (numpy's warnings silenced once: 0/0 is handled as NaN).
+    scalars = c.scalars
+    scalar_names = frozenset(scalars)
+    pu_names, pu = c.pu_matrix()
+    obj_names = list(c.obj)
+    flags: dict[str, set[str]] = {}
+    empty = np.empty((0, plan.npu))
+    sum_plan = cat.plan("sum", (*pu_names, *obj_names), scalar_names)
+    nsum = sum_plan.nrows
+    # The frame's matrix: a row per metric (and per fallback formula of ``sum`` metrics).
+    values = np.empty((nsum + len(cat.mean_metrics), plan.nobj))
+    # numpy's warnings silenced once: 0/0 is handled as NaN.
     with np.errstate(all="ignore"):
-        values, flags = _evaluate(cat, env, pu_env, c)
-    ordered: dict[str, np.ndarray] = {}
-    for m in cat:
-        arr = values[m.name]
-        if m.objects is not None:
-            arr[~plan.type_mask(m.objects)] = np.nan
-        ordered[m.name] = arr
-    dt = c.scalars["dt"]
-    tasks = derive_tasks(_r(prev, "tasks"), _r(cur, "tasks"), dt, c.scalars["hz"])
+        # Step 3a, ``mean`` metrics: evaluated per PU (before the sums use ``pu`` as
+        # scratch), then averaged over each object's PUs.
+        if cat.mean_metrics:
+            rp = cat.plan("mean", tuple(pu_names), scalar_names)
+            per_pu = rp.run(pu.T if pu is not None else empty, scalars, plan.npu, c.flags,
+                            flags)
+            plan.mean_pus(per_pu[:len(cat.mean_metrics)], out=values[nsum:])
+        # Step 2: every counter summed over every object (one prefix sum per kind).
+        sums = np.empty((len(pu_names) + len(obj_names), plan.nobj))
+        if pu is not None:
+            plan.sum_pu_columns(pu, out=sums[:len(pu_names)])
+        if obj_names:
+            sums[len(pu_names):] = plan.sum_subtrees(np.stack(list(c.obj.values())))
+        # Step 3b, ``sum`` metrics: the formulas on the sums, at every object.
+        sum_plan.run(sums, scalars, plan.nobj, c.flags, flags, out=values[:nsum])
+    rows = cat.frame_rows(nsum)
+    for i, types in cat.hide_types:
+        values[rows[i], ~plan.type_mask(types)] = np.nan
+    ordered = {name: values[r] for name, r in zip(cat.names, rows)}
+    dt = scalars["dt"]
+    tasks = derive_tasks(_r(prev, "tasks"), _r(cur, "tasks"), dt, scalars["hz"])
     return Frame(t_ns=cur.t_ns, wall_ns=cur.wall_ns, dt_s=dt if not math.isnan(dt) else 0.0,
                  topology=topology, values=ordered, tasks=tasks, flags=flags)
 
