@@ -14,6 +14,7 @@ A ``Plan`` holds these index arrays for one topology; it is built once and reuse
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -48,6 +49,7 @@ class Plan:
         self.ids = np.arange(self.nobj, dtype=np.int64)
         self.types = [o.type for o in objs]
         self._type_masks: dict[frozenset[str], np.ndarray] = {}
+        self._scratch = threading.local()
         self._positions: dict[bytes, np.ndarray] = {}
         self._attached: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # Many objects cover the same PUs (a core, its L1 and L2): aggregate each distinct
@@ -134,6 +136,16 @@ class Plan:
         if targets.size:
             out[:, targets] = _range_sum(matrix[:, att], lo, hi, mean=False)
         return out
+
+    def scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A work array of this shape kept from frame to frame (per thread: a sampler
+        thread and a replay may derive at once). Why: a few hundred kB allocated and freed
+        per frame made glibc trim and regrow the heap, ~100 page faults per derive."""
+        bufs = self._scratch.__dict__
+        arr = bufs.get(name)
+        if arr is None or arr.shape != shape:
+            arr = bufs[name] = np.empty(shape)
+        return arr
 
     def type_mask(self, types: frozenset[str]) -> np.ndarray:
         """Boolean mask of the objects whose type is in ``types``."""

@@ -374,7 +374,7 @@ def derive(prev: Sample, cur: Sample, topology: Topology,
                             flags)
             plan.mean_pus(per_pu[:len(cat.mean_metrics)], out=values[nsum:])
         # Step 2: every counter summed over every object (one prefix sum per kind).
-        sums = np.empty((len(pu_names) + len(obj_names), plan.nobj))
+        sums = plan.scratch("sums", (len(pu_names) + len(obj_names), plan.nobj))
         if pu is not None:
             plan.sum_pu_columns(pu, out=sums[:len(pu_names)])
         if obj_names:
