@@ -142,6 +142,31 @@ def test_perf_records_split_and_gathered() -> None:
     assert len(split_records(buf[:-5])[0]) == 2
 
 
+def test_gather_rows_match_the_bytes_at_each_offset() -> None:
+    """gather's overlapping-view path (8-aligned offsets, as perf records are) and its byte
+    path (any offset) give the bytes at each offset, up to a record that ends the buffer."""
+    rng = np.random.default_rng(3)
+    buf = rng.integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    dt = np.dtype({"names": ["a", "b"], "formats": ["<u4", "<u8"], "offsets": [0, 12],
+                   "itemsize": 20})
+    for offs in (np.array([0, 8, 4072, 64, 8], dtype=np.int64),      # aligned, repeated
+                 np.array([3, 4075, 100], dtype=np.int64)):          # unaligned
+        got = gather(buf, offs, dt)
+        want = [(int.from_bytes(buf[o:o + 4], "little"), int.from_bytes(buf[o + 12:o + 20],
+                                                                         "little")) for o in offs]
+        assert list(zip(got["a"].tolist(), got["b"].tolist())) == want
+        got["a"] = 0                     # a copy, never a view of the ring bytes
+    with pytest.raises(ValueError):
+        gather(buf, np.array([4080], dtype=np.int64), dt)
+
+
+def test_learn_pairs_keeps_each_tids_tgid(tmp_path) -> None:
+    t = TaskTable(proc=tmp_path)
+    t.learn_pairs(np.array([7, 7, 8, 2**31 - 1, 5], dtype=np.int32),
+                  np.array([7, 7, 7, 2**31 - 2, -2], dtype=np.int32))
+    assert {k: v for k, v in t.tgid.items() if k} == {7: 7, 8: 7, 2**31 - 1: 2**31 - 2}
+
+
 def test_perf_split_matches_the_header_walk_with_look_alikes() -> None:
     """Mixed record sizes, LOST records, and fake sample headers inside raw payloads: the
     vectorised split finds exactly the records the plain walk finds."""

@@ -111,8 +111,12 @@ class TaskTable:
         ok = tgids > 0
         if not ok.any():
             return
-        pairs = np.unique(np.stack([tids[ok], tgids[ok]], axis=1), axis=0)
-        for tid, tgid in pairs.tolist():
+        # One int64 key per pair (tid high, tgid low: both are positive pids below 2^31):
+        # np.unique of a plain integer array hashes; over (n, 2) rows it sorts, which was
+        # most of the bcc backend's per-event cost.
+        key = (tids[ok].astype(np.int64) << 32) | tgids[ok].astype(np.int64)
+        for k in np.unique(key).tolist():
+            tid, tgid = k >> 32, k & 0xFFFFFFFF
             if self.tgid.get(tid) != tgid:
                 self.tgid[tid] = tgid
 
