@@ -6,7 +6,7 @@
  *
  * Filtering happens here, so that tasks outside the traced tree cost one hash lookup and no
  * copy: `tracked` holds the tids to follow (seeded by user space with the root's threads, grown
- * at every fork of a tracked thread). In system-wide mode (config[0] = 1) everything passes.
+ * at every fork of a tracked thread). In system-wide mode (SNUMAP_SYSTEM_WIDE) everything passes.
  *
  * Records go through one BPF ring buffer (Documentation/bpf/ringbuf.rst) that user space maps
  * and decodes in bulk; a failed reserve (ring full) counts one lost event on this CPU.
@@ -25,7 +25,6 @@ BPF_RINGBUF_OUTPUT(events, SNUMAP_RING_PAGES);
 BPF_HASH(tracked, __u32, __u32, 65536);                /* tid -> tgid (0 = not known yet) */
 BPF_HASH(names, __u32, struct snumap_task_name, 65536); /* tid -> comm at fork / exec */
 BPF_PERCPU_ARRAY(lost, __u64, 1);
-BPF_ARRAY(config, __u32, 1);                           /* [0]: 1 = system-wide */
 
 /* The last switch seen on this CPU, whatever the tasks: some switches are never traced by the
  * kernel (seen on 6.18 in a VM: out of the idle task), so a task can be switched out without
@@ -38,11 +37,15 @@ struct last_switch {
 };
 BPF_PERCPU_ARRAY(lastsw, struct last_switch, 1);
 
+/* System-wide or one process tree is known when the program is compiled (the loader passes
+ * -DSNUMAP_SYSTEM_WIDE=0/1), so it is a constant: the unused branch is compiled out and no
+ * event pays a map lookup to ask. */
+#ifndef SNUMAP_SYSTEM_WIDE
+#define SNUMAP_SYSTEM_WIDE 0
+#endif
 static __always_inline int system_wide(void)
 {
-    int zero = 0;
-    __u32 *v = config.lookup(&zero);
-    return v && *v;
+    return SNUMAP_SYSTEM_WIDE;
 }
 
 static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
@@ -67,7 +70,10 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
     e->pad[0] = 0;
     e->pad[1] = 0;
     e->pad[2] = 0;
-    events.ringbuf_submit(e, 0);
+    /* No wakeup: user space never sleeps on this ring (a drain thread reads it every 10 ms),
+     * and a notification is an irq_work -- a self-IPI, a VM exit on a guest -- for nothing
+     * (Documentation/bpf/ringbuf.rst, BPF_RB_NO_WAKEUP). */
+    events.ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline void emit(__u8 kind, __u32 cpu, __s32 tid, __s32 tid2, __s32 pid,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from snumap_tui import store
-from snumap_tui.commands.record import cpu_model, parse_duration
+from snumap_tui.commands.record import cpu_model, merge_drains, parse_duration
 from snumap_tui.errors import SnumapError
 
 PY = sys.executable
@@ -31,6 +31,22 @@ def test_durations() -> None:
     for bad in ("", "fast", "-1s", "0", "3 parsecs"):
         with pytest.raises(SnumapError):
             parse_duration(bad)
+
+
+def test_drains_are_merged_in_order_per_cpu() -> None:
+    """The main thread decodes one merged drain per poll: a perf drain's bytes joined per CPU
+    in drain order (whole records, so still one record stream), bcc record arrays joined."""
+    import numpy as np
+
+    perf = merge_drains([{0: b"a0", 1: b"b0"}, {1: b"b1"}, {0: b"a1", 1: b"b2"}])
+    assert perf == [{0: b"a0a1", 1: b"b0b1b2"}]
+    recs = [np.arange(3, dtype="<u8"), np.arange(3, 5, dtype="<u8")]
+    (joined,) = merge_drains(recs)
+    assert joined.tolist() == [0, 1, 2, 3, 4]
+    assert merge_drains([{0: b"x"}]) == [{0: b"x"}]
+    assert merge_drains([None]) == [None]
+    mixed = [np.zeros(1, "<u8"), np.zeros(1, "<u4")]
+    assert merge_drains(mixed) is mixed          # different layouts are left alone
 
 
 def test_cpu_model() -> None:

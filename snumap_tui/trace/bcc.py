@@ -111,17 +111,18 @@ class BccTracer(Tracer):
         rec_dtype, _names_dtype, _ = load_layout()
         pages = ring_pages(self.buffer_bytes)
         src = (bpf_dir() / "sched.c").read_text()
+        roots = list(pids) if pids is not None else None
+        self._system_wide = roots is None
         t0 = time.monotonic()
         try:
             self._bpf = bcc.BPF(text=src, cflags=[f"-I{bpf_dir()}",
                                                   f"-DSNUMAP_RING_PAGES={pages}",
+                                                  f"-DSNUMAP_SYSTEM_WIDE={int(roots is None)}",
                                                   "-Wno-macro-redefined"])
         except Exception as exc:
             raise RuntimeError(f"bcc could not compile or load bpf/sched.c: {exc}") from exc
         self.compile_s = time.monotonic() - t0
         b = self._bpf
-        roots = list(pids) if pids is not None else None
-        self._system_wide = roots is None
         if roots is not None:
             tracked = b["tracked"]
             for pid in tree_of(roots):
@@ -130,8 +131,6 @@ class BccTracer(Tracer):
                     tracked[tracked.Key(tid)] = tracked.Leaf(pid)
                     self._tasks.learn(tid, tgid=pid)
             self._tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
-        cfg = b["config"]
-        cfg[cfg.Key(0)] = cfg.Leaf(1 if roots is None else 0)
         self._ring = BpfRingReader(b["events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
 
