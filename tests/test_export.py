@@ -19,6 +19,7 @@ import pytest
 from snumap_tui.analysis.synth import synthetic_topology, write_recording
 from snumap_tui.cli import main
 from snumap_tui.model.sample import Sample
+from snumap_tui.trace.events import OUTSIDE, SWITCH
 from tests.test_analysis import EXPECTED, SCENARIO, T0, T1, make_events
 from tests.test_report import TASKS
 
@@ -132,3 +133,23 @@ def test_export_to_a_full_device_names_the_file(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "/dev/full" in err[0] and "No space left" in err[0]
+
+
+def test_untraced_time_is_named_other_in_chrome_and_csv(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CPU 1's first switch-out is of a task the tracer marked OUTSIDE the traced tree: its
+    interval belongs to the untraced pseudo-task (tid -2), shown with the report's words."""
+    rows = [r if r[0] != 3000 else (3000, SWITCH, 1, 201, 0, OUTSIDE, 0, 1) for r in SCENARIO]
+    rec = write_recording(tmp_path / "untraced.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                          make_events(rows), tasks=TASKS, markers=[(T0, "start")])
+    out = tmp_path / "trace.json"
+    assert main(["export", str(rec), "--format", "chrome", "-o", str(out)]) == 0
+    slices = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
+    other = [e for e in slices if e["args"]["tid"] == -2]
+    assert [(e["name"], e["tid"]) for e in other] == [("other (not traced)", 2)]
+    assert {e["name"] for e in slices} == {"solver 101", "solver-w 102", "other (not traced)"}
+    capsys.readouterr()
+    assert main(["export", str(rec), "--format", "csv"]) == 0
+    got = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["cpu"], r["tid"], r["comm"]) for r in got if r["tid"] == "-2"] == [
+        ("1", "-2", "other (not traced)")]

@@ -17,14 +17,18 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.intervals import UNTRACED, Intervals
+from snumap_tui.export.tables import UNTRACED_COMM
 from snumap_tui.trace.events import TaskInfo
 
 CPU_PID = 1          # the synthetic "process" that holds one track per PU
 
 
 def _names(tasks: Mapping[int, TaskInfo]) -> dict[int, str]:
-    return {tid: info.comm for tid, info in tasks.items()}
+    """Slice names by tid: "comm tid", and the untraced pseudo-task's name without a tid."""
+    out = {tid: f"{info.comm} {tid}" for tid, info in tasks.items()}
+    out[UNTRACED] = UNTRACED_COMM
+    return out
 
 
 def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
@@ -44,7 +48,7 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
         tids = iv.tid[r].tolist()
         pids = iv.pids(iv.tid[r]).tolist()
         for s, e, tid, pid in zip(iv.start[r].tolist(), iv.end[r].tolist(), tids, pids):
-            yield {"ph": "X", "name": f"{names.get(tid, '?')} {tid}", "cat": "sched",
+            yield {"ph": "X", "name": names.get(tid) or f"? {tid}", "cat": "sched",
                    "pid": CPU_PID, "tid": cpu + 1, "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
                    "args": {"tid": tid, "pid": pid}}
     for t, text in markers:

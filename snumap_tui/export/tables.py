@@ -14,13 +14,27 @@ from typing import IO, Any
 
 import numpy as np
 
-from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.model.sample import Sample
 from snumap_tui.trace.events import EVENT_DTYPE, KIND_NAMES, TaskInfo
 
 INTERVAL_COLUMNS = ["cpu", "start_ns", "end_ns", "dur_ns", "tid", "pid", "comm"]
 SAMPLE_COLUMNS = ["t_ns", "wall_ns", "source", "field", "index", "value"]
 EVENT_COLUMNS = ["t_ns", "kind", *[n for n in EVENT_DTYPE.names if n not in ("t_ns", "kind")]]
+
+
+# The name of the one pseudo-task that stands for every task outside the traced tree (tid
+# UNTRACED, analysis/intervals.py): the same words as the report and the Gantt legend.
+UNTRACED_COMM = "other (not traced)"
+
+
+def comm_of(tid: int, tasks: Mapping[int, TaskInfo], unknown: str = "") -> str:
+    """The name an interval of TID is shown with: its comm, the untraced pseudo-task's name,
+    or UNKNOWN."""
+    if tid == UNTRACED:
+        return UNTRACED_COMM
+    info = tasks.get(tid)
+    return info.comm if info else unknown
 
 
 def write_intervals_csv(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInfo]) -> int:
@@ -31,8 +45,7 @@ def write_intervals_csv(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInf
         tids = iv.tid[r]
         pids = iv.pids(tids).tolist()
         for s, e, tid, pid in zip(iv.start[r].tolist(), iv.end[r].tolist(), tids.tolist(), pids):
-            info = tasks.get(tid)
-            w.writerow([cpu, s, e, e - s, tid, pid, info.comm if info else ""])
+            w.writerow([cpu, s, e, e - s, tid, pid, comm_of(tid, tasks)])
             n += 1
     return n
 
