@@ -119,8 +119,12 @@ class ProcessTable(DataTable[str], can_focus=True):
         Binding("enter", "choose", show=False),
     ]
 
+    # No visible scrollbars (size 0: the cursor and the wheel still scroll; the title says how
+    # many rows there are). Textual's scrollbars here stole two columns and (the virtual width
+    # being the width before they appeared) a row for a horizontal one; their thumbs' partial
+    # blocks (``▃▃``, ``▏``) read as stray sparkline cells, even through the help overlay.
     DEFAULT_CSS = """
-    ProcessTable { height: 1fr; }
+    ProcessTable { height: 1fr; overflow-x: hidden; scrollbar-size: 0 0; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
