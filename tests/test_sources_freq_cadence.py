@@ -89,3 +89,25 @@ def test_live_reads_use_the_same_cadence(fake: FakeRoot) -> None:
     assert src.read()["cur_khz"][1] == 2_400_000
     clock.t += 1.0
     assert src.read()["cur_khz"][1] == 3_000_000
+
+
+def test_kept_open_files_recover_and_close(fake: FakeRoot) -> None:
+    """The fast path keeps each file open (pread at 0): a bad value is NaN, a later good one is
+    read again through a fresh descriptor, and close() releases every descriptor."""
+    clock = Clock()
+    src = FreqSource(fake.root, max_age_s=0.0, clock=clock)
+    f = fake.root / "sys/devices/system/cpu/cpu2/cpufreq/scaling_cur_freq"
+    assert src.read()["cur_khz"][2] == 2_400_000
+    f.write_text("garbage\n")
+    clock.t += 1
+    assert np.isnan(src.read()["cur_khz"][2])
+    f.write_text("1800000\n")
+    clock.t += 1
+    assert src.read()["cur_khz"][2] == 1_800_000
+    fds = list(src._cur_fds.values())
+    assert len(fds) == 8
+    src.close()
+    for fd in fds:
+        with pytest.raises(OSError):
+            import os
+            os.fstat(fd)
