@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -109,5 +110,4 @@ def test_kept_open_files_recover_and_close(fake: FakeRoot) -> None:
     src.close()
     for fd in fds:
         with pytest.raises(OSError):
-            import os
             os.fstat(fd)
