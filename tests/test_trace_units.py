@@ -234,3 +234,25 @@ def test_task_table_fills_unknown_pids(tmp_path) -> None:
     t.learn(13, comm="renamed")                      # exec: reported again
     assert [i.comm for i in t.take_infos()] == ["renamed"]
     assert t.take_infos() == []
+
+
+def test_row_copies_match_numpy_structured_indexing() -> None:
+    """rows.py copies records as bytes; the values must be what numpy's own indexing gives."""
+    from snumap_tui.trace.rows import concat_rows, copy_rows, insert_rows, take_rows
+
+    rng = np.random.default_rng(5)
+    e = np.zeros(50, dtype=ev.EVENT_DTYPE)
+    e["t_ns"] = np.sort(rng.integers(0, 1000, 50))
+    e["tid"], e["arg"] = rng.integers(-2, 99, 50), rng.integers(-5, 5, 50)
+    mask, order = e["tid"] % 2 == 0, rng.permutation(50)
+    assert (take_rows(e, mask) == e[mask]).all() and (take_rows(e, order) == e[order]).all()
+    assert (concat_rows([e[:7], e[30:]]) == np.concatenate([e[:7], e[30:]])).all()
+    c = copy_rows(e[10:])
+    c["tid"] = 1000
+    assert (e["tid"] != 1000).all()
+    new = e[:4].copy()
+    new["tid"] = [-7, -8, -9, -10]
+    at = np.searchsorted(e["t_ns"], [0, e["t_ns"][20], e["t_ns"][20], 5000], side="right")
+    assert (insert_rows(e, at, new) == np.insert(e, at, new)).all()
+    with pytest.raises(ValueError):
+        concat_rows([e, np.zeros(2, dtype=[("x", "<u8")])])

@@ -26,6 +26,7 @@ from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import encode_events, time_order
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
+from snumap_tui.trace.rows import concat_rows, copy_rows, take_rows
 
 FORMAT_VERSION = 1
 
@@ -236,7 +237,7 @@ class Writer:
     def _flush_events(self, only_full: bool) -> None:
         if not self._events:
             return
-        ev = np.concatenate(self._events) if len(self._events) > 1 else self._events[0]
+        ev = concat_rows(self._events) if len(self._events) > 1 else self._events[0]
         # Order the whole buffer by time (tracers hand over per-CPU runs) so chunks do not
         # overlap in time and a reader's seek touches as few chunks as possible.
         # Tracers hand over time-sorted batches, so this is usually one comparison pass and
@@ -251,7 +252,7 @@ class Writer:
             self._write_chunk(C.K_EVENTS, codec.encode(value), count=stop - start,
                               t_min=t_min, t_max=t_max)
             self.events_written += stop - start
-        rest = ev[order[full:]] if order is not None else ev[full:].copy()
+        rest = take_rows(ev, order[full:]) if order is not None else copy_rows(ev[full:])
         self._events = [rest] if rest.size else []
         self._n_buffered = int(rest.size)
 

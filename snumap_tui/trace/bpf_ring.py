@@ -50,8 +50,9 @@ def decode_fixed(buf: bytes | memoryview, rec_dtype: np.dtype) -> tuple[np.ndarr
     odd = np.flatnonzero(sizes != rec_dtype.itemsize)
     if len(odd):
         return _walk(buf, rec_dtype)
-    keep = (lens[:upto] & DISCARD_BIT) == 0
-    return arr["rec"][:upto][keep].copy(), upto * stride
+    keep = np.flatnonzero((lens[:upto] & DISCARD_BIT) == 0)
+    # np.take copies whole records as bytes; a structured copy or mask goes field by field.
+    return np.take(arr["rec"], keep), upto * stride
 
 
 def _walk(buf: bytes | memoryview, rec_dtype: np.dtype) -> tuple[np.ndarray, int]:

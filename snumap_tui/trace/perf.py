@@ -24,6 +24,7 @@ from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.privileges import has_caps
 from snumap_tui.trace.reconstruct import missed_switch_ins
+from snumap_tui.trace.rows import concat_rows, insert_rows, take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_missing, tracefs_root
 
@@ -88,7 +89,7 @@ def _time_sorted(events: np.ndarray) -> np.ndarray:
     t = events["t_ns"]
     if len(t) < 2 or bool(np.all(t[1:] >= t[:-1])):
         return events
-    return events[np.argsort(t, kind="stable")]
+    return take_rows(events, np.argsort(t, kind="stable"))
 
 
 def comm_str(b: bytes) -> str:
@@ -217,20 +218,28 @@ class PerfTracer(Tracer):
         # One array in ring order: the kernel writes a CPU's records in the order it takes
         # their timestamps, so this is (nearly always) already time-sorted, and the per-CPU
         # arrays only need merging in _batch.
-        events = np.empty(len(samples), dtype=ev.EVENT_DTYPE)
-        done = np.zeros(len(samples), dtype=bool)
+        conv, where = [], []
         for tp_id, dec in self._dec.items():
             sel = np.flatnonzero(common == tp_id)
             if len(sel):
                 at = samples[sel]
-                events[sel] = self._convert(dec, gather(buf, at, dec.dtype), buf, at)
-                done[sel] = True
-        if not done.all():
-            events = events[done]
+                conv.append(self._convert(dec, gather(buf, at, dec.dtype), buf, at))
+                where.append(sel)
+        if not conv:
+            return []
+        # Back into ring order: concatenated by tracepoint, then put where each record was
+        # (rows copied as bytes, rows.py). Records of unknown tracepoints are left out.
+        pos = np.concatenate(where)
+        back = np.empty(len(pos), dtype=np.intp)     # the inverse permutation, no sort needed
+        back[pos] = np.arange(len(pos))
+        events = take_rows(concat_rows(conv), back)
         events = _time_sorted(events)
         missed = missed_switch_ins(events, self._last_switch)
         if len(missed):
-            events = _time_sorted(np.concatenate([events, missed]))
+            # Each goes after the events of its time (where a stable sort would put it):
+            # an insert into the sorted array, not a new sort.
+            at = np.searchsorted(events["t_ns"], missed["t_ns"], side="right")
+            events = insert_rows(events, at, missed)
         return [events]
 
     def _convert(self, dec: _Decoder, s: np.ndarray, buf: bytes, at: np.ndarray) -> np.ndarray:
@@ -248,11 +257,18 @@ class PerfTracer(Tracer):
             e["pid2"][e["tid2"] == 0] = 0
             # Names of switch partners, used only for tasks that survive the filter.
             for tid_f, comm_f in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
-                # Distinct tids first (an integer sort), comm bytes only for the new ones:
-                # np.unique over (tid, comm) records was most of the decode time.
-                tids, first = np.unique(s[tid_f], return_index=True)
+                # Distinct tids first (np.unique of integers hashes), and the comm bytes only
+                # of tids not named yet, which after the first reads are rarely any: finding
+                # each one's first record (return_index) needs a sort, so only then.
+                col = s[tid_f]
+                new = [t for t in np.unique(col).tolist()
+                       if t and t not in self._switch_comm and tasks.comm.get(t) is None]
+                if not new:
+                    continue
+                tids, first = np.unique(col, return_index=True)
+                want = set(new)
                 for tid, i in zip(tids.tolist(), first.tolist()):
-                    if tid and tid not in self._switch_comm and tasks.comm.get(tid) is None:
+                    if tid in want:
                         self._switch_comm[tid] = bytes(s[comm_f][i])
         elif name in ("sched_wakeup", "sched_wakeup_new"):
             e["kind"] = ev.WAKEUP if name == "sched_wakeup" else ev.WAKEUP_NEW
@@ -317,7 +333,7 @@ class PerfTracer(Tracer):
             c = np.minimum(cpu, len(self._used_from) - 1)
             edge &= (cpu < len(self._used_from)) & (t >= self._used_from[c])
             keep |= edge
-        out = events[keep]
+        out = take_rows(events, keep)
         osw = sw[keep]
         out["pid"][osw & ~in1[keep] & ~idle1[keep]] = ev.OUTSIDE
         out["pid2"][osw & ~in2[keep] & ~idle2[keep]] = ev.OUTSIDE
@@ -359,7 +375,7 @@ class PerfTracer(Tracer):
         # Each part is one CPU's records, time-sorted, with its missed switch-ins already
         # added (_decode_ring): a stable sort of their concatenation is a merge of sorted runs
         # (numpy's stable sort is a timsort for these keys), not a full sort.
-        events = np.concatenate(parts) if len(parts) > 1 else (
+        events = concat_rows(parts) if len(parts) > 1 else (
             parts[0] if parts else ev.empty_events())
         if len(parts) > 1:
             events = _time_sorted(events)

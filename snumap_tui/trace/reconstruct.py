@@ -18,15 +18,19 @@ from snumap_tui.trace import events as ev
 def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]]) -> np.ndarray:
     """Synthetic switch-ins for EVENTS (time-sorted); LAST (cpu -> (t_ns, next tid) of the
     last switch of earlier batches) is updated in place."""
-    sw = events[events["kind"] == ev.SWITCH]
-    if not len(sw):
+    at = np.flatnonzero(events["kind"] == ev.SWITCH)
+    if not len(at):
         return ev.empty_events()
-    sw = sw[np.argsort(sw["cpu"], kind="stable")]         # per CPU, time order kept
-    cpu, t, prev, nxt = sw["cpu"], sw["t_ns"], sw["tid"], sw["tid2"]
-    before_next = np.empty(len(sw), dtype=np.int64)
-    before_t = np.zeros(len(sw), dtype=np.uint64)
+    cpu = events["cpu"][at]
+    if cpu.min() != cpu.max():                             # per CPU, time order kept
+        at = at[np.argsort(cpu, kind="stable")]
+        cpu = events["cpu"][at]
+    # Columns, not rows: only four of the record's fields are needed, for every switch.
+    t, prev, nxt, pid = (events[f][at] for f in ("t_ns", "tid", "tid2", "pid"))
+    before_next = np.empty(len(at), dtype=np.int64)
+    before_t = np.zeros(len(at), dtype=np.uint64)
     before_next[1:], before_t[1:] = nxt[:-1], t[:-1]
-    first = np.ones(len(sw), dtype=bool)
+    first = np.ones(len(at), dtype=bool)
     first[1:] = cpu[1:] != cpu[:-1]
     for i in np.flatnonzero(first).tolist():
         t_last, n_last = last.get(int(cpu[i]), (0, -1))
@@ -42,6 +46,6 @@ def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]]) -> n
     out["tid"] = before_next[miss]
     out["tid2"] = prev[miss]
     out["pid"] = np.where(before_next[miss] == 0, 0, -1)
-    out["pid2"] = sw["pid"][miss]
+    out["pid2"] = pid[miss]
     out["arg"] = -1
     return out
