@@ -8,12 +8,12 @@ from rich.console import Console
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
-from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_lines
+from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_grid, heatmap_lines
 from snumap_tui.ui.hostinfo import format_uptime, parse_cpu_model, parse_loadavg, parse_uptime
 from snumap_tui.ui.metricspec import fmt_bytes, heatmap_metrics, view_for
 from snumap_tui.ui.palette import GLYPHS, bar, level_glyph, sparkline
 from snumap_tui.ui.processes import affinity_label, group_tasks, matches, sort_tasks
-from snumap_tui.ui.tree_rows import default_collapsed, plain_tree, visible_rows
+from snumap_tui.ui.tree_rows import default_collapsed, node_memory, plain_tree, visible_rows
 
 
 def big() -> object:
@@ -21,21 +21,44 @@ def big() -> object:
     return synthetic_topology(2, 4, 3, 8, 2)
 
 
-def _cells(lines: list) -> int:
-    """PU cells drawn: every value glyph, n/a dot or last-PU mark after the label column."""
-    return sum(sum(ch in GLYPHS + "·◆" for ch in str(line)[6:]) for line in lines[1:])
-
-
-def test_every_pu_of_384_fits_120x40_and_80x24() -> None:
-    topo = big()
+def _check_grid(topo, w: int, h: int) -> tuple[list, object]:  # type: ignore[no-untyped-def]
+    """Lay the heatmap out in w x h: every PU in exactly one cell, nothing past the edges."""
     frame = demo_frame(topo, 2)
-    vals = frame.values["util_pct"]
-    for w, h in ((120, 34), (80, 18)):
-        lines = heatmap_lines(topo, vals, view_for("util_pct"), w, h)
-        assert len(lines) <= h, (w, h, len(lines))
-        assert max(len(str(x)) for x in lines) <= w
-        # every PU drawn once (1-column cells) or as two glyphs (2- and 3-column cells)
-        assert _cells(lines) in (384, 768)
+    lines, drawn = heatmap_grid(topo, frame.values["util_pct"], view_for("util_pct"), w, h,
+                                mem=lambda n: node_memory(frame, n))
+    assert len(lines) <= h, (w, h, len(lines))
+    assert max(x.cell_len for x in lines) <= w
+    assert sorted(p for u in drawn for p in u) == list(range(len(topo.pus)))
+    return lines, drawn
+
+
+# The heatmap panel's height in a terminal: minus the header (2 lines) and the footer (1).
+def test_heatmap_384_pus_use_120x40_and_fit_80x24() -> None:
+    lines, drawn = _check_grid(big(), 120, 37)
+    assert len(drawn) == 384                              # one cell per PU: nothing folded
+    assert max(x.cell_len for x in lines) >= 110          # the width is used, not a third
+    assert len(lines) >= 30                               # and the height (taller cells)
+    assert "cell: 1 PU" in lines[0].plain and "32.0G/64.0G" in lines[1].plain
+    assert lines[1].plain.startswith("P0 N0 93%")         # band label and its mean
+    lines, drawn = _check_grid(big(), 80, 21)
+    assert len(drawn) == 384 and len(lines) >= 17
+
+
+def test_heatmap_768_pus_fit_80x24_without_scrolling() -> None:
+    topo = synthetic_topology(2, 8, 2, 12, 2)
+    assert len(topo.pus) == 768
+    lines, _ = _check_grid(topo, 80, 21)
+    assert len(lines) <= 21 and sum(x.plain.startswith("P1 N15") for x in lines) == 1
+    lines, drawn = _check_grid(topo, 50, 21)               # narrower: SMT siblings fold
+    assert len(drawn) < 768 and "(2 PUs, max)" in " ".join(x.plain for x in lines[:2])
+
+
+def test_heatmap_tiny_machine_gets_large_cells_with_values() -> None:
+    topo = synthetic_topology(1, 1, 1, 2, 1)
+    for w, h in ((120, 37), (80, 21)):
+        lines, drawn = _check_grid(topo, w, h)
+        assert len(drawn) == 2 and len(lines) >= 6        # tall cells, not one line
+        assert "%" in lines[-1].plain.split("G ")[-1]      # the values printed in the cells
 
 
 def test_heatmap_groups_by_package_numa_and_l3() -> None:
@@ -50,10 +73,10 @@ def test_heatmap_marks_na_and_highlight_without_colour() -> None:
     topo = synthetic_topology(1, 1, 1, 2, 1)
     frame = demo_frame(topo, 0, pmu=False)
     lines = heatmap_lines(topo, frame.values["ipc"], view_for("ipc"), 40, 10)
-    assert "··" in str(lines[1])          # no PMU: n/a, never a low value
+    assert "··" in str(lines[2])          # no PMU: n/a, never a low value
     lines = heatmap_lines(topo, frame.values["util_pct"], view_for("util_pct"), 40, 10,
                           highlight=[0, 1], mark=1)
-    assert "◆" in str(lines[1])
+    assert any("◆" in str(x) for x in lines)
     c = Console(width=40, no_color=True, force_terminal=True, record=True)
     c.print(Heatmap(topo, frame.values["util_pct"], view_for("util_pct"), height=10))
     assert any(g in c.export_text() for g in GLYPHS)

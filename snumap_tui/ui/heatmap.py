@@ -1,21 +1,25 @@
 """The heatmap: every PU of the machine at once, as a Rich renderable (no App needed to test).
 
-Layout, chosen so a 384-PU, 2-socket machine fits 120x40 and stays readable at 80x24:
-- one *band* per NUMA node (or per package when the package has no NUMA node of its own), with
-  a short label ``P0 N1`` on the left;
+Layout, chosen to use the space it is given (``plan``):
+- one *band* per NUMA node (or per package when the package has no NUMA node of its own); its
+  left column says which (``P0 N1``), the band's mean of the metric and the node's memory
+  used/total;
 - inside a band, one *block* per shared cache (the L3 of a CCX, the L2 of a KNL tile; 8-core
   chunks when there is no shared cache), blocks separated by a space and wrapped to the width;
-- inside a block, one column per core and one row per hardware thread: SMT siblings are folded
-  vertically, so a core is always a column and a cache is always a rectangle;
+- a *cell* is one PU when there is room; else SMT siblings are folded into one cell per core,
+  then 2, 3, 4... cores per cell, always within one cache block. A folded cell shows the
+  *maximum* of its PUs (a core with one busy thread is busy); the legend says what a cell is;
+- cells are as wide (1-8 columns) and as tall (1-5 lines) as the room allows; a cell of 5+
+  columns prints its value next to its glyph (a 2-PU machine reads as numbers);
 - each cell is a glyph whose height *and* colour give the value, so it reads in 16 colours and
-  under NO_COLOR; ``·`` is "not available". Cells widen (1-3 columns) while everything fits the
-  height it is given, and the widget scrolls when even 1-column cells do not.
+  under NO_COLOR; ``·`` is "not available". When even one column per 16 cores does not fit,
+  the panel scrolls.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -23,10 +27,11 @@ from rich.style import Style
 from rich.text import Text
 
 from snumap_tui.topology.model import Topology, TopoObject
-from snumap_tui.ui.metricspec import MetricView
+from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import GLYPHS, NA_STYLE, level_glyph, scale_style
 
-LABEL_W = 6
+Unit = tuple[int, ...]                   # the PU positions (index into topo.pus) of one cell
+MemFn = Callable[[int], tuple[float | None, float | None]]
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,8 @@ class Band:
     label: str
     package: int | None
     blocks: tuple[Block, ...]
-    threads: int                          # rows per block (max SMT width)
+    threads: int                          # max SMT width
+    numa_id: int | None = None            # the node whose memory the band shows (TopoObject.id)
 
 
 def _cores(topo: Topology) -> list[TopoObject]:
@@ -62,13 +68,14 @@ def bands(topo: Topology) -> list[Band]:
     """Group the machine's cores into labelled bands of cache blocks (see module docstring)."""
     pos = {p.os_index: i for i, p in enumerate(topo.pus)}
     by_band: dict[tuple[int, int], list[TopoObject]] = {}
-    band_label: dict[tuple[int, int], tuple[str, int | None]] = {}
+    meta: dict[tuple[int, int], tuple[str, int | None, int | None]] = {}
     for core in _cores(topo):
         first = min(core.cpuset) if core.cpuset else None
         pkg = topo.ancestor_of_type(core, "Package") if core.type != "Package" else core
         numa = topo.numa_of(first) if first is not None else None
+        mem_node = numa
         if numa is not None and pkg is not None and not numa.cpuset <= pkg.cpuset:
-            numa = None          # the NUMA node spans packages: band by package
+            numa, mem_node = None, None   # the NUMA node spans packages: band by package
         if numa is not None and numa.cpuset == topo.root.cpuset:
             numa = None          # one node for the whole machine: nothing to tell apart
         key = (pkg.logical_index if pkg else -1, numa.logical_index if numa is not None else -1)
@@ -77,27 +84,21 @@ def bands(topo: Topology) -> list[Band]:
             parts.append(f"P{pkg.os_index if pkg.os_index is not None else pkg.logical_index}")
         if numa is not None:
             parts.append(f"N{numa.os_index}")
-        band_label[key] = (" ".join(parts) or "PUs", pkg.logical_index if pkg else None)
+        meta[key] = (" ".join(parts) or "PUs", pkg.logical_index if pkg else None,
+                     mem_node.id if mem_node is not None else None)
         by_band.setdefault(key, []).append(core)
     out = []
     for key in sorted(by_band):
-        cores = by_band[key]
         groups: dict[object, list[TopoObject]] = {}
-        for c in cores:
+        for c in by_band[key]:
             cache = _shared_cache(topo, c)
-            gk: object = cache.id if cache is not None else ("loose",)
-            groups.setdefault(gk, []).append(c)
-        blocks: list[Block] = []
-        for gk, members in groups.items():
-            if isinstance(gk, tuple):
-                continue
-            blocks.append(_block(members, pos))
+            groups.setdefault(cache.id if cache is not None else ("loose",), []).append(c)
+        blocks = [_block(m, pos) for gk, m in groups.items() if not isinstance(gk, tuple)]
         loose = [c for gk, m in groups.items() if isinstance(gk, tuple) for c in m]
-        for i in range(0, len(loose), 8):
-            blocks.append(_block(loose[i:i + 8], pos))
+        blocks += [_block(loose[i:i + 8], pos) for i in range(0, len(loose), 8)]
         threads = max((len(c) for b in blocks for c in b.cores), default=1)
-        label, pkg_li = band_label[key]
-        out.append(Band(label, pkg_li, tuple(blocks), threads))
+        label, pkg_li, numa_id = meta[key]
+        out.append(Band(label, pkg_li, tuple(blocks), threads, numa_id))
     return out
 
 
@@ -105,104 +106,254 @@ def _block(cores: Sequence[TopoObject], pos: dict[int | None, int]) -> Block:
     return Block(tuple(tuple(sorted(pos[c] for c in core.cpuset if c in pos)) for core in cores))
 
 
-def _band_lines(band: Band, cell_w: int, width: int) -> int:
-    """How many block-rows the band needs at a cell width."""
-    avail = max(1, width - LABEL_W)
-    rows, x = 1, 0
+# ---- layout ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """How the grid is drawn: what a cell is (``fold``: 0 one PU, k>=1 k cores), its size, and
+    what the band column says (``mem``: the node's memory too)."""
+    fold: int
+    cell_w: int
+    cell_h: int
+    label_w: int
+    mem: bool
+    gap: bool                 # a blank line between packages
+
+
+def units(band: Band, fold: int) -> list[list[Unit]]:
+    """The band's cells, per block: one per PU (fold 0) or per ``fold`` cores."""
+    out = []
     for b in band.blocks:
-        w = len(b.cores) * cell_w
+        if fold == 0:
+            out.append([(p,) for core in b.cores for p in core])
+        else:
+            out.append([tuple(p for core in b.cores[i:i + fold] for p in core)
+                        for i in range(0, len(b.cores), fold)])
+    return out
+
+
+def _rows(blocks: list[list[Unit]], cell_w: int, avail: int) -> list[list[list[Unit]]]:
+    """Blocks packed into rows of ``avail`` columns (a space between blocks); a block wider
+    than a row is cut into row-wide pieces."""
+    per_row = max(1, avail // cell_w)
+    pieces = [blk[i:i + per_row] for blk in blocks for i in range(0, len(blk), per_row)]
+    rows: list[list[list[Unit]]] = [[]]
+    x = 0
+    for pc in pieces:
+        w = len(pc) * cell_w
         if x and x + w > avail:
-            rows, x = rows + 1, 0
+            rows.append([])
+            x = 0
+        rows[-1].append(pc)
         x += w + 1
     return rows
 
 
-def layout(bs: Sequence[Band], width: int, height: int | None) -> tuple[int, bool]:
-    """Pick the cell width (3, 2 or 1) and whether packages get a blank line between them:
-    the roomiest layout that fits ``height`` lines (1-column cells when none does: scroll)."""
+def _summary(band: Band, values: Sequence[float] | None, pus: Sequence[TopoObject],
+             view: MetricView, mem: MemFn | None) -> tuple[str, str]:
+    """The band's mean of the metric (over its PUs, n/a left out) and its memory used/total."""
+    vs = []
+    if values is not None:
+        for b in band.blocks:
+            for core in b.cores:
+                for p in core:
+                    v = float(values[pus[p].id])
+                    if not math.isnan(v):
+                        vs.append(v)
+    mean = view.fmt(sum(vs) / len(vs), 0).strip() if vs else "n/a"
+    mem_s = ""
+    if mem is not None and band.numa_id is not None:
+        used, total = mem(band.numa_id)
+        if total is not None:
+            mem_s = f"{fmt_bytes(used)}/{fmt_bytes(total)}"
+    return mean, mem_s
+
+
+def _folds(bs: Sequence[Band]) -> list[int]:
+    smt = any(b.threads > 1 for b in bs)
+    widest = max((len(blk.cores) for b in bs for blk in b.blocks), default=1)
+    out = [0] if smt else []
+    k = 1
+    while True:
+        out.append(k)
+        if k >= widest:
+            return out
+        k = k + 1 if k < 4 else k * 2
+
+
+def plan(bs: Sequence[Band], width: int, height: int | None,
+         labels: Sequence[tuple[str, str, str]]) -> Plan:
+    """The roomiest layout that fits ``width`` x ``height``: fold as little as possible; at
+    that fold, the largest cells (width x height), then bands on fewer rows, the memory in
+    the band column, a gap between packages, wider cells. ``labels`` are each band's (name,
+    mean, memory) texts. When nothing fits the height, the densest layout (the panel scrolls).
+    """
+    name_w = max(len(n) for n, _, _ in labels)
+    mean_w = max(len(m) for _, m, _ in labels)
+    mem_w = max(len(m) for _, _, m in labels)
     npk = len({b.package for b in bs})
-    for cell_w in (3, 2, 1):
-        for gap in (True, False):
-            h = sum(_band_lines(b, cell_w, width) * b.threads for b in bs)
-            h += (npk - 1) if gap else 0
-            if height is None or h <= height:
-                return cell_w, gap
-    return 1, False
+    total_cells = sum(len(c) for b in bs for blk in b.blocks for c in blk.cores)
+    max_w, max_h = (16, 8) if total_cells <= 16 else (4, 4)
+    best: Plan | None = None
+    for fold in _folds(bs):
+        cells = [units(b, fold) for b in bs]
+        fits: list[tuple[tuple[int, ...], Plan]] = []
+        for cell_w in range(max_w, 0, -1):
+            for mem in ((True, False) if mem_w else (False,)):
+                label_w = name_w + 1 + mean_w + 1 + ((mem_w + 1) if mem else 0)
+                if width - label_w < cell_w:
+                    continue
+                nrows = [len(_rows(c, cell_w, width - label_w)) for c in cells]
+                best = Plan(fold, cell_w, 1, label_w, mem, False)
+                for gap in (True, False):
+                    gap_h = (npk - 1) if gap else 0
+                    if height is None:
+                        cell_h = 1
+                    else:
+                        cell_h = min(max_h, (height - gap_h) // sum(nrows))
+                        if cell_h < 1:
+                            continue
+                    score = (cell_w * cell_h, -max(nrows), mem, gap, cell_w)
+                    fits.append((score, Plan(fold, cell_w, cell_h, label_w, mem, gap)))
+        if fits:
+            return max(fits, key=lambda f: f[0])[1]
+    return best or Plan(_folds(bs)[-1], 1, 1, name_w + mean_w + 2, False, False)
 
 
+# ---- drawing -----------------------------------------------------------------------------------
 def heatmap_lines(topo: Topology, values: Sequence[float] | None, view: MetricView,
                   width: int, height: int | None = None,
-                  highlight: Iterable[int] = (), mark: int | None = None) -> list[Text]:
+                  highlight: Iterable[int] = (), mark: int | None = None,
+                  mem: MemFn | None = None) -> list[Text]:
     """The grid as lines of Text. ``values`` is indexed by TopoObject.id (a Frame's array);
     ``highlight`` are PU OS indexes (a selected process's affinity), ``mark`` the PU it last
-    ran on."""
-    hl = set(highlight)
-    pus = topo.pus
-    bs = bands(topo)
-    legend = legend_line(view, width)
-    cell_w, gap = layout(bs, width, None if height is None else height - 1)
-    lines: list[Text] = [legend]
-    prev_pkg: object = object()
-    avail = max(1, width - LABEL_W)
-    for band in bs:
-        if gap and prev_pkg is not None and band.package != prev_pkg and len(lines) > 1:
-            lines.append(Text(""))
-        prev_pkg = band.package
-        rows: list[list[Block]] = [[]]
-        x = 0
-        for b in band.blocks:
-            w = len(b.cores) * cell_w
-            if x and x + w > avail:
-                rows.append([])
-                x = 0
-            rows[-1].append(b)
-            x += w + 1
-        for ri, row_blocks in enumerate(rows):
-            for t in range(band.threads):
-                label = band.label if ri == 0 and t == 0 else ""
-                line = Text(f"{label:<{LABEL_W - 1}} "[:LABEL_W], style="bold")
-                for bi, b in enumerate(row_blocks):
-                    if bi:
-                        line.append(" ")
-                    for core in b.cores:
-                        if t >= len(core):
-                            line.append(" " * cell_w)
-                            continue
-                        p = pus[core[t]]
-                        v = None if values is None else float(values[p.id])
-                        line.append(_cell(view, v, cell_w, p.os_index in hl, p.os_index == mark))
-                lines.append(line)
+    ran on; ``mem(numa_id)`` gives a node's (used, total) bytes for the band column."""
+    lines, _ = heatmap_grid(topo, values, view, width, height, highlight, mark, mem)
     return lines
 
 
-def _cell(view: MetricView, v: float | None, cell_w: int, hl: bool, mark: bool) -> Text:
-    n = view.norm(None if v is None or math.isnan(v) else v)
-    if n is None:
-        glyph, style = "·", NA_STYLE
-    else:
-        glyph, style = level_glyph(n), scale_style(n)
+def heatmap_grid(topo: Topology, values: Sequence[float] | None, view: MetricView,
+                 width: int, height: int | None = None, highlight: Iterable[int] = (),
+                 mark: int | None = None, mem: MemFn | None = None
+                 ) -> tuple[list[Text], list[Unit]]:
+    """``heatmap_lines`` and the cells drawn, in order (tests check every PU is in one)."""
+    hl = set(highlight)
+    pus = topo.pus
+    bs = bands(topo)
+    labels = [(b.label, *_summary(b, values, pus, view, mem)) for b in bs]
+    p0 = plan(bs, width, None if height is None else max(1, height - 2), labels)
+    legend = legend_lines(view, width, p0, bs)
+    p = plan(bs, width, None if height is None else max(1, height - len(legend)), labels)
+    if p != p0:
+        legend = legend_lines(view, width, p, bs)
+    name_w = max(len(n) for n, _, _ in labels)
+    mean_w = max(len(m) for _, m, _ in labels)
+    lines: list[Text] = list(legend)
+    drawn: list[Unit] = []
+    prev_pkg: object = object()
+    for band, (name, mean, mem_s) in zip(bs, labels, strict=True):
+        if p.gap and band.package != prev_pkg and len(lines) > len(legend):
+            lines.append(Text(""))
+        prev_pkg = band.package
+        head = Text(f"{name:<{name_w}} ", style="bold")
+        head.append(f"{mean:>{mean_w}} ", style=scale_style(_norm0(view, values, band, pus)))
+        if p.mem:
+            head.append(f"{mem_s:>{p.label_w - name_w - mean_w - 3}} ")
+        side = [head]
+        rows = _rows(units(band, p.fold), p.cell_w, width - p.label_w)
+        for row in rows:
+            for lh in range(p.cell_h):
+                line = side.pop(0) if side else Text("")
+                line.pad_right(p.label_w - line.cell_len)
+                value_line = lh == p.cell_h - 1
+                level = p.cell_h - 1 - lh         # tall cells are vertical bars: 0 = bottom
+                for bi, piece in enumerate(row):
+                    if bi:
+                        line.append(" ")
+                    for u in piece:
+                        if lh == 0:
+                            drawn.append(u)
+                        line.append_text(_cell(view, values, pus, u, p.cell_w, value_line,
+                                               (level, p.cell_h),
+                                               any(pus[i].os_index in hl for i in u),
+                                               mark is not None and
+                                               any(pus[i].os_index == mark for i in u)))
+                lines.append(line)
+    return lines, drawn
+
+
+def _norm0(view: MetricView, values: Sequence[float] | None, band: Band,
+           pus: Sequence[TopoObject]) -> float:
+    if values is None:
+        return 0.0
+    vs = [float(values[pus[p].id]) for b in band.blocks for c in b.cores for p in c]
+    vs = [v for v in vs if not math.isnan(v)]
+    return view.norm(sum(vs) / len(vs)) or 0.0 if vs else 0.0
+
+
+def _cell(view: MetricView, values: Sequence[float] | None, pus: Sequence[TopoObject],
+          u: Unit, cell_w: int, value_line: bool, level: tuple[int, int], hl: bool,
+          mark: bool) -> Text:
+    """One line of a cell: the glyph (the max of its PUs), padded with a space from 3 columns.
+    A cell of several lines is a vertical bar (``level``: this line's height from the bottom,
+    of how many); from 5 columns the bottom line carries the value."""
+    v = None
+    if values is not None:
+        got = [float(values[pus[i].id]) for i in u]
+        got = [x for x in got if not math.isnan(x)]
+        v = max(got) if got else None
+    n = view.norm(v)
+    glyph, style = ("·", NA_STYLE) if n is None else (level_glyph(n), scale_style(n))
+    lv, of = level
+    if n is not None and of > 1:
+        eighths = max(1, round(n * of * 8)) - lv * 8      # what this line holds of the bar
+        glyph = " " if eighths <= 0 else "█" if eighths >= 8 else GLYPHS[eighths - 1]
     if mark:
         glyph = "◆"
     if hl or mark:
         style = style + Style(bgcolor="grey35", underline=True)
-    body = glyph * cell_w if cell_w < 3 else glyph * 2 + " "
-    return Text(body, style=style)
+    inner = cell_w if cell_w < 3 else cell_w - 1
+    body = glyph * inner
+    if cell_w >= 5 and value_line:
+        num = view.fmt(v, 0).strip()
+        first, last = pus[u[0]].os_index, pus[u[-1]].os_index
+        name = f"PU{first}" if len(u) == 1 else f"PU{first}-{last}"
+        if len(name) + len(num) + 2 <= inner:
+            num = f"{name} {num}"        # big cells (a small machine): which PU, and its value
+        if len(num) <= inner - 1:
+            body = glyph + num.rjust(inner - 1)
+    return Text(body + " " * (cell_w - inner), style=style)
 
 
-def legend_line(view: MetricView, width: int) -> Text:
-    """``CPU %  0 ▁▂▃▄▅▆▇█ 100  · n/a  ◆ last PU``: the scale the cells are read against."""
+def what_a_cell_is(p: Plan, bs: Sequence[Band]) -> str:
+    threads = max((b.threads for b in bs), default=1)
+    if p.fold == 0:
+        return "cell: 1 PU"
+    if p.fold == 1:
+        return "cell: 1 core" + (f" ({threads} PUs, max)" if threads > 1 else " (1 PU)")
+    return f"cell: {p.fold} cores ({p.fold * threads} PUs, max)"
+
+
+def legend_lines(view: MetricView, width: int, p: Plan, bs: Sequence[Band]) -> list[Text]:
+    """``CPU %  0 ▁▂▃▄▅▆▇█ 100  · n/a  cell: 1 core (2 PUs, max)  left: node mean mem`` on
+    one line, or two when the width asks: the scale the cells are read against."""
     t = Text(f"{view.label} {view.unit}".strip() + (" (log)" if view.log else ""), style="bold")
-    t.append(f"  {_num(view.lo)} ")
+    t.append(f" {_num(view.lo)} ")
     for i, g in enumerate(GLYPHS):
         t.append(g, style=scale_style(i / (len(GLYPHS) - 1)))
     t.append(f" {_num(view.hi)}")
-    t.append("  · n/a", style=NA_STYLE)
-    if width >= 60:
-        t.append("  ◆ last PU  ")
-        t.append("▄", style=Style(bgcolor="grey35", underline=True))
-        t.append(" affinity")
+    t.append(" ·n/a", style=NA_STYLE)
+    t.append(" ◆last PU ")
+    t.append("▄", style=Style(bgcolor="grey35", underline=True))
+    t.append("affinity")
+    second = Text(what_a_cell_is(p, bs), style="bold")
+    second.append(" │ left: node, mean" + (", mem used/total" if p.mem else ""))
+    if t.cell_len + 2 + second.cell_len <= width:
+        t.append("  ")
+        t.append_text(second)
+        return [t]
     t.truncate(width)
-    return t
+    second.truncate(width)
+    return [t, second]
 
 
 def _num(v: float) -> str:
@@ -214,10 +365,10 @@ class Heatmap:
 
     def __init__(self, topo: Topology, values: Sequence[float] | None, view: MetricView,
                  height: int | None = None, highlight: Iterable[int] = (),
-                 mark: int | None = None) -> None:
+                 mark: int | None = None, mem: MemFn | None = None) -> None:
         self.topo, self.values, self.view = topo, values, view
-        self.height, self.highlight, self.mark = height, tuple(highlight), mark
+        self.height, self.highlight, self.mark, self.mem = height, tuple(highlight), mark, mem
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from heatmap_lines(self.topo, self.values, self.view, options.max_width,
-                                 self.height, self.highlight, self.mark)
+                                 self.height, self.highlight, self.mark, self.mem)

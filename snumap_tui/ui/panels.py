@@ -24,6 +24,7 @@ from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
+from snumap_tui.ui.tree_rows import node_memory
 
 OK_STYLE = Style(color="green", bold=True)
 BAD_STYLE = Style(color="red")
@@ -135,9 +136,18 @@ class HeatmapPanel(VerticalScroll):
 
             name = resolve(frame.values, view.key)
             values = frame.values.get(name) if name else None
+        # Before its first layout (the view was just switched to) the panel has no size yet:
+        # the screen less the header and footer is close; on_resize lays it out again.
+        height = self.size.height or (self.app.size.height - 3 if self.is_attached else 21)
+        self._last = (topo, frame, view, tuple(highlight), mark)
         self.query_one("#heatmap-body", Static).update(
-            Heatmap(topo, values, view, height=max(4, self.size.height), highlight=highlight,
-                    mark=mark))
+            Heatmap(topo, values, view, height=max(4, height), highlight=highlight,
+                    mark=mark, mem=lambda node: node_memory(frame, node)))
+
+    def on_resize(self) -> None:
+        last = getattr(self, "_last", None)
+        if last is not None:
+            self.show(*last)
 
 
 def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096) -> Text:

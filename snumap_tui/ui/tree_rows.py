@@ -151,16 +151,26 @@ def row_cells(frame: Frame | None, row: TreeRow) -> dict[str, float | None]:
         out[c] = frame.get(name, row.obj_id) if name else None
     target = row.numa_id if row.numa_id is not None else (
         row.obj_id if frame.topology[row.obj_id].type == "Machine" else None)
+    out["mem_used"], out["mem_total"] = node_memory(frame, target)
+    return out
+
+
+def node_memory(frame: Frame | None, obj_id: int | None) -> tuple[float | None, float | None]:
+    """(used without page cache, total) bytes of a NUMA node (or the Machine): the tree's
+    memory column and the heatmap's band summary say the same thing."""
+    if frame is None or obj_id is None:
+        return None, None
+    got: dict[str, float | None] = {}
     for c in ("mem_used", "mem_total", "mem_file_bytes"):
         name = resolve(frame.values, c)
-        out[c] = frame.get(name, target) if name and target is not None else None
+        got[c] = frame.get(name, obj_id) if name else None
     # Used means what `free` calls used: without the page cache. Node meminfo's MemUsed is
     # MemTotal - MemFree and counts the cache (Documentation/filesystems/proc.rst, meminfo);
     # FilePages is the node's page cache.
-    cache = out.pop("mem_file_bytes")
-    if out["mem_used"] is not None and cache is not None:
-        out["mem_used"] = max(0.0, out["mem_used"] - cache)
-    return out
+    used, cache = got["mem_used"], got["mem_file_bytes"]
+    if used is not None and cache is not None:
+        used = max(0.0, used - cache)
+    return used, got["mem_total"]
 
 
 def memory_text(used: float | None, total: float | None) -> str:
