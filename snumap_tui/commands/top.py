@@ -49,6 +49,7 @@ class LiveFeed:
         self.interval_s = interval_s
         self.sampler = make_sampler(topology, root, interval_s, catalogue, origin)
         self.origin = origin
+        self.root = root
 
     def start(self, callback: Callable[[Frame], None]) -> None:
         if self.origin is not None and self.origin[0] == "topology":
@@ -56,6 +57,9 @@ class LiveFeed:
                 frame.sources = foreign_statuses(self.origin[1] if self.origin else "")
                 callback(frame)
             self.sampler.start(relabel)
+            return
+        if self.origin is not None and self.origin[0] == "fsroot":
+            self.sampler.start(lambda frame: callback(gathered_statuses(frame, self.root)))
             return
         self.sampler.start(callback)
 
@@ -76,6 +80,17 @@ class LiveFeed:
             self.sampler, "set_numa_pids", None)
         if callable(setter):
             setter(set() if pid is None else {pid})
+
+
+def gathered_statuses(frame: Frame, root: Path) -> Frame:
+    """Under --fsroot the sources read another machine's tree: their statuses go through
+    ``snumap probe --fsroot``'s rewording (no modprobe/sysctl for this machine offered as that
+    machine's fix; "the tree lacks X" rather than "the machine has none"), so the ``i`` screen
+    and probe say the same thing."""
+    from snumap_tui.commands.probe import for_gathered_tree
+
+    frame.sources = {k: for_gathered_tree(v, root) for k, v in frame.sources.items()}
+    return frame
 
 
 LIVE_SOURCES = ("procstat", "perf", "freq", "rapl", "numa", "tasks")
