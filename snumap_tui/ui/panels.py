@@ -59,6 +59,8 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
         return t
     if paused:
         line2.append(" ‖ PAUSED ", style="bold yellow")
+    elif kind == "demo":
+        line2.append(f" ■ demo load on {name} ", style="bold yellow")
     elif kind == "fsroot" and static:
         line2.append(f" ■ static snapshot of {name} ", style="bold yellow")
     elif kind == "fsroot":
