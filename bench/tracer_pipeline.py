@@ -10,8 +10,9 @@ wakeup / migrate streams, turned into the exact bytes each backend's ring holds:
   bpf/sched_event.h, 48-byte stride), decoded by ``bpf_ring.decode_fixed`` + ``to_events`` and
   finished by ``BccTracer._finish`` (the in-kernel filter already dropped the rest);
 - perf: PERF_RECORD_SAMPLE records (TID|TIME|CPU|RAW, the raw part laid out by this kernel's
-  tracefs ``format`` files), one buffer per CPU, decoded by ``PerfTracer._decode_ring`` and
-  ``PerfTracer._batch`` (time sort, switch-in reconstruction, user-space tree filter).
+  tracefs ``format`` files), one buffer per CPU, decoded by ``PerfTracer._decode_ring`` (ring
+  order, switch-in reconstruction per CPU) and ``PerfTracer._batch`` (merge of the CPUs by
+  time, user-space tree filter).
 
 Batches are what 0.1 s of polling hands over on a node making the stated event rate.
 Needs root for the perf part (tracefs formats). Run: python bench/tracer_pipeline.py
