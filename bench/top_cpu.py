@@ -43,14 +43,32 @@ def tmux(*args: str) -> str:
                           timeout=10).stdout
 
 
-def spawn(cmd: str, env: dict[str, str] | None = None) -> str:
-    """Start ``cmd`` in a new 120x40 tmux session; ``exec`` so the pane's pid is the tool's."""
+def spawn(cmd: str, env: dict[str, str] | None = None, keys: str = "") -> str:
+    """Start ``cmd`` in a new 120x40 tmux session; ``exec`` so the pane's pid is the tool's.
+    ``keys`` are typed into it once it has drawn (``3``: snumap top's processes view)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     exports = " ".join(f"{k}={v}" for k, v in (env or {}).items())
-    shell = f"cd {REPO} && export TERM=xterm-256color {exports} && exec {cmd}"
+    # COLUMNS/LINES (set by some shells and by pytest-textual-snapshot) would fix Textual's
+    # size at theirs instead of the pane's.
+    shell = (f"cd {REPO} && unset COLUMNS LINES && export TERM=xterm-256color {exports} "
+             f"&& exec {cmd}")
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell],
                    check=True, timeout=10)
+    if keys:
+        wait_for(name, "Machine")
+        tmux("send-keys", "-t", name, keys)
     return name
+
+
+def wait_for(name: str, marker: str, timeout: float = 30.0) -> None:
+    """Until the pane shows ``marker`` with a number on its row (the first frame is drawn)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        row = next((ln for ln in tmux("capture-pane", "-p", "-t", name).splitlines()
+                    if marker in ln), "")
+        if "%" in row:
+            return
+        time.sleep(0.05)
 
 
 def pane_pid(name: str) -> int:
@@ -118,6 +136,8 @@ def fake_384(tmp: Path) -> tuple[Path, threading.Event, threading.Thread]:
 def main() -> int:
     ap = argparse.ArgumentParser(description="CPU cost of snumap top vs htop, btop, glances")
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--only-snumap", action="store_true",
+                    help="only snumap top's two views (quick check; does not write the section)")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is needed", file=sys.stderr)
@@ -127,22 +147,25 @@ def main() -> int:
         (tmp / "btop").mkdir()
         (tmp / "btop" / "btop.conf").write_text("update_ms = 1000\n")
         root384, stop384, ticker = fake_384(tmp)
-        tools: dict[str, tuple[str, dict[str, str]]] = {
-            "snumap top": (SNUMAP, {}),
-            "snumap top, 384-PU fake tree": (f"{SNUMAP} --fsroot {root384}", {}),
+        # label -> (command, environment, keys typed once it has drawn)
+        tools: dict[str, tuple[str, dict[str, str], str]] = {
+            "snumap top": (SNUMAP, {}, ""),
+            "snumap top, processes view": (SNUMAP, {}, "3"),
         }
-        if shutil.which("htop"):
-            tools["htop"] = ("htop -d 10", {})
-        if shutil.which("btop"):
-            tools["btop"] = ("btop", {"XDG_CONFIG_HOME": str(tmp)})
-        gl = glances_cmd(tmp)
-        if gl:
-            tools["glances"] = (gl, {})
-        # Time to first frame first, while the machine is otherwise quiet.
-        ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
-        ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
-                                  for _ in range(3))
-        sessions = {label: spawn(cmd, env) for label, (cmd, env) in tools.items()}
+        if not args.only_snumap:
+            tools["snumap top, 384-PU fake tree"] = (f"{SNUMAP} --fsroot {root384}", {}, "")
+            if shutil.which("htop"):
+                tools["htop"] = ("htop -d 10", {}, "")
+            if shutil.which("btop"):
+                tools["btop"] = ("btop", {"XDG_CONFIG_HOME": str(tmp)}, "")
+            gl = glances_cmd(tmp)
+            if gl:
+                tools["glances"] = (gl, {}, "")
+            # Time to first frame first, while the machine is otherwise quiet.
+            ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
+            ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
+                                      for _ in range(3))
+        sessions = {label: spawn(cmd, env, keys) for label, (cmd, env, keys) in tools.items()}
         try:
             time.sleep(3.0)                         # start-up is not steady state
             pids = {label: pane_pid(s) for label, s in sessions.items()}
@@ -163,6 +186,9 @@ def main() -> int:
         ratio = "1" if label == "snumap top" else (
             f"{pct[label] / base:.2f}" if base else "n/a")
         rows.append([label, f"{pct[label]:.2f} %", ratio])
+    if args.only_snumap:
+        print("\n".join(f"{r[0]}: {r[1]}" for r in rows))
+        return 0
     if "glances" not in tools:
         rows.append(["glances", "skipped (pip install failed)", ""])
     body = (f"CPU time of each process over {wall:.0f} s at a 1 s refresh, all running at once "

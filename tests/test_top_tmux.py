@@ -43,12 +43,14 @@ def _alive(name: str) -> bool:
 @pytest.mark.parametrize("term", ["xterm-256color", "screen"])
 def test_top_in_tmux_draws_and_quits_on_q(term: str) -> None:
     name = f"snumap-test-{uuid.uuid4().hex[:8]}"
-    cmd = (f"cd {REPO} && TERM={term} {sys.executable} -m snumap_tui.cli top --interval 0.5; "
-           "sleep 0.1")
+    # pytest-textual-snapshot sets COLUMNS=80 LINES=24 for the test process, and Textual
+    # takes its size from them before the terminal's: the app in the pane must not inherit them.
+    cmd = (f"cd {REPO} && env -u COLUMNS -u LINES TERM={term} {sys.executable} "
+           "-m snumap_tui.cli top --interval 0.5; sleep 0.1")
     assert _tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd).returncode == 0
     try:
         text = _wait(name, lambda s: "Machine" in s and "%" in s and "q Quit" in s)
-        assert "snumap top" in text and "topology" in text
+        assert "snumap top" in text and "topology" in text, text
         assert "PU" in text or "Core" in text
         _tmux("send-keys", "-t", name, "2")
         _wait(name, lambda s: "heatmap" in s and "CPU %" in s)

@@ -303,8 +303,10 @@ class TopApp(App[int]):
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         panel.show_detail(task_detail(self.topology, selected, self.size.width))
-        panel.border_title = (f"sort {self.sort_key} · group {self.group_mode}"
-                              + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
+        title = (f"sort {self.sort_key} · group {self.group_mode}"
+                 + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
+        if panel.border_title != title:
+            panel.border_title = title        # setting it repaints the whole panel, every time
 
     # ---- events from the views ---------------------------------------------------------------
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:

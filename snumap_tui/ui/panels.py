@@ -221,7 +221,12 @@ class ProcessPanel(Vertical):
         table = self.query_one(ProcessTable)
         if not table.lines:
             text = Text(" " + table.empty_note, style=NA_STYLE)   # nothing stale under it
-        self.query_one("#proc-detail", Static).update(text, layout=False)
+        # The selected process's facts rarely change between frames: an unchanged text is
+        # not handed to Textual (every update repaints the widget).
+        key = (text.plain, tuple(text.spans))
+        if getattr(self, "_detail_shown", None) != key:
+            self._detail_shown = key
+            self.query_one("#proc-detail", Static).update(text, layout=False)
 
 
 def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:

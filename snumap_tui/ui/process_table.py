@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -78,14 +79,19 @@ def widths(cols: Sequence[Col], width: int) -> list[int]:
     return [c.width or max(8, width - fixed) for c in cols]
 
 
-def line_text(cells: Sequence[str], cols: Sequence[Col], ws: Sequence[int],
-              style: Style | str = "") -> Text:
-    """One row as Text: cells cut or padded to their columns."""
+def line_str(cells: Sequence[str], cols: Sequence[Col], ws: Sequence[int]) -> str:
+    """One row as a string: cells cut or padded to their columns."""
     parts = []
     for cell, c, w in zip(cells, cols, ws):
         s = cell if len(cell) <= w else cell[:w - 1] + "…"
         parts.append(s.rjust(w) if c.right else s.ljust(w))
-    return Text(" " + " ".join(parts), style=style)
+    return " " + " ".join(parts)
+
+
+def line_text(cells: Sequence[str], cols: Sequence[Col], ws: Sequence[int],
+              style: Style | str = "") -> Text:
+    """One row as Text (the header; rows go straight to Segments, see ``_row_strip``)."""
+    return Text(line_str(cells, cols, ws), style=style)
 
 
 def _cpu(v: float | None) -> str:
@@ -141,6 +147,10 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._mode = "none"
         self._aff: dict[frozenset[int], str] = {}
         self._strips: dict[tuple[object, ...], Strip] = {}
+        self._cols_key: tuple[Col, ...] = tuple(self.cols)
+        self._cpu_i = 3
+        self._base: Style | None = None      # rich_style, once per repaint (it walks the DOM)
+        self._drawn_cols: tuple[Col, ...] = ()     # the columns the screen shows now
 
     # ---- the compatibility surface (DataTable's reading API) ---------------------------------
     @property
@@ -220,14 +230,21 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._replace(lines, sort_key, title, empty_note, cursor)
 
     def _columns_compat(self) -> None:
-        """``columns`` as DataTable has it (key -> object with a label), for readers."""
+        """``columns`` as DataTable has it (key -> object with a label), for readers; and the
+        per-column facts ``render_line`` would otherwise recompute for every row."""
+        self._cols_key = tuple(self.cols)
+        self._cpu_i = next(i for i, c in enumerate(self.cols) if c.label == "CPU%")
         self.columns = {c.label: _ColumnLabel(c.label) for c in self.cols}  # type: ignore[misc]
 
     def _replace(self, lines: list[Line], sort_key: str, title: Text, empty_note: str,
                  cursor: int | None) -> None:
-        changed_shape = (len(lines) != len(self.lines) or sort_key != self.sort_key
-                         or title.plain != self.title.plain or empty_note != self.empty_note)
-        old = self.lines
+        # A new count of rows only repaints the rows that differ and the title; a new sort or
+        # an empty table repaints everything.
+        changed_shape = (sort_key != self.sort_key or empty_note != self.empty_note
+                         or not lines or not self.lines or self._drawn_cols != self._cols_key)
+        self._drawn_cols = self._cols_key
+        title_changed = title.plain != self.title.plain or title.spans != self.title.spans
+        old, cursor_before, top_before = self.lines, self.row_cursor, self.scroll_offset.y
         self.lines, self.sort_key, self.title, self.empty_note = lines, sort_key, title, empty_note
         if cursor is not None:
             self.row_cursor = cursor
@@ -236,15 +253,18 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._keep_cursor_visible()
         if len(self._strips) > 4 * max(64, self.size.height):
             self._strips.clear()
-        if changed_shape or not self.is_mounted:
+        if changed_shape or not self.is_mounted or top_before != self.scroll_offset.y:
             self.refresh()
             return
+        # Only the rows whose cells changed repaint (Textual's cost is per repainted line,
+        # through every widget layered over it), the row the cursor left and the one it is on.
         top = self.scroll_offset.y
-        for i in range(top, min(top + self.size.height, len(lines))):
-            if old[i] != lines[i]:
-                self.refresh_line(i + HEAD_ROWS)   # only rows whose cells changed repaint
-        if self.row_cursor < len(old) and old[self.row_cursor].key != lines[self.row_cursor].key:
-            self.refresh()
+        for i in range(top, min(top + self._rows_h(), max(len(lines), len(old)))):
+            if (i >= len(old) or i >= len(lines) or old[i] != lines[i]
+                    or (i in (cursor_before, self.row_cursor) and cursor_before != self.row_cursor)):
+                self.refresh_line(i + HEAD_ROWS)
+        if title_changed:
+            self.refresh_line(self.scroll_offset.y)            # the title, line 0 on screen
 
     # ---- drawing -------------------------------------------------------------------------------
     def _rows_h(self) -> int:
@@ -268,6 +288,11 @@ class ProcessTable(DataTable[str], can_focus=True):
                              "▲" if c.label == mark else "") for c in self.cols]
         return line_text(labels, self.cols, ws, HEAD_STYLE)
 
+    def render_lines(self, crop):  # type: ignore[no-untyped-def]
+        # DataTable's version only records pseudo-classes for its own cell styles.
+        self._base = None
+        return super(DataTable, self).render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         ws = widths(self.cols, width)
@@ -286,36 +311,40 @@ class ProcessTable(DataTable[str], can_focus=True):
             return self._strip(("blank", width), Text, width)
         ln = self.lines[idx]
         cur = (self.has_focus if idx == self.row_cursor else None)
-        style: Style | str = GROUP_STYLE if ln.kind == "group" else ""
-        key = ("row", ln.cells, ln.kind, ln.unfolded, tuple(self.cols), cur, width)
-        return self._strip(key, lambda: self._row_text(ln, ws, style, cur), width)
+        key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
+        got = self._strips.get(key)
+        if got is None:
+            got = self._strips[key] = self._row_strip(ln, ws, cur, width)
+        return got
 
-    def _row_text(self, ln: Line, ws: Sequence[int], style: Style | str, cur: bool | None) -> Text:
+    def _row_strip(self, ln: Line, ws: Sequence[int], cur: bool | None, width: int) -> Strip:
+        """A row straight to one Segment: a row has one style (group, n/a, cursor), so going
+        through Text and its render costs more than the row is worth."""
         cells = ln.cells
+        styles: list[Style] = []
         if ln.kind == "group":
             cells = (("▾ " if ln.unfolded else "▸ ") + cells[0], *cells[1:])
-        t = line_text(cells, self.cols, ws, style)
-        if ln.kind != "group" and ln.cells[self._cpu_col()] == "n/a":
-            t.stylize(NA_STYLE)
+            styles.append(GROUP_STYLE)
+        elif cells[self._cpu_i] == "n/a":
+            styles.append(NA_STYLE)
         if cur is not None:
-            t.stylize(CURSOR if cur else CURSOR_BLUR)
-        return t
+            styles.append(CURSOR if cur else CURSOR_BLUR)
+        seg = Segment(line_str(cells, self.cols, ws), Style.combine(styles) if styles else None)
+        return Strip([seg]).extend_cell_length(width, self._base_style()).crop(0, width)
 
-    def _cpu_col(self) -> int:
-        return next(i for i, c in enumerate(self.cols) if c.label == "CPU%")
+    def _base_style(self) -> Style:
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
 
     def _strip(self, key: tuple[object, ...], make: object, width: int) -> Strip:
         got = self._strips.get(key)
         if got is None:
             text = make()                                   # type: ignore[operator]
             segs = list(text.render(self.app.console))
-            got = Strip(segs).extend_cell_length(width, self.rich_style).crop(0, width)
+            got = Strip(segs).extend_cell_length(width, self._base_style()).crop(0, width)
             self._strips[key] = got
         return got
-
-    def render_lines(self, crop):  # type: ignore[no-untyped-def]
-        # DataTable's version only records pseudo-classes for its own cell styles.
-        return super(DataTable, self).render_lines(crop)
 
     # ---- events ----------------------------------------------------------------------------------
     def on_resize(self) -> None:
