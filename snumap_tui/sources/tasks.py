@@ -132,6 +132,9 @@ class TasksSource:
         self._procs: dict[tuple[int, int], _Proc] = {}
         self._leads: dict[int, tuple[str, dict[str, Any]]] = {}   # pid -> last stat line
         self.numa_pids: set[int] = set()
+        # pid -> (when read, its "numa_pages"/"numa_error" entries): numa_maps is a page walk
+        # (~1 ms of kernel and parse time for a Python process), read again every refresh_s.
+        self._numa: dict[int, tuple[float, dict[str, Any]]] = {}
         self.counter_pids: set[int] = set()
         self._counters: Any = None
         self._users: dict[int, str] = {}
@@ -139,8 +142,10 @@ class TasksSource:
 
     # ---- requests ----
     def want_numa(self, pid: int, on: bool = True) -> None:
-        """Read /proc/PID/numa_maps for this process at every sweep (costly: page walk)."""
+        """Read /proc/PID/numa_maps for this process at the next sweep, then every refresh_s
+        (costly: a page walk; where a process's memory lives changes slowly)."""
         (self.numa_pids.add if on else self.numa_pids.discard)(pid)
+        self._numa.pop(pid, None)
 
     def want_counters(self, pid: int, on: bool = True) -> None:
         """Open per-thread perf counters on this process (this machine only)."""
@@ -156,6 +161,20 @@ class TasksSource:
             self._counters.unwatch(pid)
 
     # ---- helpers ----
+    def _numa_of(self, pid: int, d: str, now: float, fresh: bool) -> dict[str, Any]:
+        """``numa_pages`` (and ``numa_error``) of a watched process, from the last read when
+        it is younger than refresh_s and the process is the same one (not a new pid)."""
+        got = self._numa.get(pid)
+        if got is not None and not fresh and now - got[0] < self.refresh_s:
+            return got[1]
+        out: dict[str, Any]
+        try:
+            out = {"numa_pages": parse_numa_maps(self._read(d + "/numa_maps"), self.base_page_kb)}
+        except OSError as exc:
+            out = {"numa_pages": None, "numa_error": reason_of(exc)}
+        self._numa[pid] = (now, out)
+        return out
+
     def _read(self, path: str) -> str:
         """One small procfs file. os.open/os.read on a str path: procfs files are generated
         in one read, and this is several times cheaper than open() or pathlib per file,
@@ -293,12 +312,7 @@ class TasksSource:
             if lead.get("rss_pages", -1) >= 0:
                 proc["rss_bytes"] = lead["rss_pages"] * self.base_page_kb * 1024
             if pid in self.numa_pids:
-                try:
-                    proc["numa_pages"] = parse_numa_maps(self._read(d + "/numa_maps"),
-                                                         self.base_page_kb)
-                except OSError as exc:
-                    proc["numa_pages"] = None
-                    proc["numa_error"] = reason_of(exc)
+                proc.update(self._numa_of(pid, d, now, fresh))
             if pid in self.counter_pids and self._counters is not None:
                 proc["counters"] = self._counters.read(pid)
             processes[pid] = proc
@@ -317,6 +331,7 @@ class TasksSource:
         # Processes that ended are forgotten, so the memory does not grow with every pid seen.
         self._procs = seen
         self._leads = leads
+        self._numa = {p: v for p, v in self._numa.items() if p in processes}
         return {"threads": _arrays(cols), "processes": processes}
 
     def close(self) -> None:
