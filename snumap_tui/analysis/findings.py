@@ -79,10 +79,11 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
         hit = idle_pus > 0
         if hit.any():
             tot_ms = float(lat[long][hit].sum()) / 1e6
-            out.append({"kind": "idle_while_waiting", "waits": int(hit.sum()),
-                        "text": f"{int(hit.sum())} waits of >= {LONG_WAIT_NS // 1000} us "
+            n, most = int(hit.sum()), int(idle_pus.max())
+            out.append({"kind": "idle_while_waiting", "waits": n,
+                        "text": f"{n} {_plural(n, 'wait')} of >= {LONG_WAIT_NS // 1000} us "
                                 f"(total {tot_ms:.1f} ms) happened while a PU was mostly idle "
-                                f"(up to {int(idle_pus.max())} idle PUs)"})
+                                f"(up to {most} idle {_plural(most, 'PU')})"})
     busy = np.array([c["busy_s"] / dur for c in report["cpus"]])
     if len(busy) > 1 and busy.max() > 0.5:
         idle = [c["cpu"] for c, b in zip(report["cpus"], busy) if b < 0.05]
@@ -93,3 +94,6 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
                                 f"up to {100 * busy.max():.0f}% busy"})
     return out[:limit]
 
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
