@@ -23,7 +23,7 @@ from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.privileges import has_caps
-from snumap_tui.trace.reconstruct import missed_switch_ins
+from snumap_tui.trace.reconstruct import NotRunning, missed_switch_ins
 from snumap_tui.trace.rows import concat_rows, insert_rows, take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_missing, tracefs_root
@@ -129,6 +129,7 @@ class PerfTracer(Tracer):
         self._exited_before: list[int] = []
         self._used_from = np.zeros(0, dtype=np.int64)    # cpu -> first traced switch (ns)
         self._last_switch: dict[int, tuple[int, int]] = {}
+        self._not_running = NotRunning()
         # Per read: names from fork/exec records (t_ns, tid, tgid, comm, ppid), applied in time
         # order once all CPUs are merged (rings are decoded CPU by CPU, so a child's exec on one
         # CPU can be decoded before its fork on another); and the comms switch records give.
@@ -232,15 +233,7 @@ class PerfTracer(Tracer):
         pos = np.concatenate(where)
         back = np.empty(len(pos), dtype=np.intp)     # the inverse permutation, no sort needed
         back[pos] = np.arange(len(pos))
-        events = take_rows(concat_rows(conv), back)
-        events = _time_sorted(events)
-        missed = missed_switch_ins(events, self._last_switch)
-        if len(missed):
-            # Each goes after the events of its time (where a stable sort would put it):
-            # an insert into the sorted array, not a new sort.
-            at = np.searchsorted(events["t_ns"], missed["t_ns"], side="right")
-            events = insert_rows(events, at, missed)
-        return [events]
+        return [_time_sorted(take_rows(concat_rows(conv), back))]
 
     def _convert(self, dec: _Decoder, s: np.ndarray, buf: bytes, at: np.ndarray) -> np.ndarray:
         e = np.zeros(len(s), dtype=ev.EVENT_DTYPE)
@@ -372,13 +365,22 @@ class PerfTracer(Tracer):
     def _batch(self, parts: list[np.ndarray], lost: dict[int, int]) -> ev.EventBatch:
         """Decoded parts of all CPUs -> one time-sorted, filtered batch with task names
         (also what bench/tracer_pipeline.py drives with synthetic ring bytes)."""
-        # Each part is one CPU's records, time-sorted, with its missed switch-ins already
-        # added (_decode_ring): a stable sort of their concatenation is a merge of sorted runs
-        # (numpy's stable sort is a timsort for these keys), not a full sort.
+        # Each part is one CPU's records, time-sorted (_decode_ring): a stable sort of their
+        # concatenation is a merge of sorted runs (numpy's stable sort is a timsort for these
+        # keys), not a full sort.
         events = concat_rows(parts) if len(parts) > 1 else (
             parts[0] if parts else ev.empty_events())
         if len(parts) > 1:
             events = _time_sorted(events)
+        # Switch-ins the kernel did not trace (reconstruct.py), on all CPUs at once: what
+        # bounds one CPU's missing switch-in may have been recorded on another.
+        self._not_running.forget(self._exited_before)
+        missed = missed_switch_ins(events, self._last_switch, self._not_running)
+        if len(missed):
+            # Each goes after the events of its time (where a stable sort would put it):
+            # an insert into the sorted array, not a new sort.
+            at = np.searchsorted(events["t_ns"], missed["t_ns"], side="right")
+            events = insert_rows(events, at, missed)
         events = self._follow(events)
         tasks = self._tasks
         seen = tasks.seen_tids(events)
