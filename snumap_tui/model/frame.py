@@ -7,6 +7,7 @@ object). ``get()`` turns NaN into None: a metric that cannot be computed is None
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +43,10 @@ class Frame:
     dt_s: float
     topology: Topology
     values: dict[str, np.ndarray] = field(default_factory=dict)
-    # Process-level rows (threads folded into processes; a thread view is the tasks source's).
-    tasks: list[TaskRow] = field(default_factory=list)
+    # Process-level rows (threads folded into processes; a thread view is the tasks source's),
+    # busiest first. Any read-only Sequence of TaskRow: derive() gives a lazy one whose rows are
+    # built on first access (model/taskrows.py), so look one process up with task(pid).
+    tasks: Sequence[TaskRow] = field(default_factory=list)
     # Which sources fed this frame and which were unavailable (name -> status).
     sources: dict[str, SourceStatus] = field(default_factory=dict)
     # Per-metric flags, e.g. {"ipc": {"multiplexed"}}.
@@ -55,6 +58,13 @@ class Frame:
             return None
         v = float(arr[obj_id])
         return None if math.isnan(v) else v
+
+    def task(self, pid: int) -> TaskRow | None:
+        """The row of one process, without building the others' when the rows are lazy."""
+        find = getattr(self.tasks, "find", None)
+        if find is not None:
+            return find(pid)
+        return next((t for t in self.tasks if t.pid == pid), None)
 
     def metrics(self) -> list[str]:
         return list(self.values)
