@@ -335,3 +335,63 @@ def test_watched_pids_get_their_numa_pages(machine: tuple[FakeRoot, Topology]) -
     step(fake, clock, 1.0)
     f = s.frame()
     assert f is not None and next(t for t in f.tasks if t.pid == 4200).numa_pages is None
+
+
+def test_process_list_on_a_slower_cadence(machine: tuple[FakeRoot, Topology]) -> None:
+    """Between full sweeps only the watched process is fresh; the others keep the last full
+    rows; the next full sweep's CPU % is over the time since the last full one (no spike)."""
+    from snumap_tui.sources.tasks import TasksSource
+
+    fake, topo = machine
+    clock = FakeClock()
+    srcs = [*fake_sources(fake)[:-1],
+            TasksSource(fake.root, reader=fake.reader, refresh_s=1000.0,
+                        clock=lambda: clock.t / S)]
+    s = Sampler(topo, fake.root, sources=srcs, clock=clock)
+    s.watch_pids({4300})
+    s.set_tasks_cadence(5.0)
+    s.sweep()                                              # full (the first one)
+    step(fake, clock, 1.0, busy={1: 1.0})
+    f = s.frame()
+    assert f is not None and s.last is not None and "partial" in s.last.readings["tasks"]
+    assert f.task(4300) is not None and f.task(4300).cpu_pct is not None
+    assert f.task(4200) is not None and f.task(4200).cpu_pct is None   # from the full sweep
+    assert {t.pid for t in f.tasks} == {1, 880, 4200, 4300}
+    for _ in range(3):
+        step(fake, clock, 1.0, busy={1: 1.0})
+        f = s.frame()
+        assert f is not None and f.task(4200).cpu_pct is None
+    step(fake, clock, 1.0, busy={1: 1.0})                  # 5 s since the full sweep
+    f = s.frame()
+    assert f is not None and "partial" not in s.last.readings["tasks"]
+    assert f.task(4200).cpu_pct == pytest.approx(100.0)   # 500 ticks over 5 s, not 500 %
+    assert f.tasks[0].pid == 4200
+    step(fake, clock, 1.0)
+    f = s.frame()                                          # partial again: 4200 as last seen
+    assert f is not None and f.task(4200).cpu_pct == pytest.approx(100.0)
+    s.set_tasks_cadence(0.0)                               # the list is on screen: in full
+    step(fake, clock, 1.0)
+    f = s.frame()
+    assert f is not None and "partial" not in s.last.readings["tasks"]
+    assert f.task(4200).cpu_pct == pytest.approx(0.0, abs=1e-9)
+    s.close()
+
+
+def test_back_to_a_full_list_sweeps_at_once(machine: tuple[FakeRoot, Topology]) -> None:
+    fake, topo = machine
+    # Tasks only (no /proc/stat to wait for): one short first gap, then 30 s to the next.
+    s = Sampler(topo, fake.root, interval_s=30.0, sources=fake_sources(fake)[-1:])
+    s.set_tasks_cadence(5.0)
+    frames: list[Frame] = []
+    got = threading.Event()
+    s.start(lambda f: (frames.append(f), got.set()))
+    try:
+        assert got.wait(5.0)
+        got.clear()
+        n = len(frames)
+        assert s.last is not None and "partial" in s.last.readings["tasks"]
+        s.set_tasks_cadence(0.0)
+        assert got.wait(5.0) and len(frames) > n
+        assert s.last is not None and "partial" not in s.last.readings["tasks"]
+    finally:
+        s.close()

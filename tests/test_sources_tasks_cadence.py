@@ -124,3 +124,35 @@ def test_kernel_threads_on_this_machine() -> None:
     procs = TasksSource().read()["processes"]
     assert procs[2]["cmdline"] is None and procs[2]["nthreads"] == 1
     assert isinstance(TasksSource().read()["threads"]["utime"], np.ndarray)
+
+
+def test_between_full_sweeps_only_the_kept_processes_are_read(fake: FakeRoot) -> None:
+    seen, reader = counting(fake)
+    clock = Clock()
+    src = TasksSource(fake.root, reader=reader, refresh_s=1000.0, clock=clock)
+    src.set_cadence(5.0, keep={4300})
+    full = src.read()                                      # never read in full yet: full
+    assert "partial" not in full and len(full["processes"]) == 4
+    seen.clear()
+    fake.advance(1.0, busy={1: 1.0})
+    clock.t += 1
+    part = src.read()
+    assert part["partial"] == [4300] and set(part["processes"]) == {4300}
+    assert set(part["threads"]["pid"].tolist()) == {4300}
+    assert seen and all(p.startswith("proc/4300/") for p in seen)   # no listing, no others
+    seen.clear()
+    clock.t += 4                                           # 5 s since the full sweep
+    assert "partial" not in src.read() and any(p.startswith("proc/4200/") for p in seen)
+    clock.t += 1
+    assert "partial" in src.read()
+    src.set_cadence(0.0)                                   # the list is on screen again
+    assert "partial" not in src.read()
+
+
+def test_a_kept_process_that_ended_is_left_out(fake: FakeRoot) -> None:
+    src = TasksSource(fake.root, reader=fake.reader, refresh_s=1000.0, clock=Clock())
+    src.set_cadence(5.0, keep={999_999})
+    src.read()
+    part = src.read()
+    assert part["partial"] == [999_999] and part["processes"] == {}
+    assert part["threads"]["pid"].size == 0

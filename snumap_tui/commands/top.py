@@ -74,6 +74,13 @@ class LiveFeed:
         else:
             self.sampler.interval_s = seconds
 
+    def tasks_cadence(self, every_s: float) -> None:
+        """How often the app needs the whole process list (0: every frame; the selected
+        process is read every frame either way)."""
+        setter = getattr(self.sampler, "set_tasks_cadence", None)
+        if callable(setter):
+            setter(every_s)
+
     def watch_pid(self, pid: int | None) -> None:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
         setter = getattr(self.sampler, "watch_pids", None) or getattr(

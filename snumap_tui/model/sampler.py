@@ -27,6 +27,7 @@ from snumap_tui.model.derive import derive
 from snumap_tui.model.frame import Frame
 from snumap_tui.model.metrics import Catalogue, default_catalogue
 from snumap_tui.model.sample import Sample
+from snumap_tui.model.taskrows import TaskTimeline
 from snumap_tui.sources.base import Source, SourceStatus
 from snumap_tui.topology.model import Topology
 
@@ -89,6 +90,14 @@ def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
         s.sw_events = (*s.sw_events, *sw)
 
 
+def _without_tasks(sample: Sample) -> Sample:
+    """The sample as derive() should see it when the sampler builds the process rows."""
+    if "tasks" not in sample.readings:
+        return sample
+    return Sample(t_ns=sample.t_ns, wall_ns=sample.wall_ns,
+                  readings={k: v for k, v in sample.readings.items() if k != "tasks"})
+
+
 def check_interval(seconds: float) -> float:
     try:
         s = float(seconds)
@@ -135,6 +144,8 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self._watched: set[int] = set()
+        self._timeline = TaskTimeline()
+        self.tasks_every_s = 0.0
 
     # ---- one sweep -------------------------------------------------------------------------
     def statuses(self) -> dict[str, SourceStatus]:
@@ -172,16 +183,42 @@ class Sampler:
             return self._derive()
 
     def _derive(self) -> Frame | None:
-        if self.prev is None or self.last is None:
+        prev, cur = self.prev, self.last
+        if prev is None or cur is None:
             return None
-        f = derive(self.prev, self.last, self.topology, self.catalogue)
+        # The process rows come from the timeline (a full tasks reading is paired with the
+        # last full one, a partial one laid over it), not from the previous sweep alone.
+        tp, tc = prev.readings.get("tasks"), cur.readings.get("tasks")
+        f = derive(_without_tasks(prev), _without_tasks(cur), self.topology, self.catalogue)
+        f.tasks = self._timeline.rows(prev.t_ns, tp, cur.t_ns, tc)
         f.sources = dict(self._status)
         return f
 
+    def set_tasks_cadence(self, every_s: float) -> None:
+        """How often the process list is read in full: every sweep (0, the default, what
+        batch mode and the recorder get), or every ``every_s`` seconds with only the watched
+        processes (``watch_pids``) read in between -- what a UI asks for while no process list
+        is on screen (the list is a third of a sweep's cost). Back to 0, a running sampler
+        sweeps at once, so a process list just shown is filled without waiting a tick."""
+        every_s = max(0.0, float(every_s))
+        was = self.tasks_every_s
+        self.tasks_every_s = every_s
+        with self._lock:
+            for s in self.sources:
+                cadence = getattr(s, "set_cadence", None)
+                if cadence is not None:
+                    cadence(every_s, self._watched)
+        if every_s == 0.0 and was > 0.0 and self.running:
+            self._wake.set()
+
     def watch_pids(self, pids: Iterable[int]) -> None:
-        """Ask the tasks source for these processes' pages per NUMA node (numa_maps)."""
+        """Ask the tasks source for these processes' pages per NUMA node (numa_maps), and to
+        keep reading them every sweep when the rest of the list is read less often."""
         want = set(pids)
         for s in self.sources:
+            cadence = getattr(s, "set_cadence", None)
+            if cadence is not None:
+                cadence(self.tasks_every_s, want)
             per_pid = getattr(s, "want_numa", None)     # the tasks source: one pid at a time
             if per_pid is not None:
                 for pid in self._watched - want:

@@ -5,17 +5,28 @@ in USER_HZ ticks); a process's CPU % is the sum of its threads' tick deltas over
 as a percentage of one PU. A thread that was not there at the previous sample started during
 the interval, so all its ticks belong to it. Without a previous "tasks" reading there is no
 interval: CPU % is None, not 0.
+
+The per-process numbers are computed for all processes at once with numpy; the TaskRow objects
+(the Python part, a few microseconds per process) are only built when a reader looks at the
+rows (``TaskRows``): the topology and heatmap views only ever look up the selected process.
+
+A *partial* reading (the tasks source's ``"partial"`` key: the pids it was asked to read, see
+``TasksSource.set_cadence``) covers only those processes; ``TaskTimeline`` pairs a full
+reading with the previous full one (its CPU % is over that longer interval) and lays the fresh
+rows of a partial one over the last full rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from snumap_tui.model.frame import TaskRow
+
+USER_HZ = 100.0      # the unit of /proc's utime/stime (sysconf(_SC_CLK_TCK), 100 on Linux)
 
 
 def _ticks(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -25,8 +36,11 @@ def _ticks(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return tid, ticks
 
 
-def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any]) -> np.ndarray:
-    """Ticks each of cur's threads ran during the interval (NaN without a previous reading)."""
+def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any],
+                  covered: np.ndarray | None = None) -> np.ndarray:
+    """Ticks each of cur's threads ran during the interval (NaN without a previous reading).
+    ``covered``: when the previous reading was partial, the pids it read; a thread of any
+    other process is unknown there (NaN), not new."""
     tid, ticks = _ticks(cur)
     if prev is None or "tid" not in prev:
         return np.full(tid.shape, np.nan)
@@ -39,65 +53,228 @@ def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any]) -> np.
     before = np.where(seen, sticks[at_c] if len(stid) else 0.0, 0.0)
     d = ticks - before
     # A recycled TID with fewer ticks than its predecessor is a new thread.
-    return np.where(d < 0, ticks, d)
+    d = np.where(d < 0, ticks, d)
+    if covered is not None:
+        pid = np.asarray(cur.get("pid", ()), dtype=np.int64)
+        d = np.where(seen | np.isin(pid, covered), d, np.nan)
+    return d
 
 
-def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, dt: float,
-                 hz: float) -> list[TaskRow]:
-    """One TaskRow per process, busiest first."""
-    if cur is None or not cur.get("threads"):
-        return []
-    th = cur["threads"]
-    pid = np.asarray(th.get("pid", ()), dtype=np.int64)
-    tid = np.asarray(th.get("tid", ()), dtype=np.int64)
-    if pid.size == 0:
-        return []
-    prev_threads = prev.get("threads") if prev else None
-    delta = thread_deltas(prev_threads, th)
-    pids, inv = np.unique(pid, return_inverse=True)
-    ngroups = pids.size
-    nthreads = np.bincount(inv, minlength=ngroups)
-    timed = not np.isnan(delta).all() and dt > 0 and not math.isnan(dt) and hz > 0
-    if timed:
-        cpu_ticks = np.bincount(inv, weights=np.nan_to_num(delta), minlength=ngroups)
-        cpu_pct = cpu_ticks / hz / dt * 100.0
-    else:
-        cpu_pct = np.full(ngroups, np.nan)
-    # Busiest thread of each process (ties go to the main thread): its last CPU is shown.
-    is_main = tid == pid
-    score = np.nan_to_num(delta, nan=-1.0) + 0.5 * is_main
-    order = np.lexsort((-score, inv))
-    busiest = order[np.searchsorted(inv[order], np.arange(ngroups))]
-    main = busiest.copy()
-    main[inv[is_main]] = np.nonzero(is_main)[0]
-    comm = th.get("comm", ())
-    state = th.get("state", ())
-    last_cpu = th.get("last_cpu", ())
-    uid = th.get("uid", ())
-    running = np.zeros(ngroups, dtype=bool)
-    if len(state):
-        running[inv[np.asarray(state) == "R"]] = True
-    procs: Mapping[int, Mapping[str, Any]] = cur.get("processes") or {}
-    rows: list[TaskRow] = []
-    for g in range(ngroups):
-        p = int(pids[g])
-        info = procs.get(p, {})
-        m, b = int(main[g]), int(busiest[g])
+class LazyRows(Sequence[TaskRow]):
+    """A read-only sequence of TaskRow built on first use, with ``find(pid)`` that need not
+    build the others. Compares equal to any sequence with the same rows."""
+
+    _rows: list[TaskRow] | None = None
+
+    def _build(self) -> list[TaskRow]:
+        raise NotImplementedError
+
+    def rows(self) -> list[TaskRow]:
+        if self._rows is None:
+            self._rows = self._build()
+        return self._rows
+
+    def find(self, pid: int) -> TaskRow | None:
+        return next((t for t in self.rows() if t.pid == pid), None)
+
+    @overload
+    def __getitem__(self, i: int) -> TaskRow: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[TaskRow]: ...
+
+    def __getitem__(self, i: int | slice) -> TaskRow | list[TaskRow]:
+        return self.rows()[i]
+
+    def __len__(self) -> int:
+        return len(self.rows())
+
+    def __iter__(self) -> Iterator[TaskRow]:
+        return iter(self.rows())
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return self.rows() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} processes)"
+
+
+class TaskRows(LazyRows):
+    """One process per group of threads of a "tasks" reading, busiest first: the per-process
+    numbers as arrays, each TaskRow made when first needed."""
+
+    def __init__(self, cur: Mapping[str, Any], pids: np.ndarray, cpu_pct: np.ndarray,
+                 main: np.ndarray, busiest: np.ndarray, nthreads: np.ndarray,
+                 running: np.ndarray) -> None:
+        # Busiest first, ties by pid (what every reader of Frame.tasks expects).
+        order = np.lexsort((pids, -np.nan_to_num(cpu_pct, nan=0.0)))
+        self._th = cur["threads"]
+        self._procs: Mapping[int, Mapping[str, Any]] = cur.get("processes") or {}
+        self._pids = pids[order]
+        self._cpu = cpu_pct[order]
+        self._main, self._busiest = main[order], busiest[order]
+        self._nthreads, self._running = nthreads[order], running[order]
+        self._by_pid: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return int(self._pids.size)
+
+    def __bool__(self) -> bool:
+        return self._pids.size > 0
+
+    def pids(self) -> np.ndarray:
+        """The processes' pids in row order (without building any row)."""
+        return self._pids
+
+    def find(self, pid: int) -> TaskRow | None:
+        if self._rows is not None:
+            if self._by_pid is None:
+                self._by_pid = {t.pid: i for i, t in enumerate(self._rows)}
+            i = self._by_pid.get(pid)
+            return None if i is None else self._rows[i]
+        hit = np.nonzero(self._pids == pid)[0]
+        return self._row(int(hit[0])) if hit.size else None
+
+    def _build(self) -> list[TaskRow]:
+        return [self._row(g) for g in range(self._pids.size)]
+
+    def _row(self, g: int) -> TaskRow:
+        th = self._th
+        comm, state, last_cpu, uid = (th.get("comm", ()), th.get("state", ()),
+                                      th.get("last_cpu", ()), th.get("uid", ()))
+        p = int(self._pids[g])
+        info = self._procs.get(p, {})
+        m, b = int(self._main[g]), int(self._busiest[g])
         lc = last_cpu[b] if len(last_cpu) else None
         lc = None if lc is None or (isinstance(lc, float) and math.isnan(lc)) else int(lc)
-        pct = float(cpu_pct[g])
+        pct = float(self._cpu[g])
         user = info.get("user")
         if user is None and len(uid):
             user = str(uid[m])
         numa = info.get("numa_pages")
-        rows.append(TaskRow(
+        aff = info.get("affinity") or ()
+        rss = info.get("rss_bytes")
+        return TaskRow(
             pid=p, tid=p, comm=str(comm[m]) if len(comm) else "", user=str(user or "?"),
-            state="R" if running[g] else (str(state[m]) if len(state) else "?"),
+            state="R" if self._running[g] else (str(state[m]) if len(state) else "?"),
             cpu_pct=None if math.isnan(pct) else pct, last_cpu=lc,
-            affinity=frozenset(int(x) for x in info.get("affinity") or ()),
+            affinity=aff if isinstance(aff, frozenset) else frozenset(int(x) for x in aff),
             cgroup=info.get("cgroup"), job=info.get("job"), cmdline=info.get("cmdline"),
             numa_pages={int(k): int(v) for k, v in numa.items()} if numa else None,
-            nthreads=int(nthreads[g]),
-            rss_bytes=int(info["rss_bytes"]) if info.get("rss_bytes") is not None else None))
-    rows.sort(key=lambda r: (-(r.cpu_pct or 0.0), r.pid))
-    return rows
+            nthreads=int(self._nthreads[g]), rss_bytes=int(rss) if rss is not None else None)
+
+
+class OverlaidRows(LazyRows):
+    """The last full rows with the processes a partial reading covered replaced by its fresh
+    rows (and dropped when the partial reading found them gone)."""
+
+    def __init__(self, base: Sequence[TaskRow], fresh: Sequence[TaskRow],
+                 covered: Sequence[int]) -> None:
+        self._base, self._fresh, self._covered = base, fresh, frozenset(int(p) for p in covered)
+
+    def find(self, pid: int) -> TaskRow | None:
+        if pid in self._covered:
+            return next((t for t in self._fresh if t.pid == pid), None)
+        finder = getattr(self._base, "find", None)
+        if finder is not None:
+            return finder(pid)
+        return next((t for t in self._base if t.pid == pid), None)
+
+    def _build(self) -> list[TaskRow]:
+        rows = [t for t in self._base if t.pid not in self._covered] + list(self._fresh)
+        rows.sort(key=lambda r: (-(r.cpu_pct or 0.0), r.pid))
+        return rows
+
+
+def _empty_columns() -> tuple[np.ndarray, ...]:
+    z = np.zeros(0, dtype=np.int64)
+    return z, np.zeros(0), z, z, z, np.zeros(0, dtype=bool)
+
+
+EMPTY = TaskRows({"threads": {}}, *_empty_columns())
+
+
+def _covered(reading: Mapping[str, Any] | None) -> np.ndarray | None:
+    part = reading.get("partial") if reading else None
+    return None if part is None else np.asarray(list(part), dtype=np.int64)
+
+
+def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, dt: float,
+                 hz: float) -> TaskRows:
+    """One TaskRow per process, busiest first (built lazily: see TaskRows)."""
+    if cur is None or not cur.get("threads"):
+        return TaskRows({"threads": {}}, *_empty_columns())
+    th = cur["threads"]
+    pid = np.asarray(th.get("pid", ()), dtype=np.int64)
+    tid = np.asarray(th.get("tid", ()), dtype=np.int64)
+    if pid.size == 0:
+        return TaskRows(cur, *_empty_columns())
+    prev_threads = prev.get("threads") if prev else None
+    delta = thread_deltas(prev_threads, th, _covered(prev))
+    pids, inv = np.unique(pid, return_inverse=True)
+    inv = inv.reshape(-1)
+    ngroups = pids.size
+    nthreads = np.bincount(inv, minlength=ngroups)
+    known = ~np.isnan(delta)
+    if known.any() and dt > 0 and not math.isnan(dt) and hz > 0:
+        cpu_ticks = np.bincount(inv, weights=np.where(known, delta, 0.0), minlength=ngroups)
+        cpu_pct = cpu_ticks / hz / dt * 100.0
+        # A process none of whose threads the previous reading knew has no interval.
+        cpu_pct[np.bincount(inv, weights=known, minlength=ngroups) == 0] = np.nan
+    else:
+        cpu_pct = np.full(ngroups, np.nan)
+    # Busiest thread of each process (ties go to the main thread): its last CPU is shown.
+    is_main = tid == pid
+    score = np.where(known, delta, -1.0) + 0.5 * is_main
+    order = np.lexsort((-score, inv))
+    busiest = order[np.searchsorted(inv[order], np.arange(ngroups))]
+    main = busiest.copy()
+    main[inv[is_main]] = np.nonzero(is_main)[0]
+    state = th.get("state", ())
+    running = np.zeros(ngroups, dtype=bool)
+    if len(state):
+        running[inv[np.asarray(state) == "R"]] = True
+    return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running)
+
+
+class TaskTimeline:
+    """Frame.tasks across full and partial "tasks" readings (what the sampler keeps between
+    sweeps). A full reading is measured against the last full one (after partial sweeps that
+    is a longer interval than the frame's: the CPU % of the processes nobody was looking at is
+    their average since then); a partial one gives fresh rows to the processes it read and
+    leaves the others as the last full reading had them."""
+
+    def __init__(self, hz: float = USER_HZ) -> None:
+        self.hz = hz
+        self._full: tuple[int, Mapping[str, Any]] | None = None   # (t_ns, reading)
+        self._rows: Sequence[TaskRow] = EMPTY
+
+    def rows(self, prev_t_ns: int, prev: Mapping[str, Any] | None, t_ns: int,
+             cur: Mapping[str, Any] | None) -> Sequence[TaskRow]:
+        if cur is None:
+            return EMPTY
+        if prev is not None and prev.get("partial") is None and (
+                self._full is None or self._full[1] is not prev):
+            self._take(prev_t_ns, prev)   # a full sweep this timeline did not see as a frame
+        if cur.get("partial") is None:
+            return self._take(t_ns, cur)
+        fresh = derive_tasks(prev, cur, (t_ns - prev_t_ns) / 1e9, self.hz)
+        return OverlaidRows(self._rows, fresh, cur["partial"])
+
+    def _take(self, t_ns: int, full: Mapping[str, Any]) -> Sequence[TaskRow]:
+        """A full reading: rows against the last full one, which it then replaces."""
+        base_t, base = self._full if self._full is not None else (t_ns, None)
+        self._rows = derive_tasks(base, full, (t_ns - base_t) / 1e9, self.hz)
+        self._full = (t_ns, full)
+        return self._rows
+
+    def reset(self) -> None:
+        """Forget the last full reading (a new run of the sampler)."""
+        self._full, self._rows = None, EMPTY

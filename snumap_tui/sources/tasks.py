@@ -138,6 +138,9 @@ class TasksSource:
         self.counter_pids: set[int] = set()
         self._counters: Any = None
         self._users: dict[int, str] = {}
+        self.full_every_s = 0.0            # see set_cadence
+        self.keep_pids: set[int] = set()
+        self._full_at = -math.inf
         self.base_page_kb = (os.sysconf("SC_PAGE_SIZE") // 1024) if is_live(self.root) else 4
 
     # ---- requests ----
@@ -247,92 +250,125 @@ class TasksSource:
                                 if is_live(self.root) else None)
         return SourceStatus(self.name, True, None, None, {"path": str(self.proc)})
 
+    def set_cadence(self, full_every_s: float = 0.0, keep: set[int] | None = None) -> None:
+        """How often to read every process: every sweep (0, the default: batch mode, the
+        recorder, a visible process list), or every ``full_every_s`` seconds with only the
+        ``keep`` processes (the one a UI highlights) read in the sweeps between. Those sweeps
+        give a *partial* reading: ``"partial"`` holds the pids asked for, and only those
+        processes are in it (model/taskrows.py's TaskTimeline keeps the others' last rows).
+        Going back to 0 makes the next sweep a full one."""
+        self.full_every_s = max(0.0, float(full_every_s))
+        if keep is not None:
+            self.keep_pids = set(keep)
+        if self.full_every_s == 0.0:
+            self._full_at = -math.inf
+
     def read(self) -> dict[str, Any]:
+        now = self._clock()
+        if self.full_every_s > 0 and now - self._full_at < self.full_every_s:
+            return self._read_partial(now)
         cols: dict[str, list[Any]] = {k: [] for k in _COLS}
         processes: dict[int, dict[str, Any]] = {}
         try:
             pids = sorted(int(n) for n in os.listdir(self.proc) if n.isdigit())
         except OSError:
             return {"threads": _arrays(cols), "processes": processes}
-        now = self._clock()
+        self._full_at = now
         old = self._procs
         old_leads = self._leads
         leads: dict[int, tuple[str, dict[str, Any]]] = {}
         seen: dict[tuple[int, int], _Proc] = {}
         for pid in pids:
-            d = f"{self._proc_s}/{pid}"
-            try:
-                raw = self._read(d + "/stat")
-                last = old_leads.get(pid)
-                # A sleeping process's stat line is often byte for byte the last one.
-                lead = last[1] if last is not None and last[0] == raw else parse_stat(raw)
-            except (OSError, ValueError):
-                continue         # gone (or not a process any more) since the listing
-            leads[pid] = (raw, lead)
-            key = (pid, lead["starttime"])
-            ent = old.get(key)
-            kthread = bool(lead["flags"] & PF_KTHREAD)
-            try:
-                if ent is None:
-                    ent = _Proc(static=self._static(d, kthread))
-                    fresh = True
-                else:
-                    fresh = False
-                if now - ent.status_at >= self.refresh_s:
-                    st = parse_status(self._read(d + "/status"))
-                    ent.uid = st.get("uid", -1)
-                    ent.affinity = st.get("affinity", [])
-                    ent.status_at = now
-                ticks = lead["utime"] + lead["stime"]
-                if (ticks != ent.ticks or now - ent.threads_at >= self.refresh_s
-                        or any(r[2] in _ACTIVE for r in ent.rows)
-                        or len(ent.rows) != lead["num_threads"]):
-                    ent.rows = self._thread_rows(d, pid, lead)
-                    ent.ticks = ticks
-                    ent.threads_at = now
-                else:
-                    # Idle: the main thread's state and last PU are fresh in /proc/PID/stat.
-                    for i, r in enumerate(ent.rows):
-                        if r[0] == pid:
-                            ent.rows[i] = (pid, r[1], lead["state"], lead["last_cpu"], *r[4:])
-                            break
-            except _GONE:
-                continue
-            except (OSError, ValueError):
-                continue
-            if fresh:
-                # Spread the slow refreshes over the cadence (a phase per pid) so that one
-                # sweep every refresh_s does not read everything at once.
-                ent.status_at = ent.threads_at = now - self.refresh_s * ((pid * 0.618) % 1.0)
-            seen[key] = ent
-            proc = dict(ent.static)
-            proc["user"] = self._user(ent.uid)
-            proc["affinity"] = ent.affinity
-            proc["nthreads"] = len(ent.rows)
-            if lead.get("rss_pages", -1) >= 0:
-                proc["rss_bytes"] = lead["rss_pages"] * self.base_page_kb * 1024
-            if pid in self.numa_pids:
-                proc.update(self._numa_of(pid, d, now, fresh))
-            if pid in self.counter_pids and self._counters is not None:
-                proc["counters"] = self._counters.read(pid)
-            processes[pid] = proc
-            n = len(ent.rows)
-            cols["pid"] += [pid] * n
-            cols["ppid"] += [lead["ppid"]] * n
-            cols["uid"] += [ent.uid] * n
-            for tid, comm, state, last_cpu, utime, stime, nice in ent.rows:
-                cols["tid"].append(tid)
-                cols["comm"].append(comm)
-                cols["state"].append(state)
-                cols["last_cpu"].append(last_cpu)
-                cols["utime"].append(utime)
-                cols["stime"].append(stime)
-                cols["nice"].append(nice)
+            self._one(pid, now, old, old_leads, leads, seen, cols, processes)
         # Processes that ended are forgotten, so the memory does not grow with every pid seen.
         self._procs = seen
         self._leads = leads
         self._numa = {p: v for p, v in self._numa.items() if p in processes}
         return {"threads": _arrays(cols), "processes": processes}
+
+    def _read_partial(self, now: float) -> dict[str, Any]:
+        """Only the kept processes (a few files each), remembered as a full sweep would."""
+        cols: dict[str, list[Any]] = {k: [] for k in _COLS}
+        processes: dict[int, dict[str, Any]] = {}
+        keep = sorted(self.keep_pids)
+        seen: dict[tuple[int, int], _Proc] = {}
+        for pid in keep:
+            self._one(pid, now, self._procs, self._leads, self._leads, seen, cols, processes)
+        self._procs.update(seen)
+        return {"threads": _arrays(cols), "processes": processes, "partial": keep}
+
+    def _one(self, pid: int, now: float, old: dict[tuple[int, int], _Proc],
+             old_leads: dict[int, tuple[str, dict[str, Any]]],
+             leads: dict[int, tuple[str, dict[str, Any]]], seen: dict[tuple[int, int], _Proc],
+             cols: dict[str, list[Any]], processes: dict[int, dict[str, Any]]) -> None:
+        """Read one process into ``cols`` (its threads) and ``processes`` (skipped when it is
+        gone by now)."""
+        d = f"{self._proc_s}/{pid}"
+        try:
+            raw = self._read(d + "/stat")
+            last = old_leads.get(pid)
+            # A sleeping process's stat line is often byte for byte the last one.
+            lead = last[1] if last is not None and last[0] == raw else parse_stat(raw)
+        except (OSError, ValueError):
+            return           # gone (or not a process any more) since the listing
+        leads[pid] = (raw, lead)
+        key = (pid, lead["starttime"])
+        ent = old.get(key)
+        kthread = bool(lead["flags"] & PF_KTHREAD)
+        try:
+            if ent is None:
+                ent = _Proc(static=self._static(d, kthread))
+                fresh = True
+            else:
+                fresh = False
+            if now - ent.status_at >= self.refresh_s:
+                st = parse_status(self._read(d + "/status"))
+                ent.uid = st.get("uid", -1)
+                ent.affinity = st.get("affinity", [])
+                ent.status_at = now
+            ticks = lead["utime"] + lead["stime"]
+            if (ticks != ent.ticks or now - ent.threads_at >= self.refresh_s
+                    or any(r[2] in _ACTIVE for r in ent.rows)
+                    or len(ent.rows) != lead["num_threads"]):
+                ent.rows = self._thread_rows(d, pid, lead)
+                ent.ticks = ticks
+                ent.threads_at = now
+            else:
+                # Idle: the main thread's state and last PU are fresh in /proc/PID/stat.
+                for i, r in enumerate(ent.rows):
+                    if r[0] == pid:
+                        ent.rows[i] = (pid, r[1], lead["state"], lead["last_cpu"], *r[4:])
+                        break
+        except (OSError, ValueError):
+            return           # gone (_GONE) or cut short while we read it
+        if fresh:
+            # Spread the slow refreshes over the cadence (a phase per pid) so that one
+            # sweep every refresh_s does not read everything at once.
+            ent.status_at = ent.threads_at = now - self.refresh_s * ((pid * 0.618) % 1.0)
+        seen[key] = ent
+        proc = dict(ent.static)
+        proc["user"] = self._user(ent.uid)
+        proc["affinity"] = ent.affinity
+        proc["nthreads"] = len(ent.rows)
+        if lead.get("rss_pages", -1) >= 0:
+            proc["rss_bytes"] = lead["rss_pages"] * self.base_page_kb * 1024
+        if pid in self.numa_pids:
+            proc.update(self._numa_of(pid, d, now, fresh))
+        if pid in self.counter_pids and self._counters is not None:
+            proc["counters"] = self._counters.read(pid)
+        processes[pid] = proc
+        n = len(ent.rows)
+        cols["pid"] += [pid] * n
+        cols["ppid"] += [lead["ppid"]] * n
+        cols["uid"] += [ent.uid] * n
+        for tid, comm, state, last_cpu, utime, stime, nice in ent.rows:
+            cols["tid"].append(tid)
+            cols["comm"].append(comm)
+            cols["state"].append(state)
+            cols["last_cpu"].append(last_cpu)
+            cols["utime"].append(utime)
+            cols["stime"].append(stime)
+            cols["nice"].append(nice)
 
     def close(self) -> None:
         if self._counters is not None:

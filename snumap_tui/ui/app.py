@@ -67,6 +67,9 @@ VIEWS = ("topology", "heatmap", "processes")
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)   # the + and - steps
 MIN_W, MIN_H = 50, 12
 MAX_TASKS = 200
+# While no process list is on screen, the feed reads the whole list this often (only the
+# selected process every frame, for its highlight): the list is a third of a sweep's cost.
+TASKS_IDLE_S = 5.0
 
 
 class FrameFeed(Protocol):
@@ -81,6 +84,9 @@ class FrameFeed(Protocol):
     def set_interval(self, seconds: float) -> None: ...
 
     def watch_pid(self, pid: int | None) -> None: ...
+
+    # Optional: ``tasks_cadence(seconds)``, how often the whole process list is needed
+    # (0: every frame); a feed without it reads it every frame.
 
 
 class FrameReady(Message):
@@ -188,7 +194,15 @@ class TopApp(App[int]):
             "Enlarge the window, or press q to quit.")
         self._redraw()
         if self.feed is not None:
+            self._tell_feed_tasks()
             self.feed.start(self._on_feed_frame)
+
+    def _tell_feed_tasks(self) -> None:
+        """Attributes down: the feed reads the whole process list every frame only while the
+        processes view shows it."""
+        cadence = getattr(self.feed, "tasks_cadence", None)
+        if callable(cadence):
+            cadence(0.0 if self.view == "processes" else TASKS_IDLE_S)
 
     def on_unmount(self) -> None:
         if self.feed is not None:
@@ -287,7 +301,7 @@ class TopApp(App[int]):
     def _selected_task(self) -> TaskRow | None:
         if self.selected_pid is None or self.frame is None:
             return None
-        return next((t for t in self.frame.tasks if t.pid == self.selected_pid), None)
+        return self.frame.task(self.selected_pid)
 
     def _draw_processes(self, selected: TaskRow | None) -> None:
         panel = self.query_one(ProcessPanel)
@@ -339,6 +353,7 @@ class TopApp(App[int]):
         if not self.is_mounted:
             return
         self.query_one("#views", ContentSwitcher).current = view
+        self._tell_feed_tasks()
         if view == "topology":
             self.query_one(TopologyTable).focus()
         elif view == "processes":
