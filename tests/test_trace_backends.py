@@ -277,13 +277,15 @@ def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.nda
     never switched in, the part of that stretch before our own switch-in of it is timehist's
     over-charge. Both recordings are on CLOCK_MONOTONIC (perf -k), so times compare directly."""
     # Our switch-ins, traced or reconstructed (arg = -1: at the latest time the task provably
-    # had not started, trace/reconstruct.py, never after the real one).
+    # had not started, trace/reconstruct.py, never after the real one), and switch-outs.
     sw = events[events["kind"] == ev.SWITCH]
     ins: dict[tuple[int, int], np.ndarray] = {}
+    outs: dict[tuple[int, int], np.ndarray] = {}
     for tid in tids:
-        mine = sw[sw["tid2"] == tid]
-        for cpu in set(mine["cpu"].tolist()):
-            ins[(tid, cpu)] = np.sort(mine["t_ns"][mine["cpu"] == cpu].astype(np.int64))
+        for col, into in (("tid2", ins), ("tid", outs)):
+            mine = sw[sw[col] == tid]
+            for cpu in set(mine["cpu"].tolist()):
+                into[(tid, cpu)] = np.sort(mine["t_ns"][mine["cpu"] == cpu].astype(np.int64))
     out: dict[tuple[int, int], int] = defaultdict(int)
     last: dict[int, tuple[int, int]] = {}
     for cpu, t, prev, nxt in sorted(perf_sw, key=lambda r: r[1]):
@@ -291,10 +293,16 @@ def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.nda
         last[cpu] = (t, nxt)
         if before is None or prev not in tids or before[1] == prev:
             continue
-        t_in = ins.get((prev, cpu))
-        if t_in is None:
+        t_in, t_out = ins.get((prev, cpu)), outs.get((prev, cpu))
+        if t_in is None or t_out is None:
             continue
-        i = int(np.searchsorted(t_in, t, side="right")) - 1
+        # Our switch-out that is perf's (the two consumers' clocks read us apart), then our
+        # switch-in strictly before it: a reconstructed switch-in of the NEXT stretch has the
+        # same time as this switch-out when nothing bounds it better than timehist's rule.
+        j = int(np.searchsorted(t_out, t))
+        if j == len(t_out) or (j > 0 and t - t_out[j - 1] < t_out[j] - t):
+            j -= 1
+        i = int(np.searchsorted(t_in, t_out[j], side="left")) - 1
         if i >= 0 and t_in[i] > before[0]:
             out[(prev, cpu)] += int(t_in[i]) - before[0]
     return dict(out)
