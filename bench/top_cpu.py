@@ -52,8 +52,14 @@ def spawn(cmd: str, env: dict[str, str] | None = None, keys: str = "") -> str:
     # size at theirs instead of the pane's.
     shell = (f"cd {REPO} && unset COLUMNS LINES && export TERM=xterm-256color {exports} "
              f"&& exec {cmd}")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell],
-                   check=True, timeout=10)
+    # Twice: a tmux server another user of the machine is just shutting down ("server exited
+    # unexpectedly") refuses the first session.
+    for attempt in (1, 2):
+        done = subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                               shell], check=attempt == 2, timeout=10, capture_output=True)
+        if done.returncode == 0:
+            break
+        time.sleep(0.5)
     if keys:
         wait_for(name, "Machine")
         tmux("send-keys", "-t", name, keys)
@@ -147,38 +153,55 @@ def main() -> int:
         (tmp / "btop").mkdir()
         (tmp / "btop" / "btop.conf").write_text("update_ms = 1000\n")
         root384, stop384, ticker = fake_384(tmp)
-        # label -> (command, environment, keys typed once it has drawn)
-        tools: dict[str, tuple[str, dict[str, str], str]] = {
-            "snumap top": (SNUMAP, {}, ""),
-            "snumap top, processes view": (SNUMAP, {}, "3"),
-        }
-        if not args.only_snumap:
-            tools["snumap top, 384-PU fake tree"] = (f"{SNUMAP} --fsroot {root384}", {}, "")
-            if shutil.which("htop"):
-                tools["htop"] = ("htop -d 10", {}, "")
-            if shutil.which("btop"):
-                tools["btop"] = ("btop", {"XDG_CONFIG_HOME": str(tmp)}, "")
-            gl = glances_cmd(tmp)
-            if gl:
-                tools["glances"] = (gl, {}, "")
-            # Time to first frame first, while the machine is otherwise quiet.
-            ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
-            ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
-                                      for _ in range(3))
-        sessions = {label: spawn(cmd, env, keys) for label, (cmd, env, keys) in tools.items()}
         try:
-            time.sleep(3.0)                         # start-up is not steady state
-            pids = {label: pane_pid(s) for label, s in sessions.items()}
-            t0 = time.monotonic()
-            start = {label: cpu_ticks(p) for label, p in pids.items()}
-            time.sleep(args.seconds)
-            wall = time.monotonic() - t0
-            used = {label: (cpu_ticks(p) - start[label]) / HZ for label, p in pids.items()}
+            used, wall, tools, ff, ff384 = measure(args, tmp, root384)
         finally:
-            for s in sessions.values():
-                kill(s)
             stop384.set()
             ticker.join()        # before the tree is deleted
+    return report(args, used, wall, tools, ff, ff384)
+
+
+def measure(args: argparse.Namespace, tmp: Path, root384: Path
+            ) -> tuple[dict[str, float], float, dict[str, tuple[str, dict[str, str], str]],
+                       float, float]:
+    """Start every tool, let them run for --seconds, and return the CPU seconds each used."""
+    ff = ff384 = float("nan")
+    # label -> (command, environment, keys typed once it has drawn)
+    tools: dict[str, tuple[str, dict[str, str], str]] = {
+        "snumap top": (SNUMAP, {}, ""),
+        "snumap top, processes view": (SNUMAP, {}, "3"),
+    }
+    if not args.only_snumap:
+        tools["snumap top, 384-PU fake tree"] = (f"{SNUMAP} --fsroot {root384}", {}, "")
+        if shutil.which("htop"):
+            tools["htop"] = ("htop -d 10", {}, "")
+        if shutil.which("btop"):
+            tools["btop"] = ("btop", {"XDG_CONFIG_HOME": str(tmp)}, "")
+        gl = glances_cmd(tmp)
+        if gl:
+            tools["glances"] = (gl, {}, "")
+        # Time to first frame first, while the machine is otherwise quiet.
+        ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
+        ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
+                                  for _ in range(3))
+    sessions = {label: spawn(cmd, env, keys) for label, (cmd, env, keys) in tools.items()}
+    try:
+        time.sleep(3.0)                         # start-up is not steady state
+        pids = {label: pane_pid(s) for label, s in sessions.items()}
+        t0 = time.monotonic()
+        start = {label: cpu_ticks(p) for label, p in pids.items()}
+        time.sleep(args.seconds)
+        wall = time.monotonic() - t0
+        used = {label: (cpu_ticks(p) - start[label]) / HZ for label, p in pids.items()}
+    finally:
+        for s in sessions.values():
+            kill(s)
+    return used, wall, tools, ff, ff384
+
+
+def report(args: argparse.Namespace, used: dict[str, float], wall: float,
+           tools: dict[str, tuple[str, dict[str, str], str]], ff: float, ff384: float) -> int:
+    """Print the table (and write the section, for a full run)."""
     pct = {label: 100 * u / wall for label, u in used.items()}
     base = pct["snumap top"]
     rows = []

@@ -395,3 +395,26 @@ def test_back_to_a_full_list_sweeps_at_once(machine: tuple[FakeRoot, Topology]) 
         assert s.last is not None and "partial" not in s.last.readings["tasks"]
     finally:
         s.close()
+
+
+def test_task_rows_are_built_only_when_read(machine: tuple[FakeRoot, Topology]) -> None:
+    """derive's rows are lazy: one process looked up builds one row; reading them all (the
+    batch JSON) gives the same rows as a list would."""
+    import json
+
+    fake, topo = machine
+    clock = FakeClock()
+    s = Sampler(topo, fake.root, sources=fake_sources(fake), clock=clock)
+    s.sweep()
+    step(fake, clock, 1.0, busy={1: 1.0})
+    f = s.frame()
+    assert f is not None and len(f.tasks) == 4
+    row = f.task(4200)
+    assert row is not None and row.cpu_pct == pytest.approx(100.0)
+    assert getattr(f.tasks, "_rows", "no cache") is None          # nothing else built yet
+    rows = list(f.tasks)
+    assert f.tasks == rows and rows[0] == row and f.task(1) == next(t for t in rows if t.pid == 1)
+    out = json.loads(json.dumps(f.to_dict(), default=sorted))
+    assert [t["pid"] for t in out["tasks"]] == [t.pid for t in rows]
+    assert f.task(123456) is None
+    s.close()

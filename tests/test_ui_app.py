@@ -44,6 +44,7 @@ class FakeFeed:
         self.callback: Callable[[Frame], None] | None = None
         self.intervals: list[float] = []
         self.watched: list[int | None] = []
+        self.cadences: list[float] = []
         self.stopped = False
 
     def start(self, callback: Callable[[Frame], None]) -> None:
@@ -57,6 +58,9 @@ class FakeFeed:
 
     def watch_pid(self, pid: int | None) -> None:
         self.watched.append(pid)
+
+    def tasks_cadence(self, every_s: float) -> None:
+        self.cadences.append(every_s)
 
 
 def make_app(feed: FakeFeed | None = None) -> TopApp:
@@ -136,6 +140,21 @@ async def test_pause_freezes_the_display_but_keeps_history() -> None:
         assert app.frame is shown and len(app.history) == 4
         await pilot.press("space")
         assert not app.paused and app.frame is app.history[-1]
+
+
+@sync
+async def test_the_feed_reads_the_process_list_in_full_only_while_it_is_shown() -> None:
+    feed = FakeFeed()
+    app = make_app(feed)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert feed.cadences and feed.cadences[-1] > 0        # topology view: slow cadence
+        await pilot.press("3")
+        await pilot.pause()
+        assert feed.cadences[-1] == 0.0                       # processes: every frame
+        await pilot.press("2")
+        await pilot.pause()
+        assert feed.cadences[-1] > 0
 
 
 @sync

@@ -147,28 +147,44 @@ class TaskRows(LazyRows):
 
     def _row(self, g: int) -> TaskRow:
         th = self._th
-        comm, state, last_cpu, uid = (th.get("comm", ()), th.get("state", ()),
-                                      th.get("last_cpu", ()), th.get("uid", ()))
+        comm, state, last_cpu = th.get("comm", ()), th.get("state", ()), th.get("last_cpu", ())
         p = int(self._pids[g])
-        info = self._procs.get(p, {})
-        m, b = int(self._main[g]), int(self._busiest[g])
-        lc = last_cpu[b] if len(last_cpu) else None
+        info = self._procs.get(p, _NO_INFO)
+        m = int(self._main[g])
+        lc = last_cpu[int(self._busiest[g])] if len(last_cpu) else None
         lc = None if lc is None or (isinstance(lc, float) and math.isnan(lc)) else int(lc)
         pct = float(self._cpu[g])
         user = info.get("user")
-        if user is None and len(uid):
-            user = str(uid[m])
+        if user is None:
+            uid = th.get("uid", ())
+            user = uid[m] if len(uid) else None
         numa = info.get("numa_pages")
         aff = info.get("affinity") or ()
         rss = info.get("rss_bytes")
         return TaskRow(
-            pid=p, tid=p, comm=str(comm[m]) if len(comm) else "", user=str(user or "?"),
-            state="R" if self._running[g] else (str(state[m]) if len(state) else "?"),
-            cpu_pct=None if math.isnan(pct) else pct, last_cpu=lc,
-            affinity=aff if isinstance(aff, frozenset) else frozenset(int(x) for x in aff),
-            cgroup=info.get("cgroup"), job=info.get("job"), cmdline=info.get("cmdline"),
-            numa_pages={int(k): int(v) for k, v in numa.items()} if numa else None,
-            nthreads=int(self._nthreads[g]), rss_bytes=int(rss) if rss is not None else None)
+            p, p, str(comm[m]) if len(comm) else "", str(user or "?"),
+            "R" if self._running[g] else (str(state[m]) if len(state) else "?"),
+            None if math.isnan(pct) else pct, lc,
+            aff if isinstance(aff, frozenset) else _affinity(aff),
+            info.get("cgroup"), info.get("job"), info.get("cmdline"),
+            {int(k): int(v) for k, v in numa.items()} if numa else None,
+            int(self._nthreads[g]), int(rss) if rss is not None else None)
+
+
+_NO_INFO: Mapping[str, Any] = {}
+_AFFINITY: dict[tuple[int, ...], frozenset[int]] = {}
+
+
+def _affinity(cpus: Any) -> frozenset[int]:
+    """The frozenset of an affinity list, shared between rows and frames (most processes
+    may run anywhere: one set for all of them instead of one per process per frame)."""
+    key = tuple(cpus)
+    got = _AFFINITY.get(key)
+    if got is None:
+        if len(_AFFINITY) > 4096:
+            _AFFINITY.clear()
+        got = _AFFINITY[key] = frozenset(int(x) for x in key)
+    return got
 
 
 class OverlaidRows(LazyRows):
