@@ -235,16 +235,22 @@ def _freq(prev: Sample, cur: Sample, c: Counters, dt: float) -> None:
             got[f] = _delta(plan.align(q["cpus"], np.asarray(q[f], dtype=np.float64)),
                             plan.align(p["cpus"], np.asarray(p[f], dtype=np.float64)))
     # MPERF ticks at the TSC/base rate (Intel SDM vol. 3B 14.2, AMD APM: "MPERF"): prefer a
-    # stated base frequency, else the TSC rate measured over the same interval, else max_khz.
+    # stated base frequency, else the TSC rate measured over the same interval, PU by PU. The
+    # last resort, cpuinfo_max_freq, is the maximum *turbo* frequency with intel_pstate and
+    # amd-pstate (GHz 30-60 % too high): flagged "base_from_max_khz" when any PU used it.
     tsc = got.pop("tsc", None)
-    base = None
+    base = np.full(plan.npu, np.nan)
     if "base_khz" in q:
         base = plan.align(q["cpus"], np.asarray(q["base_khz"], dtype=np.float64))
-    elif tsc is not None and dt > 0:
-        base = tsc / dt / 1000.0
-    elif "max_khz" in q:
-        base = plan.align(q["cpus"], np.asarray(q["max_khz"], dtype=np.float64))
-    if base is not None:
+    if tsc is not None and dt > 0:
+        base = np.where(np.isnan(base), tsc / dt / 1000.0, base)
+    if "aperf" in got and "max_khz" in q and np.isnan(base).any():
+        mx = plan.align(q["cpus"], np.asarray(q["max_khz"], dtype=np.float64))
+        use = np.isnan(base) & ~np.isnan(mx) & ~np.isnan(got["aperf"])
+        if use.any():
+            base = np.where(use, mx, base)
+            c.flag("base_khz", "base_from_max_khz")
+    if not np.isnan(base).all():
         got["base_khz"] = base
     for f, v in got.items():
         c.add_pu([f], v)

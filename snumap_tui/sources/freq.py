@@ -6,8 +6,13 @@ usually have no cpufreq driver at all.
 
 The msr PMU (arch/x86/events/msr.c) exposes ``aperf`` and ``mperf`` as free-running
 counters: GHz = base GHz * d(aperf)/d(mperf), averaged over the interval, which is what a
-monitor wants. A VM's msr PMU often offers only ``tsc``. The last resort, cycles/time from the
-hardware PMU, is computed by derive() from the perf source.
+monitor wants. MPERF ticks at the base (TSC) rate, not at ``cpuinfo_max_freq`` (the maximum
+*turbo* frequency with intel_pstate and amd-pstate: scaling by it inflates GHz by 30-60 %).
+So the base comes from cpufreq's ``base_frequency`` (intel_pstate.rst, "base_frequency") when
+the driver has it, and the msr PMU's ``tsc`` counter is opened next to aperf/mperf so derive()
+measures the TSC rate over the same interval; ``max_khz`` is only a flagged last resort.
+A VM's msr PMU often offers only ``tsc``. The last resort, cycles/time from the hardware PMU,
+is computed by derive() from the perf source.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class FreqSource:
         self._cur_paths = [str(self.root / CPU_DIR / f"cpu{c}/cpufreq/scaling_cur_freq")
                            for c in self.cpus]
         self._max_khz = np.full(len(self.cpus), np.nan)
+        self._base_khz = np.full(len(self.cpus), np.nan)
         # scaling_cur_freq: last value and when it was read, per PU (see _read_cur_khz)
         self.max_age_s, self.budget, self._clock = max_age_s, max(1, budget), clock
         self._cur = np.full(len(self.cpus), np.nan)
@@ -66,7 +72,12 @@ class FreqSource:
             t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq")
             if t and t.strip().isdigit():
                 self._max_khz[i] = float(t)
-        self._msr: list[tuple[Callable[[], int], Callable[[], int]] | None] = []
+            t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/base_frequency")
+            if t and t.strip().isdigit():
+                self._base_khz[i] = float(t)
+        # Per PU: (aperf, mperf, tsc or None) readers.
+        self._msr: list[tuple[Callable[[], int], Callable[[], int],
+                              Callable[[], int] | None]] = []
         self._status: SourceStatus | None = None
 
     def _open_msr(self) -> str | None:
@@ -81,17 +92,35 @@ class FreqSource:
             return f"the msr PMU has no aperf/mperf (only {', '.join(have) or 'nothing'})"
         if self._opener is None:
             return "not this machine (--fsroot): perf counts only the running machine"
-        opened = []
-        try:
-            for c in self.cpus:
-                opened.append((self._opener(a[0], a[1]["config"], c),
-                               self._opener(m[0], m[1]["config"], c)))
-        except OSError as exc:
-            self._msr = opened  # type: ignore[assignment]
-            self.close()
-            return f"aperf/mperf: {exc}"
-        self._msr = opened  # type: ignore[assignment]
+        tsc = pe.pmu_event("msr", "tsc", self.root)
+        for c in self.cpus:
+            try:
+                self._msr.append(self._open_pu(c, a[1]["config"], m[1]["config"],
+                                               tsc[1]["config"] if tsc else None, a[0]))
+            except OSError as exc:
+                self.close()
+                return f"aperf/mperf: {exc}"
         return None
+
+    def _open_pu(self, cpu: int, aperf: int, mperf: int, tsc: int | None, typ: int
+                 ) -> tuple[Callable[[], int], Callable[[], int], Callable[[], int] | None]:
+        """aperf, mperf and (when the PMU has it) tsc on one PU, one after the other: if a
+        later one fails, the ones already open are closed before the error goes up."""
+        opened: list[Callable[[], int]] = []
+        try:
+            for cfg in (aperf, mperf):
+                opened.append(self._opener(typ, cfg, cpu))  # type: ignore[misc]
+            t = None
+            if tsc is not None:
+                try:
+                    t = self._opener(typ, tsc, cpu)  # type: ignore[misc]
+                except OSError:
+                    t = None     # no measured base: derive() falls back to base_khz/max_khz
+        except OSError:
+            for r in opened:
+                _close(r)
+            raise
+        return opened[0], opened[1], t
 
     def status(self) -> SourceStatus:
         if self._status is not None:
@@ -117,21 +146,26 @@ class FreqSource:
         n = len(self.cpus)
         out: dict[str, Any] = {"cpus": np.array(self.cpus, dtype=np.int64),
                                "max_khz": self._max_khz.copy()}
+        if not np.isnan(self._base_khz).all():
+            out["base_khz"] = self._base_khz.copy()
         if self._cpufreq:
             out["cur_khz"] = self._read_cur_khz()
         if self._msr:
             aperf = np.full(n, np.nan)
             mperf = np.full(n, np.nan)
-            for i, pair in enumerate(self._msr):
-                if pair is None:
-                    continue
+            tsc = np.full(n, np.nan)
+            for i, (ra, rm, rt) in enumerate(self._msr):
                 try:
-                    aperf[i] = pair[0]()
-                    mperf[i] = pair[1]()
+                    aperf[i] = ra()
+                    mperf[i] = rm()
+                    if rt is not None:
+                        tsc[i] = rt()
                 except OSError:
                     pass
             out["aperf"] = aperf
             out["mperf"] = mperf
+            if any(rt is not None for _, _, rt in self._msr):
+                out["tsc"] = tsc
         return out
 
     def _read_cur_khz(self) -> np.ndarray:
@@ -175,11 +209,17 @@ class FreqSource:
         for fd in self._cur_fds.values():
             os.close(fd)
         self._cur_fds.clear()
-        for pair in self._msr:
-            for r in pair or ():
-                close = getattr(r, "close", None)
-                if close is not None:
-                    close()
+        for readers in self._msr:
+            for r in readers:
+                if r is not None:
+                    _close(r)
         self._msr = []
         self._status = None
 
+
+
+def _close(reader: Callable[[], int]) -> None:
+    """Close a counter reader (pe.Counter has close(); an injected test reader may not)."""
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
