@@ -418,3 +418,64 @@ def test_task_rows_are_built_only_when_read(machine: tuple[FakeRoot, Topology]) 
     assert [t["pid"] for t in out["tasks"]] == [t.pid for t in rows]
     assert f.task(123456) is None
     s.close()
+
+
+class Hung:
+    """A source whose read blocks until released (a hung procfs/sysfs read), recording the
+    order of reads and closes."""
+
+    name = "hung"
+    root = Path("/")
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.log: list[str] = []
+
+    def status(self) -> SourceStatus:
+        return SourceStatus(self.name, True)
+
+    def read(self) -> dict[str, Any]:
+        self.log.append("read")
+        self.entered.set()
+        self.release.wait(10.0)
+        self.log.append("read done")
+        return {"x": 1}
+
+    def close(self) -> None:
+        self.log.append("close")
+
+
+def test_close_never_closes_sources_under_a_sweep(machine: tuple[FakeRoot, Topology]) -> None:
+    fake, topo = machine
+    hung = Hung()
+    s = Sampler(topo, fake.root, interval_s=0.01, sources=[hung])
+    s.start(lambda f: None)
+    assert hung.entered.wait(5.0)
+    s.close(timeout=0.05)              # the runner is stuck in read(): nothing closed yet
+    assert s.running and "close" not in hung.log
+    hung.release.set()
+    deadline = time.monotonic() + 5.0
+    while s.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not s.running
+    assert hung.log[-2:] == ["read done", "close"]   # closed by the runner, after its sweep
+
+
+def test_watch_pids_waits_for_the_sweep_in_progress(machine: tuple[FakeRoot, Topology]) -> None:
+    fake, topo = machine
+    hung = Hung()
+    s = Sampler(topo, fake.root, interval_s=0.01, sources=[hung, *fake_sources(fake)])
+    s.start(lambda f: None)
+    assert hung.entered.wait(5.0)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (s.watch_pids([1]), done.set()))
+    t.start()
+    # The tasks source's watched sets must not change while the sampler thread sweeps it.
+    assert not done.wait(0.1)
+    hung.release.set()
+    assert done.wait(5.0)
+    t.join()
+    s.close()
+    tasks = next(x for x in s.sources if x.name == "tasks")
+    assert tasks.numa_pids == {1}

@@ -14,7 +14,6 @@ benchmark times exactly what it constructs, and ``snumap replay`` needs none of 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import threading
 import time
@@ -34,41 +33,15 @@ from snumap_tui.topology.model import Topology
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 3600.0
 
-# The sources a live sampler opens when none are given: (module, class). Modules that are not
-# there (or fail to import, e.g. without bcc) are reported as unavailable, not fatal.
-DEFAULT_SOURCES = (("procstat", "ProcStatSource"), ("perf", "PerfSource"),
-                   ("freq", "FreqSource"), ("rapl", "RaplSource"), ("numa", "NumaSource"),
-                   ("tasks", "TasksSource"))
-
-
 def default_sources(root: Path = Path("/"), tasks: bool = True, topology: Topology | None = None
                     ) -> tuple[list[Source], list[SourceStatus]]:
-    """Construct every known source on ``root`` (the sources package's registry,
-    ``all_sources``); a source module that cannot be imported comes back as a status saying
-    why, so one broken source never takes the others down."""
-    from snumap_tui import sources as pkg
+    """Every source of the sources package's registry (``all_sources``) on ``root``, and the
+    statuses of sources that could not even be constructed (none today: construction opens
+    nothing, each source says in its status() what it lacks)."""
+    from snumap_tui.sources import SOURCE_NAMES, all_sources
 
-    names = tuple(n for n in getattr(pkg, "SOURCE_NAMES", [m for m, _ in DEFAULT_SOURCES])
-                  if tasks or n != "tasks")
-    registry = getattr(pkg, "all_sources", None)
-    if registry is not None:
-        try:
-            return list(registry(root, topology=topology, names=names)), []
-        except ImportError:
-            pass                      # one module is broken: build the others one by one
-    out: list[Source] = []
-    missing: list[SourceStatus] = []
-    for mod, cls in DEFAULT_SOURCES:
-        if mod not in names:
-            continue
-        try:
-            klass = getattr(importlib.import_module(f"snumap_tui.sources.{mod}"), cls)
-            out.append(klass(root))
-        except (ImportError, AttributeError) as exc:
-            missing.append(SourceStatus(mod, False, f"not built into this snumap ({exc})"))
-        except (OSError, ValueError) as exc:
-            missing.append(SourceStatus(mod, False, f"cannot open: {exc}"))
-    return out, missing
+    names = tuple(n for n in SOURCE_NAMES if tasks or n != "tasks")
+    return all_sources(root, topology=topology, names=names), []
 
 
 def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
@@ -144,6 +117,11 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self._watched: set[int] = set()
+        self._counted: set[int] = set()
+        # close() while the runner is stuck in a sweep hands the closing over to the runner.
+        self._handoff = threading.Lock()
+        self._close_on_exit = False
+        self._runner_done = True
         self._timeline = TaskTimeline()
         self.tasks_every_s = 0.0
 
@@ -211,21 +189,44 @@ class Sampler:
         if every_s == 0.0 and was > 0.0 and self.running:
             self._wake.set()
 
-    def watch_pids(self, pids: Iterable[int]) -> None:
+    def watch_pids(self, pids: Iterable[int], counters: bool = False) -> None:
         """Ask the tasks source for these processes' pages per NUMA node (numa_maps), and to
-        keep reading them every sweep when the rest of the list is read less often."""
+        keep reading them every sweep when the rest of the list is read less often. With
+        ``counters`` also their per-thread perf counters (``watch_counters``). Called from a
+        UI thread: the lock keeps the sampler thread from sweeping the tasks source while its
+        sets of watched processes change under it."""
         want = set(pids)
-        for s in self.sources:
-            cadence = getattr(s, "set_cadence", None)
-            if cadence is not None:
-                cadence(self.tasks_every_s, want)
-            per_pid = getattr(s, "want_numa", None)     # the tasks source: one pid at a time
-            if per_pid is not None:
-                for pid in self._watched - want:
+        with self._lock:
+            for s in self.sources:
+                cadence = getattr(s, "set_cadence", None)
+                if cadence is not None:
+                    cadence(self.tasks_every_s, want)
+                per_pid = getattr(s, "want_numa", None)   # the tasks source: one pid at a time
+                if per_pid is not None:
+                    for pid in self._watched - want:
+                        per_pid(pid, False)
+                    for pid in want - self._watched:
+                        per_pid(pid, True)
+            self._watched = want
+        if counters:
+            self.watch_counters(want)
+
+    def watch_counters(self, pids: Iterable[int]) -> None:
+        """Per-thread perf counters (hardware where the PMU has them, software always: context
+        switches, migrations, page faults) on these processes, following their threads across
+        PUs; the process rows of the next frames carry their rates (TaskRow.ctx_switches_s,
+        TaskRow.ipc ...). An empty set closes them all."""
+        want = set(pids)
+        with self._lock:
+            for s in self.sources:
+                per_pid = getattr(s, "want_counters", None)
+                if per_pid is None:
+                    continue
+                for pid in self._counted - want:
                     per_pid(pid, False)
-                for pid in want - self._watched:
+                for pid in want - self._counted:
                     per_pid(pid, True)
-        self._watched = want
+            self._counted = want
 
     # ---- the background runner ---------------------------------------------------------
     def set_interval(self, seconds: float) -> None:
@@ -248,6 +249,7 @@ class Sampler:
         self._stopping = False
         self._wake.clear()
         self.error = None
+        self._runner_done = False
         self._thread = threading.Thread(target=self._run, args=(callback, on_sample, on_error),
                                         name="snumap-sampler", daemon=True)
         self._thread.start()
@@ -290,6 +292,13 @@ class Sampler:
             if on_error is None:
                 raise
             on_error(exc)
+        finally:
+            with self._handoff:
+                self._runner_done = True
+                close = self._close_on_exit
+            if close:                    # close() gave up waiting: the runner closes last
+                with self._lock:
+                    self._close_sources()
 
     def _has_util(self, frame: Frame | None) -> bool:
         """Whether a frame shows the machine's utilisation (or never will: no /proc/stat)."""
@@ -299,18 +308,33 @@ class Sampler:
             return True
         return frame.get("util_pct", self.topology.root.id) is not None
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the runner and wait for its sweep in progress to finish."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the runner and wait for its sweep in progress to finish. False when it is
+        still sweeping after ``timeout`` (a hung read): the thread is kept, so ``running``
+        stays true and ``close()`` leaves the sources to it."""
         self._stopping = True
         self._wake.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
+            if t.is_alive():
+                return False
         self._thread = None
+        return True
 
-    def close(self) -> None:
-        """Stop, and close every source (perf file descriptors, BPF programs)."""
-        self.stop()
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop, and close every source (perf file descriptors, BPF programs). If the runner
+        is still inside a sweep after stop()'s timeout, the sources are closed by the runner
+        when that sweep ends, never under it (a pread on an fd number closed and reused)."""
+        if not self.stop(timeout):
+            with self._handoff:
+                if not self._runner_done:
+                    self._close_on_exit = True
+                    return
+        self._close_sources()
+
+    def _close_sources(self) -> None:
+        self._close_on_exit = False
         for s in self.sources:
             with contextlib.suppress(OSError):
                 s.close()
