@@ -83,3 +83,46 @@ def test_bad_options_are_one_line_errors(argv: list[str], msg: str,
 def test_tui_refuses_a_non_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["top", "--synthetic", "pack:1 core:2 pu:1"]) == 2
     assert "--batch" in capsys.readouterr().err
+
+
+def test_batch_fsroot_statuses_match_the_tui(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A gathered tree without powercap or power PMU: batch mode says what the TUI's ``i``
+    screen says (the tree lacks the files; no fix for this machine offered as that one's)."""
+    FakeRoot(tmp_path, cpus=2, rapl=False, power_pmu=False)
+    rc = main(["top", "--fsroot", str(tmp_path), "--batch", "--json", "--count", "1",
+               "--interval", "0.05"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    rapl = json.loads(out.out.splitlines()[-1])["sources"]["rapl"]
+    assert not rapl["available"] and rapl["fix"] is None
+    assert rapl["reason"].startswith("unknown for that machine")
+    assert main(["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
+                 "--interval", "0.05"]) == 0
+    text = capsys.readouterr().out
+    assert "unavailable: rapl: unknown for that machine" in text
+
+
+def test_live_feed_drives_the_samplers_own_api(tmp_path: Path) -> None:
+    """The TUI's feed calls the Sampler's methods (no probing for ones it may not have): the
+    interval is validated, the watched process and the tasks cadence reach the sampler."""
+    from snumap_tui.commands.top import LiveFeed
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.topology.build import load_topology
+
+    FakeRoot(tmp_path, cpus=2)
+    topo = load_topology(fsroot=tmp_path)
+    feed = LiveFeed(topo, tmp_path, 1.0, origin=("fsroot", "x"))
+    try:
+        feed.set_interval(0.5)
+        assert feed.interval_s == feed.sampler.interval_s == 0.5
+        with pytest.raises(SnumapError):
+            feed.set_interval(0.0)
+        feed.tasks_cadence(5.0)
+        assert feed.sampler.tasks_every_s == 5.0
+        feed.watch_pid(4200)
+        assert feed.sampler._watched == {4200}
+        feed.watch_pid(None)
+        assert feed.sampler._watched == set()
+    finally:
+        feed.stop()

@@ -52,41 +52,36 @@ class LiveFeed:
         self.root = root
 
     def start(self, callback: Callable[[Frame], None]) -> None:
-        if self.origin is not None and self.origin[0] == "topology":
-            def relabel(frame: Frame) -> None:
-                frame.sources = foreign_statuses(self.origin[1] if self.origin else "")
-                callback(frame)
-            self.sampler.start(relabel)
-            return
-        if self.origin is not None and self.origin[0] == "fsroot":
-            self.sampler.start(lambda frame: callback(gathered_statuses(frame, self.root)))
-            return
-        self.sampler.start(callback)
+        if self.origin is None:
+            self.sampler.start(callback)
+        else:
+            self.sampler.start(lambda frame: callback(relabel(frame, self.origin, self.root)))
 
     def stop(self) -> None:
         self.sampler.close()
 
     def set_interval(self, seconds: float) -> None:
-        self.interval_s = seconds
-        setter = getattr(self.sampler, "set_interval", None)
-        if callable(setter):
-            setter(seconds)
-        else:
-            self.sampler.interval_s = seconds
+        self.sampler.set_interval(seconds)
+        self.interval_s = self.sampler.interval_s
 
     def tasks_cadence(self, every_s: float) -> None:
         """How often the app needs the whole process list (0: every frame; the selected
         process is read every frame either way)."""
-        setter = getattr(self.sampler, "set_tasks_cadence", None)
-        if callable(setter):
-            setter(every_s)
+        self.sampler.set_tasks_cadence(every_s)
 
     def watch_pid(self, pid: int | None) -> None:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
-        setter = getattr(self.sampler, "watch_pids", None) or getattr(
-            self.sampler, "set_numa_pids", None)
-        if callable(setter):
-            setter(set() if pid is None else {pid})
+        self.sampler.watch_pids(() if pid is None else (pid,))
+
+
+def relabel(frame: Frame, origin: tuple[str, str] | None, root: Path) -> Frame:
+    """What the sources of a frame say, for whose numbers it shows (``origin_of``): the TUI
+    and batch mode both pass every frame through here, so they say the same thing."""
+    if origin is not None and origin[0] == "topology":
+        frame.sources = foreign_statuses(origin[1])
+    elif origin is not None and origin[0] == "fsroot":
+        gathered_statuses(frame, root)
+    return frame
 
 
 def gathered_statuses(frame: Frame, root: Path) -> Frame:
@@ -98,9 +93,6 @@ def gathered_statuses(frame: Frame, root: Path) -> Frame:
 
     frame.sources = {k: for_gathered_tree(v, root) for k, v in frame.sources.items()}
     return frame
-
-
-LIVE_SOURCES = ("procstat", "perf", "freq", "rapl", "numa", "tasks")
 
 
 def origin_of(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -120,12 +112,13 @@ def origin_of(args: argparse.Namespace) -> tuple[str, str] | None:
 
 def foreign_statuses(name: str) -> dict[str, SourceStatus]:
     """Every source off, saying why (what the i screen and batch mode show)."""
+    from snumap_tui.sources import SOURCE_NAMES
     from snumap_tui.sources.base import SourceStatus
 
     why = (f"not this machine: {name} is another machine's topology, and this machine's "
            "counters on its PUs would be wrong")
     fix = ("run snumap top on that machine, or gather its /sys and /proc and use --fsroot")
-    return {n: SourceStatus(n, False, why, fix) for n in LIVE_SOURCES}
+    return {n: SourceStatus(n, False, why, fix) for n in SOURCE_NAMES}
 
 
 def make_sampler(topo: Topology, root: Path, interval_s: float,
@@ -140,8 +133,12 @@ def make_sampler(topo: Topology, root: Path, interval_s: float,
 
 
 def _check(args: argparse.Namespace) -> None:
-    if not 0.01 <= args.interval <= 3600:
-        raise SnumapError(f"--interval {args.interval:g}: must be between 0.01 and 3600 seconds")
+    from snumap_tui.model.sampler import check_interval
+
+    try:
+        check_interval(args.interval)
+    except SnumapError as exc:
+        raise SnumapError(f"--interval {args.interval:g}: {exc}") from None
     if args.count is not None and args.count < 1:
         raise SnumapError(f"--count {args.count}: must be at least 1")
     if args.tasks < 0:
@@ -238,14 +235,13 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
 def user_metric_lines(frame: Frame, per_metric: int = 16) -> list[str]:
     """One line per metric of the user's file: its value on the objects it is attached to
     (the machine and its packages when it names none), at most ``per_metric`` of them."""
-    from snumap_tui.ui.metricspec import _catalogue, user_metric_names, view_for
+    from snumap_tui.ui.metricspec import user_metric_names, view_for
 
-    cat = _catalogue()
     out = []
     for name in user_metric_names(frame.values):
-        types = getattr(cat[name], "objects", None) or ("Machine", "Package")
-        objs = [o for o in frame.topology if o.type in types][:per_metric]
         view = view_for(name)
+        types = view.metric.objects or ("Machine", "Package")
+        objs = [o for o in frame.topology if o.type in types][:per_metric]
         cells = [(f"{o.type}:{o.os_index}" if o.os_index is not None and not o.is_cache
                   else f"{o.type}#{o.logical_index}") + f"={view.fmt(frame.get(name, o.id), 0)}"
                  for o in objs]
@@ -285,8 +281,7 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
             frame = sampler.frame()
             if frame is None:
                 continue
-            if origin is not None and origin[0] == "topology":
-                frame.sources = foreign_statuses(origin[1])
+            relabel(frame, origin, root)
             if args.json:
                 sys.stdout.write(json.dumps(frame.to_dict(), default=_json_default) + "\n")
             else:
@@ -296,7 +291,5 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
     except KeyboardInterrupt:
         return 130 if printed == 0 else 0
     finally:
-        close = getattr(sampler, "close", None) or getattr(sampler, "stop", None)
-        if callable(close):
-            close()
+        sampler.close()
     return 0

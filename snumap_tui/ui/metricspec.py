@@ -1,33 +1,60 @@
-"""How the views show a metric: label, unit, formatting and the 0..1 colour position.
+"""How the views show a metric: label, unit, number format and the 0..1 colour position.
 
-Why a UI-side table: the model's catalogue (``snumap_tui.model.metrics``) owns names, units,
-scales and thresholds; the views additionally need a short column header and a fixed-width
-formatter. ``view_for`` takes scale and thresholds from the catalogue when it has the metric
-and falls back to the defaults below, so the UI keeps working (and tests stay deterministic)
-whatever the catalogue adds. Headless: no textual, no rich (batch mode uses it).
+Why a UI-side table: the model's catalogue (``snumap_tui.model.metrics``) owns each metric's
+scale, thresholds and description, and how a value maps onto the scale (``Metric.normalize``,
+``Metric.level``); the views additionally need a short readable label, a unit to print and a
+fixed-width formatter. So the table below holds only those, and a ``MetricView`` carries the
+catalogue's ``Metric`` for everything else: one copy of the scale and the thresholds, one copy
+of the logic that applies them. Headless: no textual, no rich (batch mode uses it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
+
+from snumap_tui.model.metrics import Catalogue, Metric, default_catalogue
 
 
 @dataclass(frozen=True)
 class MetricView:
+    """A metric as the views show it. Scale, thresholds and description are the model's
+    (``metric``); label, unit, digits and bytes-ness are the UI's."""
+
     key: str                  # name in Frame.values
     label: str                # readable name without its unit: "power pkg", "NUMA miss"
     unit: str                 # "%", "GHz", "W", ... ("" for ratios and for bytes)
-    lo: float = 0.0
-    hi: float = 100.0
-    log: bool = False
-    warn: float | None = None   # threshold that marks a problem
-    warn_low: bool = False      # the problem is *below* warn (low IPC) rather than above
     digits: int = 1
-    description: str = ""
-    is_bytes: bool = False      # memory: shown as 2.9GiB, never as 3042338.0k
+    is_bytes: bool = False    # memory: shown as 2.9GiB, never as 3042338.0k
+    # The catalogue's metric (a bare one, 0..100 linear and no threshold, for a frame value
+    # the catalogue does not know).
+    metric: Metric = field(default_factory=lambda: _bare("?"), compare=False, repr=False)
+    # norm() of values already seen: a heatmap asks for the same PU value once per line of a
+    # tall cell, and the model's normalize is numpy (microseconds per scalar).
+    _norms: dict[float, float] = field(default_factory=dict, compare=False, repr=False)
+
+    # ---- the model's scale and thresholds, under the names the views read --------------
+    @property
+    def lo(self) -> float:
+        return self.metric.vmin
+
+    @property
+    def hi(self) -> float:
+        return self.metric.vmax
+
+    @property
+    def log(self) -> bool:
+        return self.metric.scale == "log"
+
+    @property
+    def warn(self) -> float | None:
+        return self.metric.warn
+
+    @property
+    def description(self) -> str:
+        return self.metric.description
 
     @property
     def title(self) -> str:
@@ -51,91 +78,80 @@ class MetricView:
         return s.rjust(width)
 
     def norm(self, v: float | None) -> float | None:
-        """Position on the colour scale, clamped to 0..1; None for n/a."""
+        """Position on the colour scale, 0..1 (``Metric.normalize``); None for n/a."""
         if v is None or math.isnan(v):
             return None
-        lo, hi = self.lo, self.hi
-        if self.log:
-            lo, hi = math.log10(max(lo, 1e-9)), math.log10(max(hi, 1e-9))
-            v = math.log10(max(v, 1e-9))
-        if hi <= lo:
-            return 0.0
-        return min(1.0, max(0.0, (v - lo) / (hi - lo)))
+        cache = self._norms
+        got = cache.get(v)
+        if got is None:
+            if len(cache) >= 4096:         # live values rarely repeat across frames
+                cache.clear()
+            got = cache[v] = float(self.metric.normalize(v))
+        return got
 
     def is_problem(self, v: float | None) -> bool:
-        if v is None or self.warn is None or math.isnan(v):
+        """Whether ``v`` crosses one of the metric's thresholds (``Metric.level``)."""
+        if v is None or not self.metric.thresholds or math.isnan(v):
             return False
-        return v < self.warn if self.warn_low else v > self.warn
+        return self.metric.level(v) is not None
+
+
+def _bare(name: str) -> Metric:
+    """A metric the catalogue does not define (a frame value without a formula): the default
+    0..100 linear scale, nothing flagged."""
+    return Metric(name=name, unit="", description="", exprs=())
+
+
+class Look(NamedTuple):
+    """The UI's part of a metric: what a user reads and how its numbers are printed."""
+
+    key: str
+    label: str
+    unit: str
+    digits: int = 1
+    is_bytes: bool = False
 
 
 # Keys are the catalogue's names (snumap_tui.model.metrics); these are the names a user reads
 # in the metric picker, the history line and the heatmap legend (unique, never cut, the unit
-# apart so no line says "GHz GHz") and the number formats. Scale and thresholds come from the
-# catalogue when it has them; these are the fallbacks.
-_B = 2.0 ** 40
-DEFAULTS: tuple[MetricView, ...] = (
-    MetricView("util_pct", "CPU", "%", 0, 100, description="busy time of the PUs (non-idle)"),
-    MetricView("ipc", "IPC", "", 0, 4, digits=2, warn=0.5, warn_low=True,
-               description="instructions per cycle (sum of instructions / sum of cycles)"),
-    MetricView("ghz", "clock", "GHz", 0, 5, digits=2, description="clock frequency"),
-    MetricView("mpki", "cache MPKI", "", 0.1, 100, log=True, warn=10,
-               description="cache misses per 1000 instructions"),
-    MetricView("cache_miss_pct", "cache miss", "%", 0, 100, warn=50,
-               description="cache misses / cache references"),
-    MetricView("power_pkg_w", "power pkg", "W", 0, 400, digits=0,
-               description="RAPL power of the package"),
-    MetricView("mem_used_pct", "mem used+cache", "%", 0, 100, warn=90,
-               description="memory used on the NUMA node, page cache included"),
-    MetricView("numa_miss_pct", "NUMA miss", "%", 0, 100, warn=5,
-               description="allocations that missed their intended NUMA node"),
-    MetricView("system_pct", "system", "%", 0, 100, description="time in the kernel"),
-    MetricView("steal_pct", "steal", "%", 0, 100, warn=5, description="time stolen by the "
-               "hypervisor"),
-    MetricView("ctxsw_per_s", "ctx switches", "/s", 1, 1e6, log=True, digits=0,
-               description="context switches per second"),
-    MetricView("user_pct", "user", "%", 0, 100, description="time in user mode"),
-    MetricView("iowait_pct", "iowait", "%", 0, 100, description="idle waiting for I/O"),
-    MetricView("branch_miss_pct", "branch miss", "%", 0, 20, description="mispredicted "
-               "branches per branch"),
-    MetricView("branch_mpki", "branch MPKI", "", 0.1, 100, log=True,
-               description="branch misses per 1000 instructions"),
-    MetricView("frontend_stall_pct", "frontend stall", "%", 0, 100,
-               description="cycles stalled in the front end"),
-    MetricView("backend_stall_pct", "backend stall", "%", 0, 100,
-               description="cycles stalled in the back end"),
-    MetricView("gips", "instructions", "G/s", 0.01, 100, log=True, digits=2,
-               description="billions of instructions per second"),
-    MetricView("migrations_per_s", "migrations", "/s", 0.1, 1e5, log=True, digits=0,
-               description="task migrations per second"),
-    MetricView("faults_per_s", "page faults", "/s", 1, 1e7, log=True, digits=0,
-               description="page faults per second"),
-    MetricView("power_core_w", "power cores", "W", 0, 400, digits=0,
-               description="RAPL power of the cores (PP0)"),
-    MetricView("power_uncore_w", "power uncore", "W", 0, 100, digits=0,
-               description="RAPL power of the uncore/GPU (PP1)"),
-    MetricView("power_dram_w", "power dram", "W", 0, 100, digits=0,
-               description="RAPL power of the DRAM"),
-    MetricView("power_psys_w", "power psys", "W", 0, 1000, digits=0,
-               description="RAPL platform power"),
-    MetricView("mem_total_bytes", "mem total", "", 0, _B, is_bytes=True,
-               description="memory of the NUMA nodes"),
-    MetricView("mem_used_bytes", "mem used+cache", "", 0, _B, is_bytes=True,
-               description="memory in use, page cache included (node meminfo MemUsed)"),
-    MetricView("mem_free_bytes", "mem free", "", 0, _B, is_bytes=True,
-               description="free memory of the NUMA nodes (MemFree)"),
-    MetricView("mem_anon_bytes", "mem anon", "", 0, _B, is_bytes=True,
-               description="anonymous memory (AnonPages)"),
-    MetricView("mem_file_bytes", "page cache", "", 0, _B, is_bytes=True,
-               description="page cache (FilePages)"),
-    MetricView("numa_hit_per_s", "NUMA hit", "pages/s", 1, 1e7, log=True, digits=0,
-               description="allocations on the intended node"),
-    MetricView("numa_miss_per_s", "NUMA miss", "pages/s", 1, 1e7, log=True, digits=0,
-               description="allocations here meant for another node"),
-    MetricView("numa_foreign_per_s", "NUMA foreign", "pages/s", 1, 1e7, log=True, digits=0,
-               description="allocations meant here that went elsewhere"),
-    MetricView("numa_remote_pct", "NUMA remote", "%", 0, 100, warn=20,
-               description="pages allocated here for processes running elsewhere"),
+# apart so no line says "GHz GHz") and the number formats. Scales, thresholds and
+# descriptions are the catalogue's.
+DEFAULTS: tuple[Look, ...] = (
+    Look("util_pct", "CPU", "%"),
+    Look("ipc", "IPC", "", digits=2),
+    Look("ghz", "clock", "GHz", digits=2),
+    Look("mpki", "cache MPKI", ""),
+    Look("cache_miss_pct", "cache miss", "%"),
+    Look("power_pkg_w", "power pkg", "W", digits=0),
+    Look("mem_used_pct", "mem used+cache", "%"),
+    Look("numa_miss_pct", "NUMA miss", "%"),
+    Look("system_pct", "system", "%"),
+    Look("steal_pct", "steal", "%"),
+    Look("ctxsw_per_s", "ctx switches", "/s", digits=0),
+    Look("user_pct", "user", "%"),
+    Look("iowait_pct", "iowait", "%"),
+    Look("branch_miss_pct", "branch miss", "%"),
+    Look("branch_mpki", "branch MPKI", ""),
+    Look("frontend_stall_pct", "frontend stall", "%"),
+    Look("backend_stall_pct", "backend stall", "%"),
+    Look("gips", "instructions", "G/s", digits=2),
+    Look("migrations_per_s", "migrations", "/s", digits=0),
+    Look("faults_per_s", "page faults", "/s", digits=0),
+    Look("power_core_w", "power cores", "W", digits=0),
+    Look("power_uncore_w", "power uncore", "W", digits=0),
+    Look("power_dram_w", "power dram", "W", digits=0),
+    Look("power_psys_w", "power psys", "W", digits=0),
+    Look("mem_total_bytes", "mem total", "", is_bytes=True),
+    Look("mem_used_bytes", "mem used+cache", "", is_bytes=True),
+    Look("mem_free_bytes", "mem free", "", is_bytes=True),
+    Look("mem_anon_bytes", "mem anon", "", is_bytes=True),
+    Look("mem_file_bytes", "page cache", "", is_bytes=True),
+    Look("numa_hit_per_s", "NUMA hit", "pages/s", digits=0),
+    Look("numa_miss_per_s", "NUMA miss", "pages/s", digits=0),
+    Look("numa_foreign_per_s", "NUMA foreign", "pages/s", digits=0),
+    Look("numa_remote_pct", "NUMA remote", "%"),
 )
+_LOOKS = {look.key: look for look in DEFAULTS}
 
 # The usual ones: the picker offers them first, then the user's metrics, then the rest.
 USUAL = DEFAULTS[:11]
@@ -157,10 +173,10 @@ def resolve(values: dict[str, Any], key: str) -> str | None:
     return None
 
 
-_CATALOGUE: Any = None     # set by use_catalogue(): the built-ins plus the user's metrics
+_CATALOGUE: Catalogue | None = None   # set by use_catalogue(): built-ins + the user's metrics
 
 
-def use_catalogue(catalogue: Any) -> None:
+def use_catalogue(catalogue: Catalogue | None) -> None:
     """Make the views use this catalogue (``snumap top --metrics FILE``: the user's metrics
     get their unit, scale, thresholds and description); None goes back to the built-ins."""
     global _CATALOGUE
@@ -168,48 +184,34 @@ def use_catalogue(catalogue: Any) -> None:
     view_for.cache_clear()
 
 
-def _catalogue() -> Any:
-    if _CATALOGUE is not None:
-        return _CATALOGUE
-    try:
-        from snumap_tui.model.metrics import default_catalogue
-    except ImportError:    # pragma: no cover - the model is part of the package
-        return None
-    return default_catalogue()
+def active_catalogue() -> Catalogue:
+    """The catalogue the views show: the one given to ``use_catalogue``, else the built-ins."""
+    return _CATALOGUE if _CATALOGUE is not None else default_catalogue()
 
 
 def user_metric_names(values: dict[str, Any]) -> list[str]:
     """The metrics of a frame that come from the user's TOML file, in the file's order."""
-    cat = _catalogue()
-    if cat is None:
-        return []
-    return [m.name for m in cat if getattr(m, "user", False) and m.name in values]
+    return [m.name for m in active_catalogue() if m.user and m.name in values]
 
 
 @lru_cache(maxsize=256)
 def view_for(key: str) -> MetricView:
-    """The view of metric ``key``: the default, with scale/thresholds from the catalogue
-    (cached: the views ask for it per row and per frame)."""
+    """The view of metric ``key``: the UI's look with the catalogue's metric (cached: the views
+    ask for it per row and per frame)."""
     name = ALIASES.get(key, (key,))[0]
-    default = next((m for m in DEFAULTS if m.key == name), None)
-    base = default or MetricView(name, name.replace("_", " "), "", digits=2)
-    cat = _catalogue()
-    if cat is None or name not in cat:
-        return base
-    spec = cat[name]
-    if default is None and getattr(spec, "user", False):
-        base = replace(base, label=name)     # a user's metric: its own name
-    changes: dict[str, Any] = {"lo": spec.vmin, "hi": spec.vmax, "log": spec.scale == "log",
-                               "description": spec.description}
-    warn = [t for t in spec.thresholds if t.level == "warn"]
-    if warn:
-        changes["warn"] = warn[0].limit
-        changes["warn_low"] = warn[0].op == "<"
-    if spec.unit == "B":
-        changes["is_bytes"] = True
-    elif base.unit == "" and not base.is_bytes and spec.unit not in ("IPC", "MPKI"):
-        changes["unit"] = spec.unit
-    return replace(base, **changes)
+    cat = active_catalogue()
+    metric = cat[name] if name in cat else _bare(name)
+    look = _LOOKS.get(name)
+    if look is None:
+        # Not in the table: a user's metric keeps its own name, anything else is readable.
+        label = name if metric.user else name.replace("_", " ")
+        look = Look(name, label, "", digits=2)
+    view = MetricView(*look, metric=metric)
+    if metric.unit == "B":
+        return replace(view, is_bytes=True)
+    if not view.unit and not view.is_bytes and metric.unit not in ("", "IPC", "MPKI"):
+        return replace(view, unit=metric.unit)     # IPC and MPKI are their own label
+    return view
 
 
 def heatmap_metrics(values: dict[str, Any], pu_ids: Any = None) -> list[MetricView]:
