@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from snumap_tui.analysis.load import load
-from snumap_tui.analysis.report import build_report, cpulist, format_report, rapl_energy
+from snumap_tui.analysis.report import build_report, format_report, rapl_energy
 from snumap_tui.analysis.synth import synthetic_topology, write_recording
 from snumap_tui.cli import main
 from snumap_tui.model.sample import Sample
@@ -97,11 +97,32 @@ def test_report_of_a_missing_or_bad_file_is_one_line(tmp_path: Path,
 def test_rapl_energy_corrects_wraparound() -> None:
     samples = [rapl_sample(0, [800.0, 0.0]), rapl_sample(10**9 // 2, [900.0, 5e6]),
                rapl_sample(10**9, [100.0, 1e7])]
-    e = {d["domain"]: d for d in rapl_energy(samples)}
+    e = {d["domain"]: d for d in rapl_energy(samples, synthetic_topology(2, 1, 1, 1))}
+    assert e.keys() == {"package-0", "package-1"}
     assert e["package-0"]["energy_j"] == pytest.approx(300e-6)   # +100, then +200 across wrap
     assert e["package-1"]["energy_j"] == pytest.approx(10.0)
     assert e["package-1"]["avg_w"] == pytest.approx(10.0)
     assert e["package-0"]["object"] == ["Package", 0]
+
+
+def test_rapl_energy_in_the_report_of_a_recording(tmp_path: Path) -> None:
+    """The report's energy is what the live view's power adds up to: Σ power × dt of the
+    recorded samples (the model's metric series), wrap included."""
+    from snumap_tui.store import metric_series
+
+    topo = synthetic_topology(2, 1, 1, 1)
+    samples = [rapl_sample(0, [800.0, 0.0]), rapl_sample(10**9 // 2, [900.0, 5e6]),
+               rapl_sample(10**9, [100.0, 1e7])]
+    path = write_recording(tmp_path / "rapl.rec", topo, make_events(SCENARIO), samples=samples)
+    with open_recording(path) as rec:
+        energy = {d["domain"]: d["energy_j"] for d in build_report(rec)["energy"]}
+        series = metric_series(rec, ["power_pkg_w"])
+    watts = series.values["power_pkg_w"]
+    for pkg in (0, 1):
+        oid = topo.get("Package", pkg).id
+        assert energy[f"package-{pkg}"] == pytest.approx(float((watts[:, oid] *
+                                                                series.dt_s).sum()))
+    assert energy["package-0"] == pytest.approx(300e-6)
 
 
 def test_idle_pus_while_a_thread_waits_is_a_finding(tmp_path: Path) -> None:
@@ -116,8 +137,3 @@ def test_idle_pus_while_a_thread_waits_is_a_finding(tmp_path: Path) -> None:
         r = build_report(rec, load(rec, details=True))
     f = [f for f in r["findings"] if f["kind"] == "idle_while_waiting"]
     assert f and f[0]["waits"] == 1
-
-
-def test_cpulist() -> None:
-    assert cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
-    assert cpulist([]) == ""

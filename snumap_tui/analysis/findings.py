@@ -15,6 +15,7 @@ import numpy as np
 
 from snumap_tui.analysis.load import Loaded
 from snumap_tui.analysis.stats import TaskStats, busy_in
+from snumap_tui.topology.render import format_cpulist
 
 LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding
 MAX_WAITS = 50_000              # the longest waits examined for idle PUs
@@ -88,9 +89,8 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
     if len(busy) > 1 and busy.max() > 0.5:
         idle = [c["cpu"] for c, b in zip(report["cpus"], busy) if b < 0.05]
         if idle:
-            from snumap_tui.analysis.report import cpulist
             out.append({"kind": "idle_pus", "cpus": idle,
-                        "text": f"PUs {cpulist(idle)} stayed idle (< 5% busy) while others were "
+                        "text": f"PUs {format_cpulist(idle)} stayed idle (< 5% busy) while others were "
                                 f"up to {100 * busy.max():.0f}% busy"})
     return out[:limit]
 

@@ -1,14 +1,14 @@
 """`snumap report`: the summary of a recording a user pastes into a ticket, as a dict (for
 ``--json``) and as text that fits 80 columns.
 
-Energy comes straight from the recorded RAPL samples: the counters are cumulative microjoules
-that wrap at ``max_energy_range_uj`` (Documentation/power/powercap/powercap.rst), so energy is the
-sum of wrap-corrected differences between consecutive samples.
+Energy comes from the recorded RAPL samples: the counters are cumulative microjoules that wrap
+at ``max_energy_range_uj`` (Documentation/power/powercap/powercap.rst); the model's
+``derive.counters`` turns each pair of samples into the interval's energy, wrap included, the
+same way the live view does, and the report sums those.
 """
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Iterable
 from typing import Any
@@ -19,57 +19,50 @@ from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
+from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
+from snumap_tui.topology.model import Topology
+from snumap_tui.topology.render import format_cpulist
 from snumap_tui.trace.events import KIND_NAMES, SWITCH
 
 TOP_TASKS = 20
 
 
-def cpulist(cpus: Iterable[int]) -> str:
-    """OS indexes as the kernel's cpulist format ("0-3,8"; Documentation/admin-guide/
-    cputopology.rst)."""
-    out: list[str] = []
-    run: list[int] = []
-    for c in sorted(set(cpus)):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+def rapl_energy(samples: Iterable[Sample], topology: Topology) -> list[dict[str, Any]]:
+    """Energy (J) and average power (W) per RAPL domain over the recorded samples.
 
-
-def rapl_energy(samples: Iterable[Sample]) -> list[dict[str, Any]]:
-    """Energy (J) and average power (W) per RAPL domain over the recorded samples."""
-    prev: dict[str, tuple[int, float]] = {}
-    acc: dict[str, dict[str, Any]] = {}
+    Each pair of consecutive samples with RAPL readings goes through the model's
+    ``derive.counters`` (the live view's own unwrapping of ``energy_uj`` at
+    ``max_energy_range_uj``), so the report and ``snumap top`` count the same joules; a domain
+    is the energy counter of one object: ``package-1`` is ``energy_package`` on Package 1."""
+    acc: dict[tuple[int, str], dict[str, Any]] = {}
+    first: dict[str, int] = {}        # counters in the order they first appear
+    prev: Sample | None = None
     for s in samples:
         r = s.readings.get("rapl")
         if not r:
             continue
-        objs = r.get("objects") or [None] * len(r.get("domains", ()))
-        maxes = r.get("max_uj")
-        for i, (dom, obj) in enumerate(zip(r.get("domains", ()), objs)):
-            e = float(r["energy_uj"][i])
-            if math.isnan(e):      # not readable in this sample
-                continue
-            a = acc.setdefault(dom, {"domain": dom, "object": list(obj) if obj else None,
-                                     "energy_j": 0.0, "t0": s.t_ns, "t1": s.t_ns})
-            if dom in prev:
-                d = e - prev[dom][1]
-                if d < 0 and maxes is not None:
-                    d += float(maxes[i])
-                a["energy_j"] += max(d, 0.0) / 1e6
-                a["t1"] = s.t_ns
-            prev[dom] = (s.t_ns, e)
+        cur = Sample(t_ns=s.t_ns, wall_ns=s.wall_ns, readings={"rapl": r})
+        if prev is not None:
+            for counter, arr in counters(prev, cur, topology).obj.items():
+                first.setdefault(counter, len(first))
+                for oid in np.flatnonzero(~np.isnan(arr)).tolist():
+                    a = acc.get((oid, counter))
+                    if a is None:
+                        a = acc[oid, counter] = {"energy_j": 0.0, "t0": prev.t_ns}
+                    a["energy_j"] += float(arr[oid]) / 1e6
+                    a["t1"] = cur.t_ns
+        prev = cur
+    objs = list(topology)
     out = []
-    for a in acc.values():
-        dt = (a.pop("t1") - a.pop("t0")) / 1e9
-        a["avg_w"] = a["energy_j"] / dt if dt > 0 else None
-        out.append(a)
+    for oid, counter in sorted(acc, key=lambda k: (k[0], first[k[1]])):
+        a = acc[oid, counter]
+        obj = objs[oid]
+        kind = counter.removeprefix("energy_")
+        dom = kind if obj.type == "Machine" else f"{kind}-{obj.os_index}"
+        dt = (a["t1"] - a["t0"]) / 1e9
+        out.append({"domain": dom, "object": [obj.type, obj.os_index],
+                    "energy_j": a["energy_j"], "avg_w": a["energy_j"] / dt if dt > 0 else None})
     return out
 
 
@@ -109,7 +102,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "kernel_migrations": ts.kernel_migrations,
             "switch_ins": ts.switch_ins,
             "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
-            "pus": cpulist(ts.cpus),
+            "pus": format_cpulist(ts.cpus),
         })
     processes: dict[int, dict[str, Any]] = {}
     for t in tasks:
@@ -125,7 +118,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             for c, s in t[k].items():
                 p[k][c] = p[k].get(c, 0.0) + s
     for p in processes.values():
-        p["pus"] = cpulist(int(c) for c in p["cpus"])
+        p["pus"] = format_cpulist(int(c) for c in p["cpus"])
     busy = iv.busy_ns()
     preempt = np.bincount(np.searchsorted(iv.cpus, ld.preempt_cpu), minlength=len(iv.cpus)) \
         if len(ld.preempt_cpu) else np.zeros(len(iv.cpus), dtype=np.int64)
@@ -159,9 +152,9 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "untraced": None if untraced is None else {
             "runtime_s": untraced.runtime_ns / 1e9,
             "cpus": {str(c): ns / 1e9 for c, ns in sorted(untraced.cpus.items())},
-            "pus": cpulist(untraced.cpus)},
+            "pus": format_cpulist(untraced.cpus)},
         "cpus": cpus,
-        "energy": rapl_energy(rec.samples()) if hasattr(rec, "samples") else [],
+        "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
     }
     report["findings"] = findings(report, ld, stats, lat_end, lat)
     return report
