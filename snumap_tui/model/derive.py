@@ -18,6 +18,7 @@ Three steps:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -29,11 +30,9 @@ from snumap_tui.model.frame import Frame
 from snumap_tui.model.metrics import Catalogue, default_catalogue, perf_counter_name
 from snumap_tui.model.sample import Sample
 from snumap_tui.model.taskrows import derive_tasks
+from snumap_tui.sources.procstat import COLUMNS as TICK_COLUMNS  # the kernel's column order
 from snumap_tui.topology.model import Topology
 
-# /proc/stat per-CPU columns, in the kernel's order (Documentation/filesystems/proc.rst 1.7).
-TICK_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
-                "guest", "guest_nice")
 # The columns that add up to the PU's time: guest and guest_nice are already counted in user
 # and nice (kernel/sched/cputime.c account_guest_time), so they are left out of the total.
 _TOTAL_COLS = 8
@@ -206,17 +205,10 @@ def _perf(prev: Sample, cur: Sample, c: Counters) -> None:
             c.flag(names[j], "multiplexed")
 
 
-_PERF_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _perf_names(events: tuple[str, ...]) -> tuple[str, ...]:
     """Counter names of a perf source's events (cached: the list is the same every sweep)."""
-    hit = _PERF_NAMES.get(events)
-    if hit is None:
-        if len(_PERF_NAMES) > 64:
-            _PERF_NAMES.clear()
-        hit = _PERF_NAMES[events] = tuple(perf_counter_name(e) for e in events)
-    return hit
+    return tuple(perf_counter_name(e) for e in events)
 
 
 def _freq(prev: Sample, cur: Sample, c: Counters, dt: float) -> None:
@@ -344,7 +336,8 @@ def counters(prev: Sample, cur: Sample, topology: Topology) -> Counters:
     c = Counters(plan)
     dt = (cur.t_ns - prev.t_ns) / 1e9
     c.scalars["dt"] = dt if dt > 0 else math.nan
-    c.scalars["hz"] = 100.0
+    # hz (USER_HZ) comes with the readings that count ticks: procstat's here, the tasks
+    # reading's own in derive_tasks.
     _procstat(prev, cur, c)
     _perf(prev, cur, c)
     _freq(prev, cur, c, dt)
@@ -392,7 +385,7 @@ def derive(prev: Sample, cur: Sample, topology: Topology,
         values[rows[i], ~plan.type_mask(types)] = np.nan
     ordered = {name: values[r] for name, r in zip(cat.names, rows)}
     dt = scalars["dt"]
-    tasks = derive_tasks(_r(prev, "tasks"), _r(cur, "tasks"), dt, scalars["hz"])
+    tasks = derive_tasks(_r(prev, "tasks"), _r(cur, "tasks"), dt, scalars.get("hz"))
     return Frame(t_ns=cur.t_ns, wall_ns=cur.wall_ns, dt_s=dt if not math.isnan(dt) else 0.0,
                  topology=topology, values=ordered, tasks=tasks, flags=flags)
 

@@ -16,7 +16,9 @@ which wraps at ``max_uj``); derive() takes differences.
   "context-switches", "cpu-migrations", "page-faults"); value float64[n, k], enabled
   float64[n, k], running float64[n, k] (raw, unscaled; NaN where the event is not open on that PU).
 - "freq"      cpus int64[n]; cur_khz float64[n] (cpufreq scaling_cur_freq, instantaneous), and/or
-  aperf, mperf float64[n] (cumulative, msr PMU); max_khz float64[n] when known.
+  aperf, mperf float64[n] (cumulative, msr PMU) with tsc float64[n] (cumulative, the rate MPERF
+  counts at) when the msr PMU has it; base_khz float64[n] (cpufreq base_frequency) and max_khz
+  float64[n] (cpuinfo_max_freq: max turbo, a last resort as a base) when known.
 - "rapl"      domains list[str] ("package-0", "core-0", "uncore-0", "dram-0", "psys");
   objects list[[type, os_index]] each domain maps to (["Package", 0], ["Machine", 0]);
   energy_uj float64[d] (raw counter, may wrap), max_uj float64[d]; via str ("powercap"|"perf").
@@ -27,7 +29,10 @@ which wraps at ``max_uj``); derive() takes differences.
 - "tasks"     threads: dict of parallel lists/arrays: pid, tid, ppid, uid, comm, state, last_cpu,
   utime, stime (ticks, cumulative), nice; processes: dict pid -> {"cmdline", "user", "affinity"
   (list[int]), "cgroup", "job" (Slurm/PBS/systemd unit or None), "numa_pages" (dict node -> pages,
-  only for processes asked for)}.
+  only for processes asked for), "counters" (only for processes asked for:
+  {"events": list[str], "value": float64[k] cumulative over its threads, scaled for
+  multiplexing, "multiplexed": bool[k], "threads": int})}; hz int (the ticks' USER_HZ);
+  partial list[int] (only these processes were read this sweep).
 
 Sources may add fields; derive() ignores what it does not know.
 """

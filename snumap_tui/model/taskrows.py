@@ -18,6 +18,7 @@ rows of a partial one over the last full rows.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
@@ -26,7 +27,41 @@ import numpy as np
 
 from snumap_tui.model.frame import TaskRow
 
-USER_HZ = 100.0      # the unit of /proc's utime/stime (sysconf(_SC_CLK_TCK), 100 on Linux)
+# The unit of /proc's utime/stime for readings that do not say (recordings made before the
+# tasks source carried ``hz``, sysconf(_SC_CLK_TCK)): USER_HZ is 100 on every mainstream arch.
+LEGACY_USER_HZ = 100.0
+
+
+def reading_hz(reading: Mapping[str, Any] | None, hz: float | None = None) -> float:
+    """The tick rate of a tasks reading: its own ``hz``, else the caller's, else 100."""
+    got = reading.get("hz") if reading else None
+    return float(got or hz or LEGACY_USER_HZ)
+
+
+def counter_rates(prev: Mapping[str, Any] | None, cur: Mapping[str, Any], dt: float
+                  ) -> dict[int, dict[str, float]]:
+    """Per process with ``counters`` in both readings (TasksSource.want_counters): each perf
+    event's increase per second. A counter that went backwards (the pid is a new process)
+    has no rate."""
+    out: dict[int, dict[str, float]] = {}
+    procs = cur.get("processes") or {}
+    before = (prev.get("processes") or {}) if prev else {}
+    if not (dt > 0) or not procs or not before:
+        return out
+    for pid, info in procs.items():
+        c = info.get("counters")
+        pc = before.get(pid, _NO_INFO).get("counters")
+        if not c or not pc:
+            continue
+        was = dict(zip(pc["events"], pc["value"]))
+        rates = {}
+        for ev, v in zip(c["events"], c["value"]):
+            d = float(v) - float(was.get(ev, math.nan))
+            if d >= 0:
+                rates[ev] = d / dt
+        if rates:
+            out[int(pid)] = rates
+    return out
 
 
 def _ticks(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +147,8 @@ class TaskRows(LazyRows):
 
     def __init__(self, cur: Mapping[str, Any], pids: np.ndarray, cpu_pct: np.ndarray,
                  main: np.ndarray, busiest: np.ndarray, nthreads: np.ndarray,
-                 running: np.ndarray) -> None:
+                 running: np.ndarray, rates: Mapping[int, dict[str, float]] | None = None
+                 ) -> None:
         # Busiest first, ties by pid (what every reader of Frame.tasks expects).
         order = np.lexsort((pids, -np.nan_to_num(cpu_pct, nan=0.0)))
         self._th = cur["threads"]
@@ -122,6 +158,7 @@ class TaskRows(LazyRows):
         self._main, self._busiest = main[order], busiest[order]
         self._nthreads, self._running = nthreads[order], running[order]
         self._by_pid: dict[int, int] | None = None
+        self._rates: Mapping[int, dict[str, float]] = rates or {}
 
     def __len__(self) -> int:
         return int(self._pids.size)
@@ -161,6 +198,11 @@ class TaskRows(LazyRows):
         numa = info.get("numa_pages")
         aff = info.get("affinity") or ()
         rss = info.get("rss_bytes")
+        rates = self._rates.get(p)
+        ipc = None
+        if rates and rates.get("cycles"):
+            ipc = rates.get("instructions", math.nan) / rates["cycles"]
+            ipc = None if math.isnan(ipc) else ipc
         return TaskRow(
             p, p, str(comm[m]) if len(comm) else "", str(user or "?"),
             "R" if self._running[g] else (str(state[m]) if len(state) else "?"),
@@ -168,23 +210,22 @@ class TaskRows(LazyRows):
             aff if isinstance(aff, frozenset) else _affinity(aff),
             info.get("cgroup"), info.get("job"), info.get("cmdline"),
             {int(k): int(v) for k, v in numa.items()} if numa else None,
-            int(self._nthreads[g]), int(rss) if rss is not None else None)
+            int(self._nthreads[g]), int(rss) if rss is not None else None,
+            rates, rates.get("context-switches") if rates else None, ipc)
 
 
 _NO_INFO: Mapping[str, Any] = {}
-_AFFINITY: dict[tuple[int, ...], frozenset[int]] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _affinity_of(key: tuple[int, ...]) -> frozenset[int]:
+    return frozenset(key)
 
 
 def _affinity(cpus: Any) -> frozenset[int]:
     """The frozenset of an affinity list, shared between rows and frames (most processes
     may run anywhere: one set for all of them instead of one per process per frame)."""
-    key = tuple(cpus)
-    got = _AFFINITY.get(key)
-    if got is None:
-        if len(_AFFINITY) > 4096:
-            _AFFINITY.clear()
-        got = _AFFINITY[key] = frozenset(int(x) for x in key)
-    return got
+    return _affinity_of(tuple(int(x) for x in cpus))
 
 
 class OverlaidRows(LazyRows):
@@ -223,10 +264,12 @@ def _covered(reading: Mapping[str, Any] | None) -> np.ndarray | None:
 
 
 def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, dt: float,
-                 hz: float) -> TaskRows:
-    """One TaskRow per process, busiest first (built lazily: see TaskRows)."""
+                 hz: float | None = None) -> TaskRows:
+    """One TaskRow per process, busiest first (built lazily: see TaskRows). CPU time is in
+    the reading's own ``hz`` ticks (``hz`` here is only for readings that lack it)."""
     if cur is None or not cur.get("threads"):
         return TaskRows({"threads": {}}, *_empty_columns())
+    hz = reading_hz(cur, hz)
     th = cur["threads"]
     pid = np.asarray(th.get("pid", ()), dtype=np.int64)
     tid = np.asarray(th.get("tid", ()), dtype=np.int64)
@@ -257,7 +300,8 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     running = np.zeros(ngroups, dtype=bool)
     if len(state):
         running[inv[np.asarray(state) == "R"]] = True
-    return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running)
+    return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running,
+                    counter_rates(prev, cur, dt))
 
 
 class TaskTimeline:
@@ -267,8 +311,8 @@ class TaskTimeline:
     their average since then); a partial one gives fresh rows to the processes it read and
     leaves the others as the last full reading had them."""
 
-    def __init__(self, hz: float = USER_HZ) -> None:
-        self.hz = hz
+    def __init__(self, hz: float | None = None) -> None:
+        self.hz = hz          # only for readings without their own "hz" (old recordings)
         self._full: tuple[int, Mapping[str, Any]] | None = None   # (t_ns, reading)
         self._rows: Sequence[TaskRow] = EMPTY
 

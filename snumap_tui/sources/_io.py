@@ -8,6 +8,7 @@ passes a reader that raises ``PermissionError``; everything else reads through `
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,7 @@ __all__ = [
     "read_optional",
     "read_text",
     "reason_of",
+    "user_hz",
 ]
 
 
@@ -37,6 +39,16 @@ def read_optional(reader: Reader, path: Path) -> str | None:
         return reader(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def user_hz() -> int:
+    """USER_HZ, the unit of /proc's tick counts (/proc/stat, utime/stime of /proc/PID/stat):
+    sysconf(_SC_CLK_TCK) (proc(5)). A kernel ABI constant, 100 on every mainstream arch, but
+    read, not assumed; every reading that holds ticks carries it as ``hz``."""
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return 100
 
 
 def parse_cpumask(text: str) -> list[int]:

@@ -254,6 +254,13 @@ class PerfSource:
 class ThreadCounters:
     """Counters that follow threads across PUs (pid=tid, cpu=-1), for the processes asked for.
 
+    Each thread gets its own groups (hardware, software); a process's reading is the sum over
+    its threads, each scaled for multiplexing first (perf_event_open(2), "reading results":
+    value * time_enabled / time_running, per event fd). Threads are discovered again at every
+    read: new ones get counters, and the counters of threads that ended are read one last time
+    (their final counts stay in the process's total, so it never goes backwards) and closed, so
+    a process that starts and ends threads does not pile up file descriptors.
+
     Needs ptrace-level access to the process (same user, or CAP_PERFMON) and
     perf_event_paranoid <= 2 for user-space counts.
     """
@@ -264,22 +271,32 @@ class ThreadCounters:
         self.hw_events = tuple(hw_events)
         self.sw_events = tuple(sw_events)
         self._groups: dict[int, dict[int, list[Group]]] = {}   # pid -> tid -> groups
+        self._ended: dict[int, dict[str, float]] = {}          # pid -> event -> final counts
         self.errors: dict[int, str] = {}
 
+    def open_fds(self, pid: int | None = None) -> int:
+        """File descriptors held (for one process, or all): what the leak test counts."""
+        pids = [pid] if pid is not None else list(self._groups)
+        return sum(len(g.fds) for p in pids for gs in self._groups.get(p, {}).values()
+                   for g in gs)
+
     def watch(self, pid: int) -> None:
-        """Open counters on every current thread of ``pid`` (new threads at the next read)."""
+        """Open counters on every current thread of ``pid``; close those of ended threads."""
         if not is_live(self.root):
             self.errors[pid] = NOT_THIS_MACHINE
             return
         per_tid = self._groups.setdefault(pid, {})
+        self._ended.setdefault(pid, {})
         try:
-            tids = [int(t) for t in os.listdir(self.root / "proc" / str(pid) / "task")]
+            tids = {int(t) for t in os.listdir(self.root / "proc" / str(pid) / "task")}
         except OSError as exc:
             self.errors[pid] = f"{exc.strerror}: pid {pid}"
+            for tid in list(per_tid):        # the process is gone: nothing more to count
+                self._retire(pid, tid)
             return
-        for tid in tids:
-            if tid in per_tid:
-                continue
+        for tid in [t for t in per_tid if t not in tids]:
+            self._retire(pid, tid)
+        for tid in sorted(tids - per_tid.keys()):
             groups = []
             for events in (self.hw_events, self.sw_events):
                 g = Group(events, tid, -1)
@@ -289,39 +306,59 @@ class ThreadCounters:
                     self.errors[pid] = str(next(iter(g.errors.values())))
             per_tid[tid] = groups
 
+    def _retire(self, pid: int, tid: int) -> None:
+        """A thread that ended: its last counts go to the process's total, its fds closed."""
+        ended = self._ended.setdefault(pid, {})
+        for g in self._groups[pid].pop(tid, []):
+            for ev, v in _scaled(g).items():
+                ended[ev] = ended.get(ev, 0.0) + v
+            g.close()
+
     def read(self, pid: int) -> dict[str, Any] | None:
-        """{"tids", "events", "value", "enabled", "running"} for one watched process."""
+        """{"events": [...], "value": float64[k] (cumulative, scaled per thread, summed over
+        the process's threads, ended ones included), "multiplexed": bool[k], "threads": n}
+        for one watched process; None when it is not watched."""
         if pid not in self._groups:
             return None
         self.watch(pid)
-        per_tid = self._groups[pid]
-        events = [ev for ev in (*self.hw_events, *self.sw_events)
-                  if any(ev in g.events for gs in per_tid.values() for g in gs)]
-        col = {ev: j for j, ev in enumerate(events)}
-        tids = sorted(per_tid)
-        shape = (len(tids), len(events))
-        value, enabled, running = np.full(shape, np.nan), np.full(shape, np.nan), \
-            np.full(shape, np.nan)
-        gone = []
-        for i, tid in enumerate(tids):
-            for g in per_tid[tid]:
-                try:
-                    vals, te, tr = g.read()
-                except OSError:
-                    gone.append(tid)
-                    continue
-                for ev, v in zip(g.events, vals):
-                    value[i, col[ev]] = v
-                    enabled[i, col[ev]] = np.nan if te is None else te
-                    running[i, col[ev]] = np.nan if tr is None else tr
-        return {"tids": np.array(tids, dtype=np.int64), "events": events, "value": value,
-                "enabled": enabled, "running": running}
+        per_tid = self._groups.get(pid, {})
+        total = dict(self._ended.get(pid, {}))
+        mux: set[str] = set()
+        for gs in per_tid.values():
+            for g in gs:
+                for ev, v in _scaled(g, mux).items():
+                    total[ev] = total.get(ev, 0.0) + v
+        events = [ev for ev in (*self.hw_events, *self.sw_events) if ev in total]
+        return {"events": events,
+                "value": np.array([total[ev] for ev in events], dtype=np.float64),
+                "multiplexed": np.array([ev in mux for ev in events], dtype=bool),
+                "threads": len(per_tid)}
 
     def unwatch(self, pid: int) -> None:
         for gs in self._groups.pop(pid, {}).values():
             for g in gs:
                 g.close()
+        self._ended.pop(pid, None)
+        self.errors.pop(pid, None)
 
     def close(self) -> None:
         for pid in list(self._groups):
             self.unwatch(pid)
+
+
+def _scaled(g: Group, mux: set[str] | None = None) -> dict[str, float]:
+    """One group's counts scaled by enabled/running ({} when it cannot be read or never ran);
+    events that were multiplexed are added to ``mux``."""
+    try:
+        vals, te, tr = g.read()
+    except OSError:
+        return {}
+    out = {}
+    for ev, v in zip(g.events, vals):
+        x, multiplexed = pe.scale(v, te, tr)
+        if x is None:
+            continue
+        out[ev] = x
+        if multiplexed and mux is not None:
+            mux.add(ev)
+    return out

@@ -8,13 +8,12 @@ PUs have a line, so a PU that goes offline simply disappears and comes back with
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_text, reason_of
+from snumap_tui.sources._io import Reader, read_text, reason_of, user_hz
 from snumap_tui.sources.base import SourceStatus
 
 COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
@@ -92,8 +91,7 @@ class ProcStatSource:
         self.root = Path(root)
         self.path = self.root / "proc" / "stat"
         self._reader = reader
-        # USER_HZ is a compile-time constant of the kernel ABI (100 on every mainstream arch).
-        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.hz = user_hz()
 
     def status(self) -> SourceStatus:
         try:

@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, is_live, parse_cpulist, read_text, reason_of
+from snumap_tui.sources._io import (
+    Reader,
+    is_live,
+    parse_cpulist,
+    read_text,
+    reason_of,
+    user_hz,
+)
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
 
@@ -142,6 +149,7 @@ class TasksSource:
         self.keep_pids: set[int] = set()
         self._full_at = -math.inf
         self.base_page_kb = (os.sysconf("SC_PAGE_SIZE") // 1024) if is_live(self.root) else 4
+        self.hz = user_hz()      # the unit of utime/stime, carried in every reading
 
     # ---- requests ----
     def want_numa(self, pid: int, on: bool = True) -> None:
@@ -151,7 +159,9 @@ class TasksSource:
         self._numa.pop(pid, None)
 
     def want_counters(self, pid: int, on: bool = True) -> None:
-        """Open per-thread perf counters on this process (this machine only)."""
+        """Open per-thread perf counters on this process (this machine only): its entry in
+        ``processes`` then has ``counters`` (ThreadCounters.read), which derive turns into
+        the row's rates. Reached through Sampler.watch_counters / watch_pids(counters=True)."""
         from snumap_tui.sources.perf import ThreadCounters
 
         if self._counters is None:
@@ -284,7 +294,10 @@ class TasksSource:
         self._procs = seen
         self._leads = leads
         self._numa = {p: v for p, v in self._numa.items() if p in processes}
-        return {"threads": _arrays(cols), "processes": processes}
+        if self._counters is not None:
+            for pid in self.counter_pids - processes.keys():
+                self._counters.watch(pid)   # it ended: its threads' counters are closed
+        return {"threads": _arrays(cols), "processes": processes, "hz": self.hz}
 
     def _read_partial(self, now: float) -> dict[str, Any]:
         """Only the kept processes (a few files each), remembered as a full sweep would."""
@@ -295,7 +308,8 @@ class TasksSource:
         for pid in keep:
             self._one(pid, now, self._procs, self._leads, self._leads, seen, cols, processes)
         self._procs.update(seen)
-        return {"threads": _arrays(cols), "processes": processes, "partial": keep}
+        return {"threads": _arrays(cols), "processes": processes, "partial": keep,
+                "hz": self.hz}
 
     def _one(self, pid: int, now: float, old: dict[tuple[int, int], _Proc],
              old_leads: dict[int, tuple[str, dict[str, Any]]],
