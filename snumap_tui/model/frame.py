@@ -34,6 +34,11 @@ class TaskRow:
     numa_pages: dict[int, int] | None = None   # node OS index -> pages (only when asked)
     nthreads: int = 1
     rss_bytes: int | None = None   # resident set size (/proc/PID/stat field 24 x page size)
+    # Per-process perf counters, only for processes asked for (Sampler.watch_counters):
+    # per second over the interval, summed over its threads; None when not counted.
+    counter_rates: dict[str, float] | None = None   # perf event name -> per second
+    ctx_switches_s: float | None = None             # "context-switches" per second
+    ipc: float | None = None       # instructions / cycles (None without a hardware PMU)
 
 
 @dataclass
