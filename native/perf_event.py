@@ -465,8 +465,8 @@ def read_counter(fd: int, read_format: int, nr: int = 1) -> tuple[list[int], int
     """read() a counter (or a group leader with PERF_FORMAT_GROUP) and decode it."""
     size = read_size(read_format, nr)
     buf = os.read(fd, size)
-    if len(buf) < 8:
-        raise OSError(errno.EIO, "short read from a perf event")
+    if len(buf) < size:   # a group with fewer members than asked: parse_read would overrun
+        raise OSError(errno.EIO, f"short read from a perf event ({len(buf)} of {size} bytes)")
     return parse_read(buf, read_format)
 
 

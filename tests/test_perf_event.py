@@ -149,3 +149,16 @@ def test_hardware_event_fails_with_a_reason_when_there_is_no_pmu() -> None:
                            -1, 0, event="cycles")
     assert info.value.errno in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV)
     assert "cycles" in str(info.value) and info.value.reason
+
+
+def test_short_group_read_is_an_error_not_an_index_error() -> None:
+    # A group read shorter than nr members (here 2 of the 4 words a 2-member group needs)
+    # must fail as an OSError the sources handle, never an IndexError in parse_read.
+    r, w = os.pipe()
+    try:
+        os.write(w, struct.pack("=2Q", 2, 123))
+        with pytest.raises(OSError, match="short read"):
+            pe.read_counter(r, pe.GROUP_READ_FORMAT, 2)
+    finally:
+        os.close(r)
+        os.close(w)

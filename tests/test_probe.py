@@ -164,3 +164,10 @@ def test_fsroot_keeps_what_the_tree_says_but_not_the_fix(tmp_path: Path) -> None
     assert out.fix is None and out.detail["fix_on_that_machine"] == "modprobe intel_rapl_msr"
     assert out.reason == ("no intel-rapl zones in /sys/class/powercap on that machine (a fix "
                           "would be made there, not on this one)")
+
+
+def test_paranoid_that_is_not_a_number_is_a_status_not_a_traceback() -> None:
+    from snumap_tui.sources.system import paranoid_status
+
+    s = paranoid_status(Path("/"), reader=lambda p: "two\n")
+    assert not s.available and "not a number" in (s.reason or "")

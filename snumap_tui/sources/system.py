@@ -82,7 +82,11 @@ def paranoid_status(root: Path = Path("/"), reader: Reader = read_text) -> Sourc
     if text is None:
         return SourceStatus(name, False, "no /proc/sys/kernel/perf_event_paranoid: kernel "
                             "without perf events (CONFIG_PERF_EVENTS)", None)
-    value = int(text.strip())
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return SourceStatus(name, False, f"/proc/sys/kernel/perf_event_paranoid is not a "
+                            f"number: {text.strip()[:40]!r}", None)
     meaning = PARANOID_MEANING.get(min(value, 3), "")
     detail = {"value": value}
     if is_live(root) and privileged_for_perf(root, reader):
