@@ -38,6 +38,10 @@ MAX_PAYLOAD = 1 << 30  # a sanity bound: a writer never makes a chunk this big
 K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS, K_LOST, K_MARKERS, K_INDEX, K_TRAILER = range(1, 9)
 KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TASKS: "tasks",
               K_LOST: "lost", K_MARKERS: "markers", K_INDEX: "index", K_TRAILER: "trailer"}
+# Added within version 1 (older readers skip unknown kinds): the times of the samples chunk
+# just before it, so a reader lists sample times without decoding every reading.
+K_SAMPLE_TIMES = 9
+KIND_NAMES[K_SAMPLE_TIMES] = "sample times"
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

@@ -272,8 +272,12 @@ class Writer:
     def _write_samples(self) -> None:
         ss = self._samples
         payload = codec.encode([[int(s.t_ns), int(s.wall_ns), s.readings] for s in ss])
-        self._write_chunk(C.K_SAMPLES, payload, count=len(ss),
-                          t_min=min(int(s.t_ns) for s in ss), t_max=max(int(s.t_ns) for s in ss))
+        times = np.array([int(s.t_ns) for s in ss], dtype=np.uint64)
+        span = {"count": len(ss), "t_min": int(times.min()), "t_max": int(times.max())}
+        self._write_chunk(C.K_SAMPLES, payload, **span)
+        # Right after it, its times alone (docs/format.md, "sample times"): listing a
+        # recording's sample times then decodes a few bytes per chunk, not every reading.
+        self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), **span)
         self._samples = []
 
     def _write_chunk(self, kind: int, payload: bytes, *, count: int, t_min: int = 0,
