@@ -1,4 +1,5 @@
 """perf_event_open(2) through ctypes: the attr structure, the syscall, group reads, ioctls.
+(PMUs described in sysfs: native/perf_pmu.py.)
 
 Why ctypes and not a C extension: one syscall per PU at open time and one read() per group per
 sweep; nothing here is hot enough to need compiled code, and ctypes keeps the wheel pure Python.
@@ -21,6 +22,10 @@ import platform
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+
+# The sysfs side of perf (PMU types, event encodings, cpumasks) is native/perf_pmu.py;
+# parse_cpulist stays importable from here for the code that reads cpulists with perf fds.
+from snumap_tui.native.perf_pmu import parse_cpulist  # noqa: F401  (re-exported)
 
 # ---- syscall numbers (arch/*/include/uapi/asm/unistd*.h, the generic table for newer arches) --
 SYSCALL_NUMBERS: dict[str, int] = {
@@ -480,95 +485,6 @@ def scale(value: int, enabled: int | None, running: int | None) -> tuple[float |
     if running == 0:
         return None, enabled > 0
     return value * enabled / running, running < enabled
-
-
-# ---- PMUs described in sysfs (Documentation/ABI/testing/sysfs-bus-event_source-devices-*) ---
-EVENT_SOURCE = "sys/bus/event_source/devices"
-
-
-def pmu_type(name: str, root: Path = Path("/")) -> int | None:
-    """The dynamic PMU type number (``type`` file) of a PMU like ``msr`` or ``power``."""
-    try:
-        return int((root / EVENT_SOURCE / name / "type").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def parse_format(text: str) -> list[tuple[str, int, int]]:
-    """A ``format/FIELD`` file ("config:0-7", "config1:0-3,8") -> [(attr field, lo, hi)]."""
-    field, _, spec = text.strip().partition(":")
-    out = []
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        out.append((field, int(lo), int(hi or lo)))
-    return out
-
-
-def encode_event(event_text: str, formats: dict[str, str]) -> dict[str, int]:
-    """An ``events/NAME`` file ("event=0x02,umask=0x1") -> {"config": ..., "config1": ...},
-    placing each term's bits where the PMU's ``format/TERM`` file says."""
-    out: dict[str, int] = {"config": 0}
-    for term in event_text.strip().split(","):
-        if not term:
-            continue
-        key, _, val = term.partition("=")
-        value = int(val, 0) if val else 1
-        spec = formats.get(key.strip())
-        if spec is None:
-            raise ValueError(f"unknown format term {key!r}")
-        shift = 0
-        for field, lo, hi in parse_format(spec):
-            width = hi - lo + 1
-            out[field] = out.get(field, 0) | (((value >> shift) & ((1 << width) - 1)) << lo)
-            shift += width
-    return out
-
-
-def pmu_event(pmu: str, event: str, root: Path = Path("/")
-              ) -> tuple[int, dict[str, int], float, str | None] | None:
-    """(type, {config...}, scale, unit) of a named event of a sysfs PMU, or None if absent."""
-    d = root / EVENT_SOURCE / pmu
-    typ = pmu_type(pmu, root)
-    try:
-        text = (d / "events" / event).read_text()
-    except OSError:
-        return None
-    if typ is None:
-        return None
-    formats: dict[str, str] = {}
-    fdir = d / "format"
-    if fdir.is_dir():
-        for f in fdir.iterdir():
-            formats[f.name] = f.read_text()
-    try:
-        scale_ = float((d / "events" / f"{event}.scale").read_text().strip())
-    except (OSError, ValueError):
-        scale_ = 1.0
-    try:
-        unit: str | None = (d / "events" / f"{event}.unit").read_text().strip()
-    except OSError:
-        unit = None
-    return typ, encode_event(text, formats), scale_, unit
-
-
-def pmu_cpumask(pmu: str, root: Path = Path("/")) -> list[int] | None:
-    """The PUs an uncore-style PMU (power, msr...) must be opened on (``cpumask``), if given."""
-    try:
-        text = (root / EVENT_SOURCE / pmu / "cpumask").read_text()
-    except OSError:
-        return None
-    return parse_cpulist(text)
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """The kernel's cpulist format ("0-3,8,10-11") -> sorted OS indexes."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def tracepoint_id(category: str, name: str, tracefs: Sequence[Path] = (

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from snumap_tui.native import perf_event as pe
+from snumap_tui.native import perf_pmu as pmus
 
 
 def test_attr_layout_matches_the_uapi_header() -> None:
@@ -77,15 +78,15 @@ def test_scale_multiplexed_and_never_ran() -> None:
 def test_encode_event_from_sysfs_format() -> None:
     formats = {"event": "config:0-7\n", "umask": "config:8-15\n", "cmask": "config:24-31\n",
                "split": "config1:0-3,8-11\n"}
-    assert pe.encode_event("event=0x02\n", formats) == {"config": 0x02}
-    assert pe.encode_event("event=0x3c,umask=0x01", formats) == {"config": 0x013c}
-    assert pe.encode_event("split=0xab", formats) == {"config": 0, "config1": 0xa0b}
+    assert pmus.encode_event("event=0x02\n", formats) == {"config": 0x02}
+    assert pmus.encode_event("event=0x3c,umask=0x01", formats) == {"config": 0x013c}
+    assert pmus.encode_event("split=0xab", formats) == {"config": 0, "config1": 0xa0b}
     with pytest.raises(ValueError):
-        pe.encode_event("bogus=1", formats)
+        pmus.encode_event("bogus=1", formats)
 
 
 def test_pmu_event_from_a_sysfs_tree(tmp_path: Path) -> None:
-    d = tmp_path / pe.EVENT_SOURCE / "power"
+    d = tmp_path / pmus.EVENT_SOURCE / "power"
     (d / "events").mkdir(parents=True)
     (d / "format").mkdir()
     (d / "type").write_text("24\n")
@@ -94,11 +95,11 @@ def test_pmu_event_from_a_sysfs_tree(tmp_path: Path) -> None:
     (d / "events/energy-pkg.scale").write_text("2.3283064365386962890625e-10\n")
     (d / "events/energy-pkg.unit").write_text("Joules\n")
     (d / "cpumask").write_text("0,48\n")
-    typ, cfg, sc, unit = pe.pmu_event("power", "energy-pkg", tmp_path)  # type: ignore[misc]
+    typ, cfg, sc, unit = pmus.pmu_event("power", "energy-pkg", tmp_path)  # type: ignore[misc]
     assert (typ, cfg["config"], unit) == (24, 2, "Joules")
     assert sc == pytest.approx(2 ** -32)
-    assert pe.pmu_event("power", "energy-gpu", tmp_path) is None
-    assert pe.pmu_cpumask("power", tmp_path) == [0, 48]
+    assert pmus.pmu_event("power", "energy-gpu", tmp_path) is None
+    assert pmus.pmu_cpumask("power", tmp_path) == [0, 48]
 
 
 def test_explain_errno_gives_a_fix() -> None:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from snumap_tui.native.perf_event import parse_cpulist
+from snumap_tui.native.perf_pmu import parse_cpulist
 
 Reader = Callable[[Path], str]
 

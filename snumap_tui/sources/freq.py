@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.native import perf_event as pe
+from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, parse_cpulist, read_optional, read_text
 from snumap_tui.sources.base import SourceStatus
 
@@ -82,17 +83,17 @@ class FreqSource:
 
     def _open_msr(self) -> str | None:
         """Open aperf+mperf on every PU; None on success, else why not."""
-        if pe.pmu_type("msr", self.root) is None:
+        if pmus.pmu_type("msr", self.root) is None:
             return "no msr PMU"
-        a = pe.pmu_event("msr", "aperf", self.root)
-        m = pe.pmu_event("msr", "mperf", self.root)
+        a = pmus.pmu_event("msr", "aperf", self.root)
+        m = pmus.pmu_event("msr", "mperf", self.root)
         if a is None or m is None:
-            d = self.root / pe.EVENT_SOURCE / "msr" / "events"
+            d = self.root / pmus.EVENT_SOURCE / "msr" / "events"
             have = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
             return f"the msr PMU has no aperf/mperf (only {', '.join(have) or 'nothing'})"
         if self._opener is None:
             return "not this machine (--fsroot): perf counts only the running machine"
-        tsc = pe.pmu_event("msr", "tsc", self.root)
+        tsc = pmus.pmu_event("msr", "tsc", self.root)
         for c in self.cpus:
             try:
                 self._msr.append(self._open_pu(c, a[1]["config"], m[1]["config"],

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.native import perf_event as pe
+from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.freq import online_cpus
@@ -41,7 +42,7 @@ NOT_THIS_MACHINE = "not this machine (--fsroot): perf counts only the running ma
 
 def core_pmus(root: Path) -> list[str]:
     """The CPU's own PMUs under /sys/bus/event_source/devices (empty on most VMs)."""
-    d = root / pe.EVENT_SOURCE
+    d = root / pmus.EVENT_SOURCE
     try:
         names = [e.name for e in d.iterdir()]
     except OSError:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.native import perf_event as pe
+from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 
@@ -162,16 +163,16 @@ class RaplSource:
 
     def open_power_pmu(self) -> SourceStatus:
         name = "rapl:perf"
-        if pe.pmu_type("power", self.root) is None:
+        if pmus.pmu_type("power", self.root) is None:
             return SourceStatus(name, False, "no perf power PMU", None)
         if self._opener is None:
             return SourceStatus(name, False, "not this machine (--fsroot): perf counts only "
                                 "the running machine", None)
-        cpus = pe.pmu_cpumask("power", self.root) or [0]
+        cpus = pmus.pmu_cpumask("power", self.root) or [0]
         opened: list[tuple[str, tuple[str, int], Callable[[], int], float]] = []
         errors: list[str] = []
         for event, kind in POWER_EVENTS.items():
-            spec = pe.pmu_event("power", event, self.root)
+            spec = pmus.pmu_event("power", event, self.root)
             if spec is None:
                 continue
             typ, cfg, scale, _unit = spec

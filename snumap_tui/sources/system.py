@@ -14,7 +14,7 @@ import os
 import platform
 from pathlib import Path
 
-from snumap_tui.native import perf_event as pe
+from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.perf import is_virtual_machine
@@ -129,7 +129,7 @@ def tracepoint_status(root: Path = Path("/"), reader: Reader = read_text) -> Sou
     name = "tracepoints"
     if not is_live(root):
         return SourceStatus(name, False, NOT_THIS_MACHINE, None)
-    if pe.pmu_type("tracepoint", root) is None:
+    if pmus.pmu_type("tracepoint", root) is None:
         return SourceStatus(name, False, "no tracepoint PMU: kernel without CONFIG_TRACEPOINTS "
                             "/ CONFIG_PERF_EVENTS", None)
     for base in (root / "sys/kernel/tracing", root / "sys/kernel/debug/tracing"):
@@ -182,10 +182,10 @@ def kernel_headers_status(root: Path = Path("/")) -> SourceStatus:
 
 def msr_status(root: Path = Path("/"), reader: Reader = read_text) -> SourceStatus:
     name = "msr-pmu"
-    if pe.pmu_type("msr", root) is None:
+    if pmus.pmu_type("msr", root) is None:
         return SourceStatus(name, False, "no msr PMU (not x86, or CONFIG_PERF_EVENTS_MSR off)",
                             None)
-    d = root / pe.EVENT_SOURCE / "msr/events"
+    d = root / pmus.EVENT_SOURCE / "msr/events"
     events = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
     detail = {"events": events}
     if "aperf" in events and "mperf" in events:
