@@ -18,7 +18,7 @@ from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.perf import is_virtual_machine
-from snumap_tui.trace.privileges import CAPS, parse_capeff
+from snumap_tui.sources.privileges import CAPS, parse_capeff
 
 NOT_THIS_MACHINE = "not this machine (--fsroot)"
 PARANOID_MEANING = {
