@@ -83,8 +83,15 @@ def test_a_frame_repaints_only_changed_rows() -> None:
             await pilot.pause()
             table = app.query_one(ProcessTable)
             painted: list[int] = []
-            orig = table.refresh_line
-            table.refresh_line = lambda y: (painted.append(y), orig(y))[1]  # type: ignore[method-assign]
+            orig = table.refresh
+
+            def spy(*regions, **kw):  # type: ignore[no-untyped-def]
+                painted.extend(y for r in regions for y in range(r.y, r.bottom))
+                if not regions:
+                    painted.append(-1)                   # the whole table
+                return orig(*regions, **kw)
+
+            table.refresh = spy  # type: ignore[method-assign]
             app.push_frame(demo_frame(TOPO, 0))          # identical numbers
             await pilot.pause()
             assert painted == []

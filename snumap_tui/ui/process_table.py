@@ -19,16 +19,18 @@ the PID, or ``g:KEY`` for a group), and tests read it with ``row_count``, ``get_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets._data_table import RowKey
 
@@ -102,14 +104,34 @@ def _mem(v: int | None) -> str:
     return "" if v is None else fmt_bytes(v)
 
 
-@dataclass(frozen=True)
 class Line:
-    """A row of the table: its key (PID, ``g:KEY`` or ``m:PID`` in a group), cells, look."""
-    key: str
-    cells: tuple[str, ...]
-    kind: str = "task"           # task | group | member
-    pid: int | None = None
-    unfolded: bool = False       # a group showing its processes
+    """A row of the table: its key (PID, ``g:KEY`` or ``m:PID`` in a group), cells, look.
+
+    A process row's cells are made when first read (``cells``): a frame formats only the rows
+    on screen (and those a reader asks for), not the up to 200 the list holds."""
+
+    __slots__ = ("_cells", "_make", "key", "kind", "pid", "unfolded")
+
+    def __init__(self, key: str, cells: tuple[str, ...] | None, kind: str = "task",
+                 pid: int | None = None, unfolded: bool = False,
+                 make: Callable[[], tuple[str, ...]] | None = None) -> None:
+        self.key, self.kind, self.pid, self.unfolded = key, kind, pid, unfolded   # task|group|member
+        self._cells, self._make = cells, make
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        if self._cells is None:
+            self._cells = self._make() if self._make is not None else ()
+            self._make = None
+        return self._cells
+
+    def looks_like(self, other: Line) -> bool:
+        """Draws the same (what decides a repaint)."""
+        return (self.kind == other.kind and self.unfolded == other.unfolded
+                and self.cells == other.cells)
+
+    def __repr__(self) -> str:
+        return f"Line({self.key!r}, {self.kind}, pid={self.pid})"
 
 
 class ProcessTable(DataTable[str], can_focus=True):
@@ -146,6 +168,8 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._topo: Topology | None = None
         self._mode = "none"
         self._aff: dict[frozenset[int], str] = {}
+        self._cells: dict[tuple[object, ...], tuple[str, ...]] = {}   # shown values -> cells
+        self._has_job = True
         self._strips: dict[tuple[object, ...], Strip] = {}
         self._cols_key: tuple[Col, ...] = tuple(self.cols)
         self._cpu_i = 3
@@ -174,31 +198,44 @@ class ProcessTable(DataTable[str], can_focus=True):
     # ---- data ----------------------------------------------------------------------------------
     def _affinity(self, topo: Topology, aff: frozenset[int]) -> str:
         if self._topo is not topo:
-            self._topo, self._aff = topo, {}
+            self._topo, self._aff, self._cells = topo, {}, {}
         got = self._aff.get(aff)
         if got is None:
             got = self._aff[aff] = affinity_label(topo, aff)
         return got
 
     def task_cells(self, topo: Topology, t: TaskRow, first: str | None = None) -> tuple[str, ...]:
-        cells = [str(t.pid) if first is None else first, t.user, t.job or "", _cpu(t.cpu_pct),
-                 _mem(t.rss_bytes), str(t.nthreads),
-                 "" if t.last_cpu is None else str(t.last_cpu), self._affinity(topo, t.affinity),
-                 t.cmdline or t.comm]
-        if not any(c.label == "JOB" for c in self.cols):
-            del cells[2]
-        return tuple(cells)
+        """A process's cells, from a cache keyed by the values they show: a process whose
+        numbers did not change (most of them, most frames) costs one tuple and a look-up."""
+        job = self._has_job
+        raw = (t.pid, first, t.user, t.job if job else None, t.cpu_pct, t.rss_bytes, t.nthreads,
+               t.last_cpu, t.affinity, t.cmdline or t.comm)
+        got = self._cells.get(raw)
+        if got is None:
+            cells = [str(t.pid) if first is None else first, t.user, t.job or "",
+                     _cpu(t.cpu_pct), _mem(t.rss_bytes), str(t.nthreads),
+                     "" if t.last_cpu is None else str(t.last_cpu),
+                     self._affinity(topo, t.affinity), t.cmdline or t.comm]
+            if not job:
+                del cells[2]
+            if len(self._cells) > 4096:
+                self._cells.clear()
+            got = self._cells[raw] = tuple(cells)
+        return got
 
     def set_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None,
                   sort_key: str, title: Text, empty_note: str) -> None:
-        """Show processes (already filtered and sorted); keep ``selected`` under the cursor."""
+        """Show processes (already filtered and sorted); keep ``selected`` under the cursor.
+        Rows are formatted when drawn (see ``Line``)."""
         self._mode = "none"
         # Before the first layout the widget has no size yet: the screen's width is close.
         self.cols = task_columns(self.size.width or (self.app.size.width if self.is_attached
                                                      else 120))
         self._columns_compat()
-        lines = [Line(str(t.pid), self.task_cells(topo, t), "task", t.pid) for t in tasks]
-        cursor = next((i for i, ln in enumerate(lines) if ln.pid == selected), None)
+        cells = self.task_cells
+        lines = [Line(str(t.pid), None, "task", t.pid, make=partial(cells, topo, t))
+                 for t in tasks]
+        cursor = next((i for i, t in enumerate(tasks) if t.pid == selected), None)
         self._replace(lines, sort_key, title, empty_note, cursor)
         if cursor is None and lines and selected is not None:
             # The selected process is gone or filtered out: the row under the cursor is the
@@ -233,6 +270,7 @@ class ProcessTable(DataTable[str], can_focus=True):
         """``columns`` as DataTable has it (key -> object with a label), for readers; and the
         per-column facts ``render_line`` would otherwise recompute for every row."""
         self._cols_key = tuple(self.cols)
+        self._has_job = any(c.label == "JOB" for c in self.cols)
         self._cpu_i = next(i for i, c in enumerate(self.cols) if c.label == "CPU%")
         self.columns = {c.label: _ColumnLabel(c.label) for c in self.cols}  # type: ignore[misc]
 
@@ -249,7 +287,7 @@ class ProcessTable(DataTable[str], can_focus=True):
         if cursor is not None:
             self.row_cursor = cursor
         self.row_cursor = max(0, min(self.row_cursor, len(lines) - 1))
-        self.virtual_size = Size(self.size.width, len(lines) + HEAD_ROWS)
+        self._set_virtual_size(len(lines))
         self._keep_cursor_visible()
         if len(self._strips) > 4 * max(64, self.size.height):
             self._strips.clear()
@@ -258,13 +296,43 @@ class ProcessTable(DataTable[str], can_focus=True):
             return
         # Only the rows whose cells changed repaint (Textual's cost is per repainted line,
         # through every widget layered over it), the row the cursor left and the one it is on.
+        # Only the rows on screen are compared (and so formatted).
         top = self.scroll_offset.y
+        moved = (cursor_before, self.row_cursor) if cursor_before != self.row_cursor else ()
+        dirty = [0] if title_changed else []                  # the title, line 0 on screen
         for i in range(top, min(top + self._rows_h(), max(len(lines), len(old)))):
-            if (i >= len(old) or i >= len(lines) or old[i] != lines[i]
-                    or (i in (cursor_before, self.row_cursor) and cursor_before != self.row_cursor)):
-                self.refresh_line(i + HEAD_ROWS)
-        if title_changed:
-            self.refresh_line(self.scroll_offset.y)            # the title, line 0 on screen
+            if (i >= len(old) or i >= len(lines) or i in moved
+                    or not old[i].looks_like(lines[i])):
+                dirty.append(i - top + HEAD_ROWS)
+        self._refresh_rows(dirty)
+
+    def _refresh_rows(self, ys: Sequence[int]) -> None:
+        """Repaint these screen rows (ascending) in one call, runs of adjacent rows as one
+        region: ``refresh_line`` per row costs a call into Textual's dirty-region bookkeeping
+        each."""
+        if not ys:
+            return
+        width = max(self.virtual_size.width, self.size.width)
+        regions = []
+        start = prev = ys[0]
+        for y in ys[1:]:
+            if y != prev + 1:
+                regions.append(Region(0, start, width, prev - start + 1))
+                start = y
+            prev = y
+        regions.append(Region(0, start, width, prev - start + 1))
+        self.refresh(*regions)
+
+    def _set_virtual_size(self, nlines: int) -> None:
+        """The scrollable height, without a layout: ``virtual_size`` is a reactive with
+        ``layout=True``, so assigning it reflows the whole screen (every footer key measured
+        again, ~2 ms) each time the number of processes changes, i.e. most frames. The table's
+        own height is ``1fr`` and does not depend on it; only the scroll range does."""
+        size = Size(self.size.width, nlines + HEAD_ROWS)
+        if size != self.virtual_size:
+            self.set_reactive(Widget.virtual_size, size)
+            if self.is_mounted:
+                self._scroll_update(size)
 
     # ---- drawing -------------------------------------------------------------------------------
     def _rows_h(self) -> int:
@@ -288,10 +356,36 @@ class ProcessTable(DataTable[str], can_focus=True):
                              "▲" if c.label == mark else "") for c in self.cols]
         return line_text(labels, self.cols, ws, HEAD_STYLE)
 
-    def render_lines(self, crop):  # type: ignore[no-untyped-def]
-        # DataTable's version only records pseudo-classes for its own cell styles.
-        self._base = None
-        return super(DataTable, self).render_lines(crop)
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The dirty rows straight from ``render_line`` (each cached by its cells).
+
+        Textual's general path (its styles cache) costs per line: border, padding, outline and
+        tint checks and a theme look-up for each one. The table has none of those (its CSS and
+        ``_plain_box``), so only the app's line filters (NO_COLOR, 16 colours) are applied,
+        with the background and ``rich_style`` looked up once per repaint, not per line."""
+        self._base = None           # DataTable's render_lines only sets its own cell styles
+        if not self._plain_box():
+            return super(DataTable, self).render_lines(crop)
+        filters = self.get_line_filters()
+        background = self.background_colors[1] if filters else None
+        render = self.render_line
+        strips = []
+        for y in crop.line_range:
+            strip = render(y)
+            for f in filters:
+                strip = strip.apply_filter(f, background)       # type: ignore[arg-type]
+            strips.append(strip)
+        x1, x2 = crop.column_span
+        if (x1, x2) != (0, self.size.width):
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _plain_box(self) -> bool:
+        """No border, padding, outline, tint or opacity: nothing Textual's styles cache would
+        add to a line (its links styling has nothing to do: the rows carry no links)."""
+        st = self.styles
+        return (not any(st.gutter) and not any(kind for kind, _ in st.outline)
+                and not st.tint.a and st.opacity == 1.0 and st.text_opacity == 1.0)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -349,7 +443,7 @@ class ProcessTable(DataTable[str], can_focus=True):
     # ---- events ----------------------------------------------------------------------------------
     def on_resize(self) -> None:
         self._strips.clear()
-        self.virtual_size = Size(self.size.width, len(self.lines) + HEAD_ROWS)
+        self._set_virtual_size(len(self.lines))
 
     def on_focus(self) -> None:
         self.refresh()
