@@ -206,3 +206,43 @@ def test_corpus_fsroot_loads_numa_memory(corpus: Path, tmp_path: Path, name: str
     if (root / "proc/stat").exists():
         assert len(ProcStatSource(root).read()["cpus"]) > 0
     assert not PerfSource(root).status().available
+
+
+def test_rapl_verdicts_both_ways_from_one_source(fake: FakeRoot) -> None:
+    """What `snumap probe` prints: powercap's verdict (through the source's reader, so a
+    denied energy_uj is seen as such), the perf power PMU's, and the source's own, with
+    the PMU's counters opened once, not once per verdict."""
+    for zone in fake.rapl_zones:
+        fake.deny("sys/class/powercap/" + zone + "/energy_uj")
+    opened: list[tuple[int, int, int]] = []
+
+    def opener(type_: int, config: int, cpu: int) -> Callable[[], int]:
+        opened.append((type_, config, cpu))
+        return lambda: 1
+
+    src = RaplSource(fake.root, reader=fake.reader, counter_opener=opener)
+    pc, perf, own = src.verdicts()
+    assert (pc.name, pc.available, pc.reason) == ("rapl:powercap", False, ROOT_ONLY)
+    assert perf.name == "rapl:perf" and perf.available
+    assert own.name == "rapl" and own.available and src.via == "perf"
+    n = len(opened)
+    assert n > 0 and src.verdicts()[1] is perf and len(opened) == n
+    src.close()
+
+
+def test_rapl_verdicts_when_powercap_works(fake: FakeRoot) -> None:
+    closed: list[int] = []
+
+    class Counter:
+        def __call__(self) -> int:
+            return 1
+
+        def close(self) -> None:
+            closed.append(1)
+
+    src = RaplSource(fake.root, reader=fake.reader,
+                     counter_opener=lambda t, c, cpu: Counter())
+    pc, perf, own = src.verdicts()
+    assert pc.available and perf.available and own.available and src.via == "powercap"
+    # the PMU was opened only to give its verdict: already closed again
+    assert closed and src.read()["via"] == "powercap"

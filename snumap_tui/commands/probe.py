@@ -70,30 +70,15 @@ def bcc_status(live: bool) -> SourceStatus:
 
 
 def rapl_statuses(root: Path) -> list[SourceStatus]:
-    """RAPL both ways (powercap, perf power PMU), then the source's own verdict."""
-    from snumap_tui.sources.base import SourceStatus
-    from snumap_tui.sources.rapl import ROOT_ONLY, RaplSource
+    """RAPL both ways (powercap, perf power PMU), then the source's own verdict: one
+    RaplSource, its own reader, the power PMU opened once."""
+    from snumap_tui.sources.rapl import RaplSource
 
     src = RaplSource(root)
-    out = []
-    if not src.zones:
-        out.append(SourceStatus("rapl:powercap", False,
-                                "no intel-rapl zones in /sys/class/powercap", None))
-    else:
-        try:
-            (src.zones[0].path / "energy_uj").read_text()
-            out.append(SourceStatus("rapl:powercap", True, None, None,
-                                    {"domains": [z.domain for z in src.zones]}))
-        except PermissionError:
-            out.append(SourceStatus("rapl:powercap", False, ROOT_ONLY,
-                                    "run as root, or chmod o+r the energy_uj files"))
-        except OSError as exc:
-            out.append(SourceStatus("rapl:powercap", False, str(exc), None))
-    pmu = src.open_power_pmu()
-    src.close()
-    out.append(pmu)
-    out.append(RaplSource(root).status())
-    return out
+    try:
+        return src.verdicts()
+    finally:
+        src.close()
 
 
 # What each file-based check reads, relative to the root: with --fsroot, a missing one means

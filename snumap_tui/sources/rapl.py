@@ -27,6 +27,7 @@ from snumap_tui.native import perf_event as pe
 from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.perf import is_virtual_machine
 
 POWERCAP = "sys/class/powercap"
 _ZONE_RE = re.compile(r"intel-rapl:(\d+)(?::(\d+))?$")
@@ -35,6 +36,8 @@ _PKG_RE = re.compile(r"package-(\d+)(?:-die-(\d+))?$")
 POWER_EVENTS = {"energy-pkg": "package", "energy-cores": "core", "energy-gpu": "uncore",
                 "energy-ram": "dram", "energy-psys": "psys"}
 ROOT_ONLY = ("energy_uj is readable by root only (Linux >= 5.10, CVE-2020-8694)")
+ROOT_FIX = ("run as root, or let users read it: chmod o+r "
+            "/sys/class/powercap/intel-rapl:*/energy_uj")
 
 
 @dataclass(frozen=True)
@@ -123,24 +126,46 @@ class RaplSource:
         self.via: str | None = None
         self._counters: list[tuple[str, tuple[str, int], Callable[[], int], float]] = []
         self._status: SourceStatus | None = None
+        self._powercap_status: SourceStatus | None = None
+        self._perf_status: SourceStatus | None = None
 
     # ---- setup ----
+    def powercap_status(self) -> SourceStatus:
+        """The powercap verdict ("rapl:powercap"): zones there, and energy_uj readable."""
+        name = "rapl:powercap"
+        if not self.zones:
+            return SourceStatus(name, False, "no intel-rapl zones in /sys/class/powercap", None)
+        try:
+            self._reader(self.zones[0].path / "energy_uj")
+        except PermissionError:
+            return SourceStatus(name, False, ROOT_ONLY, ROOT_FIX, {"errno": 13})
+        except OSError as exc:
+            return SourceStatus(name, False, reason_of(exc), None)
+        return SourceStatus(name, True, None, None, {"domains": [z.domain for z in self.zones]})
+
+    def verdicts(self) -> list[SourceStatus]:
+        """Both ways RAPL can be read ("rapl:powercap", "rapl:perf") and then the source's own
+        verdict ("rapl"): what ``snumap probe`` prints. The perf power PMU is tried here even
+        when powercap works (to say whether it would), and closed again if not in use."""
+        st = self._setup()
+        if self._perf_status is None:
+            self._perf_status = self.open_power_pmu()
+            if self.via != "perf":
+                self._close_counters()
+        assert self._powercap_status is not None
+        return [self._powercap_status, self._perf_status, st]
+
     def _setup(self) -> SourceStatus:
         if self._status is not None:
             return self._status
-        denied: str | None = None
-        if self.zones:
-            try:
-                self._reader(self.zones[0].path / "energy_uj")
-                self.via = "powercap"
-                self._status = SourceStatus(self.name, True, None, None, {
-                    "via": "powercap", "domains": [z.domain for z in self.zones]})
-                return self._status
-            except PermissionError:
-                denied = ROOT_ONLY
-            except OSError as exc:
-                denied = reason_of(exc)
-        perf_status = self.open_power_pmu()
+        pc = self._powercap_status = self.powercap_status()
+        if pc.available:
+            self.via = "powercap"
+            self._status = SourceStatus(self.name, True, None, None, {
+                "via": "powercap", "domains": [z.domain for z in self.zones]})
+            return self._status
+        denied = pc.reason if self.zones else None
+        perf_status = self._perf_status = self.open_power_pmu()
         if perf_status.available:
             self.via = "perf"
             self._status = SourceStatus(self.name, True, denied and f"{denied}; using the perf "
@@ -149,14 +174,13 @@ class RaplSource:
         if denied:
             self._status = SourceStatus(
                 self.name, False, f"{denied}, and the perf power PMU: {perf_status.reason}",
-                "run as root, or let users read it: chmod o+r "
-                "/sys/class/powercap/intel-rapl:*/energy_uj (a udev rule makes it stick)",
+                ROOT_FIX + " (a udev rule makes it stick)",
                 {"zones": [z.zone_id for z in self.zones]})
         else:
             self._status = SourceStatus(
                 self.name, False,
                 "no RAPL: no intel-rapl zones in /sys/class/powercap and no perf power PMU"
-                + (" (virtual machine)" if _hypervisor(self.root, self._reader) else ""),
+                + (" (virtual machine)" if is_virtual_machine(self.root, self._reader) else ""),
                 "on bare metal: modprobe intel_rapl_msr (Intel) or use Linux >= 5.8 (AMD)",
                 {"path": str(self.root / POWERCAP)})
         return self._status
@@ -227,17 +251,12 @@ class RaplSource:
                 "energy_uj": energy, "max_uj": maxes, "via": "perf"}
 
     def close(self) -> None:
+        self._close_counters()
+        self._status = self._powercap_status = self._perf_status = None
+
+    def _close_counters(self) -> None:
         for _, _, read, _ in self._counters:
             close = getattr(read, "close", None)
             if close is not None:
                 close()
         self._counters = []
-        self._status = None
-
-
-def _hypervisor(root: Path, reader: Reader) -> bool:
-    text = read_optional(reader, root / "proc" / "cpuinfo") or ""
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return " hypervisor" in line
-    return False
