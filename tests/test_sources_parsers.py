@@ -173,3 +173,43 @@ def test_rapl_domain_mapping() -> None:
     assert domain_of("psys", None) == ("psys", ("Machine", 0))
     assert domain_of("package-0-die-1", None) == ("package-0-die-1", ("Package", 0))
     assert domain_of("dram", "package-0-die-1") == ("dram-0-die-1", ("Package", 0))
+
+
+# /proc/cpuinfo excerpts, verbatim formats (x86, ARMv7 before 3.8, Raspberry Pi arm64, MIPS)
+CPUINFO_X86 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC 7763 64-Core Processor
+stepping\t: 1
+"""
+CPUINFO_ARMV7 = """Processor\t: ARMv7 Processor rev 10 (v7l)
+processor\t: 0
+BogoMIPS\t: 1581.05
+"""
+CPUINFO_RPI = """processor\t: 0
+BogoMIPS\t: 108.00
+CPU implementer\t: 0x41
+CPU part\t: 0xd08
+
+Revision\t: c03111
+Model\t\t: Raspberry Pi 4 Model B Rev 1.1
+"""
+CPUINFO_MIPS = """system type\t\t: MediaTek MT7621 ver:1 eco:3
+processor\t\t: 0
+cpu model\t\t: MIPS 1004Kc V2.15
+"""
+
+
+def test_cpu_model_per_architecture(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from snumap_tui.sources.cpuinfo import cpu_model, parse_cpu_model
+
+    assert parse_cpu_model(CPUINFO_X86) == "AMD EPYC 7763 64-Core Processor"   # not "1"
+    assert parse_cpu_model(CPUINFO_ARMV7) == "ARMv7 Processor rev 10 (v7l)"
+    assert parse_cpu_model(CPUINFO_RPI) == "Raspberry Pi 4 Model B Rev 1.1"     # over 0xd08
+    assert parse_cpu_model(CPUINFO_MIPS) == "MIPS 1004Kc V2.15"
+    assert parse_cpu_model("processor\t: 0\n") is None
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(CPUINFO_X86.replace("7763 64", "7763  64"))
+    assert cpu_model(tmp_path) == "AMD EPYC 7763 64-Core Processor"
+    assert cpu_model(tmp_path / "nowhere") is None
