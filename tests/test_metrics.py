@@ -158,3 +158,21 @@ def test_user_config_is_read_from_xdg(tmp_path: Path, monkeypatch: pytest.Monkey
     cat = load_catalogue()
     assert "busy_share" in cat and "util_pct" in cat
     assert isinstance(cat, Catalogue)
+
+
+def test_colour_position_and_problem_level_are_the_models() -> None:
+    """Metric.normalize / Metric.level are the one copy of the colour scale and thresholds
+    the views use (ui/metricspec.py delegates to them)."""
+    cat = default_catalogue()
+    util = cat["util_pct"]                                   # linear 0..100
+    pos = util.normalize(np.array([-5.0, 25.0, 100.0, 250.0, math.nan]))
+    assert pos[:4].tolist() == [0.0, 0.25, 1.0, 1.0] and math.isnan(pos[4])
+    assert float(util.normalize(50.0)) == 0.5                # a scalar works too
+    log = next(m for m in cat if m.scale == "log")
+    lo, hi = float(log.normalize(log.vmin)), float(log.normalize(log.vmax))
+    assert (lo, hi) == (0.0, 1.0)
+    mid = float(log.normalize(math.sqrt(max(log.vmin, 1e-12) * log.vmax)))
+    assert mid == pytest.approx(0.5, abs=0.01)               # geometric middle of a log scale
+    ipc = cat["ipc"]
+    assert ipc.level(None) is None and ipc.level(2.0) is None
+    assert ipc.level(0.1) in ("warn", "crit")
