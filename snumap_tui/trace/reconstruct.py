@@ -163,11 +163,32 @@ def _latest_before(etid: np.ndarray, et: np.ndarray, who: np.ndarray, t_out: np.
                    carried: dict[int, int]) -> np.ndarray:
     """For each (WHO, T_OUT): the latest evidence time of WHO strictly before T_OUT (ETID/ET
     sorted by tid then time), else what earlier batches carried, else 0."""
-    lo = np.searchsorted(etid, who, side="left")
-    hi = np.searchsorted(etid, who, side="right")
     out = np.zeros(len(who), dtype=np.int64)
-    for q, (a, b, x, tq) in enumerate(zip(lo.tolist(), hi.tolist(), who.tolist(),
-                                          t_out.tolist())):
-        j = a + int(np.searchsorted(et[a:b], tq, side="left")) - 1
-        out[q] = int(et[j]) if j >= a else carried.get(x, 0)
+    if not len(who):
+        return out
+    if len(et):
+        t0 = int(min(et.min(), t_out.min()))
+        span = int(max(et.max(), t_out.max())) - t0
+        top = int(max(etid.max(), who.max()))
+    if len(et) and span < 1 << 40 and 0 <= top < 1 << 22:
+        # One int64 key (tid, time since T0) for both sides: a single searchsorted.
+        ekey = (etid << 40) | (et - t0)
+        qkey = (who << 40) | (t_out - t0)
+        j = np.searchsorted(ekey, qkey, side="left") - 1
+        jc = np.maximum(j, 0)
+        hit = (j >= 0) & (etid[jc] == who)
+        out[hit] = et[jc[hit]]
+        miss = np.flatnonzero(~hit)
+    else:
+        miss = np.arange(len(who))
+        lo = np.searchsorted(etid, who, side="left")
+        hi = np.searchsorted(etid, who, side="right")
+        for q in np.flatnonzero(hi > lo).tolist():
+            a, b = int(lo[q]), int(hi[q])
+            j1 = a + int(np.searchsorted(et[a:b], t_out[q], side="left")) - 1
+            if j1 >= a:
+                out[q] = et[j1]
+        miss = miss[out[miss] == 0]
+    for q in miss.tolist():
+        out[q] = carried.get(int(who[q]), 0)
     return out
