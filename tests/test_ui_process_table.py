@@ -102,3 +102,18 @@ def test_a_frame_repaints_only_changed_rows() -> None:
             assert painted == [2]                        # the first row, under the 2 head lines
 
     _run(body)
+
+
+def test_rows_the_table_shows_as_equal_keep_pid_order() -> None:
+    from snumap_tui.model.frame import TaskRow
+    from snumap_tui.ui.processes import sort_tasks
+
+    def row(pid: int, cpu: float | None, user: str = "u") -> TaskRow:
+        return TaskRow(pid, pid, "p", user, "S", cpu, 0, frozenset({0}))
+
+    # 0.97 and 1.03 both show "1.0": they sort as equal, by PID, whatever the noise says.
+    ts = [row(9, 1.03), row(3, 0.97), row(5, 50.0), row(7, None), row(4, 0.0)]
+    assert [t.pid for t in sort_tasks(ts, "cpu")] == [5, 3, 9, 4, 7]
+    assert [t.pid for t in sort_tasks(ts[::-1], "cpu")] == [5, 3, 9, 4, 7]
+    ts2 = [row(9, 1.0, "b"), row(3, 1.0, "b"), row(2, 8.0, "b"), row(1, 0.0, "a")]
+    assert [t.pid for t in sort_tasks(ts2, "user")] == [1, 2, 3, 9]

@@ -157,6 +157,8 @@ class ProcessTable(DataTable[str], can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         self.lines: list[Line] = []          # before DataTable's init, which asks row_count
+        self._ycache: dict[int, Strip] = {}  # screen row -> drawn strip (see render_lines)
+        self._ystamp: tuple[object, ...] = ()
         super().__init__(id=id, cursor_type="row", show_cursor=False)
         self.cols: list[Col] = task_columns(120)
         self.sort_key = "cpu"
@@ -368,10 +370,19 @@ class ProcessTable(DataTable[str], can_focus=True):
             return super(DataTable, self).render_lines(crop)
         filters = self.get_line_filters()
         background = self.background_colors[1] if filters else None
+        # Textual renders the bounding box of all the screen's dirty regions (the header at
+        # the top, the details at the bottom: every row of the table, each frame), so the
+        # rows not refreshed since they were drawn come from this cache.
+        stamp = (self.scroll_offset.y, self.size.width, self.has_focus)
+        if stamp != self._ystamp:
+            self._ystamp, self._ycache = stamp, {}
+        cache = self._ycache
         render = self.render_line
         strips = []
         for y in crop.line_range:
-            strip = render(y)
+            strip = cache.get(y)
+            if strip is None:
+                strip = cache[y] = render(y)
             for f in filters:
                 strip = strip.apply_filter(f, background)       # type: ignore[arg-type]
             strips.append(strip)
@@ -379,6 +390,18 @@ class ProcessTable(DataTable[str], can_focus=True):
         if (x1, x2) != (0, self.size.width):
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> ProcessTable:
+        """Textual's refresh; forgets the drawn rows it covers (see ``render_lines``)."""
+        if not regions:
+            self._ycache = {}
+        else:
+            for r in regions:
+                for y in range(r.y, r.bottom):
+                    self._ycache.pop(y, None)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
 
     def _plain_box(self) -> bool:
         """No border, padding, outline, tint or opacity: nothing Textual's styles cache would

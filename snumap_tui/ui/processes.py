@@ -67,14 +67,21 @@ def matches(t: TaskRow, query: str) -> bool:
     return True
 
 
+def _shown_cpu(t: TaskRow) -> float:
+    """CPU % as the table shows it (one decimal): rows the eye sees as equal sort as equal,
+    then by PID, so they keep their places instead of swapping (and repainting) on noise."""
+    return round(t.cpu_pct or 0.0, 1)
+
+
 def sort_tasks(tasks: Iterable[TaskRow], key: str) -> list[TaskRow]:
+    """One key per process (computed once, not per comparison), ties always by PID."""
     if key == "pid":
         return sorted(tasks, key=lambda t: t.pid)
     if key == "user":
-        return sorted(tasks, key=lambda t: (t.user, -(t.cpu_pct or 0.0)))
+        return sorted(tasks, key=lambda t: (t.user, -_shown_cpu(t), t.pid))
     if key == "name":
         return sorted(tasks, key=lambda t: (t.comm.lower(), t.pid))
-    return sorted(tasks, key=lambda t: (-(t.cpu_pct or 0.0), t.pid))
+    return sorted(tasks, key=lambda t: (-_shown_cpu(t), t.pid))
 
 
 def group_tasks(tasks: Iterable[TaskRow], mode: str) -> list[GroupRow]:
