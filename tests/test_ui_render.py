@@ -7,9 +7,10 @@ import math
 from rich.console import Console
 
 from snumap_tui.model.frame import TaskRow
+from snumap_tui.sources.cpuinfo import parse_cpu_model
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_grid, heatmap_lines
-from snumap_tui.ui.hostinfo import format_uptime, parse_cpu_model, parse_loadavg, parse_uptime
+from snumap_tui.ui.hostinfo import format_uptime, parse_loadavg, parse_uptime
 from snumap_tui.ui.metricspec import fmt_bytes, heatmap_metrics, view_for
 from snumap_tui.ui.palette import GLYPHS, bar, level_glyph, sparkline
 from snumap_tui.ui.processes import affinity_label, group_tasks, matches, sort_tasks

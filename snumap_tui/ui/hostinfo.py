@@ -2,7 +2,8 @@
 
 Read from the same root the sources use, so ``--fsroot`` shows the other machine's kernel and
 CPU (and no uptime/load when the gathered tree lacks them), and from the topology's hwloc infos
-as a fallback (``--topology FILE.xml`` carries HostName, OSRelease, CPUModel). Parsing is pure;
+as a fallback (``--topology FILE.xml`` carries HostName, OSRelease, CPUModel). The CPU model is
+sources.cpuinfo's parser (record's header says the same name). Parsing is pure;
 ``read_host`` is the only I/O. Headless: no textual, no rich.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snumap_tui.sources.cpuinfo import parse_cpu_model
 from snumap_tui.topology.model import Topology
 
 
@@ -41,15 +43,6 @@ def parse_loadavg(text: str) -> tuple[float, float, float] | None:
     except ValueError:
         return None
     return a, b, c
-
-
-def parse_cpu_model(cpuinfo: str) -> str | None:
-    """The first 'model name' (x86) or 'Processor'/'cpu model' (ARM, MIPS) of /proc/cpuinfo."""
-    for line in cpuinfo.splitlines():
-        key, _, val = line.partition(":")
-        if key.strip() in ("model name", "Processor", "cpu model") and val.strip():
-            return " ".join(val.split())
-    return None
 
 
 def format_uptime(s: float | None) -> str:
