@@ -1,23 +1,9 @@
 """`snumap replay FILE`: the views of `snumap top` and the core-vs-time chart, driven by a
 recording, with a time cursor. The topology is the recording's own, so no hwloc is needed.
 
-The replay screenshots in screenshots/ are made with ``--screenshot`` (rebuild them after
-changing the drawing):
-
-- ``replay-real.svg``, ``gantt-real.svg``: a real bcc recording of this machine running three
-  processes that spin 120 ms then meet at a multiprocessing.Barrier, six times::
-
-      snumap record -o real.rec -- python3 barrier.py
-      snumap replay real.rec --screenshot screenshots/replay-real.svg
-      snumap replay real.rec --screenshot screenshots/gantt-real.svg --size 120x24 \
-          --by thread --keys plus
-
-- ``replay-384.svg``, ``gantt-384.svg``: the benchmark's 10 M-event, 384-PU recording::
-
-      python bench/replay.py --keep b384.rec
-      snumap replay b384.rec --screenshot screenshots/replay-384.svg
-      snumap replay b384.rec --screenshot screenshots/gantt-384.svg --by thread \
-          --keys minus,plus,plus,plus,plus,plus,plus,down   (then 19 more "down")
+The replay screenshots in screenshots/ are made with ``--screenshot`` by
+``scripts/replay_screenshots.sh`` (a real recording of scripts/demo_barrier.py on this machine,
+and a generated 384-PU recording); rebuild them after changing the drawing.
 """
 
 from __future__ import annotations

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Regenerate the replay screenshots in screenshots/ from the real app:
+#   - replay-real*.svg, gantt-real.svg: a real recording of this machine running
+#     scripts/demo_barrier.py (best tracer available; run as root for bcc/perf);
+#   - replay-384.svg, gantt-384.svg: the benchmark's generated 10 M-event, 384-PU recording.
+# Usage: bash scripts/replay_screenshots.sh   (after scripts/setup.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+S=.venv/bin/snumap
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+$S record -o "$tmp/real.rec" -- .venv/bin/python scripts/demo_barrier.py
+$S replay "$tmp/real.rec" --screenshot screenshots/replay-real.svg
+$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-80x24.svg --size 80x24
+$S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
+$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
+$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
+.venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; from replay import make; make(Path(sys.argv[1]), 2_000_000)" "$tmp/b384.rec"
+$S replay "$tmp/b384.rec" --screenshot screenshots/replay-384.svg
+downs=$(printf 'down,%.0s' $(seq 20))
+$S replay "$tmp/b384.rec" --screenshot screenshots/gantt-384.svg --by thread \
+  --keys "minus,plus,plus,plus,plus,plus,plus,${downs%,}"
+$S replay "$tmp/b384.rec" --screenshot screenshots/replay-384-80x24.svg --size 80x24
+echo "screenshots written to screenshots/"
