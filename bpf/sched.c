@@ -28,8 +28,10 @@ BPF_PERCPU_ARRAY(lost, __u64, 1);
 
 /* The last switch seen on this CPU, whatever the tasks: some switches are never traced by the
  * kernel (seen on 6.18 in a VM: out of the idle task), so a task can be switched out without
- * having been switched in. Such a switch-in is reconstructed at the last traced switch on the
- * CPU (the rule perf sched timehist applies) and flagged with arg = -1. */
+ * having been switched in. Such a switch-in is emitted at the last traced switch on the CPU
+ * (the earliest it can have happened; only here is every switch seen, also those the filter
+ * drops) and flagged with arg = -1; user space then moves it to the latest event proving the
+ * task was not running yet (snumap_tui/trace/reconstruct.py, the perf backend's rule). */
 struct last_switch {
     __u64 t_ns;
     __u32 next;

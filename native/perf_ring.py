@@ -6,7 +6,8 @@ area, which records wrap around. Each record starts with ``struct perf_event_hea
 (u32 type, u16 misc, u16 size) and is 8-byte aligned (include/uapi/linux/perf_event.h).
 
 ``PerfRing.read()`` copies everything between tail and head out in one or two slices, gives
-the space back, and returns the bytes; ``split_records`` finds where each record starts, and
+the space back, and returns the bytes (an overrun, more than the ring holds between tail and
+head, is counted in ``lost_bytes`` and skipped: the oldest of it was overwritten); ``split_records`` finds where each record starts, and
 ``gather`` pulls the same fixed-layout fields out of many records at once with numpy.
 """
 
@@ -42,6 +43,9 @@ class PerfRing:
         self.data_offset = int(meta[MMAP_PAGE_DATA_OFFSET // 8]) or page
         self.data_size = int(meta[MMAP_PAGE_DATA_SIZE // 8]) or data_pages * page
         self._data = memoryview(self._map)[self.data_offset:self.data_offset + self.data_size]
+        # Bytes skipped because head ran more than a ring ahead of tail (read()).
+        self.lost_bytes = 0
+        self.closed = False
 
     def pending(self) -> int:
         return int(self._meta[MMAP_PAGE_DATA_HEAD // 8]) - int(self._meta[MMAP_PAGE_DATA_TAIL // 8])
@@ -53,8 +57,17 @@ class PerfRing:
         if head == tail:
             return b""
         size = self.data_size
+        if head - tail > size:
+            # With the ring mapped writable (not overwrite mode) the kernel never writes past
+            # data_tail (it drops records and reports PERF_RECORD_LOST instead), so this means
+            # the tail was moved wrongly or the ring was written over: the oldest bytes are
+            # gone and the first record boundary in what is left is unknown. All of it is
+            # lost, counted, never handed on as records.
+            self.lost_bytes += head - tail
+            self._meta[MMAP_PAGE_DATA_TAIL // 8] = head
+            return b""
         start, end = tail % size, head % size
-        if head - tail >= size or end <= start:
+        if end <= start:                  # wraps (or exactly full: start == end)
             out = bytes(self._data[start:]) + bytes(self._data[:end])
         else:
             out = bytes(self._data[start:end])
@@ -63,6 +76,10 @@ class PerfRing:
         return out
 
     def close(self) -> None:
+        """Unmap the ring; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         del self._meta
         self._data.release()
         self._map.close()

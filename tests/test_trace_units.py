@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from snumap_tui.native.perf_ring import gather, split_records, split_records_walk
 
+from snumap_tui.sources.privileges import has_caps, parse_capeff
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_layout import load_layout, struct_dtype, to_events
 from snumap_tui.trace.bpf_ring import BUSY_BIT, DISCARD_BIT, decode_fixed, record_stride
-from snumap_tui.trace.perf import RAW_AT, data_loc_str, online_cpus, sample_dtype
-from snumap_tui.trace.privileges import has_caps, parse_capeff
+from snumap_tui.trace.perf import RAW_AT, data_loc_str, sample_dtype
 from snumap_tui.trace.proc import parse_schedstat, parse_stat
 from snumap_tui.trace.tasks import TaskTable, parse_status
 from snumap_tui.trace.tracefs import parse_format
@@ -206,7 +206,6 @@ def test_proc_parsers() -> None:
     assert parse_schedstat("2000000000 5000 12\n") == 2_000_000_000
     status = "Name:\tpython3\nUmask:\t0022\nState:\tR (running)\nTgid:\t77\nNgid:\t0\nPid:\t78\nPPid:\t5\n"
     assert parse_status(status) == (77, 5, "python3")
-    assert online_cpus("0-3,8\n") == [0, 1, 2, 3, 8]
 
 
 def test_capabilities() -> None:

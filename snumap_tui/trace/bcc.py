@@ -22,11 +22,13 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout, to_events
 from snumap_tui.trace.bpf_ring import BpfRingReader
-from snumap_tui.trace.privileges import has_caps
+from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
+from snumap_tui.trace.rows import take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 from snumap_tui.trace.tracefs import tracefs_missing, tracefs_root
 
@@ -80,6 +82,8 @@ class BccTracer(Tracer):
         self._tasks = TaskTable()
         self._lost_seen: dict[int, int] = {}
         self._exited: list[int] = []
+        self._exited_before: list[int] = []
+        self._not_running = NotRunning()
         self._system_wide = True
         self.compile_s = 0.0
 
@@ -107,6 +111,9 @@ class BccTracer(Tracer):
         return SourceStatus("trace:bcc", True, None, None, {"headers": str(hdr)})
 
     def start(self, pids: Iterable[int] | None = None) -> None:
+        """Compile and load bpf/sched.c (bcc attaches its tracepoint programs as it loads
+        them), seed the tracked tree, map the ring. Anything after the load that fails frees
+        the BPF object again before the error goes on: no program stays attached."""
         bcc = import_bcc()
         rec_dtype, _names_dtype, _ = load_layout()
         pages = ring_pages(self.buffer_bytes)
@@ -122,6 +129,15 @@ class BccTracer(Tracer):
         except Exception as exc:
             raise RuntimeError(f"bcc could not compile or load bpf/sched.c: {exc}") from exc
         self.compile_s = time.monotonic() - t0
+        try:
+            self._attach(roots, rec_dtype, pages)
+        except BaseException:
+            self._release()
+            raise
+
+    def _attach(self, roots: list[int] | None, rec_dtype: np.dtype, pages: int) -> None:
+        """Seed the tracked map with the roots' trees and map the ring (bcc attached the
+        tracepoint programs when it loaded them)."""
         b = self._bpf
         if roots is not None:
             tracked = b["tracked"]
@@ -133,6 +149,23 @@ class BccTracer(Tracer):
             self._tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
         self._ring = BpfRingReader(b["events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
+
+    def _release(self) -> None:
+        """Unmap the ring, detach the programs and free the BPF object (its maps, program
+        fds); each step on its own so that one failing does not leave the rest attached. Safe
+        to call twice."""
+        ring, self._ring = self._ring, None
+        bpf, self._bpf = self._bpf, None
+        if ring is not None:
+            try:
+                ring.close()
+            except (OSError, ValueError, BufferError):
+                pass
+        if bpf is not None:
+            try:
+                bpf.cleanup()
+            except Exception:  # noqa: BLE001, S110 - bcc raises plain Exception on detach errors
+                pass
 
     def _lost(self) -> dict[int, int]:
         table = self._bpf["lost"]
@@ -185,6 +218,17 @@ class BccTracer(Tracer):
         return self.decode(self.drain())
 
     def _finish(self, events: np.ndarray) -> ev.EventBatch:
+        """Decoded records -> a time-sorted batch with names. The program reconstructs the
+        switch-ins the kernel did not trace at the previous switch on the CPU (arg = -1, it
+        alone sees every switch); here they move to the latest proof that the task was not
+        running yet (reconstruct.py, the perf backend's rule)."""
+        t = events["t_ns"]
+        if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
+            # Ring order is reservation order across CPUs (nearly time order), and a
+            # reconstructed switch-in carries the older time of its bound.
+            events = take_rows(events, np.argsort(t, kind="stable"))
+        self._not_running.forget(self._exited_before)
+        events = place_kernel_switch_ins(events, self._not_running)
         tasks = self._tasks
         known = (events["kind"] != ev.WAKEUP) & (events["kind"] != ev.WAKEUP_NEW) & \
                 (events["kind"] != ev.MIGRATE)
@@ -193,19 +237,20 @@ class BccTracer(Tracer):
         now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
         tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
         exits = events["tid"][events["kind"] == ev.EXIT]
+        # Forgotten by the evidence one batch later (a task's last switch follows its exit).
+        self._exited_before = exits.tolist()
         self._exited = exits.tolist()
         return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=self._lost())
 
     def stop(self) -> ev.EventBatch:
+        """Detach the programs, read what the ring still holds, free everything -- the
+        freeing even when the detach or the last read raised."""
         if self._bpf is None:
             return ev.EventBatch()
-        # Detach first so nothing is half-written, then drain what is left.
-        for tp in list(self._bpf.tracepoint_fds):
-            self._bpf.detach_tracepoint(tp)
-        batch = self.read()
-        if self._ring is not None:
-            self._ring.close()
-            self._ring = None
-        self._bpf.cleanup()
-        self._bpf = None
-        return batch
+        try:
+            # Detach first so nothing is half-written, then drain what is left.
+            for tp in list(self._bpf.tracepoint_fds):
+                self._bpf.detach_tracepoint(tp)
+            return self.read()
+        finally:
+            self._release()

@@ -91,6 +91,7 @@ class BpfRingReader:
         self._cons = np.frombuffer(self._cons_map, dtype="<u8", count=1)
         self._prod = np.frombuffer(self._data_map, dtype="<u8", count=1)
         self._data = memoryview(self._data_map)[page:page + 2 * size]
+        self.closed = False
 
     def pending(self) -> int:
         """Bytes written by the kernel and not consumed yet."""
@@ -108,6 +109,10 @@ class BpfRingReader:
         return recs
 
     def close(self) -> None:
+        """Unmap the ring; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         del self._cons, self._prod
         self._data.release()
         self._cons_map.close()

@@ -12,8 +12,11 @@ Fields per kind:
             recording keeps switches with a traced task on either side and, on CPUs the tree
             has used, switches into and out of idle, so untraced time there is bounded.
             Recordings made before OUTSIDE existed have -1 there (partners counted as tasks).
-            arg = -1: a switch-in the kernel did not trace, reconstructed by the tracer at the
-            previous traced switch on that CPU (perf sched timehist's rule).
+            arg = -1: a switch-in the kernel did not trace, reconstructed by the tracer
+            (trace/reconstruct.py) at the latest event proving the task was not yet running
+            (its wakeup_new, its switch-out on another CPU, its migration, its first wakeup
+            after a sleep), never earlier than the previous switch on that CPU (perf sched
+            timehist's rule, which recordings made before this rule used alone).
 - WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
 - MIGRATE:  cpu = dest cpu; tid; arg = orig cpu.
 - FORK:     cpu; tid = parent tid; tid2 = child tid; pid = parent tgid; pid2 = child tgid.

@@ -11,18 +11,21 @@ space from sched_process_fork records, and the rest is dropped after decoding.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from snumap_tui.native import perf_event as pe
 from snumap_tui.native.perf_ring import PerfRing, gather, split_records
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.freq import online_cpus
+from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
-from snumap_tui.trace.privileges import has_caps
 from snumap_tui.trace.reconstruct import NotRunning, missed_switch_ins
 from snumap_tui.trace.rows import concat_rows, insert_rows, take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
@@ -37,22 +40,6 @@ CLOCK_MONOTONIC = 1
 RAW_AT = 36
 SAMPLE_HEAD = [("s_pid", "<i4", 8), ("s_tid", "<i4", 12), ("s_time", "<u8", 16),
                ("s_cpu", "<u4", 24)]
-
-
-def online_cpus(text: str | None = None) -> list[int]:
-    """Parse /sys/devices/system/cpu/online ("0-3,8")."""
-    if text is None:
-        try:
-            with open("/sys/devices/system/cpu/online") as f:
-                text = f.read()
-        except OSError:
-            return list(range(os.cpu_count() or 1))
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 def default_buffer_bytes(ncpu: int | None = None) -> int:
@@ -135,6 +122,12 @@ class PerfTracer(Tracer):
         # CPU can be decoded before its fork on another); and the comms switch records give.
         self._seen_names: list[tuple[int, int, int | None, str, int | None]] = []
         self._switch_comm: dict[int, bytes] = {}
+        # Ring overruns (PerfRing.lost_bytes) seen by drain() and not yet reported by decode(),
+        # per CPU; drain() may run on another thread.
+        self._overrun: dict[int, int] = {}
+        self._overrun_seen: dict[int, int] = {}
+        self._overrun_lock = threading.Lock()
+        self._record_max = 0       # bytes of the largest fixed-size sample record opened
 
     @classmethod
     def status(cls) -> SourceStatus:
@@ -167,43 +160,52 @@ class PerfTracer(Tracer):
             fmt = read_format("sched", tp)
             names = [n for n in want[tp] if n in fmt.fields]
             self._dec[fmt.id] = _Decoder(tp, fmt.id, sample_dtype(fmt, names))
+            raw = max((f.offset + f.size for f in fmt.fields.values()), default=0)
+            self._record_max = max(self._record_max, (RAW_AT + raw + 7) & ~7)
 
     def start(self, pids: Iterable[int] | None = None) -> None:
+        """Open one event per (tracepoint, CPU), map each CPU's ring, enable them all. On any
+        failure what was opened is closed and unmapped again before the error goes on, so a
+        tracer that did not start holds nothing (select.start_tracer then tries the next)."""
         if not self.pages:
             self.pages = ring_pages_per_cpu(self.buffer_bytes)
         self._decoders()
-        cpus = online_cpus()
+        cpus = online_cpus(Path("/")) or list(range(os.cpu_count() or 1))
         try:
-            for cpu in cpus:
-                leader = -1
-                for tp_id in self._dec:
-                    attr = pe.make_attr(pe.PERF_TYPE_TRACEPOINT, tp_id, sample_period=1,
-                                        sample_type=SAMPLE_TYPE, disabled=True)
-                    attr.use_clockid = 1
-                    attr.clockid = CLOCK_MONOTONIC
-                    attr.watermark = 1
-                    attr.wakeup_watermark = self.pages * os.sysconf("SC_PAGE_SIZE") // 2
-                    fd = pe.perf_event_open(attr, pid=-1, cpu=cpu,
-                                            event=f"sched:{self._dec[tp_id].name}")
-                    self._fds.append(fd)
-                    if leader < 0:
-                        leader = fd
-                        self._rings[cpu] = PerfRing(fd, self.pages)
-                    else:
-                        pe.ioctl(fd, pe.PERF_EVENT_IOC_SET_OUTPUT, leader)
-        except OSError:
+            self._open(cpus)
+            if pids is not None:
+                roots = list(pids)
+                self._tracked = set()
+                for pid in tree_of(roots):
+                    for tid in threads_of(pid) or [pid]:
+                        self._tracked.add(tid)
+                        self._tasks.learn(tid, tgid=pid)
+                self._tasks.lookup_live(sorted(self._tracked))
+            for fd in self._fds:
+                pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
+        except BaseException:
             self._close()
             raise
-        if pids is not None:
-            roots = list(pids)
-            self._tracked = set()
-            for pid in tree_of(roots):
-                for tid in threads_of(pid) or [pid]:
-                    self._tracked.add(tid)
-                    self._tasks.learn(tid, tgid=pid)
-            self._tasks.lookup_live(sorted(self._tracked))
-        for fd in self._fds:
-            pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
+
+    def _open(self, cpus: list[int]) -> None:
+        """The events of CPUS, disabled, each CPU's redirected into its first one's ring."""
+        for cpu in cpus:
+            leader = -1
+            for tp_id in self._dec:
+                attr = pe.make_attr(pe.PERF_TYPE_TRACEPOINT, tp_id, sample_period=1,
+                                    sample_type=SAMPLE_TYPE, disabled=True)
+                attr.use_clockid = 1
+                attr.clockid = CLOCK_MONOTONIC
+                attr.watermark = 1
+                attr.wakeup_watermark = self.pages * os.sysconf("SC_PAGE_SIZE") // 2
+                fd = pe.perf_event_open(attr, pid=-1, cpu=cpu,
+                                        event=f"sched:{self._dec[tp_id].name}")
+                self._fds.append(fd)
+                if leader < 0:
+                    leader = fd
+                    self._rings[cpu] = PerfRing(fd, self.pages)
+                else:
+                    pe.ioctl(fd, pe.PERF_EVENT_IOC_SET_OUTPUT, leader)
 
     def _decode_ring(self, buf: bytes, lost: dict[int, int], cpu: int) -> list[np.ndarray]:
         types, offs, _sizes = split_records(buf)
@@ -348,12 +350,29 @@ class PerfTracer(Tracer):
             buf = ring.read()
             if buf:
                 out[cpu] = buf
+            if ring.lost_bytes != self._overrun_seen.get(cpu, 0):
+                with self._overrun_lock:
+                    self._overrun[cpu] = self._overrun.get(cpu, 0) + \
+                        ring.lost_bytes - self._overrun_seen.get(cpu, 0)
+                self._overrun_seen[cpu] = ring.lost_bytes
         return out
+
+    def _take_overruns(self, lost: dict[int, int]) -> None:
+        """Add the ring overruns since the last decode to LOST, in events: at least one per
+        largest sample record the bytes could have held (the records themselves are gone)."""
+        if not self._overrun:
+            return
+        with self._overrun_lock:
+            over, self._overrun = self._overrun, {}
+        size = self._record_max or 8
+        for cpu, nbytes in over.items():
+            lost[cpu] = lost.get(cpu, 0) + max(1, nbytes // size)
 
     def decode(self, raw: dict[int, bytes] | None) -> ev.EventBatch:
         if raw is None:
             raw = self.drain()
         lost: dict[int, int] = {}
+        self._take_overruns(lost)
         parts: list[np.ndarray] = []
         for cpu, buf in raw.items():
             parts.extend(self._decode_ring(buf, lost, cpu))
@@ -407,16 +426,27 @@ class PerfTracer(Tracer):
         self._switch_comm = {}
 
     def _close(self) -> None:
-        for ring in self._rings.values():
-            ring.close()
-        self._rings = {}
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        """Unmap every ring and close every fd (each on its own: one failing does not keep
+        the others open); safe to call twice."""
+        rings, self._rings = self._rings, {}
+        fds, self._fds = self._fds, []
+        for ring in rings.values():
+            try:
+                ring.close()
+            except (OSError, ValueError, BufferError):
+                pass
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def stop(self) -> ev.EventBatch:
-        for fd in self._fds:
-            pe.ioctl(fd, pe.PERF_EVENT_IOC_DISABLE)
-        batch = self.read()
-        self._close()
-        return batch
+        """Disable the events, read what the rings still hold, close everything -- the closing
+        even when the disable or the last read raised."""
+        try:
+            for fd in self._fds:
+                pe.ioctl(fd, pe.PERF_EVENT_IOC_DISABLE)
+            return self.read()
+        finally:
+            self._close()

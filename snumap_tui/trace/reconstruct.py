@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from snumap_tui.trace import events as ev
+from snumap_tui.trace.rows import insert_rows, take_rows
 
 # prev_state of sched_switch: the TASK_REPORT bits (0x7f) and TASK_REPORT_IDLE (0x80) are
 # sleeping states; 0 is runnable and TASK_REPORT_MAX (0x100) marks a preemption ("R+")
@@ -192,3 +193,40 @@ def _latest_before(etid: np.ndarray, et: np.ndarray, who: np.ndarray, t_out: np.
     for q in miss.tolist():
         out[q] = carried.get(int(who[q]), 0)
     return out
+
+
+def place_kernel_switch_ins(events: np.ndarray, state: NotRunning) -> np.ndarray:
+    """EVENTS (time-sorted) with the switch-ins a tracer already reconstructed at the previous
+    switch on the CPU (SWITCH, ``arg = -1``: the bcc program does that part in the kernel,
+    where it sees every switch, also those its filter drops) moved to the latest not-running
+    evidence of the task before its switch-out, as ``missed_switch_ins`` places its own; never
+    earlier than where the tracer put them. STATE carries the evidence across batches.
+
+    The switch-out is the next traced switch on the same CPU (the previous one was the
+    reconstruction's bound, so nothing ran there in between); when it is not in this batch
+    yet, evidence up to the batch's end counts (none can follow the switch-in before it)."""
+    syn = (events["kind"] == ev.SWITCH) & (events["arg"] == -1)
+    if not syn.any():
+        _evidence(events, state)
+        return events
+    real = take_rows(events, ~syn)
+    before_state = dict(state.t)
+    etid, et = _evidence(real, state)
+    moved = take_rows(events, syn)                        # a copy
+    t_syn = moved["t_ns"].astype(np.int64)
+    t_out = np.full(len(moved), int(events["t_ns"].max()) + 1, dtype=np.int64)
+    real_sw = take_rows(real, real["kind"] == ev.SWITCH)
+    for c in np.unique(moved["cpu"]).tolist():
+        on = moved["cpu"] == c
+        times = real_sw["t_ns"][real_sw["cpu"] == c].astype(np.int64)
+        j = np.searchsorted(times, t_syn[on], side="right")
+        found = j < len(times)
+        t_out[np.flatnonzero(on)[found]] = times[j[found]]
+    who = moved["tid2"].astype(np.int64)
+    late = _latest_before(etid, et, who, t_out, before_state)
+    moved["t_ns"] = np.maximum(t_syn, np.minimum(late, t_out)).astype(np.uint64)
+    if len(moved) > 1:
+        moved = moved[np.argsort(moved["t_ns"], kind="stable")]
+    # Each goes after the real events of its time (where a stable sort would put it).
+    at = np.searchsorted(real["t_ns"], moved["t_ns"], side="right")
+    return insert_rows(real, at, moved)

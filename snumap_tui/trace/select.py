@@ -67,7 +67,8 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
                  say: Callable[[str], None] | None = None,
                  buffer_bytes: int | None = None) -> tuple[Tracer, list[str]]:
     """Choose and start a tracer; with ``auto``, a backend that is available but fails to
-    start (bcc cannot compile, perf_event_open refused) gives way to the next one."""
+    start (bcc cannot compile, perf_event_open refused) is stopped and gives way to the next
+    one."""
     say = say or (lambda s: print(s, file=sys.stderr))
     roots = list(pids) if pids is not None else None
     failed: dict[str, SourceStatus] = {}
@@ -77,7 +78,15 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
         tracer.buffer_bytes = buffer_bytes
         try:
             tracer.start(roots)
-        except (OSError, RuntimeError) as exc:
+        except BaseException as exc:
+            # start() cleans up after itself; stop() again (guarded) in case it left anything,
+            # before the next backend opens its own.
+            try:
+                tracer.stop()
+            except Exception:  # noqa: BLE001, S110 - the start failure is the error that matters
+                pass
+            if not isinstance(exc, (OSError, RuntimeError)):
+                raise
             if backend != "auto":
                 raise SnumapError(f"the {tracer.name} backend failed to start: {exc}") from None
             failed[tracer.name] = SourceStatus(tracer.name, False, f"failed to start: {exc}")
