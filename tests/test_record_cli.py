@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from snumap_tui import store
-from snumap_tui.commands.record import cpu_model, merge_drains, parse_duration
+from snumap_tui.commands.record import merge_drains, parse_duration
 from snumap_tui.errors import SnumapError
 
 PY = sys.executable
@@ -47,12 +47,6 @@ def test_drains_are_merged_in_order_per_cpu() -> None:
     assert merge_drains([None]) == [None]
     mixed = [np.zeros(1, "<u8"), np.zeros(1, "<u4")]
     assert merge_drains(mixed) is mixed          # different layouts are left alone
-
-
-def test_cpu_model() -> None:
-    assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13"
-    assert cpu_model("processor : 0\nCPU part : 0xd0c\n") == "0xd0c"
-    assert cpu_model("") is None
 
 
 def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:

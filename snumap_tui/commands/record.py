@@ -149,29 +149,17 @@ class HeldChild:
 
 # ---- the header ---------------------------------------------------------------------------------
 
-def cpu_model(cpuinfo: str) -> str | None:
-    """The first "model name" (x86) / "Model" or "CPU part" of /proc/cpuinfo text."""
-    for key in ("model name", "Model", "cpu model", "CPU part"):
-        for line in cpuinfo.splitlines():
-            k, _, v = line.partition(":")
-            if k.strip() == key and v.strip():
-                return v.strip()
-    return None
-
-
 def build_header(topology: Any, argv: list[str], tracer: Any, choice: list[str],
-                 sources: list[dict[str, Any]], interval_s: float, system_wide: bool
-                 ) -> dict[str, Any]:
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        cpuinfo = ""
+                 sources: list[dict[str, Any]], interval_s: float, system_wide: bool,
+                 root: Path = Path("/")) -> dict[str, Any]:
+    from snumap_tui.sources.cpuinfo import cpu_model
+
     return {
         "topology": topology.to_dict(),
         "host": socket.gethostname(),
         "kernel": platform.release(),
         "machine": platform.machine(),
-        "cpu_model": cpu_model(cpuinfo),
+        "cpu_model": cpu_model(root),
         "command_line": argv,
         "backend": tracer.name,
         "approximate": bool(tracer.approximate),
@@ -197,38 +185,90 @@ def backend_statuses() -> list[dict[str, Any]]:
 
 # ---- metric samples -----------------------------------------------------------------------------
 
-class _ProcStatSampler:
-    """Used until the metrics engine's Sampler is importable: /proc/stat alone."""
-
-    def __init__(self, root: Path) -> None:
-        from snumap_tui.sources.procstat import ProcStatSource
-
-        self.source = ProcStatSource(root)
-        self.statuses = [self.source.status()]
-
-    def sweep(self) -> Any:
-        from snumap_tui.model.sample import Sample
-
-        t, wall = time.monotonic_ns(), time.time_ns()
-        readings = {}
-        if self.statuses[0].available:
-            readings["procstat"] = self.source.read()
-        return Sample(t_ns=t, wall_ns=wall, readings=readings)
+TASKS_EVERY_S = 1.0
 
 
-def make_sampler(topology: Any, root: Path, interval_s: float) -> tuple[Any, list[dict[str, Any]]]:
-    try:
-        from snumap_tui.model.sampler import Sampler  # type: ignore[import-not-found]
-    except ImportError:
-        s: Any = _ProcStatSampler(root)
-    else:
-        s = Sampler(topology, root, interval_s)
-    statuses = getattr(s, "statuses", None)
-    if callable(statuses):
-        statuses = statuses()
-    if isinstance(statuses, dict):
-        statuses = list(statuses.values())
-    return s, [st.to_dict() for st in statuses or []]
+def make_sampler(topology: Any, root: Path, interval_s: float
+                 ) -> tuple[Any, list[dict[str, Any]]]:
+    """The metrics engine's Sampler for the recording, and its sources' statuses.
+
+    Every process's full tasks reading at every sample (10 a second at the default interval)
+    would be most of the recorder's own CPU time on a busy node, and most of the file; the
+    full list is read every ``TASKS_EVERY_S``, the traced tree's processes (``watch_pids``,
+    kept up to date from the tracer's batches) at every sample."""
+    from snumap_tui.model.sampler import Sampler
+
+    s = Sampler(topology, root, interval_s, tasks=True)
+    s.set_tasks_cadence(TASKS_EVERY_S)
+    return s, [st.to_dict() for st in s.statuses().values()]
+
+
+class TreeWatch:
+    """The processes of the traced tree, as the tracer's batches name them, handed to the
+    sampler's ``watch_pids`` when the set changes (processes that exited are dropped)."""
+
+    def __init__(self, sampler: Any, roots: list[int]) -> None:
+        self.sampler = sampler
+        self.pids: set[int] = set(roots)
+        if self.pids:
+            sampler.watch_pids(self.pids)
+
+    def update(self, batch: Any) -> None:
+        from snumap_tui.trace import events as ev
+
+        if not self.pids:
+            return              # a system-wide recording without a command: nothing to watch
+        pids = self.pids | {t.pid for t in batch.tasks if t.pid > 0}
+        e = batch.events
+        if len(e):
+            ended = e[(e["kind"] == ev.EXIT) & (e["tid"] == e["pid"])]["pid"]
+            pids -= set(ended.tolist())
+        if pids != self.pids:
+            self.pids = pids
+            self.sampler.watch_pids(pids)
+
+
+def check_output(out: Path, force: bool) -> Path:
+    """OUT as a recording to create: not an existing file without FORCE, not a directory, in
+    a directory that exists and is writable -- checked before any tracer starts."""
+    if out.is_dir():
+        raise SnumapError(f"{out} is a directory")
+    if out.exists() and not force:
+        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise SnumapError(f"cannot write {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SnumapError(f"cannot write {out}: {parent} is not writable")
+    return out
+
+
+class Cleanup:
+    """Closing steps run in reverse order, each on its own: one that raises neither skips
+    the others nor hides the error that ended the run (it is reported on stderr instead);
+    without such an error, the first closing error is raised once all steps ran."""
+
+    def __init__(self, say: Any) -> None:
+        self.say = say
+        self._steps: list[tuple[str, Any]] = []
+
+    def push(self, what: str, fn: Any) -> None:
+        self._steps.append((what, fn))
+
+    def run(self, failing: bool) -> None:
+        first: BaseException | None = None
+        while self._steps:
+            what, fn = self._steps.pop()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - every step runs; see the docstring
+                if failing or first is not None:
+                    self.say(f"{what} failed too: {exc}")
+                else:
+                    first = SnumapError(f"{what} failed: {exc}") if isinstance(
+                        exc, OSError) else exc
+        if first is not None:
+            raise first
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -339,50 +379,77 @@ def _raw_size(raw: Any) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
-    from snumap_tui.store import Writer
-    from snumap_tui.trace.select import start_tracer
-    from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
+    from snumap_tui.model.sampler import check_interval
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    interval = parse_duration(args.interval)
+    # Everything that can be wrong with the arguments is found before anything starts.
+    interval = check_interval(parse_duration(args.interval))
     duration = parse_duration(args.duration) if args.duration else None
     buffer_bytes = parse_size(args.buffer_size) if getattr(args, "buffer_size", None) else None
-    out = Path(args.output)
-    if out.exists() and not args.force:
-        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
-    if out.is_dir():
-        raise SnumapError(f"{out} is a directory")
+    out = check_output(Path(args.output), args.force)
     topology = topology_from_args(args)
+    root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
     say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
+    cleanup = Cleanup(say)
+    try:
+        result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
+                         cleanup)
+    except BaseException:
+        cleanup.run(failing=True)
+        raise
+    cleanup.run(failing=False)
+    status, tracer, writer, elapsed = result
+    lost = writer.lost_total
+    print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"
+          f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
+          f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}",
+          file=sys.stderr)
+    return status
+
+
+def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
+            buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
+            cleanup: Cleanup) -> tuple[int, Any, Any, float]:
+    """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
+    happens, in reverse order)."""
+    from snumap_tui.store import Writer
+    from snumap_tui.trace.select import start_tracer
+    from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
+
+    sampler, sources = make_sampler(topology, root, interval)
+    cleanup.push("closing the metric sources", sampler.close)
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
 
     child = HeldChild(cmd) if cmd else None
-    pids = None if (child is None or args.system_wide) else [child.pid]
-    try:
-        tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
-    except BaseException:
-        if child is not None:
+    held = {"child": child is not None}
+
+    def abandon() -> None:
+        if held["child"] and child is not None:
+            held["child"] = False
             child.abandon()
-        raise
-    root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
-    sampler, sources = make_sampler(topology, root, interval)
+
+    cleanup.push("abandoning the command", abandon)
+    pids = None if (child is None or args.system_wide) else [child.pid]
+    tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
+    stopped = {"tracer": False}
+
+    def stop_tracer() -> None:
+        if not stopped["tracer"]:
+            stopped["tracer"] = True
+            tracer.stop()
+
+    cleanup.push("stopping the tracer", stop_tracer)
     sources = sources + backend_statuses()
-    if child is not None and hasattr(sampler, "watch_pids"):
-        sampler.watch_pids([child.pid])
+    watch = TreeWatch(sampler, [child.pid] if child is not None else [])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
-                          choice, sources, interval, child is None or args.system_wide)
+                          choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
-    try:
-        writer = Writer(out, header, force=args.force)
-    except BaseException:
-        tracer.stop()
-        if child is not None:
-            child.abandon()
-        raise
+    writer = Writer(out, header, force=args.force)
+    cleanup.push(f"closing {out}", writer.close)
 
     stop = {"sig": 0}
 
@@ -392,51 +459,47 @@ def run(args: argparse.Namespace) -> int:
             os.kill(child.pid, signal.SIGTERM)   # the command ends, and then so do we
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    cleanup.push("restoring signal handlers",
+                 lambda: [signal.signal(s, h) for s, h in old.items()])
     t_start = time.monotonic()
     status = 0
     drainer = Drainer(tracer)
-    try:
-        if child is not None:
-            writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
-            child.release()
-        next_sample = t_start
-        while True:
-            now = time.monotonic()
-            if now >= next_sample:
-                writer.add_sample(sampler.sweep())
-                next_sample += interval
-                if next_sample < now:
-                    next_sample = now + interval
-            for raw in drainer.take():
-                writer.add_events(tracer.decode(raw))
-            if child is not None and child.exited():
-                break
-            if child is None and stop["sig"]:
-                break
-            if duration is not None and now - t_start >= duration:
-                break
-            time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
-        for raw in drainer.stop():
-            writer.add_events(tracer.decode(raw))
-        writer.add_events(tracer.stop())
-        writer.add_sample(sampler.sweep())
-        if child is not None:
-            if not child.exited():      # --duration ended the recording: the command goes on
-                say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
-            else:
-                status = child.reap()
-                writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
-    finally:
-        drainer.stop()
-        for s, h in old.items():
-            signal.signal(s, h)
-        writer.close()
-        if hasattr(sampler, "close"):
-            sampler.close()
-    elapsed = time.monotonic() - t_start
-    lost = writer.lost_total
-    print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"
-          f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
-          f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}",
-          file=sys.stderr)
-    return status
+    cleanup.push("stopping the drain thread", drainer.stop)
+
+    def events(batch: Any) -> None:
+        writer.add_events(batch)
+        watch.update(batch)
+
+    if child is not None:
+        writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
+        held["child"] = False
+        child.release()
+    next_sample = t_start
+    while True:
+        now = time.monotonic()
+        if now >= next_sample:
+            writer.add_sample(sampler.sweep())
+            next_sample += interval
+            if next_sample < now:
+                next_sample = now + interval
+        for raw in drainer.take():
+            events(tracer.decode(raw))
+        if child is not None and child.exited():
+            break
+        if child is None and stop["sig"]:
+            break
+        if duration is not None and now - t_start >= duration:
+            break
+        time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+    for raw in drainer.stop():
+        events(tracer.decode(raw))
+    stopped["tracer"] = True
+    writer.add_events(tracer.stop())
+    writer.add_sample(sampler.sweep())
+    if child is not None:
+        if not child.exited():      # --duration ended the recording: the command goes on
+            say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
+        else:
+            status = child.reap()
+            writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
+    return status, tracer, writer, time.monotonic() - t_start
