@@ -1,21 +1,24 @@
 """The tracers' user-space pipeline alone, on one core: raw ring-buffer bytes -> decode ->
 tree filter and task table -> the store's Writer (encode, zstd, write), in events per second.
 
-Why synthetic: this VM tops out at a few hundred thousand context switches per second; a busy
-many-core node makes millions, and the question is whether the reader keeps up (target
->= 2 M events/s on one core). The events are store_pipeline.sched_trace's realistic switch /
-wakeup / migrate streams, turned into the exact bytes each backend's ring holds:
+Why synthetic: this VM tops out at a few hundred thousand context switches per second
+(stress-ng --switch, bench/sched_overhead.py); a busy many-core node makes millions, and the
+question is whether the reader keeps up (target >= 2 M events/s on one core). The events are
+store_pipeline.sched_trace's switch / wakeup / migrate streams, turned into the exact bytes
+each backend's ring holds:
 
 - bcc: BPF ring buffer records (8-byte header, ``struct snumap_sched_event`` from
   bpf/sched_event.h, 48-byte stride), decoded by ``bpf_ring.decode_fixed`` + ``to_events`` and
-  finished by ``BccTracer._finish`` (the in-kernel filter already dropped the rest);
+  finished by ``BccTracer._finish`` (time order, the in-kernel switch-ins placed by
+  trace/reconstruct.py, task table; the kernel already filtered to the tree);
 - perf: PERF_RECORD_SAMPLE records (TID|TIME|CPU|RAW, the raw part laid out by this kernel's
-  tracefs ``format`` files), one buffer per CPU, decoded by ``PerfTracer._decode_ring`` (ring
-  order, switch-in reconstruction per CPU) and ``PerfTracer._batch`` (merge of the CPUs by
-  time, user-space tree filter).
+  tracefs ``format`` files), one buffer per CPU, decoded ring by ring by
+  ``PerfTracer._decode_ring`` (into ring order) and finished by ``PerfTracer._batch``: the
+  CPUs merged by time, the switch-ins the kernel did not trace reconstructed on all CPUs at
+  once (trace/reconstruct.py), the user-space tree filter, the task table.
 
-Batches are what 0.1 s of polling hands over on a node making the stated event rate.
-Needs root for the perf part (tracefs formats). Run: python bench/tracer_pipeline.py
+Batches are what 0.1 s of polling hands over at the stated event rate. Needs root for the
+perf part (tracefs formats). Run: python bench/tracer_pipeline.py
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _evidence(events: np.ndarray, state: NotRunning) -> tuple[np.ndarray, np.nda
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     tid = events["tid"][at].astype(np.int64)
     t = events["t_ns"][at].astype(np.int64)
-    order = np.lexsort((np.arange(len(at)), tid))           # by tid, time order kept
+    order = np.argsort(tid, kind="stable")                  # by tid, time order kept
     tid, t, at = tid[order], t[order], at[order]
     k = kind[at]
     is_wake = k == ev.WAKEUP
