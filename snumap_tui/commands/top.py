@@ -73,6 +73,11 @@ class LiveFeed:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
         self.sampler.watch_pids(() if pid is None else (pid,))
 
+    def watch_counters(self, pid: int | None) -> None:
+        """Per-thread perf counters on this process (context switches, migrations, page
+        faults; IPC where the PMU counts) for the details pane; None closes them."""
+        self.sampler.watch_counters(() if pid is None else (pid,))
+
 
 def relabel(frame: Frame, origin: tuple[str, str] | None, root: Path) -> Frame:
     """What the sources of a frame say, for whose numbers it shows (``origin_of``): the TUI

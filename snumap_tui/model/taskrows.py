@@ -159,6 +159,7 @@ class TaskRows(LazyRows):
         self._nthreads, self._running = nthreads[order], running[order]
         self._by_pid: dict[int, int] | None = None
         self._rates: Mapping[int, dict[str, float]] = rates or {}
+        self._made: dict[int, TaskRow] = {}      # rows built one at a time (``[i]``)
 
     def __len__(self) -> int:
         return int(self._pids.size)
@@ -170,6 +171,55 @@ class TaskRows(LazyRows):
         """The processes' pids in row order (without building any row)."""
         return self._pids
 
+    def top(self, n: int, by: str = "cpu", decimals: int = 1) -> TaskRows:
+        """The first ``n`` processes in the order a process list shows them, as another lazy
+        TaskRows (no row is built here: a view formats only the rows on screen).
+
+        ``by="cpu"``: busiest first by CPU % rounded half up to ``decimals`` (what the list
+        shows: rows the eye sees as equal sort as equal), ties by pid; ``by="pid"``: by pid.
+        The rounding is ``floor(x * 10**decimals + 0.5) / 10**decimals``, so a Python sort
+        key computed the same way orders rows exactly as this does."""
+        if by == "pid":
+            order = np.argsort(self._pids, kind="stable")
+        elif by == "cpu":
+            scale = 10.0 ** decimals
+            shown = np.floor(np.nan_to_num(self._cpu, nan=0.0) * scale + 0.5) / scale
+            order = np.lexsort((self._pids, -shown))
+        else:
+            raise ValueError(f"top: cannot order by {by!r} without building the rows")
+        return self._subset(order[:max(0, n)])
+
+    def _subset(self, idx: np.ndarray) -> TaskRows:
+        """These rows (indexes into this one's order), in that order, sharing the reading."""
+        sub = object.__new__(TaskRows)
+        sub._th, sub._procs, sub._rates = self._th, self._procs, self._rates
+        sub._pids, sub._cpu = self._pids[idx], self._cpu[idx]
+        sub._main, sub._busiest = self._main[idx], self._busiest[idx]
+        sub._nthreads, sub._running = self._nthreads[idx], self._running[idx]
+        sub._by_pid, sub._rows, sub._made = None, None, {}
+        return sub
+
+    @overload
+    def __getitem__(self, i: int) -> TaskRow: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[TaskRow]: ...
+
+    def __getitem__(self, i: int | slice) -> TaskRow | list[TaskRow]:
+        """One row builds only that row (a table asks for the rows it draws)."""
+        if isinstance(i, slice) or self._rows is not None:
+            return self.rows()[i]
+        n = int(self._pids.size)
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self._at(i % n if n else i)
+
+    def _at(self, g: int) -> TaskRow:
+        row = self._made.get(g)
+        if row is None:
+            row = self._made[g] = self._row(g)
+        return row
+
     def find(self, pid: int) -> TaskRow | None:
         if self._rows is not None:
             if self._by_pid is None:
@@ -177,10 +227,10 @@ class TaskRows(LazyRows):
             i = self._by_pid.get(pid)
             return None if i is None else self._rows[i]
         hit = np.nonzero(self._pids == pid)[0]
-        return self._row(int(hit[0])) if hit.size else None
+        return self._at(int(hit[0])) if hit.size else None
 
     def _build(self) -> list[TaskRow]:
-        return [self._row(g) for g in range(self._pids.size)]
+        return [self._at(g) for g in range(self._pids.size)]
 
     def _row(self, g: int) -> TaskRow:
         th = self._th

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
 from rich.text import Text
@@ -84,6 +84,9 @@ class FrameFeed(Protocol):
     def set_interval(self, seconds: float) -> None: ...
 
     def watch_pid(self, pid: int | None) -> None: ...
+
+    # Optional: ``watch_counters(pid)``, per-thread perf counters on this process (None: on
+    # none); the processes view's details show their rates.
 
     # Optional: ``tasks_cadence(seconds)``, how often the whole process list is needed
     # (0: every frame); a feed without it reads it every frame.
@@ -165,10 +168,11 @@ class TopApp(App[int]):
         self.selected_pid: int | None = None
         self.selected_obj = topology.root.id
         self.selected_label = "Machine"       # the selected row's label, as the tree shows it
-        self.shown_tasks: list[TaskRow] = []
+        self.shown_tasks: Sequence[TaskRow] = []
         self.frames_drawn = 0
         self._head_width = -1
         self._shown: dict[str, tuple[object, ...]] = {}
+        self.counted_pid: int | None = None    # whose perf counters the feed reads
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -292,8 +296,14 @@ class TopApp(App[int]):
         self._update_static("#spark", spark_text(self.selected_label, view, hist,
                                                  self.size.width))
 
-    def _tasks(self) -> list[TaskRow]:
+    def _tasks(self) -> Sequence[TaskRow]:
+        """The rows the list shows. Unfiltered by CPU % or PID, the lazy rows of the frame
+        pick them with numpy (``TaskRows.top``) and build only the rows the table draws;
+        a filter or a sort by user or name needs every row built."""
         tasks = self.frame.tasks if self.frame else []
+        top = getattr(tasks, "top", None)
+        if not self.filter_text and top is not None and self.sort_key in ("cpu", "pid"):
+            return top(MAX_TASKS, self.sort_key)
         if self.filter_text:
             tasks = [t for t in tasks if matches(t, self.filter_text)]
         return sort_tasks(tasks, self.sort_key)[:MAX_TASKS]
@@ -316,11 +326,26 @@ class TopApp(App[int]):
             panel.show_tasks(self.topology, tasks, self.selected_pid)
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
-        panel.show_detail(task_detail(self.topology, selected, self.size.width))
+        self._watch_counters()
+        panel.show_detail(task_detail(self.topology, selected, self.size.width,
+                                      counting=selected is not None
+                                      and selected.pid == self.counted_pid))
         title = (f"sort {self.sort_key} · group {self.group_mode}"
                  + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
         if panel.border_title != title:
             panel.border_title = title        # setting it repaints the whole panel, every time
+
+    def _watch_counters(self) -> None:
+        """The selected process's perf counters, only while the processes view shows its
+        details (they cost file descriptors per thread and a read per sweep); switched to the
+        new selection when it changes, and off when the view does."""
+        watch = getattr(self.feed, "watch_counters", None)
+        want = self.selected_pid if self.view == "processes" and callable(watch) else None
+        if want == self.counted_pid:
+            return
+        self.counted_pid = want
+        if callable(watch):
+            watch(want)
 
     # ---- events from the views ---------------------------------------------------------------
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
@@ -354,6 +379,7 @@ class TopApp(App[int]):
             return
         self.query_one("#views", ContentSwitcher).current = view
         self._tell_feed_tasks()
+        self._watch_counters()
         if view == "topology":
             self.query_one(TopologyTable).focus()
         elif view == "processes":

@@ -152,8 +152,46 @@ class HeatmapPanel(VerticalScroll):
             self.show(*last)
 
 
-def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096) -> Text:
-    """The selected process: where it may run, where it ran, and its memory per NUMA node."""
+def _per_s(v: float) -> str:
+    """A rate as the eye compares them: 0, 12, 3.4k, 1.2M (per second)."""
+    if v >= 1e6:
+        return f"{v / 1e6:.1f}M"
+    if v >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.0f}"
+
+
+def counters_text(t: TaskRow, counting: bool = True) -> Text:
+    """The selected process's perf counters, summed over its threads (Sampler.watch_counters):
+    context switches, migrations and page faults per second (software events, every Linux),
+    and IPC when the PMU counts cycles and instructions (not in most VMs: it says so).
+    ``counting``: the counters were asked for, so no rates yet means "from the next sample"."""
+    rates = t.counter_rates
+    out = Text(" counters: ")
+    if not rates:
+        out.append("from the next sample" if counting else "n/a (not measured here)",
+                   style=NA_STYLE)
+        return out
+    for label, event in (("ctx switches", "context-switches"), ("migrations", "cpu-migrations"),
+                         ("page faults", "page-faults")):
+        v = rates.get(event)
+        out.append(f"{label} ")
+        out.append(f"{_per_s(v)}/s  " if v is not None else "n/a  ",
+                   style="bold" if v else ("" if v is not None else NA_STYLE))
+    if t.ipc is not None:
+        out.append("IPC ")
+        out.append(f"{t.ipc:.2f}", style="bold")
+    elif "cycles" in rates:
+        out.append("IPC n/a (no instructions counted)", style=NA_STYLE)
+    else:
+        out.append("IPC n/a (no hardware PMU)", style=NA_STYLE)
+    return out
+
+
+def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096,
+                counting: bool = False) -> Text:
+    """The selected process: where it may run, where it ran, its counters (``counters_text``)
+    and its memory per NUMA node."""
     if t is None:
         return Text(" no process selected", style=NA_STYLE)
     out = Text(f" {t.pid} {t.comm}", style="bold")
@@ -161,6 +199,10 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
                f"  threads {t.nthreads}  may run on {affinity_label(topo, t.affinity)}"
                f"  last PU {t.last_cpu if t.last_cpu is not None else 'n/a'}")
     out.truncate(width)
+    out.append("\n")
+    counters = counters_text(t, counting)
+    counters.truncate(width)
+    out.append_text(counters)
     out.append("\n memory per NUMA node: ")
     if not t.numa_pages:
         out.append("n/a (numa_maps not read for this process)", style=NA_STYLE)
@@ -186,7 +228,7 @@ class ProcessPanel(Vertical):
     ProcessPanel > Input { display: none; height: 3; }
     ProcessPanel.-filtering > Input { display: block; }
     ProcessPanel > ProcessTable { height: 1fr; }
-    ProcessPanel > #proc-detail { height: 2; }
+    ProcessPanel > #proc-detail { height: 3; }
     """
 
     def compose(self) -> ComposeResult:

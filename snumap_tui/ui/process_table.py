@@ -206,6 +206,9 @@ class ProcessTable(DataTable[str], can_focus=True):
             got = self._aff[aff] = affinity_label(topo, aff)
         return got
 
+    def _cells_at(self, topo: Topology, tasks: Sequence[TaskRow], i: int) -> tuple[str, ...]:
+        return self.task_cells(topo, tasks[i])
+
     def task_cells(self, topo: Topology, t: TaskRow, first: str | None = None) -> tuple[str, ...]:
         """A process's cells, from a cache keyed by the values they show: a process whose
         numbers did not change (most of them, most frames) costs one tuple and a look-up."""
@@ -234,10 +237,13 @@ class ProcessTable(DataTable[str], can_focus=True):
         self.cols = task_columns(self.size.width or (self.app.size.width if self.is_attached
                                                      else 120))
         self._columns_compat()
-        cells = self.task_cells
-        lines = [Line(str(t.pid), None, "task", t.pid, make=partial(cells, topo, t))
-                 for t in tasks]
-        cursor = next((i for i, t in enumerate(tasks) if t.pid == selected), None)
+        # A lazy TaskRows gives its pids without building its rows: only the rows drawn are
+        # built (``Line.cells`` reads ``tasks[i]`` when first shown).
+        pids_of = getattr(tasks, "pids", None)
+        pids = [int(p) for p in pids_of()] if pids_of is not None else [t.pid for t in tasks]
+        lines = [Line(str(p), None, "task", p, make=partial(self._cells_at, topo, tasks, i))
+                 for i, p in enumerate(pids)]
+        cursor = next((i for i, p in enumerate(pids) if p == selected), None)
         self._replace(lines, sort_key, title, empty_note, cursor)
         if cursor is None and lines and selected is not None:
             # The selected process is gone or filtered out: the row under the cursor is the

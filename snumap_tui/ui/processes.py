@@ -8,6 +8,7 @@ contains it. Pure functions over TaskRows; headless (batch mode uses them too).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,8 +70,10 @@ def matches(t: TaskRow, query: str) -> bool:
 
 def _shown_cpu(t: TaskRow) -> float:
     """CPU % as the table shows it (one decimal): rows the eye sees as equal sort as equal,
-    then by PID, so they keep their places instead of swapping (and repainting) on noise."""
-    return round(t.cpu_pct or 0.0, 1)
+    then by PID, so they keep their places instead of swapping (and repainting) on noise.
+    Rounded half up as ``TaskRows.top`` does with numpy (same float operations: the two
+    orders agree exactly)."""
+    return math.floor((t.cpu_pct or 0.0) * 10.0 + 0.5) / 10.0
 
 
 def sort_tasks(tasks: Iterable[TaskRow], key: str) -> list[TaskRow]:
