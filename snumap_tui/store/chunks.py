@@ -17,6 +17,7 @@ only a header whose CRC matches (a false match needs a 2^-32 coincidence).
 
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
 from dataclasses import dataclass
@@ -49,6 +50,10 @@ CODEC_NONE, CODEC_ZSTD = 0, 1
 TRAILER = struct.Struct("<QQQ")  # index chunk offset, number of chunks before it, events total
 TRAILER_CHUNK_SIZE = CHUNK_HEADER_SIZE + TRAILER.size
 
+# What a recording is read from: the file's read-only mmap, or bytes / a view of them (tests,
+# payloads). Every reader below only slices, ``len``s and ``struct.unpack_from``s it.
+Buffer = bytes | memoryview | mmap.mmap
+
 
 def crc32(data: bytes | memoryview) -> int:
     return zlib.crc32(data) & 0xFFFFFFFF
@@ -59,7 +64,7 @@ def pack_preamble(version: int) -> bytes:
     return head + struct.pack("<I", crc32(head))
 
 
-def parse_preamble(data: bytes | memoryview, size: int) -> int:
+def parse_preamble(data: Buffer, size: int) -> int:
     """The format version of a file whose first bytes are ``data`` (``size`` = file size)."""
     if size == 0:
         raise SnumapError("empty file (nothing was recorded)")
@@ -107,7 +112,7 @@ def pack_chunk(kind: int, payload: bytes, *, count: int = 0, t_min: int = 0, t_m
     return head + struct.pack("<I", crc32(head)) + payload
 
 
-def parse_chunk_header(data: bytes | memoryview, offset: int) -> ChunkHeader | None:
+def parse_chunk_header(data: Buffer, offset: int) -> ChunkHeader | None:
     """The chunk header at ``offset`` of ``data`` if it is a valid one, else None."""
     if offset + CHUNK_HEADER_SIZE > len(data) or bytes(data[offset:offset + 4]) != CHUNK_MAGIC:
         return None
@@ -122,7 +127,7 @@ class PayloadError(Exception):
     """A chunk's payload failed its CRC or would not decompress."""
 
 
-def payload_of(data: bytes | memoryview, h: ChunkHeader,
+def payload_of(data: Buffer, h: ChunkHeader,
                dctx: zstandard.ZstdDecompressor) -> bytes | memoryview:
     """The checked, decompressed payload of chunk ``h``."""
     start = h.offset + CHUNK_HEADER_SIZE
@@ -150,7 +155,7 @@ class ScanResult:
     damaged: list[str]
 
 
-def scan(data: bytes | memoryview, start: int = PREAMBLE_SIZE) -> ScanResult:
+def scan(data: Buffer, start: int = PREAMBLE_SIZE) -> ScanResult:
     """Walk every chunk header from ``start`` to the end, resynchronising after damage.
 
     Reads headers only; payload CRCs are checked when a payload is used (or by
@@ -183,7 +188,7 @@ def scan(data: bytes | memoryview, start: int = PREAMBLE_SIZE) -> ScanResult:
     return ScanResult(chunks, damaged)
 
 
-def _find(data: bytes | memoryview, needle: bytes, start: int) -> int:
+def _find(data: Buffer, needle: bytes, start: int) -> int:
     """``data.find`` for bytes and mmap alike (a memoryview has no find: copy, rare path)."""
     finder = getattr(data, "find", None)
     if finder is not None:

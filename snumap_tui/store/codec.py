@@ -194,17 +194,17 @@ def _dec(mv: memoryview, pos: int) -> tuple[Any, int]:
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if count * dt.itemsize != nbytes:
             raise DecodeError("array size does not match its shape")
-        raw = _take(mv, pos, nbytes)
+        view = _take(mv, pos, nbytes)
         if layout == LAYOUT_SHUFFLED:
-            arr = unshuffle_bytes(raw, dt, count)
+            arr = unshuffle_bytes(view, dt, count)
         elif layout == LAYOUT_PLAIN:
-            arr = np.frombuffer(raw, dtype=dt, count=count).copy()
+            arr = np.frombuffer(view, dtype=dt, count=count).copy()
         else:
             raise DecodeError(f"unknown array layout {layout}")
         return arr.reshape(shape), pos + nbytes
     if tag == T_SCALAR:
         dt, pos = _read_dtype(mv, pos)
         n = _U32.unpack_from(mv, pos)[0]
-        raw = _take(mv, pos + 4, n)
-        return np.frombuffer(raw, dtype=dt, count=1)[0], pos + 4 + n
+        view = _take(mv, pos + 4, n)
+        return np.frombuffer(view, dtype=dt, count=1)[0], pos + 4 + n
     raise DecodeError(f"unknown tag {tag!r} at byte {pos - 1}")

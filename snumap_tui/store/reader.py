@@ -53,7 +53,7 @@ def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording
         size = st.st_size
         if size == 0:
             raise SnumapError(f"{p}: empty file (nothing was recorded)")
-        data: bytes | mmap.mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        data = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as e:
         raise SnumapError(f"cannot read {p}: {e}") from None
     finally:
