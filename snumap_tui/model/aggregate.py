@@ -14,6 +14,7 @@ A ``Plan`` holds these index arrays for one topology; it is built once and reuse
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 
@@ -213,7 +214,7 @@ def plan_for(topology: Topology) -> Plan:
     if hit is not None and hit[0]() is topology:
         return hit[1]
     plan = Plan(topology)
-    _PLANS[key] = (weakref.ref(topology, lambda r, k=key, d=_PLANS: _forget(d, k, r)), plan)
+    _PLANS[key] = (weakref.ref(topology, functools.partial(_forget, _PLANS, key)), plan)
     return plan
 
 

@@ -61,7 +61,7 @@ class RulePlan:
         if out is None:
             out = np.empty((self.nrows, width))
         out.fill(np.nan)
-        env: dict[str, object] = dict(scalars)
+        env: dict[str, np.ndarray | float] = dict(scalars)
         for g in self.groups:
             for i, idx in enumerate(g.slots):
                 env[f"{SLOT}c{i}"] = rows[idx]          # fancy index: a fresh [g, width] copy

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -228,7 +229,7 @@ def _t(op: str, limit: float, level: str = "warn", why: str = "") -> Threshold:
     return Threshold(op, limit, level, why)
 
 
-_PCT = {"unit": "%", "rule": "mean", "vmin": 0.0, "vmax": 100.0}
+_PCT: dict[str, Any] = {"unit": "%", "rule": "mean", "vmin": 0.0, "vmax": 100.0}
 _PKG_UP = frozenset({"Machine", "Package", "Group", "Die"})
 
 

@@ -53,9 +53,10 @@ def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
     if not wanted:
         return
     from snumap_tui.native import perf_event as pe
+    from snumap_tui.sources.perf import PerfSource
 
     for s in sources:
-        if s.name != "perf" or not hasattr(s, "hw_events"):
+        if not isinstance(s, PerfSource):
             continue
         hw = [e for e in wanted if e in pe.HARDWARE_EVENTS and e not in s.hw_events]
         sw = [e for e in wanted if e in pe.SOFTWARE_EVENTS and e not in s.sw_events]

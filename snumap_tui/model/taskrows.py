@@ -300,7 +300,8 @@ class OverlaidRows(LazyRows):
         return rows
 
 
-def _empty_columns() -> tuple[np.ndarray, ...]:
+def _empty_columns() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                            np.ndarray]:
     z = np.zeros(0, dtype=np.int64)
     return z, np.zeros(0), z, z, z, np.zeros(0, dtype=bool)
 
