@@ -82,14 +82,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         lt, lv = lat_tid[order], lat[order]
         cut = np.flatnonzero(np.diff(lt)) + 1
         for a, b in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(lt)]]).tolist()):
-            t = int(lt[a])
-            if t in stats:
-                stats[t].latency_ns = lv[a:b]
-    for t, n in ld.kernel_migrations.items():
-        if t in stats:
-            stats[t].kernel_migrations = n
+            tid = int(lt[a])
+            if tid in stats:
+                stats[tid].latency_ns = lv[a:b]
+    for tid, n in ld.kernel_migrations.items():
+        if tid in stats:
+            stats[tid].kernel_migrations = n
     tasks_info = getattr(rec, "tasks", {}) or {}
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     for ts in sorted(stats.values(), key=lambda s: -s.runtime_ns):
         info = tasks_info.get(ts.tid)
         pid = ts.pid if ts.pid >= 0 else (info.pid if info else -1)

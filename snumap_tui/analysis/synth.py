@@ -128,7 +128,7 @@ def write_recording(path: str | Path, topology: Topology, events: np.ndarray | I
     an iterable of time-ordered arrays (so a huge recording is never whole in memory)."""
     from snumap_tui.store import Writer
 
-    hdr = {"host": topology.meta.get("HostName", "synthetic"), "backend": "synthetic",
+    hdr: dict[str, Any] = {"host": topology.meta.get("HostName", "synthetic"), "backend": "synthetic",
            "kernel": "synthetic", "topology": topology.to_dict()}
     hdr.update(header or {})
     parts = iter([events] if isinstance(events, np.ndarray) else events)

@@ -20,7 +20,9 @@ from snumap_tui.trace.events import EVENT_DTYPE, KIND_NAMES, TaskInfo
 
 INTERVAL_COLUMNS = ["cpu", "start_ns", "end_ns", "dur_ns", "tid", "pid", "comm"]
 SAMPLE_COLUMNS = ["t_ns", "wall_ns", "source", "field", "index", "value"]
-EVENT_COLUMNS = ["t_ns", "kind", *[n for n in EVENT_DTYPE.names if n not in ("t_ns", "kind")]]
+# A structured dtype always has names; numpy's stubs type them Optional (plain dtypes have none).
+EVENT_COLUMNS = ["t_ns", "kind",
+                 *[n for n in EVENT_DTYPE.names or () if n not in ("t_ns", "kind")]]
 
 
 # The name of the one pseudo-task that stands for every task outside the traced tree (tid

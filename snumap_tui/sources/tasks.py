@@ -79,9 +79,9 @@ def parse_numa_maps(text: str, base_page_kb: int = 4) -> dict[int, int]:
         counts: list[tuple[int, int]] = []
         for word in line.split()[2:]:
             if word[0] == "N" and "=" in word:
-                node, _, pages = word[1:].partition("=")
-                if node.isdigit():
-                    counts.append((int(node), int(pages)))
+                node_s, _, pages_s = word[1:].partition("=")
+                if node_s.isdigit():
+                    counts.append((int(node_s), int(pages_s)))
             elif word.startswith("kernelpagesize_kB="):
                 scale = max(1, int(word.split("=", 1)[1]) // base_page_kb)
         for node, pages in counts:
