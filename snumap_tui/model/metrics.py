@@ -163,7 +163,7 @@ class Metric:
         lv = int(self.levels(np.array([value], dtype=np.float64))[0])
         return {1: "warn", 2: "crit"}.get(lv)
 
-    def normalize(self, values: np.ndarray) -> np.ndarray:
+    def normalize(self, values: np.ndarray | float) -> np.ndarray:
         """Position on the colour scale in [0, 1]; NaN stays NaN."""
         v = np.asarray(values, dtype=np.float64)
         with np.errstate(all="ignore"):

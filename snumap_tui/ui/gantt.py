@@ -214,9 +214,10 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
             elif k == OTHER:
                 ch, sty = "·", OTHER_STYLE
             else:
-                sty = styles.get(k)
-                if sty is None:
-                    sty = styles[k] = Style(color=key_colour(k))
+                known = styles.get(k)
+                if known is None:
+                    known = styles[k] = Style(color=key_colour(k))
+                sty = known
                 ch = busy_glyph(b)
             if c == cur_col:
                 sty = plus(sty, CURSOR)

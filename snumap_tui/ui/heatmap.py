@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.style import Style
 from rich.text import Text
@@ -30,6 +31,8 @@ from snumap_tui.topology.model import Topology, TopoObject
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import GLYPHS, NA_STYLE, level_glyph, scale_style
 
+# Per-object values, indexed by TopoObject.id: a Frame's array, or a list (tests, demos).
+Values = Sequence[float] | np.ndarray
 Unit = tuple[int, ...]                   # the PU positions (index into topo.pus) of one cell
 MemFn = Callable[[int], tuple[float | None, float | None]]
 
@@ -121,7 +124,7 @@ class Plan:
 
 def units(band: Band, fold: int) -> list[list[Unit]]:
     """The band's cells, per block: one per PU (fold 0) or per ``fold`` cores."""
-    out = []
+    out: list[list[Unit]] = []
     for b in band.blocks:
         if fold == 0:
             out.append([(p,) for core in b.cores for p in core])
@@ -148,7 +151,7 @@ def _rows(blocks: list[list[Unit]], cell_w: int, avail: int) -> list[list[list[U
     return rows
 
 
-def _summary(band: Band, values: Sequence[float] | None, pus: Sequence[TopoObject],
+def _summary(band: Band, values: Values | None, pus: Sequence[TopoObject],
              view: MetricView, mem: MemFn | None) -> tuple[str, str]:
     """The band's mean of the metric (over its PUs, n/a left out) and its memory used/total."""
     vs = []
@@ -220,7 +223,7 @@ def plan(bs: Sequence[Band], width: int, height: int | None,
 
 
 # ---- drawing -----------------------------------------------------------------------------------
-def heatmap_lines(topo: Topology, values: Sequence[float] | None, view: MetricView,
+def heatmap_lines(topo: Topology, values: Values | None, view: MetricView,
                   width: int, height: int | None = None,
                   highlight: Iterable[int] = (), mark: int | None = None,
                   mem: MemFn | None = None) -> list[Text]:
@@ -231,7 +234,7 @@ def heatmap_lines(topo: Topology, values: Sequence[float] | None, view: MetricVi
     return lines
 
 
-def heatmap_grid(topo: Topology, values: Sequence[float] | None, view: MetricView,
+def heatmap_grid(topo: Topology, values: Values | None, view: MetricView,
                  width: int, height: int | None = None, highlight: Iterable[int] = (),
                  mark: int | None = None, mem: MemFn | None = None
                  ) -> tuple[list[Text], list[Unit]]:
@@ -281,7 +284,7 @@ def heatmap_grid(topo: Topology, values: Sequence[float] | None, view: MetricVie
     return lines, drawn
 
 
-def _norm0(view: MetricView, values: Sequence[float] | None, band: Band,
+def _norm0(view: MetricView, values: Values | None, band: Band,
            pus: Sequence[TopoObject]) -> float:
     if values is None:
         return 0.0
@@ -290,7 +293,7 @@ def _norm0(view: MetricView, values: Sequence[float] | None, band: Band,
     return view.norm(sum(vs) / len(vs)) or 0.0 if vs else 0.0
 
 
-def _cell(view: MetricView, values: Sequence[float] | None, pus: Sequence[TopoObject],
+def _cell(view: MetricView, values: Values | None, pus: Sequence[TopoObject],
           u: Unit, cell_w: int, value_line: bool, level: tuple[int, int], hl: bool,
           mark: bool) -> Text:
     """One line of a cell: the glyph (the max of its PUs), padded with a space from 3 columns.
@@ -363,7 +366,7 @@ def _num(v: float) -> str:
 class Heatmap:
     """Rich renderable wrapper: renders ``heatmap_lines`` at the width Rich offers."""
 
-    def __init__(self, topo: Topology, values: Sequence[float] | None, view: MetricView,
+    def __init__(self, topo: Topology, values: Values | None, view: MetricView,
                  height: int | None = None, highlight: Iterable[int] = (),
                  mark: int | None = None, mem: MemFn | None = None) -> None:
         self.topo, self.values, self.view = topo, values, view

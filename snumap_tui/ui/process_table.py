@@ -434,10 +434,10 @@ class ProcessTable(DataTable[str], can_focus=True):
             return self._strip(("blank", width), Text, width)
         ln = self.lines[idx]
         cur = (self.has_focus if idx == self.row_cursor else None)
-        key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
-        got = self._strips.get(key)
+        row_key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
+        got = self._strips.get(row_key)
         if got is None:
-            got = self._strips[key] = self._row_strip(ln, ws, cur, width)
+            got = self._strips[row_key] = self._row_strip(ln, ws, cur, width)
         return got
 
     def _row_strip(self, ln: Line, ws: Sequence[int], cur: bool | None, width: int) -> Strip:

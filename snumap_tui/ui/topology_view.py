@@ -103,7 +103,7 @@ class TopologyTable(ScrollView, can_focus=True):
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "cursor(-100000)", show=False),
         Binding("end", "cursor(100000)", show=False),
-        Binding("enter", "toggle", "Fold", show=False),
+        Binding("enter", "toggle_fold", "Fold", show=False),
         Binding("right,l", "expand", show=False),
         Binding("left,h", "collapse", show=False),
     ]
@@ -250,7 +250,9 @@ class TopologyTable(ScrollView, can_focus=True):
     def action_cursor(self, delta: int) -> None:
         self.cursor = self.cursor + delta
 
-    def action_toggle(self) -> None:
+    def action_toggle_fold(self) -> None:
+        """Fold or unfold the row under the cursor. (Not ``action_toggle``: DOMNode's one flips
+        a boolean attribute named in the binding, and a binding may still call it.)"""
         row = self.rows[self.cursor]
         if not row.expandable:
             return
@@ -262,12 +264,12 @@ class TopologyTable(ScrollView, can_focus=True):
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:
-            self.action_toggle()
+            self.action_toggle_fold()
 
     def action_collapse(self) -> None:
         row = self.rows[self.cursor]
         if row.expandable and row.expanded:
-            self.action_toggle()
+            self.action_toggle_fold()
             return
         for i in range(self.cursor - 1, -1, -1):      # go to the parent row
             if self.rows[i].indent < row.indent:
