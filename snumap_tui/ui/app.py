@@ -112,10 +112,13 @@ class TopApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     # The screen gets -too-narrow / -too-low below the minimum size; top.tcss then hides the
     # views and shows a message instead (no layout arithmetic on a 20x5 terminal).
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-narrow"),
-                                                                (MIN_W, "-wide-enough")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-low"),
-                                                              (MIN_H, "-high-enough")]
+    # The ignores: Textual declares these two `ClassVar[...] | None`, which is not a valid
+    # ClassVar, so mypy takes them for instance variables that a ClassVar may not override
+    # (and without the ClassVar ruff's RUF012 objects).
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
+        (0, "-too-narrow"), (MIN_W, "-wide-enough")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
+        (0, "-too-low"), (MIN_H, "-high-enough")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
@@ -173,11 +176,15 @@ class TopApp(App[int]):
         self._head_width = -1
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
+        # Set by on_mount: before it there are no widgets to draw into, so a frame pushed or a
+        # view chosen before the app runs is only stored (App.is_mounted is a method that
+        # takes a widget, not this flag).
+        self._views_up = False
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"), ContentSwitcher(initial="topology", id="views"):
+        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
             with Vertical(id="topology"):
                 yield Static(id="topo-head")
                 yield TopologyTable(self.topology, id="tree")
@@ -192,13 +199,14 @@ class TopApp(App[int]):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit, 0)
         except (NotImplementedError, RuntimeError, ValueError):
             pass       # not the main thread (tests) or no signals: q and ctrl+c still work
-        self.query_one(TopologyTable).focus()
+        self._views_up = True
         self.query_one("#too-small", Static).update(
             f"Terminal too small.\nsnumap top needs at least {MIN_W}×{MIN_H}.\n"
             "Enlarge the window, or press q to quit.")
-        self._redraw()
+        # The view's focus, the feed's task cadence and the first draw (for a view chosen
+        # before the app ran too: its watcher could not draw then).
+        self.watch_view(self.view)
         if self.feed is not None:
-            self._tell_feed_tasks()
             self.feed.start(self._on_feed_frame)
 
     def _tell_feed_tasks(self) -> None:
@@ -246,7 +254,7 @@ class TopApp(App[int]):
         return ms[self.metric_i % len(ms)]
 
     def _redraw(self) -> None:
-        if not self.is_mounted:
+        if not self._views_up:
             return
         self.frames_drawn += 1
         width = self.size.width
@@ -353,7 +361,7 @@ class TopApp(App[int]):
         tree = self.query_one(TopologyTable)
         row = next((r for r in tree.rows if r.obj_id == message.obj_id), None)
         self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
-        if self.view == "topology" and self.is_mounted:
+        if self.view == "topology" and self._views_up:
             self._draw_spark()
 
     def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
@@ -375,7 +383,7 @@ class TopApp(App[int]):
 
     # ---- actions -------------------------------------------------------------------------------
     def watch_view(self, view: str) -> None:
-        if not self.is_mounted:
+        if not self._views_up:
             return
         self.query_one("#views", ContentSwitcher).current = view
         self._tell_feed_tasks()

@@ -36,6 +36,8 @@ from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from snumap_tui.model.frame import Frame
 
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0)
@@ -119,10 +121,13 @@ class ReplayApp(App[int]):
     """
     # As in `snumap top`: below MIN_W x MIN_H the screen gets -too-narrow / -too-low and the
     # CSS above swaps the views for a message.
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-narrow"),
-                                                                (MIN_W, "-wide-enough")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-too-low"),
-                                                              (MIN_H, "-high-enough")]
+    # The ignores: Textual declares these two `ClassVar[...] | None`, which is not a valid
+    # ClassVar, so mypy takes them for instance variables that a ClassVar may not override
+    # (and without the ClassVar ruff's RUF012 objects).
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
+        (0, "-too-narrow"), (MIN_W, "-wide-enough")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
+        (0, "-too-low"), (MIN_H, "-high-enough")]
 
     # Shown in the footer (80 columns hold them): help, play, step, zoom, go to, view, quit.
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -169,13 +174,17 @@ class ReplayApp(App[int]):
         self.state = GanttState(data.t0, data.t1)
         self.cursor_t = data.t0
         self.speed = speed
-        self._timer = None
-        self._frame: Frame | None = None      # the samples' Frame at the cursor (tree, heat)
+        self._timer: Timer | None = None
+        self._frame: Frame | None = None
+        # Set by on_mount: before it there are no widgets to draw into, so a cursor or view
+        # set before the app runs is only stored (App.is_mounted is a method that takes a
+        # widget, not this flag).
+        self._views_up = False      # the samples' Frame at the cursor (tree, heat)
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"), ContentSwitcher(initial="gantt", id="views"):
+        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
             yield GanttView(self.data, self.state, id="gantt")
             with Vertical(id="topology"):
                 yield Static(id="topo-head")
@@ -187,7 +196,8 @@ class ReplayApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(GanttView).focus()
+        self._views_up = True
+        self._focus_view()
         self.query_one("#too-small", Static).update(
             f"Terminal too small.\nsnumap replay needs at least {MIN_W}×{MIN_H}.\n"
             "Enlarge the window, or press q to quit.")
@@ -258,7 +268,7 @@ class ReplayApp(App[int]):
         self.query_one(GanttView).cursor_t = self.cursor_t
 
     def _redraw(self) -> None:
-        if not self.is_mounted:
+        if not self._views_up:
             return
         if self.view != "gantt":
             self._frame = self.frame_at(self.cursor_t)
@@ -432,7 +442,8 @@ class ReplayApp(App[int]):
         self.set_cursor(self.data.t0 + int(secs * 1e9))
 
     def _focus_view(self) -> None:
-        focus = {"gantt": GanttView, "topology": TopologyTable}.get(self.view)
+        views: dict[str, type[Widget]] = {"gantt": GanttView, "topology": TopologyTable}
+        focus = views.get(self.view)
         if focus is not None:
             self.query_one(focus).focus()
 
@@ -443,7 +454,7 @@ class ReplayApp(App[int]):
         self.view = view
 
     def watch_view(self, view: str) -> None:
-        if not self.is_mounted:
+        if not self._views_up:
             return
         self.query_one("#views", ContentSwitcher).current = view
         self._focus_view()
@@ -474,13 +485,12 @@ def parse_time(text: str) -> float:
         m, sec = s.split(":", 1)
         out = int(m) * 60 + float(sec)
     else:
-        out: float | None = None
+        scaled: float | None = None
         for suffix, mult in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
             if s.endswith(suffix):
-                out = float(s[: -len(suffix)]) * mult
+                scaled = float(s[: -len(suffix)]) * mult
                 break
-        if out is None:
-            out = float(s)
+        out = float(s) if scaled is None else scaled
     if not math.isfinite(out) or out < 0 or out > 1e9:   # nan, inf, -1, 1e300: not times
         raise ValueError(text)
     return out
