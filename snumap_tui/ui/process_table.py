@@ -27,12 +27,13 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable
-from textual.widgets._data_table import RowKey
+from textual.widgets._data_table import Row, RowKey
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.topology.model import Topology
@@ -180,17 +181,17 @@ class ProcessTable(DataTable[str], can_focus=True):
 
     # ---- the compatibility surface (DataTable's reading API) ---------------------------------
     @property
-    def row_count(self) -> int:        # type: ignore[override]
+    def row_count(self) -> int:
         return len(self.lines)
 
     @property
-    def ordered_rows(self) -> list[object]:    # type: ignore[override]
+    def ordered_rows(self) -> list[Row]:
         return []                      # DataTable's own rows: none (its internals ask)
 
     def _scroll_cursor_into_view(self, animate: bool = False) -> None:
         return                         # DataTable's cursor is unused; see _keep_cursor_visible
 
-    def get_row_at(self, row_index: int) -> list[str]:    # type: ignore[override]
+    def get_row_at(self, row_index: int) -> list[str]:
         return list(self.lines[row_index].cells)
 
     @property
@@ -480,12 +481,12 @@ class ProcessTable(DataTable[str], can_focus=True):
     def on_blur(self) -> None:
         self.refresh()
 
-    async def _on_click(self, event) -> None:  # type: ignore[no-untyped-def,override]
+    async def _on_click(self, event: events.Click) -> None:
         idx = self.scroll_offset.y + event.y - HEAD_ROWS
         if 0 <= idx < len(self.lines):
             self._move_to(idx)
 
-    def _on_mouse_move(self, event) -> None:  # type: ignore[no-untyped-def,override]
+    def _on_mouse_move(self, event: events.MouseMove) -> None:
         return                         # no hover highlight: nothing to recompute on mouse moves
 
     def _move_to(self, idx: int) -> None:
