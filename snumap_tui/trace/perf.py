@@ -60,7 +60,7 @@ def ring_pages_per_cpu(buffer_bytes: int | None) -> int:
 
 def sample_dtype(fmt: EventFormat, names: list[str]) -> np.dtype:
     """One dtype for the sample head plus the tracepoint fields NAMES at their format offsets."""
-    fields = [(n, t, o) for n, t, o in SAMPLE_HEAD]
+    fields: list[tuple[str, str | np.dtype, int]] = [(n, t, o) for n, t, o in SAMPLE_HEAD]
     for n in names:
         f = fmt.fields[n]
         t = fmt.numpy_dtype([n]).fields[n][0]    # type: ignore[index]
@@ -275,7 +275,7 @@ class PerfTracer(Tracer):
             e["kind"] = ev.FORK
             e["tid"], e["tid2"] = s["parent_pid"], s["child_pid"]
             for i, o in enumerate(at.tolist()):
-                loc = int(s["child_comm"][i]) if "child_comm" in s.dtype.names else 0
+                loc = int(s["child_comm"][i]) if "child_comm" in (s.dtype.names or ()) else 0
                 comm = data_loc_str(buf, o + RAW_AT, loc) if loc else tasks.comm.get(
                     int(s["parent_pid"][i]), "")
                 self._seen_names.append((int(s["s_time"][i]), int(s["child_pid"][i]),
@@ -419,9 +419,9 @@ class PerfTracer(Tracer):
         for t_ns, tid, tgid, comm, ppid in sorted(self._seen_names, key=lambda x: x[0]):
             if tid in keep:
                 self._tasks.learn(tid, tgid=tgid, comm=comm, ppid=ppid, t_ns=t_ns)
-        for tid, comm in self._switch_comm.items():
+        for tid, raw in self._switch_comm.items():
             if tid in keep and self._tasks.comm.get(tid) is None:
-                self._tasks.learn(tid, comm=comm_str(comm))
+                self._tasks.learn(tid, comm=comm_str(raw))
         self._seen_names = []
         self._switch_comm = {}
 
