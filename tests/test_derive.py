@@ -342,3 +342,18 @@ def test_frame_to_dict_is_json(smt: Topology) -> None:
     assert d["objects"]["PU:0"]["util_pct"] == 50.0
     assert "ipc" not in d["objects"]["PU:0"]
     assert d["dt_s"] == 1.0 and d["wall_ns"] == 7
+
+
+def test_plan_cache_lets_a_topology_go() -> None:
+    """plan_for caches one Plan per live topology and forgets it when the topology dies."""
+    import gc
+
+    from snumap_tui.model.aggregate import _PLANS, plan_for
+
+    topo = make_topology(packages=1, cores_per_numa=2, pus_per_core=2)
+    plan_for(topo)
+    key = id(topo)
+    assert key in _PLANS and _PLANS[key][1].topology is topo
+    del topo
+    gc.collect()
+    assert key not in _PLANS

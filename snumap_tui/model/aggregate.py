@@ -27,7 +27,9 @@ class Plan:
     """Index arrays of one topology, for aligning source arrays and aggregating them."""
 
     def __init__(self, topology: Topology) -> None:
-        self.topology = topology
+        # A weak reference: plan_for's cache drops a Plan when its topology dies, which a
+        # strong one here would prevent (the cache would keep every topology ever derived).
+        self._topology = weakref.ref(topology)
         objs = topology.objects
         self.nobj = len(objs)
         pus = topology.pus
@@ -61,6 +63,13 @@ class Plan:
         self.ulo, self.uhi = uniq[:, 0].copy(), uniq[:, 1].copy()
         self.numa_id_of_os = {o.os_index: o.id for o in topology.numa_nodes
                               if o.os_index is not None}
+
+    @property
+    def topology(self) -> Topology:
+        topo = self._topology()
+        if topo is None:  # pragma: no cover - callers hold the topology they derive for
+            raise RuntimeError("the topology of this Plan no longer exists")
+        return topo
 
     # ---- aligning a source's arrays (keyed by OS index) onto logical PU positions -------
     def positions(self, cpus: np.ndarray) -> np.ndarray:
