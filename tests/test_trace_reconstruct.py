@@ -110,6 +110,72 @@ def test_traced_switch_ins_add_nothing() -> None:
     assert len(missed_switch_ins(e, {}, NotRunning())) == 0
 
 
+def reference_switch_ins(batches: list[np.ndarray]) -> list[list[tuple[int, int, int, int]]]:
+    """The rule of reconstruct.py, one event at a time with dicts: per batch, the sorted
+    (t_ns, cpu, tid, tid2) of each missed switch-in."""
+    last: dict[int, tuple[int, int]] = {}
+    proof: dict[int, int] = {}
+    blocked: dict[int, bool] = {}
+    out = []
+    for e in batches:
+        carried = dict(proof)
+        valid: dict[int, list[int]] = {}
+        for t, kind, tid, arg in zip(e["t_ns"].tolist(), e["kind"].tolist(),
+                                     e["tid"].tolist(), e["arg"].tolist()):
+            if kind not in (ev.SWITCH, ev.WAKEUP, ev.WAKEUP_NEW, ev.MIGRATE) or tid <= 0:
+                continue
+            if kind != ev.WAKEUP or blocked.get(tid, False):
+                valid.setdefault(tid, []).append(t)
+                proof[tid] = max(proof.get(tid, 0), t)
+            if kind != ev.MIGRATE:
+                blocked[tid] = kind == ev.SWITCH and arg & 0xFF != 0
+        found = []
+        for t, cpu, kind, tid, tid2 in zip(e["t_ns"].tolist(), e["cpu"].tolist(),
+                                           e["kind"].tolist(), e["tid"].tolist(),
+                                           e["tid2"].tolist()):
+            if kind != ev.SWITCH:
+                continue
+            t_last, n_last = last.get(cpu, (0, -1))
+            last[cpu] = (t, tid2)
+            if t_last > 0 and n_last >= 0 and tid not in (n_last, 0):
+                before = [x for x in valid.get(tid, []) if x < t]
+                bound = before[-1] if before else carried.get(tid, 0)
+                found.append((max(t_last, bound), cpu, n_last, tid))
+        out.append(sorted(found))
+    return out
+
+
+def test_switch_ins_match_the_rule_event_by_event() -> None:
+    # Random batches of few tasks on few CPUs (many chain breaks, sleeps, preemptions, wakeups
+    # of running tasks), through the vectorised passes and the one-event-at-a-time rule.
+    rng = np.random.default_rng(5)
+    placed = 0
+    for _ in range(40):
+        ntid, ncpu = int(rng.integers(2, 12)), int(rng.integers(1, 4))
+        batches, t0 = [], 1000
+        for _ in range(int(rng.integers(1, 6))):
+            n = int(rng.integers(0, 50))
+            e = np.zeros(n, dtype=ev.EVENT_DTYPE)
+            e["t_ns"] = t0 + np.sort(rng.integers(0, 10 * n + 1, n))
+            t0 += 10 * n + 10
+            e["cpu"] = rng.integers(0, ncpu, n)
+            e["kind"] = rng.choice([ev.SWITCH] * 3 + [ev.WAKEUP] * 2 + [ev.WAKEUP_NEW,
+                                                                        ev.MIGRATE, ev.FORK], n)
+            e["tid"], e["tid2"] = rng.integers(0, ntid, n), rng.integers(0, ntid, n)
+            e["arg"] = rng.choice([0, SLEEPING, PREEMPTED], n)
+            batches.append(e)
+        want = reference_switch_ins(batches)
+        last: dict[int, tuple[int, int]] = {}
+        state = NotRunning()
+        for e, w in zip(batches, want):
+            got = missed_switch_ins(e, last, state)
+            assert got["t_ns"].tolist() == sorted(got["t_ns"].tolist())
+            assert sorted(zip(got["t_ns"].tolist(), got["cpu"].tolist(), got["tid"].tolist(),
+                              got["tid2"].tolist())) == w
+            placed += len(w)
+    assert placed > 100
+
+
 # ---- the ring: a record that straddles the end of the data area ----------------------------
 
 def sample(tid: int, t: int, raw: bytes) -> bytes:

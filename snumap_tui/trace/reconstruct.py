@@ -29,7 +29,7 @@ traced switch on that CPU left running (usually idle), next = the task switched 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,69 +42,171 @@ from snumap_tui.trace.rows import insert_rows, take_rows
 SLEEP_STATES = 0xFF
 
 
-@dataclass
+# PID_MAX_LIMIT on 64-bit (include/linux/threads.h: 4 * 1024 * 1024): every tid a kernel
+# reports is below it, so a table indexed by tid stays bounded.
+PID_LIMIT = 1 << 22
+
+
 class NotRunning:
     """Per tid, carried from batch to batch: the time of the latest event that proves the
-    task was not running, and whether it is blocked (its last switch-out slept and no wakeup
-    has been seen since), so that the next wakeup counts."""
+    task was not running (``t``, 0 = none), and whether it is blocked (``blocked``: its last
+    switch-out slept and no wakeup has been seen since), so that the next wakeup counts.
 
-    t: dict[int, int] = field(default_factory=dict)
-    blocked: dict[int, bool] = field(default_factory=dict)
+    Held in arrays by slot (one per tid ever seen; a tid -> slot table indexed by tid, whose
+    zeroed pages cost memory only where tids are) so that a batch updates every task with a
+    few numpy passes, not a dict entry per task. Slot 0 is "no task": always 0 / False."""
+
+    def __init__(self) -> None:
+        self._slot = np.zeros(0, dtype=np.int32)        # tid -> slot (0: not seen yet)
+        self._big: dict[int, int] = {}                  # tids >= PID_LIMIT (not a kernel's)
+        self.t = np.zeros(64, dtype=np.int64)
+        self.blocked = np.zeros(64, dtype=bool)
+        self.used = 1                                   # slots handed out, slot 0 included
+
+    def _new(self, n: int) -> int:
+        """The first of N new slots."""
+        first = self.used
+        self.used += n
+        if self.used > len(self.t):
+            size = max(self.used, 2 * len(self.t))
+            self.t = np.concatenate([self.t, np.zeros(size - len(self.t), np.int64)])
+            self.blocked = np.concatenate([self.blocked, np.zeros(size - len(self.blocked), bool)])
+        return first
+
+    def slots(self, tids: np.ndarray) -> np.ndarray:
+        """The slot of each of TIDS, new tids given one; tids <= 0 get slot 0."""
+        tids = np.asarray(tids, dtype=np.int64)
+        if not len(tids):
+            return np.zeros(0, dtype=np.intp)
+        top = int(tids.max())
+        if top >= PID_LIMIT:
+            out = np.zeros(len(tids), dtype=np.intp)
+            small = tids < PID_LIMIT
+            out[small] = self.slots(tids[small])
+            for i in np.flatnonzero(~small).tolist():
+                tid = int(tids[i])
+                if tid not in self._big:
+                    self._big[tid] = self._new(1)
+                out[i] = self._big[tid]
+            return out
+        if top >= len(self._slot):
+            grown = np.zeros(min(PID_LIMIT, max(top + 1, 2 * len(self._slot))), np.int32)
+            grown[:len(self._slot)] = self._slot
+            self._slot = grown
+        pos = np.maximum(tids, 0)
+        out = self._slot[pos].astype(np.intp)
+        new = (out == 0) & (tids > 0)
+        if new.any():
+            fresh = np.unique(tids[new])
+            self._slot[fresh] = self._new(len(fresh)) + np.arange(len(fresh))
+            out = self._slot[pos].astype(np.intp)
+            out[tids <= 0] = 0
+        return out
 
     def forget(self, tids: list[int]) -> None:
-        for tid in tids:
-            self.t.pop(tid, None)
-            self.blocked.pop(tid, None)
+        """Exited tasks: their tids may be reused by new tasks."""
+        s = self.slots(np.asarray(tids, dtype=np.int64))
+        self.t[s] = 0
+        self.blocked[s] = False
 
 
-def _evidence(events: np.ndarray, state: NotRunning) -> tuple[np.ndarray, np.ndarray]:
-    """(tid, t_ns) of each event of EVENTS (time-sorted) proving that tid was not running at
-    t_ns, sorted by tid then time; STATE is updated with the last of each tid."""
-    kind = events["kind"]
-    sw = kind == ev.SWITCH
-    wake = kind == ev.WAKEUP
-    cand = sw | wake | (kind == ev.WAKEUP_NEW) | (kind == ev.MIGRATE)
-    cand &= events["tid"] > 0
-    at = np.flatnonzero(cand)
+@dataclass
+class _Candidates:
+    """Columns of a batch's events, in the batch's order, for finding which prove a task not
+    running: switch-outs, wakeups, wakeup_new and migrations of tid > 0 have the task's
+    slot, every other event slot 0 (no task), so no pass has to pick them out first."""
+
+    slot: np.ndarray
+    t: np.ndarray
+    kind: np.ndarray
+    sleeps: np.ndarray       # a switch-out into a sleeping state
+
+
+def _candidates(events: np.ndarray, state: NotRunning) -> _Candidates:
+    # Whole columns copied out once: fields of the packed 37-byte records are strided, and
+    # indexing a strided column costs several times what a contiguous one does.
+    kind = np.ascontiguousarray(events["kind"])
+    tid = np.ascontiguousarray(events["tid"])
+    # SWITCH, WAKEUP, WAKEUP_NEW, MIGRATE are the kinds 1..4 (events.py): one range test.
+    other = (kind < ev.SWITCH) | (kind > ev.MIGRATE)
+    slot = state.slots(tid)
+    slot[other] = 0
+    sleeps = (kind == ev.SWITCH) & ((events["arg"] & SLEEP_STATES) != 0)
+    return _Candidates(slot, events["t_ns"].astype(np.int64), kind, sleeps)
+
+
+def _fold(c: _Candidates, state: NotRunning) -> None:
+    """Carry a batch into STATE: each task's latest valid evidence and whether it ends the
+    batch blocked. No sort: the latest valid evidence of a task is its last switch-out,
+    migration or wakeup_new, or, later than those only, the first wakeup after its last
+    switch-out when that one slept (with no switch-out in the batch: its first wakeup, when
+    it was carried in blocked); later wakeups found it already woken. The last event of
+    each kind per task is one ``ufunc.at`` over all events (slot 0 collects the events of no
+    task and is reset at the end); the first step after the last switch-out is one more,
+    over the few events that follow their task's last switch-out."""
+    n = len(c.slot)
+    if not n:
+        return
+    idx = np.arange(n)
+    m = state.used
+    slot, kind = c.slot, c.kind
+    # Kinds 1..4 are the candidates' (events.py); kind & 7 keeps them, and maps the others
+    # (slot 0 only) somewhere in the same 8 columns.
+    flat = np.full(m * 8, -1, dtype=np.intp)
+    np.maximum.at(flat, slot * 8 + (kind & 7), idx)
+    last = flat.reshape(m, 8)
+    sw_, wk_, wn_, mg_ = (last[:, k] for k in (ev.SWITCH, ev.WAKEUP, ev.WAKEUP_NEW, ev.MIGRATE))
+    last_out = sw_                                         # per slot: last switch-out
+    last_proof = np.maximum(np.maximum(sw_, wn_), mg_)     # last non-wakeup candidate
+    last_step = np.maximum(np.maximum(sw_, wk_), wn_)      # last event setting "blocked"
+    after = np.flatnonzero(idx > last_out[slot])
+    after = after[kind[after] != ev.MIGRATE]
+    first_after = np.full(m, n, dtype=np.intp)            # per slot: first step after it
+    np.minimum.at(first_after, slot[after], after)
+    s = np.flatnonzero(first_after < n)
+    j = first_after[s]
+    lo = last_out[s]
+    blocked_before = np.where(lo >= 0, c.sleeps[np.maximum(lo, 0)], state.blocked[s])
+    ok = (kind[j] == ev.WAKEUP) & blocked_before
+    last_proof[s[ok]] = np.maximum(last_proof[s[ok]], j[ok])
+    s = np.flatnonzero(last_proof >= 0)
+    state.t[s] = np.maximum(state.t[s], c.t[last_proof[s]])
+    s = np.flatnonzero(last_step >= 0)
+    state.blocked[s] = c.sleeps[last_step[s]]     # a wakeup or wakeup_new: not blocked
+    state.t[0], state.blocked[0] = 0, False
+
+
+def _evidence(c: _Candidates, want: np.ndarray,
+              state: NotRunning) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, t_ns) of each candidate of a task in WANT (slots) that proves it was not
+    running at t_ns, sorted by slot then time, with the blocked flags STATE carried into the
+    batch. Only the tasks of missed switch-ins, so a few of the batch's events."""
+    mark = np.zeros(state.used, dtype=bool)
+    mark[want] = True
+    mark[0] = False
+    at = np.flatnonzero(mark[c.slot])
     if not len(at):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    tid = events["tid"][at].astype(np.int64)
-    t = events["t_ns"][at].astype(np.int64)
-    order = np.argsort(tid, kind="stable")                  # by tid, time order kept
-    tid, t, at = tid[order], t[order], at[order]
-    k = kind[at]
-    is_wake = k == ev.WAKEUP
+    order = np.argsort(c.slot[at], kind="stable")         # by task, time order kept
+    at = at[order]
+    code, t, k, sleeps = c.slot[at].astype(np.int64), c.t[at], c.kind[at], c.sleeps[at]
     # A wakeup counts only right after a blocking switch-out of the same task; migrations
     # in between do not change that (select_task_rq() migrates a task while waking it).
-    sleeps = (k == ev.SWITCH) & ((events["arg"][at] & SLEEP_STATES) != 0)
     step = k != ev.MIGRATE
-    marks = np.where(step, sleeps, False)
-    # The "blocked" flag before each event: the last non-migrate event of the tid before it,
-    # or the carried state at the tid's first event in this batch.
+    # The "blocked" flag before each event: the last non-migrate event of the task before
+    # it, or the carried state at the task's first event in this batch.
     idx = np.where(step, np.arange(len(at)), -1)
     start = np.ones(len(at), dtype=bool)
-    start[1:] = tid[1:] != tid[:-1]
+    start[1:] = code[1:] != code[:-1]
     group = np.cumsum(start) - 1
     first = np.flatnonzero(start)
     prev_idx = np.full(len(at), -1, dtype=np.int64)
     prev_idx[1:] = np.maximum.accumulate(idx)[:-1]
     in_group = (prev_idx >= 0) & (prev_idx >= first[group])
-    carried = np.array([state.blocked.get(x, False) for x in tid[first].tolist()], dtype=bool)
-    blocked_before = np.where(in_group, marks[np.maximum(prev_idx, 0)], carried[group])
-    valid = ~is_wake | blocked_before
-    # Carry the last state of each tid to the next batch.
-    last = np.append(first[1:], len(at)) - 1
-    has_step = np.maximum.accumulate(idx)[last] >= first
-    for x, hs, j in zip(tid[last].tolist(), has_step.tolist(),
-                        np.maximum.accumulate(idx)[last].tolist()):
-        if hs:
-            state.blocked[x] = bool(marks[j])
-    vt = t[valid]
-    vtid = tid[valid]
-    ends = np.append(vtid[1:] != vtid[:-1], True) if len(vtid) else np.zeros(0, bool)
-    for x, tt in zip(vtid[ends].tolist(), vt[ends].tolist()):
-        state.t[x] = max(state.t.get(x, 0), tt)
-    return vtid, vt
+    carried = state.blocked[code[first]]
+    blocked_before = np.where(in_group, sleeps[np.maximum(prev_idx, 0)], carried[group])
+    valid = (k != ev.WAKEUP) | blocked_before
+    return code[valid], t[valid]
 
 
 def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]],
@@ -113,22 +215,27 @@ def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]],
     any CPU counts); LAST (cpu -> (t_ns, next tid) of the last switch of earlier batches) and
     STATE (the not-running evidence of earlier batches) are updated in place. Without STATE
     only the previous switch on the CPU bounds the time (timehist's rule). The result is
-    sorted by time."""
+    sorted by time.
+
+    The chain breaks (a switch-out of a task the CPU's previous switch did not switch in)
+    are found first; evidence is searched only for their tasks, and for the rest STATE is
+    just carried forward (most batches have no break at all)."""
     at = np.flatnonzero(events["kind"] == ev.SWITCH)
     if not len(at):
         if state is not None:
-            _evidence(events, state)
+            _fold(_candidates(events, state), state)
         return ev.empty_events()
-    before_state = None
-    if state is not None:
-        before_state = dict(state.t)
-        etid, et = _evidence(events, state)
-    cpu = events["cpu"][at]
-    if cpu.min() != cpu.max():                             # per CPU, time order kept
-        at = at[np.argsort(cpu, kind="stable")]
-        cpu = events["cpu"][at]
-    # Columns, not rows: only four of the record's fields are needed, for every switch.
-    t, prev, nxt, pid = (events[f][at] for f in ("t_ns", "tid", "tid2", "pid"))
+    # Contiguous copies before indexing: a field of the packed 37-byte records is strided,
+    # and gathering from a strided column costs several times what it does from a copy.
+    cpu = np.ascontiguousarray(events["cpu"])[at]
+    top = int(cpu.max())
+    if int(cpu.min()) != top:                             # per CPU, time order kept
+        # A stable sort of 16-bit keys is a radix sort: linear, unlike one of 32-bit keys.
+        key = cpu.astype(np.uint16) if top < 1 << 16 else cpu
+        at = at[np.argsort(key, kind="stable")]
+    # The switches' whole rows, copied as bytes (rows.py); their fields are read in order.
+    sw = take_rows(events, at)
+    cpu, t, prev, nxt, pid = sw["cpu"], sw["t_ns"], sw["tid"], sw["tid2"], sw["pid"]
     before_next = np.empty(len(at), dtype=np.int64)
     before_t = np.zeros(len(at), dtype=np.uint64)
     before_next[1:], before_t[1:] = nxt[:-1], t[:-1]
@@ -141,11 +248,19 @@ def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]],
     for i in ends.tolist():
         last[int(cpu[i])] = (int(t[i]), int(nxt[i]))
     miss = (before_t > 0) & (before_next >= 0) & (prev != before_next) & (prev != 0)
+    miss = np.flatnonzero(miss)
     t_in = before_t[miss].astype(np.int64)
     who = prev[miss].astype(np.int64)
-    if state is not None and len(t_in):
-        t_out = t[miss].astype(np.int64)
-        t_in = np.maximum(t_in, _latest_before(etid, et, who, t_out, before_state or {}))
+    if state is not None:
+        c = _candidates(events, state)
+        if len(miss):
+            t_out = t[miss].astype(np.int64)
+            slot = state.slots(who)
+            etid, et = _evidence(c, slot, state)
+            t_in = np.maximum(t_in, _latest_before(etid, et, slot, t_out, state.t[slot]))
+        _fold(c, state)
+    if not len(miss):
+        return ev.empty_events()
     out = np.zeros(len(t_in), dtype=ev.EVENT_DTYPE)
     out["t_ns"] = t_in
     out["cpu"] = cpu[miss]
@@ -161,9 +276,10 @@ def missed_switch_ins(events: np.ndarray, last: dict[int, tuple[int, int]],
 
 
 def _latest_before(etid: np.ndarray, et: np.ndarray, who: np.ndarray, t_out: np.ndarray,
-                   carried: dict[int, int]) -> np.ndarray:
+                   carried: np.ndarray) -> np.ndarray:
     """For each (WHO, T_OUT): the latest evidence time of WHO strictly before T_OUT (ETID/ET
-    sorted by tid then time), else what earlier batches carried, else 0."""
+    sorted by task then time; tasks by slot), else what earlier batches carried (CARRIED,
+    one per query; 0 for none)."""
     out = np.zeros(len(who), dtype=np.int64)
     if not len(who):
         return out
@@ -172,9 +288,9 @@ def _latest_before(etid: np.ndarray, et: np.ndarray, who: np.ndarray, t_out: np.
         span = int(max(et.max(), t_out.max())) - t0
         top = int(max(etid.max(), who.max()))
     if len(et) and span < 1 << 40 and 0 <= top < 1 << 22:
-        # One int64 key (tid, time since T0) for both sides: a single searchsorted.
+        # One int64 key (task, time since T0) for both sides: a single searchsorted.
         ekey = (etid << 40) | (et - t0)
-        qkey = (who << 40) | (t_out - t0)
+        qkey = (who.astype(np.int64) << 40) | (t_out - t0)
         j = np.searchsorted(ekey, qkey, side="left") - 1
         jc = np.maximum(j, 0)
         hit = (j >= 0) & (etid[jc] == who)
@@ -190,8 +306,7 @@ def _latest_before(etid: np.ndarray, et: np.ndarray, who: np.ndarray, t_out: np.
             if j1 >= a:
                 out[q] = et[j1]
         miss = miss[out[miss] == 0]
-    for q in miss.tolist():
-        out[q] = carried.get(int(who[q]), 0)
+    out[miss] = carried[miss]
     return out
 
 
@@ -207,23 +322,24 @@ def place_kernel_switch_ins(events: np.ndarray, state: NotRunning) -> np.ndarray
     yet, evidence up to the batch's end counts (none can follow the switch-in before it)."""
     syn = (events["kind"] == ev.SWITCH) & (events["arg"] == -1)
     if not syn.any():
-        _evidence(events, state)
+        _fold(_candidates(events, state), state)
         return events
     real = take_rows(events, ~syn)
-    before_state = dict(state.t)
-    etid, et = _evidence(real, state)
+    cands = _candidates(real, state)
     moved = take_rows(events, syn)                        # a copy
     t_syn = moved["t_ns"].astype(np.int64)
     t_out = np.full(len(moved), int(events["t_ns"].max()) + 1, dtype=np.int64)
     real_sw = take_rows(real, real["kind"] == ev.SWITCH)
-    for c in np.unique(moved["cpu"]).tolist():
-        on = moved["cpu"] == c
-        times = real_sw["t_ns"][real_sw["cpu"] == c].astype(np.int64)
+    for cpu in np.unique(moved["cpu"]).tolist():
+        on = moved["cpu"] == cpu
+        times = real_sw["t_ns"][real_sw["cpu"] == cpu].astype(np.int64)
         j = np.searchsorted(times, t_syn[on], side="right")
         found = j < len(times)
         t_out[np.flatnonzero(on)[found]] = times[j[found]]
-    who = moved["tid2"].astype(np.int64)
-    late = _latest_before(etid, et, who, t_out, before_state)
+    slot = state.slots(moved["tid2"])
+    etid, et = _evidence(cands, slot, state)
+    late = _latest_before(etid, et, slot, t_out, state.t[slot])
+    _fold(cands, state)
     moved["t_ns"] = np.maximum(t_syn, np.minimum(late, t_out)).astype(np.uint64)
     if len(moved) > 1:
         moved = moved[np.argsort(moved["t_ns"], kind="stable")]
