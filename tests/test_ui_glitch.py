@@ -39,7 +39,7 @@ def test_processes_view_has_no_scrollbar_cells() -> None:
             await pilot.press("3")
             app.push_frame(_many_tasks_frame(1))
             await pilot.pause()
-            table = app.query_one(ProcessTable)
+            table = app.query_one("#proc-table", ProcessTable)
             assert table.row_count == 100 > table.size.height
             # the table's content spans the whole row: nothing is left for a scrollbar
             assert table.size.width == app.size.width

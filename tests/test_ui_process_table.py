@@ -45,7 +45,7 @@ def test_filter_title_empty_message_and_groups() -> None:
                 app.push_frame(demo_frame(TOPO, s))
             await pilot.press("3")
             await pilot.pause()
-            table = app.query_one(ProcessTable)
+            table = app.query_one("#proc-table", ProcessTable)
             assert table.title.plain.startswith(" 9 processes · sorted by CPU% ▼")
             head = table.header_text(widths(table.cols, 120)).plain
             assert "CPU%▼" in head and "MEM" in head
@@ -81,7 +81,7 @@ def test_a_frame_repaints_only_changed_rows() -> None:
             app.push_frame(f)
             await pilot.press("3")
             await pilot.pause()
-            table = app.query_one(ProcessTable)
+            table = app.query_one("#proc-table", ProcessTable)
             painted: list[int] = []
             orig = table.refresh
 

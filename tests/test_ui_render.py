@@ -54,12 +54,19 @@ def test_heatmap_768_pus_fit_80x24_without_scrolling() -> None:
     assert len(drawn) < 768 and "(2 PUs, max)" in " ".join(x.plain for x in lines[:2])
 
 
-def test_heatmap_tiny_machine_gets_large_cells_with_values() -> None:
+def test_heatmap_tiny_machine_gets_one_bar_per_pu_with_values() -> None:
     topo = synthetic_topology(1, 1, 1, 2, 1)
     for w, h in ((120, 37), (80, 21)):
         lines, drawn = _check_grid(topo, w, h)
-        assert len(drawn) == 2 and len(lines) >= 6        # tall cells, not one line
-        assert "%" in lines[-1].plain.split("G ")[-1]      # the values printed in the cells
+        assert len(drawn) == 2 and len(lines) == 4          # legend, band, one row per PU
+        for pu, line in zip((0, 1), lines[2:], strict=True):
+            assert line.plain.lstrip().startswith(f"PU{pu}")
+            assert line.plain.rstrip().endswith("%")          # its value printed at the end
+            assert "█" in line.plain or "▏" in line.plain
+    # A small machine that does not fit one row per PU falls back to the grid.
+    topo = synthetic_topology(1, 1, 1, 16, 1)
+    lines, drawn = _check_grid(topo, 80, 10)
+    assert len(drawn) == 16 and not any(x.plain.lstrip().startswith("PU0 ") for x in lines)
 
 
 def test_heatmap_groups_by_package_numa_and_l3() -> None:
@@ -80,7 +87,9 @@ def test_heatmap_marks_na_and_highlight_without_colour() -> None:
     assert any("◆" in str(x) for x in lines)
     c = Console(width=40, no_color=True, force_terminal=True, record=True)
     c.print(Heatmap(topo, frame.values["util_pct"], view_for("util_pct"), height=10))
-    assert any(g in c.export_text() for g in GLYPHS)
+    # Without colour the bars' lengths and the printed values still tell the levels apart.
+    plain = c.export_text()
+    assert any(g in plain for g in GLYPHS + "▏▎▍▌▋▊▉") and plain.count("%") >= 3
 
 
 def test_tree_folds_levels_that_add_nothing() -> None:

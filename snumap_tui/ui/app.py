@@ -45,6 +45,7 @@ from snumap_tui.ui.metricspec import (
     use_catalogue,
     view_for,
 )
+from snumap_tui.ui.palette import NA_STYLE
 from snumap_tui.ui.panels import (
     HeatmapPanel,
     ProcessPanel,
@@ -52,6 +53,7 @@ from snumap_tui.ui.panels import (
     spark_text,
     task_detail,
 )
+from snumap_tui.ui.process_table import HEAD_ROWS, ProcessTable
 from snumap_tui.ui.processes import (
     GROUP_MODES,
     SORT_KEYS,
@@ -70,6 +72,9 @@ MAX_TASKS = 200
 # While no process list is on screen, the feed reads the whole list this often (only the
 # selected process every frame, for its highlight): the list is a third of a sweep's cost.
 TASKS_IDLE_S = 5.0
+# The topology view lists the busiest processes under the tree when the tree leaves at least
+# this many lines free (a small machine: one look shows where the work runs and whose it is).
+BUSIEST_MIN_FREE = 6
 
 
 class FrameFeed(Protocol):
@@ -174,6 +179,7 @@ class TopApp(App[int]):
         self.shown_tasks: Sequence[TaskRow] = []
         self.frames_drawn = 0
         self._head_width = -1
+        self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
         # Set by on_mount: before it there are no widgets to draw into, so a frame pushed or a
@@ -188,6 +194,7 @@ class TopApp(App[int]):
             with Vertical(id="topology"):
                 yield Static(id="topo-head")
                 yield TopologyTable(self.topology, id="tree")
+                yield ProcessTable(id="topo-procs", cursor=False)
                 yield Static(id="spark")
             yield HeatmapPanel(id="heatmap")
             yield ProcessPanel(id="processes")
@@ -278,6 +285,7 @@ class TopApp(App[int]):
                 self.query_one("#topo-head", Static).update(header_text(width), layout=False)
             tree.set_marks(pus, nodes)
             tree.set_frame(self.frame)
+            self._draw_busiest(tree)
             self._draw_spark()
         elif self.view == "heatmap":
             self.query_one(HeatmapPanel).show(self.topology, self.frame, self.metric, pus, mark)
@@ -303,6 +311,42 @@ class TopApp(App[int]):
             hist.append(f.get(name, obj.id) if name else None)
         self._update_static("#spark", spark_text(self.selected_label, view, hist,
                                                  self.size.width))
+
+    def _busiest_lines(self, tree: TopologyTable) -> int:
+        """Lines under the tree for the busiest processes: what the tree (and a blank line
+        after it) leaves of the view, 0 when that is under BUSIEST_MIN_FREE."""
+        # The view: the screen less the header (2), the footer (1), the column heads (1) and
+        # the sparkline (2).
+        free = self.size.height - 6 - (len(tree.rows) + 1)
+        return free if free >= BUSIEST_MIN_FREE else 0
+
+    def _draw_busiest(self, tree: TopologyTable) -> None:
+        """The busiest processes under a tree that leaves room for them (htop's one-screen
+        overview). They come from the frame's process list, which the feed reads in full only
+        every TASKS_IDLE_S while the processes view is hidden (the title says so): the list
+        costs nothing more than the selected process's highlight already does."""
+        table = self.query_one("#topo-procs", ProcessTable)
+        n = self._busiest_lines(tree)
+        fit = (len(tree.rows), n)
+        if fit != self._busiest_fit:
+            self._busiest_fit = fit
+            tree.styles.height = len(tree.rows) + 1 if n else "1fr"
+            table.styles.height = n or 1
+            table.display = bool(n)
+        if not n:
+            return
+        tasks = self.frame.tasks if self.frame else []
+        top = getattr(tasks, "top", None)
+        rows = n - HEAD_ROWS
+        shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
+        title = Text(" busiest processes", style="bold")
+        if callable(getattr(self.feed, "tasks_cadence", None)):
+            title.append(f" · every {TASKS_IDLE_S:g} s")
+        if shown and shown[0].cpu_pct is None:
+            # The first full read has nothing to measure against: rates come with the next.
+            title.append(" · CPU % from the next read", style=NA_STYLE)
+        title.append("  3 all processes", style=NA_STYLE)
+        table.set_tasks(self.topology, shown, None, "cpu", title, "no process to show")
 
     def _tasks(self) -> Sequence[TaskRow]:
         """The rows the list shows. Unfiltered by CPU % or PID, the lazy rows of the frame
@@ -363,6 +407,12 @@ class TopApp(App[int]):
         self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
         if self.view == "topology" and self._views_up:
             self._draw_spark()
+
+    def on_topology_table_refolded(self, message: TopologyTable.Refolded) -> None:
+        """The tree's height changed: the busiest processes get the room at once (not with
+        the next frame, which may be seconds away or paused)."""
+        if self.view == "topology" and self._views_up and not self.too_small:
+            self._draw_busiest(self.query_one(TopologyTable))
 
     def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
         key = message.row_key.value or ""

@@ -11,6 +11,8 @@ Layout, chosen to use the space it is given (``plan``):
   *maximum* of its PUs (a core with one busy thread is busy); the legend says what a cell is;
 - cells are as wide (1-8 columns) and as tall (1-5 lines) as the room allows; a cell of 5+
   columns prints its value next to its glyph (a 2-PU machine reads as numbers);
+- a small machine (up to BAR_MAX_PUS PUs) gets one horizontal bar per PU instead, its value
+  printed (``bar_grid``);
 - each cell is a glyph whose height *and* colour give the value, so it reads in 16 colours and
   under NO_COLOR; ``·`` is "not available". When even one column per 16 cores does not fit,
   the panel scrolls.
@@ -29,7 +31,7 @@ from rich.text import Text
 
 from snumap_tui.topology.model import Topology, TopoObject
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
-from snumap_tui.ui.palette import GLYPHS, NA_STYLE, level_glyph, scale_style
+from snumap_tui.ui.palette import GLYPHS, NA_STYLE, bar, level_glyph, scale_style
 
 # Per-object values, indexed by TopoObject.id: a Frame's array, or a list (tests, demos).
 Values = Sequence[float] | np.ndarray
@@ -243,6 +245,8 @@ def heatmap_grid(topo: Topology, values: Values | None, view: MetricView,
     pus = topo.pus
     bs = bands(topo)
     labels = [(b.label, *_summary(b, values, pus, view, mem)) for b in bs]
+    if len(pus) <= BAR_MAX_PUS and (height is None or len(pus) + len(bs) + 1 <= height):
+        return bar_grid(topo, values, view, width, bs, labels, hl, mark)
     p0 = plan(bs, width, None if height is None else max(1, height - 2), labels)
     legend = legend_lines(view, width, p0, bs)
     p = plan(bs, width, None if height is None else max(1, height - len(legend)), labels)
@@ -281,6 +285,59 @@ def heatmap_grid(topo: Topology, values: Values | None, view: MetricView,
                                                mark is not None and
                                                any(pus[i].os_index == mark for i in u)))
                 lines.append(line)
+    return lines, drawn
+
+
+# Up to this many PUs (a laptop, a small VM), one horizontal bar per PU with its value printed
+# reads better than a grid of a few big cells (two tall bars on a 2-PU machine, where a low
+# value was a sliver at the bottom): the tree's bars, at the heatmap's scale.
+BAR_MAX_PUS = 16
+
+
+def bar_grid(topo: Topology, values: Values | None, view: MetricView, width: int,
+             bs: Sequence[Band], labels: Sequence[tuple[str, str, str]], hl: set[int],
+             mark: int | None) -> tuple[list[Text], list[Unit]]:
+    """The small-machine heatmap: a legend line, then per band its label, mean and memory,
+    and under it one row per PU: ``  PU3 ◆ ███████▍        42%`` (``◆`` the selected
+    process's last PU, the PU name underlined on a grey ground when in its affinity)."""
+    pus = topo.pus
+    legend = Text(f"{view.label} {view.unit}".strip() + (" (log)" if view.log else ""),
+                  style="bold")
+    legend.append(f" {_num(view.lo)}–{_num(view.hi)} · one row per PU")
+    legend.append(" · ·n/a", style=NA_STYLE)
+    legend.append(" ◆last PU ")
+    legend.append("PU", style=Style(bgcolor="grey35", underline=True))
+    legend.append(" affinity")
+    legend.truncate(width)
+    lines, drawn = [legend], []
+    name_w = max(len(f"PU{p.os_index}") for p in pus)
+    val_w = max(6, max((len(view.fmt(float(values[p.id]), 0).strip()) for p in pus
+                        if values is not None and not math.isnan(float(values[p.id]))),
+                       default=0) + 1)
+    bar_w = max(4, min(60, width - (2 + name_w + 3 + val_w)))
+    for band, (name, mean, mem_s) in zip(bs, labels, strict=True):
+        head = Text(name, style="bold")
+        head.append(f"  {mean}", style=scale_style(_norm0(view, values, band, pus)))
+        if mem_s:
+            head.append(f"  memory {mem_s}")
+        head.truncate(width)
+        lines.append(head)
+        for u in (pu for blk in band.blocks for core in blk.cores for pu in core):
+            p = pus[u]
+            v = None if values is None else float(values[p.id])
+            v = None if v is None or math.isnan(v) else v
+            n = view.norm(v)
+            line = Text("  ")
+            line.append(f"PU{p.os_index}".ljust(name_w),
+                        style=Style(bgcolor="grey35", underline=True) if p.os_index in hl else "")
+            line.append(" ◆ " if mark is not None and p.os_index == mark else "   ")
+            filled, rest = bar(n, bar_w)
+            line.append(filled, style=scale_style(n or 0.0))
+            line.append(rest, style=NA_STYLE)
+            line.append(view.fmt(v, val_w), style="" if v is not None else NA_STYLE)
+            line.truncate(width)
+            lines.append(line)
+            drawn.append((u,))
     return lines, drawn
 
 

@@ -161,30 +161,88 @@ def _per_s(v: float) -> str:
     return f"{v:.0f}"
 
 
-def counters_text(t: TaskRow, counting: bool = True) -> Text:
+# The counter labels, long and (when the long ones do not fit the width) short.
+_COUNTER_LABELS = (("ctx switches", "ctxsw", "context-switches"),
+                   ("migrations", "migr", "cpu-migrations"),
+                   ("page faults", "faults", "page-faults"))
+
+
+def counters_text(t: TaskRow, counting: bool = True, width: int | None = None) -> Text:
     """The selected process's perf counters, summed over its threads (Sampler.watch_counters):
     context switches, migrations and page faults per second (software events, every Linux),
     and IPC when the PMU counts cycles and instructions (not in most VMs: it says so).
-    ``counting``: the counters were asked for, so no rates yet means "from the next sample"."""
+    ``counting``: the counters were asked for, so no rates yet means "from the next sample".
+    ``width``: when the line would not fit, it uses short labels (an 80-column terminal)."""
     rates = t.counter_rates
     out = Text(" counters: ")
     if not rates:
         out.append("from the next sample" if counting else "n/a (not measured here)",
                    style=NA_STYLE)
         return out
-    for label, event in (("ctx switches", "context-switches"), ("migrations", "cpu-migrations"),
-                         ("page faults", "page-faults")):
-        v = rates.get(event)
-        out.append(f"{label} ")
-        out.append(f"{_per_s(v)}/s  " if v is not None else "n/a  ",
-                   style="bold" if v else ("" if v is not None else NA_STYLE))
-    if t.ipc is not None:
-        out.append("IPC ")
-        out.append(f"{t.ipc:.2f}", style="bold")
-    elif "cycles" in rates:
-        out.append("IPC n/a (no instructions counted)", style=NA_STYLE)
-    else:
-        out.append("IPC n/a (no hardware PMU)", style=NA_STYLE)
+    for short in (False, True):
+        out = Text(" counters: " if not short else " ")
+        for long_label, short_label, event in _COUNTER_LABELS:
+            v = rates.get(event)
+            out.append(f"{short_label if short else long_label} ")
+            out.append(f"{_per_s(v)}/s  " if v is not None else "n/a  ",
+                       style="bold" if v else ("" if v is not None else NA_STYLE))
+        if t.ipc is not None:
+            out.append("IPC ")
+            out.append(f"{t.ipc:.2f}", style="bold")
+        elif "cycles" in rates:
+            out.append("IPC n/a (no instructions counted)" if not short
+                       else "IPC n/a (no instr.)", style=NA_STYLE)
+        else:
+            out.append("IPC n/a (no hardware PMU)" if not short else "IPC n/a (no PMU)",
+                       style=NA_STYLE)
+        if width is None or out.cell_len <= width:
+            break
+    return out
+
+
+def _fit_fields(head: str, fields: Sequence[tuple[str, str]], width: int) -> str:
+    """``head`` and the (label, value) fields, two spaces apart: with labels when they fit the
+    width, else without the labels that the value explains by itself (a PID's user, its
+    thread count), else cut with an ellipsis by the caller."""
+    full = head + "".join(f"  {k} {v}".rstrip() for k, v in fields)
+    if len(full) <= width:
+        return full
+    terse = {"user": "", "threads": "thr", "may run on": "on", "last PU": "PU"}
+    parts = []
+    for k, v in fields:
+        k2 = terse.get(k, k)
+        parts.append(f"  {v} {k2}" if k2 == "thr" else f"  {k2} {v}" if k2 else f"  {v}")
+    return head + "".join(parts)
+
+
+def numa_memory_text(numa_pages: dict[int, int], width: int, page_size: int = 4096) -> Text:
+    """``N0 ██████ 30.8M  N1 ██ 4.1M`` when that fits the width; else without the bars; else
+    the nodes holding the most pages, as many as fit, and how many more hold the rest (a
+    machine with 8 or 16 NUMA nodes does not run off the line)."""
+    total = sum(numa_pages.values()) or 1
+    nodes = sorted(numa_pages.items())
+    with_bars = Text()
+    for node, pages in nodes:
+        filled, _ = bar(pages / total, 6)
+        with_bars.append(f"N{node} ")
+        with_bars.append(filled.ljust(6), style=scale_style(pages / total))
+        with_bars.append(f" {fmt_bytes(pages * page_size)}  ")
+    if with_bars.cell_len <= width:
+        return with_bars
+    plain = "  ".join(f"N{n} {fmt_bytes(p * page_size)}" for n, p in nodes)
+    if len(plain) <= width:
+        return Text(plain)
+    out = Text()
+    busiest = sorted(nodes, key=lambda item: (-item[1], item[0]))
+    for i, (node, pages) in enumerate(busiest):
+        rest = busiest[i:]
+        more = f"+{len(rest)} nodes {fmt_bytes(sum(p for _, p in rest) * page_size)}"
+        item = f"N{node} {fmt_bytes(pages * page_size)}  "
+        # Room for this node and, after it, the "+k nodes" of the ones still left.
+        if out.cell_len + len(item) + len(more) > width:
+            out.append(more, style=NA_STYLE)
+            break
+        out.append(item)
     return out
 
 
@@ -194,25 +252,26 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     and its memory per NUMA node."""
     if t is None:
         return Text(" no process selected", style=NA_STYLE)
-    out = Text(f" {t.pid} {t.comm}", style="bold")
-    out.append(f"  user {t.user}" + (f"  job {t.job}" if t.job else "") +
-               f"  threads {t.nthreads}  may run on {affinity_label(topo, t.affinity)}"
-               f"  last PU {t.last_cpu if t.last_cpu is not None else 'n/a'}")
-    out.truncate(width)
+    head = f" {t.pid} {t.comm}"
+    fields = [("user", t.user), *([("job", t.job)] if t.job else []),
+              ("threads", str(t.nthreads)), ("may run on", affinity_label(topo, t.affinity)),
+              ("last PU", str(t.last_cpu) if t.last_cpu is not None else "n/a")]
+    out = Text(_fit_fields(head, fields, width))
+    out.stylize("bold", 0, len(head))
+    out.truncate(width, overflow="ellipsis")
     out.append("\n")
-    counters = counters_text(t, counting)
-    counters.truncate(width)
+    counters = counters_text(t, counting, width)
+    counters.truncate(width, overflow="ellipsis")
     out.append_text(counters)
-    out.append("\n memory per NUMA node: ")
-    if not t.numa_pages:
-        out.append("n/a (numa_maps not read for this process)", style=NA_STYLE)
-        return out
-    total = sum(t.numa_pages.values()) or 1
-    for node, pages in sorted(t.numa_pages.items()):
-        filled, _ = bar(pages / total, 6)
-        out.append(f"N{node} ")
-        out.append(filled.ljust(6), style=scale_style(pages / total))
-        out.append(f" {fmt_bytes(pages * page_size)}  ")
+    label = " memory per NUMA node: " if width >= 60 else " memory: "
+    mem = Text(label)
+    if t.numa_pages:
+        mem.append_text(numa_memory_text(t.numa_pages, width - len(label), page_size))
+    else:
+        mem.append("n/a (numa_maps not read for this process)", style=NA_STYLE)
+    mem.truncate(width, overflow="ellipsis")
+    out.append("\n")
+    out.append_text(mem)
     return out
 
 

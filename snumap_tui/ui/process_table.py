@@ -102,7 +102,11 @@ def _cpu(v: float | None) -> str:
 
 
 def _mem(v: int | None) -> str:
-    return "" if v is None else fmt_bytes(v)
+    """Resident memory; ``-`` for none at all (a kernel thread has no user pages), empty when
+    it was not read."""
+    if v is None:
+        return ""
+    return fmt_bytes(v) if v else "-"
 
 
 class Line:
@@ -156,11 +160,15 @@ class ProcessTable(DataTable[str], can_focus=True):
     ProcessTable { height: 1fr; overflow-x: hidden; scrollbar-size: 0 0; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, cursor: bool = True) -> None:
         self.lines: list[Line] = []          # before DataTable's init, which asks row_count
+        # False: a read-only list (the topology view's busiest processes) draws no cursor
+        # and takes no focus; the keys stay with the view it is part of.
+        self.shows_cursor = cursor
         self._ycache: dict[int, Strip] = {}  # screen row -> drawn strip (see render_lines)
         self._ystamp: tuple[object, ...] = ()
         super().__init__(id=id, cursor_type="row", show_cursor=False)
+        self.can_focus = cursor
         self.cols: list[Col] = task_columns(120)
         self.sort_key = "cpu"
         self.title = Text("")
@@ -434,7 +442,7 @@ class ProcessTable(DataTable[str], can_focus=True):
         if idx >= len(self.lines):
             return self._strip(("blank", width), Text, width)
         ln = self.lines[idx]
-        cur = (self.has_focus if idx == self.row_cursor else None)
+        cur = (self.has_focus if idx == self.row_cursor and self.shows_cursor else None)
         row_key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
         got = self._strips.get(row_key)
         if got is None:

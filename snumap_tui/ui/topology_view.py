@@ -122,6 +122,9 @@ class TopologyTable(ScrollView, can_focus=True):
             super().__init__()
             self.obj_id = obj_id
 
+    class Refolded(Message):
+        """Rows were folded or unfolded: the view under the tree may have more or less room."""
+
     def __init__(self, topology: Topology, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.topology = topology
@@ -191,6 +194,7 @@ class TopologyTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(self.rows))
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
         self.refresh()
+        self.post_message(self.Refolded())
 
     # ---- Textual hooks -----------------------------------------------------------------------
     def on_mount(self) -> None:
