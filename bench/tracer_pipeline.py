@@ -12,9 +12,9 @@ each backend's ring holds:
   finished by ``BccTracer._finish`` (time order, the in-kernel switch-ins placed by
   trace/reconstruct.py, task table; the kernel already filtered to the tree);
 - perf: PERF_RECORD_SAMPLE records (TID|TIME|CPU|RAW, the raw part laid out by this kernel's
-  tracefs ``format`` files), one buffer per CPU, decoded ring by ring by
-  ``PerfTracer._decode_ring`` (into ring order) and finished by ``PerfTracer._batch``: the
-  CPUs merged by time, the switch-ins the kernel did not trace reconstructed on all CPUs at
+  tracefs ``format`` files), one buffer per CPU, decoded all CPUs at once by
+  ``PerfTracer._decode_rings`` (the rings joined, then sorted by time) and finished by
+  ``PerfTracer._batch``: the switch-ins the kernel did not trace reconstructed on all CPUs at
   once (trace/reconstruct.py), the user-space tree filter, the task table.
 
 Batches are what 0.1 s of polling hands over at the stated event rate. Needs root for the
@@ -130,10 +130,7 @@ def run_perf(parts: list[dict[int, bytes]], tids: np.ndarray, tracked: set[int] 
     with store.Writer(out, {"bench": "tracer_pipeline"}, force=True) as w:
         for per_cpu in parts:
             lost: dict[int, int] = {}
-            decoded = []
-            for cpu, buf in per_cpu.items():
-                decoded.extend(tracer._decode_ring(buf, lost, cpu))
-            batch = tracer._batch(decoded, lost)
+            batch = tracer._batch(tracer._decode_rings(per_cpu, lost), lost)
             kept += len(batch.events)
             w.add_events(batch)
     return time.perf_counter() - t0, kept

@@ -142,6 +142,40 @@ def test_perf_records_split_and_gathered() -> None:
     assert len(split_records(buf[:-5])[0]) == 2
 
 
+def _switch_sample(prev: int, nxt: int, t: int, cpu: int) -> bytes:
+    raw = bytearray(64)
+    struct.pack_into("<H", raw, 0, 372)
+    struct.pack_into("<i", raw, 24, prev)
+    struct.pack_into("<q", raw, 32, 1)
+    struct.pack_into("<i", raw, 56, nxt)
+    return _perf_sample(64, bytes(raw), prev, prev, t, cpu)
+
+
+def test_perf_rings_decoded_joined_keep_each_cpus_losses(tmp_path) -> None:
+    """decode() joins all CPUs' ring bytes into one buffer: events come out merged by time
+    (equal times in CPU order, as sorting each ring and merging gave) and a PERF_RECORD_LOST,
+    which does not say its CPU, counts for the ring it was in."""
+    from snumap_tui.trace.perf import PerfTracer, _Decoder
+    from snumap_tui.trace.tasks import TaskTable
+
+    fmt = parse_format(SWITCH_FORMAT)
+    tr = PerfTracer()
+    tr._tasks = TaskTable(proc=tmp_path)
+    tr._dec[fmt.id] = _Decoder("sched_switch", fmt.id, sample_dtype(
+        fmt, ["prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid"]))
+
+    def lost(n: int) -> bytes:
+        return struct.pack("<IHHQQ", 2, 0, 24, 0, n)
+
+    ring0 = _switch_sample(10, 11, 1000, 0) + lost(3) + _switch_sample(11, 10, 3000, 0)
+    ring1 = lost(5) + _switch_sample(20, 21, 1000, 1) + _switch_sample(21, 20, 2000, 1) + lost(1)
+    batch = tr.decode({1: ring1, 0: ring0})
+    e = batch.events
+    assert batch.lost == {0: 3, 1: 6}
+    assert list(zip(e["t_ns"].tolist(), e["cpu"].tolist(), e["tid"].tolist())) == [
+        (1000, 1, 20), (1000, 0, 10), (2000, 1, 21), (3000, 0, 11)]
+
+
 def test_gather_rows_match_the_bytes_at_each_offset() -> None:
     """gather's overlapping-view path (8-aligned offsets, as perf records are) and its byte
     path (any offset) give the bytes at each offset, up to a record that ends the buffer."""
@@ -233,6 +267,29 @@ def test_task_table_fills_unknown_pids(tmp_path) -> None:
     t.learn(13, comm="renamed")                      # exec: reported again
     assert [i.comm for i in t.take_infos()] == ["renamed"]
     assert t.take_infos() == []
+
+
+def test_task_table_arrays_answer_as_its_dicts(tmp_path) -> None:
+    """fill/learn_pairs/unnamed read arrays indexed by tid; they must give what the dicts say,
+    also when a tid changes tgid and for tids no kernel makes (>= PID_MAX_LIMIT)."""
+    from snumap_tui.trace.tasks import PID_LIMIT
+
+    t = TaskTable(proc=tmp_path)
+    big = PID_LIMIT + 5
+    t.learn_pairs(np.array([20, 21, big], dtype=np.int32), np.array([20, 20, 30], np.int32))
+    t.learn_pairs(np.array([21, 21], dtype=np.int32), np.array([20, 20], np.int32))  # known
+    t.learn_pairs(np.array([21], dtype=np.int32), np.array([25], np.int32))  # moved tgid
+    assert t.tgid[21] == 25 and t.tgid_by_tid[21] == 25
+    for tids in ([20, 21, 0, 99], [20, big, 21, 0]):
+        e = np.zeros(len(tids), dtype=ev.EVENT_DTYPE)
+        e["kind"], e["tid"], e["pid"] = ev.WAKEUP, tids, -1
+        t.fill(e)
+        assert e["pid"].tolist() == [t.tgid.get(x, -1) for x in tids]
+    t.learn(21, comm="a")
+    t.learn(big, comm="b")
+    got = t.unnamed(np.array([0, 21, 20, 20, 99, 21], dtype=np.int32))
+    assert got.tolist() == [20, 99]
+    assert t.unnamed(np.array([big, big + 1, 21], dtype=np.int64)).tolist() == [big + 1]
 
 
 def test_row_copies_match_numpy_structured_indexing() -> None:

@@ -207,11 +207,33 @@ class PerfTracer(Tracer):
                 else:
                     pe.ioctl(fd, pe.PERF_EVENT_IOC_SET_OUTPUT, leader)
 
-    def _decode_ring(self, buf: bytes, lost: dict[int, int], cpu: int) -> list[np.ndarray]:
+    def _decode_rings(self, raw: dict[int, bytes], lost: dict[int, int]) -> list[np.ndarray]:
+        """All CPUs' ring bytes, decoded as one buffer: each ring hands over whole records
+        (PerfRing.read), so their concatenation is a sequence of records too, and the numpy
+        passes run once per read instead of once per CPU (with many CPUs and short polls
+        the per-call costs were most of the decoding). The result is one time-sorted part:
+        the stable sort of the concatenation is what sorting each ring and merging gave."""
+        cpus = list(raw)
+        if len(cpus) == 1:
+            return self._decode_ring(raw[cpus[0]], lost, cpus[0])
+        bufs = [raw[c] for c in cpus]
+        if any(len(b) % 8 for b in bufs):       # not whole records: each ring on its own
+            return [p for c, b in zip(cpus, bufs) for p in self._decode_ring(b, lost, c)]
+        starts = np.cumsum([0] + [len(b) for b in bufs[:-1]])
+        return self._decode_ring(b"".join(bufs), lost, cpus, starts)
+
+    def _decode_ring(self, buf: bytes, lost: dict[int, int], cpu: int | list[int],
+                     starts: np.ndarray | None = None) -> list[np.ndarray]:
+        """BUF's records as one time-sorted array of events. CPU: the ring's CPU, or, for
+        rings joined into BUF, the CPU of each, starting at the offsets STARTS (for the
+        PERF_RECORD_LOST records, which do not say; samples carry their CPU)."""
         types, offs, _sizes = split_records(buf)
         lost_at = offs[types == pe.PERF_RECORD_LOST]
+        ring_cpus = [cpu] if isinstance(cpu, int) else cpu
+        ring_starts = np.zeros(1, dtype=np.int64) if starts is None else starts
         for o in lost_at.tolist():
-            lost[cpu] = lost.get(cpu, 0) + int.from_bytes(buf[o + 16:o + 24], "little")
+            c = ring_cpus[int(np.searchsorted(ring_starts, o, side="right")) - 1]
+            lost[c] = lost.get(c, 0) + int.from_bytes(buf[o + 16:o + 24], "little")
         samples = offs[types == pe.PERF_RECORD_SAMPLE]
         if not len(samples):
             return []
@@ -219,8 +241,8 @@ class PerfTracer(Tracer):
         common = raw[samples + RAW_AT].astype(np.uint16) | (
             raw[samples + RAW_AT + 1].astype(np.uint16) << 8)
         # One array in ring order: the kernel writes a CPU's records in the order it takes
-        # their timestamps, so this is (nearly always) already time-sorted, and the per-CPU
-        # arrays only need merging in _batch.
+        # their timestamps, so one ring is (nearly always) already time-sorted, and joined
+        # rings are sorted runs, which numpy's stable sort (a timsort here) merges.
         conv, where = [], []
         for tp_id, dec in self._dec.items():
             sel = np.flatnonzero(common == tp_id)
@@ -252,12 +274,11 @@ class PerfTracer(Tracer):
             e["pid2"][e["tid2"] == 0] = 0
             # Names of switch partners, used only for tasks that survive the filter.
             for tid_f, comm_f in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
-                # Distinct tids first (np.unique of integers hashes), and the comm bytes only
-                # of tids not named yet, which after the first reads are rarely any: finding
-                # each one's first record (return_index) needs a sort, so only then.
+                # Tids without a name first (the task table answers for all at once), and the
+                # comm bytes only of those, which after the first reads are rarely any:
+                # finding each one's first record (return_index) needs a sort, so only then.
                 col = s[tid_f]
-                new = [t for t in np.unique(col).tolist()
-                       if t and t not in self._switch_comm and tasks.comm.get(t) is None]
+                new = [t for t in tasks.unnamed(col).tolist() if t not in self._switch_comm]
                 if not new:
                     continue
                 tids, first = np.unique(col, return_index=True)
@@ -373,10 +394,7 @@ class PerfTracer(Tracer):
             raw = self.drain()
         lost: dict[int, int] = {}
         self._take_overruns(lost)
-        parts: list[np.ndarray] = []
-        for cpu, buf in raw.items():
-            parts.extend(self._decode_ring(buf, lost, cpu))
-        return self._batch(parts, lost)
+        return self._batch(self._decode_rings(raw, lost) if raw else [], lost)
 
     def read(self) -> ev.EventBatch:
         return self.decode(self.drain())
@@ -384,9 +402,9 @@ class PerfTracer(Tracer):
     def _batch(self, parts: list[np.ndarray], lost: dict[int, int]) -> ev.EventBatch:
         """Decoded parts of all CPUs -> one time-sorted, filtered batch with task names
         (also what bench/tracer_pipeline.py drives with synthetic ring bytes)."""
-        # Each part is one CPU's records, time-sorted (_decode_ring): a stable sort of their
-        # concatenation is a merge of sorted runs (numpy's stable sort is a timsort for these
-        # keys), not a full sort.
+        # Each part is time-sorted (_decode_ring; one for all CPUs from _decode_rings): a
+        # stable sort of their concatenation is a merge of sorted runs (numpy's stable sort
+        # is a timsort for these keys), not a full sort.
         events = concat_rows(parts) if len(parts) > 1 else (
             parts[0] if parts else ev.empty_events())
         if len(parts) > 1:

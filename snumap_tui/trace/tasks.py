@@ -79,8 +79,27 @@ def tree_of(pids: Iterable[int], proc: Path = Path("/proc")) -> list[int]:
     return seen
 
 
+# PID_MAX_LIMIT on 64-bit (include/linux/threads.h: 4 * 1024 * 1024): every tid a kernel
+# reports is below it, so an array indexed by tid stays bounded.
+PID_LIMIT = 1 << 22
+
+
+def tid_table(table: np.ndarray, top: int) -> np.ndarray:
+    """TABLE (an array indexed by tid) long enough to index TOP (< PID_LIMIT), grown
+    zero-filled: np.zeros maps zeroed pages lazily, so memory is used only where tids are."""
+    if top < len(table):
+        return table
+    grown = np.zeros(min(PID_LIMIT, max(top + 1, 2 * len(table))), dtype=table.dtype)
+    grown[:len(table)] = table
+    return grown
+
+
 class TaskTable:
-    """tid -> (tgid, comm) as learned so far, and which TaskInfo were already handed over."""
+    """tid -> (tgid, comm) as learned so far, and which TaskInfo were already handed over.
+
+    The dicts are mirrored in arrays indexed by tid (``tgid_by_tid``: 0 = not known;
+    ``named``: has a comm), so that the per-event questions of a batch (fill in the tgid,
+    which tids have no name yet) are numpy gathers, not a lookup per event."""
 
     def __init__(self, proc: Path = Path("/proc")) -> None:
         self.proc = proc
@@ -89,18 +108,38 @@ class TaskTable:
         self.ppid: dict[int, int] = {}
         self._pending: dict[int, ev.TaskInfo] = {}
         self._reported: set[int] = {0}
+        self.tgid_by_tid = np.zeros(0, dtype=np.int32)
+        self.named = np.zeros(0, dtype=bool)
+
+    def _set_tgid(self, tid: int, tgid: int) -> None:
+        self.tgid[tid] = tgid
+        if 0 <= tid < PID_LIMIT:
+            self.tgid_by_tid = tid_table(self.tgid_by_tid, tid)
+            self.tgid_by_tid[tid] = tgid
+
+    def unnamed(self, tids: np.ndarray) -> np.ndarray:
+        """The distinct (sorted) tids > 0 among TIDS that have no comm yet."""
+        tids = np.ascontiguousarray(tids)
+        if len(tids) and 0 <= int(tids.min()) and int(tids.max()) < PID_LIMIT:
+            self.named = tid_table(self.named, int(tids.max()))
+            tids = tids[~self.named[tids]]
+        return np.array([t for t in np.unique(tids).tolist()
+                         if t > 0 and self.comm.get(t) is None], dtype=np.int64)
 
     def learn(self, tid: int, tgid: int | None = None, comm: str | None = None,
               ppid: int | None = None, t_ns: int = 0) -> None:
         """Record what an event or /proc said; a new name is reported again (exec)."""
         changed = tid not in self._reported
         if tgid is not None and tgid > 0:
-            self.tgid[tid] = tgid
+            self._set_tgid(tid, tgid)
         if ppid is not None and ppid > 0:
             self.ppid[tid] = ppid
         if comm is not None and comm != self.comm.get(tid):
             changed = changed or tid in self.comm
             self.comm[tid] = comm
+            if 0 <= tid < PID_LIMIT:
+                self.named = tid_table(self.named, tid)
+                self.named[tid] = True
         if changed and tid in self.comm:
             self._pending[tid] = ev.TaskInfo(tid=tid, pid=self.tgid.get(tid, -1),
                                              comm=self.comm[tid],
@@ -111,6 +150,12 @@ class TaskTable:
         ok = tgids > 0
         if not ok.any():
             return
+        top = int(tids.max()) if len(tids) else 0
+        if 0 <= int(tids.min()) and top < PID_LIMIT:
+            # Pairs already known (nearly all, after the first batches) change nothing.
+            self.tgid_by_tid = tid_table(self.tgid_by_tid, top)
+            if not (self.tgid_by_tid[tids[ok]] != tgids[ok]).any():
+                return
         # One int64 key per pair (tid high, tgid low: both are positive pids below 2^31):
         # np.unique of a plain integer array hashes; over (n, 2) rows it sorts, which was
         # most of the bcc backend's per-event cost.
@@ -118,7 +163,7 @@ class TaskTable:
         for k in np.unique(key).tolist():
             tid, tgid = k >> 32, k & 0xFFFFFFFF
             if self.tgid.get(tid) != tgid:
-                self.tgid[tid] = tgid
+                self._set_tgid(tid, tgid)
 
     def lookup_live(self, tids: Iterable[int], t_ns: int = 0) -> None:
         """Ask /proc about tids never seen (those still alive answer)."""
@@ -145,11 +190,17 @@ class TaskTable:
                 miss = miss[(kinds == ev.SWITCH) | (kinds == ev.FORK)]
             if not len(miss):
                 continue
+            want = events[tid_f][miss].astype(np.int64)
+            if int(want.min()) >= 0 and int(want.max()) < PID_LIMIT:
+                self.tgid_by_tid = tid_table(self.tgid_by_tid, int(want.max()))
+                got = self.tgid_by_tid[want]
+                hit = (got > 0) | (want == 0)          # tid 0 (idle) is its own tgid 0
+                events[pid_f][miss[hit]] = got[hit]
+                continue
             keys = np.fromiter(self.tgid.keys(), dtype=np.int64, count=len(self.tgid))
             vals = np.fromiter(self.tgid.values(), dtype=np.int64, count=len(self.tgid))
             order = np.argsort(keys)
             keys, vals = keys[order], vals[order]
-            want = events[tid_f][miss].astype(np.int64)
             pos = np.clip(np.searchsorted(keys, want), 0, len(keys) - 1)
             hit = keys[pos] == want
             events[pid_f][miss[hit]] = vals[pos[hit]]
