@@ -309,7 +309,8 @@ def bar_grid(topo: Topology, values: Values | None, view: MetricView, width: int
     legend.append("PU", style=Style(bgcolor="grey35", underline=True))
     legend.append(" affinity")
     legend.truncate(width)
-    lines, drawn = [legend], []
+    lines: list[Text] = [legend]
+    drawn: list[Unit] = []
     name_w = max(len(f"PU{p.os_index}") for p in pus)
     val_w = max(6, max((len(view.fmt(float(values[p.id]), 0).strip()) for p in pus
                         if values is not None and not math.isnan(float(values[p.id]))),
