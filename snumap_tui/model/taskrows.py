@@ -286,6 +286,12 @@ class OverlaidRows(LazyRows):
                  covered: Sequence[int]) -> None:
         self._base, self._fresh, self._covered = base, fresh, frozenset(int(p) for p in covered)
 
+    @property
+    def base(self) -> Sequence[TaskRow]:
+        """The full reading these rows overlay: the same object until the next full read
+        (what a list refreshed only at full reads can key on)."""
+        return self._base
+
     def find(self, pid: int) -> TaskRow | None:
         if pid in self._covered:
             return next((t for t in self._fresh if t.pid == pid), None)

@@ -180,6 +180,7 @@ class TopApp(App[int]):
         self.frames_drawn = 0
         self._head_width = -1
         self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
+        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int]] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
         # Set by on_mount: before it there are no widgets to draw into, so a frame pushed or a
@@ -336,6 +337,15 @@ class TopApp(App[int]):
         if not n:
             return
         tasks = self.frame.tasks if self.frame else []
+        # Between full reads of the process list the frame overlays the selected process's
+        # fresh row on the last full reading: the list shows full reads only (its title says
+        # how often), so it is rebuilt when the full reading or the room changes, not every
+        # frame (building and sorting every row each frame was a tenth of the view's cost).
+        tasks = getattr(tasks, "base", tasks)
+        if self._busiest_key is not None and self._busiest_key[0] is tasks \
+                and self._busiest_key[1] == fit:
+            return
+        self._busiest_key = (tasks, fit)     # the object itself: an id could be reused
         top = getattr(tasks, "top", None)
         rows = n - HEAD_ROWS
         shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
