@@ -189,16 +189,19 @@ class TasksSource:
         return out
 
     def _read(self, path: str) -> str:
-        """One small procfs file. os.open/os.read on a str path: procfs files are generated
-        in one read, and this is several times cheaper than open() or pathlib per file,
-        which matters at one file per process per sweep."""
+        """One procfs file, read to its end. os.open/os.read on a str path is several times
+        cheaper than open() or pathlib per file, which matters at one file per process per
+        sweep. A short read is not the end: seq_file-backed files (numa_maps, smaps) hand out
+        whole records per read, a little under the buffer each time, so only an empty read
+        is (reading numa_maps up to the first short read kept its first ~4 KB: half of a
+        Python process's pages)."""
         if not self._fast:
             return self._reader(Path(path))
         fd = os.open(path, os.O_RDONLY)
         try:
-            chunks = [os.read(fd, 4096)]
-            while len(chunks[-1]) == 4096:
-                chunks.append(os.read(fd, 4096))
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
         finally:
             os.close(fd)
         return b"".join(chunks).decode("ascii", "replace")
