@@ -57,7 +57,8 @@ def test_batch_text_tree_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture
                                "--interval", "0.3"], capsys)
     assert out.startswith("== ")
     lines = out.splitlines()
-    assert "data from the tree" in lines[1]              # a gathered tree, not this machine
+    # a gathered tree, not this machine (after the header, which may wrap to fit 80 columns)
+    assert any(x.startswith("data from the tree") for x in lines[1:3])
     assert any(x.startswith("unavailable: perf") for x in lines)   # and why perf is off
     assert any(x.split()[:2] == ["object", "CPU"] for x in lines)
     machine = next(x for x in lines if x.startswith("Machine"))
@@ -126,3 +127,57 @@ def test_live_feed_drives_the_samplers_own_api(tmp_path: Path) -> None:
         assert feed.sampler._watched == set()
     finally:
         feed.stop()
+
+
+def assert_fits_80(text: str) -> None:
+    wide = [(len(x), x) for x in text.splitlines() if len(x) > 80]
+    assert not wide, wide
+
+
+def test_batch_text_fits_80_columns_on_a_fake_tree(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """No source for frequency or power and a kworker whose comm carries its workqueue name
+    (Linux 6.x): the reasons wrap at words, the COMMAND column is cut with an ellipsis, and
+    the memory heading is short with its page-cache note said once."""
+    from fakefs import FakeProcess, FakeThread
+
+    fr = FakeRoot(tmp_path, cpus=4, nodes=2, packages=2, rapl=False, power_pmu=False,
+                  cpufreq=False)
+    long_comm = "kworker/R-kvfree_rcu_reclaim_and_then_some_more_words"
+    fr.processes.append(FakeProcess(6, long_comm, [], 0, "/", [0, 1, 2, 3],
+                                    [FakeThread(6, long_comm, 0)]))
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
+                               "--interval", "0.3", "--tasks", "50"], capsys)
+    assert_fits_80(out)
+    lines = out.splitlines()
+    assert any(x.startswith("unavailable: ") for x in lines)
+    wrapped = [i for i, x in enumerate(lines[:-1])
+               if x.startswith("unavailable: ") and lines[i + 1].startswith("    ")
+               and not lines[i + 1].startswith("unavailable")]
+    assert wrapped                                       # a long reason goes on, indented
+    head = next(x for x in lines if x.split()[:2] == ["object", "CPU"])
+    assert head.endswith("mem used/total")
+    assert sum("excludes the page cache" in x for x in lines) == 1
+    kworker = next(x for x in lines if "kworker/R-kvfree" in x)
+    assert kworker.endswith("\u2026") and len(kworker) == 80
+
+
+def test_batch_text_fits_80_columns_on_this_machine(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    if not Path("/proc/stat").is_file():
+        pytest.skip("no procfs")
+    assert main(["top", "--batch", "--count", "1", "--interval", "0.05",
+                 "--tasks", "200"]) == 0
+    assert_fits_80(capsys.readouterr().out)
+
+
+def test_wrap_line_breaks_at_words_with_an_indent() -> None:
+    from snumap_tui.commands.top import clip, wrap_line
+
+    text = "unavailable: freq: no cpufreq driver " + "word " * 30
+    lines = wrap_line(text)
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines)
+    assert all(x.startswith("    ") for x in lines[1:])
+    assert " ".join(x.strip() for x in lines) == text.strip()
+    assert wrap_line("short") == ["short"]
+    assert clip("abcdef", 4) == "abc\u2026" and clip("abc", 4) == "abc"

@@ -206,34 +206,82 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
     return 0
 
 
-def batch_text(frame: Frame, host_line: str, ntasks: int,
-               origin: tuple[str, str] | None = None) -> str:
-    """One frame as text: a header, what is not measured and why, the folded tree with its
-    numbers, the busiest processes."""
-    from snumap_tui.ui.hostinfo import source_marks
-    from snumap_tui.ui.processes import affinity_label, sort_tasks
+#: Batch text fits a plain 80-column terminal or a mail/log line.
+BATCH_WIDTH = 80
+#: The tree's memory heading for batch text, and the note said once under it.
+MEM_HEAD = "mem used/total"
+MEM_NOTE = "mem used excludes the page cache (what free(1) calls used)"
+
+
+def wrap_line(text: str, width: int = BATCH_WIDTH, indent: str = "    ") -> list[str]:
+    """``text`` wrapped at word boundaries into lines of at most ``width`` columns, the
+    continuation lines indented so a reason reads as one item; a word longer than a line
+    (a long path) is broken rather than overflowing."""
+    import textwrap
+
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=width, subsequent_indent=indent,
+                         break_on_hyphens=False) or [text[:width]]
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns, ending in an ellipsis when something was cut."""
+    return text if len(text) <= width else text[:max(0, width - 1)] + "\u2026"
+
+
+def batch_tree(frame: Frame) -> list[str]:
+    """The folded tree for batch text: the short memory heading, then a one-line note that
+    used memory excludes the page cache (the heading has no room to say it)."""
     from snumap_tui.ui.tree_rows import plain_tree
 
+    lines = plain_tree(frame)
+    if not lines:
+        return lines
+    head = lines[0]
+    cut = head.find("memory")
+    if cut >= 0:
+        head = head[:cut] + MEM_HEAD
+    return [head, *(clip(x, BATCH_WIDTH) for x in lines[1:]), MEM_NOTE]
+
+
+def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH) -> list[str]:
+    """The busiest ``ntasks`` processes, the COMMAND column cut so each row fits ``width``."""
+    from snumap_tui.ui.processes import affinity_label, sort_tasks
+
+    out = [f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND"]
+    for t in sort_tasks(frame.tasks, "cpu")[:ntasks]:
+        cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
+        pu = "" if t.last_cpu is None else str(t.last_cpu)
+        row = (f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
+               f"{affinity_label(frame.topology, t.affinity)[:22]:<22} ")
+        out.append(row + clip(t.comm, width - len(row)))
+    return out
+
+
+def batch_text(frame: Frame, host_line: str, ntasks: int,
+               origin: tuple[str, str] | None = None) -> str:
+    """One frame as text no wider than 80 columns: a header, what is not measured and why
+    (wrapped at words), the folded tree with its numbers, the busiest processes."""
+    from snumap_tui.ui.hostinfo import source_marks
+
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.wall_ns / 1e9))
-    out = [f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s"]
+    out = wrap_line(f"== {stamp}  {host_line}  interval {frame.dt_s:.2f}s")
     if origin is not None and origin[0] == "topology":
-        out.append(f"topology of {origin[1]}: no live data (not this machine)")
+        out += wrap_line(f"topology of {origin[1]}: no live data (not this machine)")
     else:
         if origin is not None:
             moving = frame.get("util_pct", frame.topology.root.id) is not None
-            out.append(f"data from the tree {origin[1]}" if moving else
-                       f"static snapshot of {origin[1]}: its counters do not move")
-        out += [f"unavailable: {n}{': ' + why if why else ''}"
-                for n, ok, why in source_marks(frame.sources) if not ok]
-    out += plain_tree(frame)
-    out += user_metric_lines(frame)
+            out += wrap_line(f"data from the tree {origin[1]}" if moving else
+                             f"static snapshot of {origin[1]}: its counters do not move")
+        for n, ok, why in source_marks(frame.sources):
+            if not ok:
+                out += wrap_line(f"unavailable: {n}{': ' + why if why else ''}")
+    out += batch_tree(frame)
+    for line in user_metric_lines(frame):
+        out += wrap_line(line)
     if ntasks and frame.tasks:
-        out.append(f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND")
-        for t in sort_tasks(frame.tasks, "cpu")[:ntasks]:
-            cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
-            pu = "" if t.last_cpu is None else str(t.last_cpu)
-            out.append(f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
-                       f"{affinity_label(frame.topology, t.affinity)[:22]:<22} {t.comm}")
+        out += task_lines(frame, ntasks)
     return "\n".join(out) + "\n"
 
 
