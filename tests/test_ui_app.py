@@ -360,6 +360,23 @@ async def test_no_color_draws_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @sync
+async def test_no_color_draws_every_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same under NO_COLOR for the heatmap and the process table (which draws its own
+    lines and applies the app's line filters itself)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(pilot, app)
+        for key in ("2", "3", "down", "1"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.return_code is None and app.crash is None, key
+        await pilot.press("3")
+        await pilot.pause()
+        assert "PID" in app.export_screenshot()
+
+
+@sync
 async def test_a_crash_inside_the_app_is_one_line_and_not_zero() -> None:
     app = make_app()
     with pytest.raises(ZeroDivisionError):

@@ -46,6 +46,7 @@ SORT_COLUMN = {"cpu": "CPU%", "pid": "PID", "user": "USER", "name": "COMMAND"}
 SORT_NAME = {"cpu": "CPU%", "pid": "PID", "user": "user", "name": "command"}
 HEAD_STYLE = Style(bold=True, reverse=True)
 GROUP_STYLE = Style(bold=True, color="cyan")
+_NO_STYLE = Style()                # for plain segments under line filters (see render_lines)
 CURSOR = Style(reverse=True)
 CURSOR_BLUR = Style(bgcolor="grey30")
 
@@ -398,8 +399,14 @@ class ProcessTable(DataTable[str], can_focus=True):
             strip = cache.get(y)
             if strip is None:
                 strip = cache[y] = render(y)
-            for f in filters:
-                strip = strip.apply_filter(f, background)       # type: ignore[arg-type]
+            if filters:
+                # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
+                # segment's style: plain segments must carry a style, even an empty one.
+                strip = Strip([seg if seg.style is not None else
+                               Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
+                              strip.cell_length)
+                for f in filters:
+                    strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
             strips.append(strip)
         x1, x2 = crop.column_span
         if (x1, x2) != (0, self.size.width):
