@@ -127,6 +127,38 @@ def test_a_loop_failure_still_stops_the_tracer_and_closes_everything(
         run(tmp_path, "--duration", "1s")
     assert calls == ["start_tracer", "writer.close", "tracer.stop", "sampler.close"]
     assert "closing" in capsys.readouterr().err     # the close failure is still said
+    assert (tmp_path / "r.rec").exists()            # the recording had started: kept
+
+
+def test_an_output_the_kernel_refuses_is_found_before_any_tracer(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """/proc is a directory root may "write" by its mode bits, yet nothing can be created
+    there: the file is opened before any tracer starts (or says "tracing with ...")."""
+    calls = setup(monkeypatch)
+    args = build_parser().parse_args(["record", "--synthetic", "2", "-o",
+                                      "/proc/snumap-test.rec", "--duration", "1s"])
+    with pytest.raises(SnumapError, match=r"^cannot (create|write) /proc/snumap-test.rec: "):
+        record.run(args)
+    assert calls == []
+
+
+def test_a_tracer_that_cannot_start_removes_only_the_file_this_run_created(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls = setup(monkeypatch)
+
+    def no_tracer(*_a: Any, **_k: Any) -> None:
+        calls.append("start_tracer")
+        raise SnumapError("no tracer works here")
+
+    monkeypatch.setattr(select, "start_tracer", no_tracer)
+    with pytest.raises(SnumapError, match="no tracer works here"):
+        run(tmp_path, "--duration", "1s")
+    assert calls == ["start_tracer", "sampler.close"]
+    assert not (tmp_path / "r.rec").exists()
+    (tmp_path / "r.rec").write_bytes(b"an older recording")
+    with pytest.raises(SnumapError, match="no tracer works here"):
+        run(tmp_path, "--duration", "1s", "--force")
+    assert (tmp_path / "r.rec").read_bytes() == b"an older recording"
 
 
 def test_a_failing_close_neither_skips_the_others_nor_goes_unreported(

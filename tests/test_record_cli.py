@@ -68,9 +68,39 @@ def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     p = record("-o", str(tmp_path / "y.rec"), "--interval", "soon", "--", "true")
     assert p.returncode == 2 and "bad duration" in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.startswith("snumap: --interval soon: ")
+    assert not (tmp_path / "y.rec").exists()
     p = record("-o", str(tmp_path / "z.rec"), "--backend", "proc", "--",
                "no-such-command-here")
     assert p.returncode == 2 and "cannot run no-such-command-here" in p.stderr
+
+
+def test_durations_name_their_option(tmp_path: Path) -> None:
+    out = str(tmp_path / "d.rec")
+    p = record("-o", out, "--interval", "0", "--duration", "1s")
+    assert p.returncode == 2
+    assert p.stderr == ("snumap: --interval 0: interval 0s is out of range "
+                        "(10 ms to 3600 s)\n")
+    p = record("-o", out, "--duration", "0")
+    assert p.stderr == "snumap: --duration 0: duration must be positive\n"
+    p = record("-o", out, "--buffer-size", "12")
+    assert p.stderr.startswith("snumap: --buffer-size 12: size '12' is below one page")
+    assert not Path(out).exists()
+
+
+def test_a_command_that_cannot_run_leaves_no_file(tmp_path: Path) -> None:
+    """The recording never started: the file this run created goes, so that the corrected
+    rerun is not refused with "already exists"; a file that was there (--force) stays."""
+    out = tmp_path / "rx.rec"
+    p = record("-o", str(out), "--backend", "proc", "--", str(tmp_path / "nonexistent"))
+    assert p.returncode == 2 and p.stderr.endswith(
+        f"cannot run {tmp_path / 'nonexistent'}: No such file or directory\n"), p.stderr
+    assert not out.exists()
+    ok = record("-o", str(out), "--backend", "proc", "--", "true")
+    assert ok.returncode == 0, ok.stderr
+    p = record("-o", str(out), "--force", "--backend", "proc", "--",
+               str(tmp_path / "nonexistent"))
+    assert p.returncode == 2 and out.exists()      # not ours to remove
 
 
 def test_sigkill_leaves_a_readable_file(tmp_path: Path) -> None:

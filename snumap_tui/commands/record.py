@@ -32,15 +32,26 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, 
           "h": 3600.0}
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from "100ms", "2s", "1.5" (seconds), "1m", "250us"."""
+def parse_duration(text: str, *, positive: bool = True) -> float:
+    """Seconds from "100ms", "2s", "1.5" (seconds), "1m", "250us". Without ``positive``, 0 is
+    let through for a range check that says more (``check_interval``)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]*)\s*", text or "")
     if not m or (m.group(2) and m.group(2) not in _UNITS):
         raise SnumapError(f"bad duration {text!r} (examples: 100ms, 2s, 1.5, 1m)")
     value = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1.0)
-    if value <= 0:
-        raise SnumapError(f"duration {text!r} must be positive")
+    if positive and value <= 0:
+        raise SnumapError("duration must be positive")
     return value
+
+
+def option_value(option: str, text: str, parse: Any) -> Any:
+    """``parse(text)``, its error naming the option the user gave (``--interval 0: interval
+    0s is out of range ...``, as ``snumap top`` says it): a bare "must be positive" does not
+    say which of several durations on the command line was wrong."""
+    try:
+        return parse(text)
+    except SnumapError as exc:
+        raise SnumapError(f"{option} {text}: {exc}") from None
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -228,9 +239,14 @@ class TreeWatch:
             self.sampler.watch_pids(pids)
 
 
-def check_output(out: Path, force: bool) -> Path:
-    """OUT as a recording to create: not an existing file without FORCE, not a directory, in
-    a directory that exists and is writable -- checked before any tracer starts."""
+def check_output(out: Path, force: bool) -> bool:
+    """Make sure OUT can be written before any tracer starts (and says so on stderr): not an
+    existing file without FORCE, not a directory, in a writable directory -- and then opened,
+    since only the kernel knows (root may create nothing in /proc, on a read-only mount...).
+
+    A new file is created here, empty; True says so, so that a run that fails before the
+    recording starts removes it (and only it: a file that was there is never removed). An
+    existing file (with FORCE) is opened without truncating it; the Writer truncates it."""
     if out.is_dir():
         raise SnumapError(f"{out} is a directory")
     if out.exists() and not force:
@@ -240,7 +256,29 @@ def check_output(out: Path, force: bool) -> Path:
         raise SnumapError(f"cannot write {out}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise SnumapError(f"cannot write {out}: {parent} is not writable")
-    return out
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | (0 if force else os.O_EXCL)
+    existed = out.exists()
+    try:
+        os.close(os.open(out, flags, 0o644))
+    except FileExistsError:
+        raise SnumapError(f"{out} already exists (use --force to overwrite it)") from None
+    except OSError as e:
+        raise SnumapError(f"cannot create {out}: {e.strerror or e}") from None
+    return not existed
+
+
+def remove_unstarted(out: Path, created: bool, say: Any) -> None:
+    """The recording never started (the command could not be run, no tracer worked): the
+    file this run created holds no events, and left behind it would make the corrected rerun
+    fail with "already exists". A file that was there before is left alone."""
+    if not created:
+        return
+    try:
+        out.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        say(f"cannot remove {out}: {e.strerror or e}")
 
 
 class Cleanup:
@@ -385,19 +423,29 @@ def run(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     # Everything that can be wrong with the arguments is found before anything starts.
-    interval = check_interval(parse_duration(args.interval))
-    duration = parse_duration(args.duration) if args.duration else None
-    buffer_bytes = parse_size(args.buffer_size) if getattr(args, "buffer_size", None) else None
-    out = check_output(Path(args.output), args.force)
-    topology = topology_from_args(args)
-    root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
+    interval = option_value("--interval", args.interval,
+                            lambda t: check_interval(parse_duration(t, positive=False)))
+    duration = option_value("--duration", args.duration, parse_duration) \
+        if args.duration else None
+    buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
+        if getattr(args, "buffer_size", None) else None
+    out = Path(args.output)
     say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
+    created = check_output(out, args.force)
     cleanup = Cleanup(say)
+    started = {"recording": False}
     try:
+        topology = topology_from_args(args)
+        root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
+        # The Writer may truncate the empty file this run just created.
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
-                         cleanup)
+                         cleanup, force=args.force or created, started=started)
     except BaseException:
-        cleanup.run(failing=True)
+        try:
+            cleanup.run(failing=True)
+        finally:
+            if not started["recording"]:
+                remove_unstarted(out, created, say)
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
@@ -411,9 +459,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
-            cleanup: Cleanup) -> tuple[int, Any, Any, float]:
+            cleanup: Cleanup, *, force: bool, started: dict[str, bool]
+            ) -> tuple[int, Any, Any, float]:
     """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
-    happens, in reverse order)."""
+    happens, in reverse order). ``started["recording"]`` turns True once the command runs
+    (or, without one, once the loop starts): from then on the file is kept, whatever
+    happens."""
     from snumap_tui.store import Writer
     from snumap_tui.trace.select import start_tracer
     from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
@@ -448,7 +499,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
-    writer = Writer(out, header, force=args.force)
+    writer = Writer(out, header, force=force)
     cleanup.push(f"closing {out}", writer.close)
 
     stop = {"sig": 0}
@@ -474,6 +525,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
         child.release()
+    started["recording"] = True
     next_sample = t_start
     while True:
         now = time.monotonic()
