@@ -137,3 +137,41 @@ def test_idle_pus_while_a_thread_waits_is_a_finding(tmp_path: Path) -> None:
         r = build_report(rec, load(rec, details=True))
     f = [f for f in r["findings"] if f["kind"] == "idle_while_waiting"]
     assert f and f[0]["waits"] == 1
+
+
+def test_an_unknown_pid_is_a_question_mark_in_text_and_minus_one_in_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """perf can see a thread switch in before anything names its process: the JSON keeps the
+    documented -1, the text shows "?" (a "-1" there reads as a pid)."""
+    events = make_events(SCENARIO)
+    for tid_col, pid_col in (("tid", "pid"), ("tid2", "pid2")):
+        events[pid_col][events[tid_col] == 201] = -1
+    path = write_recording(tmp_path / "nopid.rec", synthetic_topology(2, 1, 1, 1),
+                           events, tasks=TASKS[:2])
+    assert main(["report", str(path), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert {p["pid"] for p in r["processes"]} == {100, -1}
+    assert main(["report", str(path)]) == 0
+    text = capsys.readouterr().out
+    rows = text.split("Processes (by run time):\n")[1].split("\n\n")[0].splitlines()[1:]
+    assert [row.split()[0] for row in rows] == ["100", "?"]
+    assert not any(tok == "-1" for tok in text.split())
+
+
+def test_a_full_disk_names_standard_output(tmp_path: Path) -> None:
+    """`snumap report FILE > /dev/full`: the same line as export, not a bare strerror."""
+    import subprocess
+    import sys
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    path = write_recording(tmp_path / "r.rec", synthetic_topology(2, 1, 1, 1),
+                           make_events(SCENARIO), tasks=TASKS)
+    for extra in ([], ["--json"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "report", str(path),
+                                *extra], stdout=full, stderr=subprocess.PIPE, text=True,
+                               check=False, timeout=60)
+        assert p.returncode == 2
+        assert p.stderr == ("snumap: cannot write standard output: No space left on "
+                            "device\n")

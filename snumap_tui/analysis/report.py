@@ -168,6 +168,13 @@ def _fmt_s(s: float) -> str:
     return f"{s:.3f}" if s < 100 else f"{s:.1f}"
 
 
+def _fmt_pid(pid: Any) -> str:
+    """A pid for the text form: the JSON's -1 (or null) means the recording never named the
+    thread's process (a thread seen only in switch records); in text "-1" reads as a real
+    pid, so it shows as "?", as the unknown comm does."""
+    return "?" if pid is None or int(pid) < 0 else str(pid)
+
+
 def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     """The text form: header, findings, processes, threads, PUs, energy (80 columns)."""
     lines = [f"snumap report: {r.get('file') or ''}",
@@ -191,7 +198,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     lines += ["", "Processes (by run time):",
               f"  {'PID':>7} {'COMM':<16} {'THR':>4} {'RUN s':>9} {'MIGR':>6}  PUs"]
     for p in r["processes"][:top]:
-        lines.append(f"  {p['pid']:>7} {p['comm'][:16]:<16} {p['threads']:>4} "
+        lines.append(f"  {_fmt_pid(p['pid']):>7} {p['comm'][:16]:<16} {p['threads']:>4} "
                      f"{_fmt_s(p['runtime_s']):>9} {p['migrations']:>6}  {p['pus'][:30]}")
     lines += ["", "Threads (by run time; run-queue latency wakeup->switch-in, us):",
               (f"  {'TID':>7} {'COMM':<15} {'RUN s':>8} {'MIGR':>5} {'XNUMA':>5} "

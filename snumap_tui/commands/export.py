@@ -49,7 +49,7 @@ def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.commands.report import open_readable, warn_damaged
+    from snumap_tui.commands.report import open_readable, warn_damaged, writing
 
     if args.table != "intervals" and args.format != "csv":
         raise SnumapError("--table goes with --format csv")
@@ -60,14 +60,12 @@ def run(args: argparse.Namespace) -> int:
     need_header = args.format == "chrome" or args.table == "intervals"
     with open_readable(args.file, need_header=need_header) as rec:
         where = str(out_path) if out_path else "standard output"
-        try:
+        with writing(where):
             sink = open(out_path, "w", newline="") if out_path \
                 else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
             with sink as out:
                 n = _write(args, rec, out)
-                out.flush()       # a full disk shows here (or at close), named below
-        except OSError as e:
-            raise SnumapError(f"cannot write {where}: {e.strerror or e}") from None
+                out.flush()       # a full disk shows here (or at close), named by writing()
         # Damage is also found while decoding: warn after the export, not before.
         warn_damaged(rec, args.file, f"the export to {where}")
     if out_path:

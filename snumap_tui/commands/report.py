@@ -1,17 +1,20 @@
 """`snumap report FILE [--json]`: the summary of a recording a user pastes into a ticket.
 
-Also the two helpers every command that reads a recording back shares (replay and export
+Also the helpers every command that reads a recording back shares (replay and export
 import them): ``open_readable`` turns "the header chunk is gone" into the store's own reason
 (a recording cut off after 100 bytes says it is truncated, not that it "has no topology"),
-and ``warn_damaged`` puts what the reader skipped on stderr when the output itself cannot
-carry it (an export, a replay).
+``warn_damaged`` puts what the reader skipped on stderr when the output itself cannot
+carry it (an export, a replay), and ``writing`` names the output a write failed on (a full
+disk behind ``> FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from snumap_tui.errors import SnumapError
@@ -49,13 +52,24 @@ def warn_damaged(rec: Any, path: str, what: str) -> int:
     return len(notes)
 
 
+@contextlib.contextmanager
+def writing(where: str) -> Iterator[None]:
+    """An OSError while writing WHERE (ENOSPC on ``> /dev/full``, EIO) as one line that says
+    what could not be written: the bare strerror the CLI prints for other OSErrors does not."""
+    try:
+        yield
+    except OSError as e:
+        raise SnumapError(f"cannot write {where}: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.analysis.report import build_report, format_report
 
     with open_readable(args.file) as rec:
         report = build_report(rec)
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print(format_report(report, top=args.top), end="")
+    text = json.dumps(report, indent=1) + "\n" if args.json \
+        else format_report(report, top=args.top)
+    with writing("standard output"):
+        sys.stdout.write(text)
+        sys.stdout.flush()        # a full disk shows here, not at exit without a name
     return 0
