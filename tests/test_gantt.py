@@ -76,3 +76,38 @@ def test_utilisation_strip_and_cell_detail(data: ReplayData) -> None:
     st.sel_col = 3
     assert cell_detail(data, st, render_gantt(data, st, LABEL_W + 1 + 9, 12).bins).endswith(
         "idle")
+
+
+def test_cell_detail_fits_80_columns_at_whole_entries(tmp_path: Path) -> None:
+    """A cell where a dozen threads ran: at 80 columns the line keeps whole entries, ends the
+    list with an ellipsis and says how many were left out (never cut mid-word)."""
+    import re
+
+    from snumap_tui.analysis.synth import synthetic_events
+    from snumap_tui.trace.events import TaskInfo
+    from snumap_tui.ui.gantt import fit_detail
+
+    topo = synthetic_topology(1, 1, 1, 1, host="h")
+    ev = synthetic_events(4000, list(topo.pu_os_indexes), n_threads=12, duration_ns=10**8,
+                          seed=3, threads_per_process=12)
+    tasks = [TaskInfo(1000 + i, 1000, "bash", ppid=1) for i in range(12)]
+    data = load_replay(open_recording(write_recording(tmp_path / "many.rec", topo, ev,
+                                                      tasks=tasks)))
+    st = GanttState(data.t0, data.t1, mode="thread", sel_row=0, sel_col=0)
+    r = render_gantt(data, st, 80, 24)
+    d = cell_detail(data, st, r.bins, 79)
+    assert len(d) <= 79 and d.endswith("migr in")
+    listed = d.split(": ", 1)[1].split("; busy")[0]
+    m = re.fullmatch(r"(.*), \u2026 \+(\d+) more", listed)
+    assert m, d
+    entries = m.group(1).split(", ")
+    assert all(re.fullmatch(r"bash \d+ [\d.]+[mun]?s \(\d+ in\)", x) for x in entries), d
+    wide = cell_detail(data, st, r.bins, 1000)          # room for everyone: no "more"
+    assert "more" not in wide and wide.count("bash") == len(entries) + int(m.group(2))
+    # Not even one entry fits: cut, with an ellipsis, within the width.
+    tiny = fit_detail("PU 0 0..1ms: ", ["bash 1 1ms (1 in)"], 3, "; busy 9%", 20)
+    assert len(tiny) == 20 and tiny.endswith("\u2026")
+    # One entry fits only with the short tail: who ran is kept, the migrations dropped.
+    one = fit_detail("PU 0 0..1ms: ", ["bash 1 1ms (1 in)"], 2, "; busy 9%, 0 migr in", 50,
+                     "; busy 9%")
+    assert one == "PU 0 0..1ms: bash 1 1ms (1 in), \u2026 +1 more; busy 9%"

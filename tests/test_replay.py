@@ -303,3 +303,35 @@ def test_a_crash_inside_the_app_exits_non_zero(recording: Path, tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("snumap: the replay view stopped on an internal error "
                        "(RuntimeError: boom); the traceback is above")
+
+
+def test_memory_strip_is_used_without_page_cache_as_the_tree(tmp_path: Path) -> None:
+    """The core-vs-time strip and the topology tree agree on a node's used memory at the same
+    moment: MemUsed less FilePages (the page cache), not MemUsed."""
+    from snumap_tui.ui.gantt import GanttState, render_gantt
+    from snumap_tui.ui.replay_data import used_without_cache
+    from snumap_tui.ui.replay_help import NOTES
+
+    topo = synthetic_topology(1, 1, 1, 1, host="memhost")
+    t0 = 1_000_000_000
+    gib = 2.0**30
+    samples = [Sample(t0 + i * 100_000_000, 1_700_000_000_000_000_000 + i * 100_000_000, {
+        "numa": {"nodes": np.array([0]), "mem_total": np.array([7.6 * gib]),
+                 "mem_free": np.array([4.9 * gib]), "mem_used": np.array([2.7 * gib]),
+                 "file_pages": np.array([1.3 * gib])}}) for i in range(5)]
+    ev = synthetic_events(200, list(topo.pu_os_indexes), n_threads=2, duration_ns=5 * 10**8,
+                          t0_ns=t0, seed=1)
+    data = load_replay(open_recording(write_recording(tmp_path / "m.rec", topo, ev,
+                                                      samples=samples)))
+    mem = next(s for s in data.series if s.name == "mem N0")
+    assert np.allclose(mem.v, 1.4 * gib)
+    r = render_gantt(data, GanttState(data.t0, data.t1), 80, 24)
+    strip = next("".join(g.text for g in line) for line in r.lines
+                 if "".join(g.text for g in line).startswith("mem N0"))
+    assert strip.split()[2] == "1.4G"                    # the tree's 1.4G/7.6G, not 2.7G
+    assert "without the page cache" in NOTES
+    # MemUsed missing: MemTotal - MemFree, less the cache; neither: no series value.
+    got = used_without_cache({"mem_total": np.array([8.0]), "mem_free": np.array([5.0]),
+                              "file_pages": np.array([1.0])})
+    assert got is not None and got.tolist() == [2.0]
+    assert used_without_cache({"file_pages": np.array([1.0])}) is None

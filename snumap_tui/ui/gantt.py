@@ -266,8 +266,12 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     return Rendered(lines, g, legend)
 
 
-def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
-    """Who ran in the selected cell, for how long, how many switch-ins and migrations in."""
+def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
+                width: int | None = None) -> str:
+    """Who ran in the selected cell, for how long, how many switch-ins and migrations in.
+
+    With ``width`` the line fits it: the entries that do not fit whole are dropped and
+    counted (``… +N more``), never one cut mid-word."""
     i = st.sel_row - st.row0
     if not (0 <= i < len(bins.rows)) or not (0 <= st.sel_col < len(bins.edges) - 1):
         return ""
@@ -279,7 +283,7 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
     pu = data.labels[st.sel_row].pu
     head = f"PU {pu} {fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: "
     if hi <= lo:
-        return head + "idle"
+        return fit_detail(head, ["idle"], 1, "", width)
     s = np.maximum(iv.start[r][lo:hi], a)
     e = np.minimum(iv.end[r][lo:hi], b)
     tids = iv.tid[r][lo:hi]
@@ -292,12 +296,41 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins) -> str:
     mig = migrations_in(iv, r, ins_tid, iv.start[r][lo:hi][task_in][:MAX_MIG])
     mig_s = f"{mig}{'+' if int(ins.sum()) > MAX_MIG else ''}"
     order = np.argsort(-ns)
+    shown = MAX_DETAIL if width is None else min(len(u), 4 * MAX_DETAIL)
     parts = [(f"other (not traced) {fmt_time(float(ns[j]))}" if int(u[j]) == UNTRACED else
               f"{data.names.get(int(u[j]), '?')} {int(u[j])} {fmt_time(float(ns[j]))} "
-              f"({int(sw[j])} in)") for j in order[:3]]
-    more = f" +{len(u) - 3}" if len(u) > 3 else ""
+              f"({int(sw[j])} in)") for j in order[:shown]]
     busy = float(ns.sum()) / max(b - a, 1)
-    return head + ", ".join(parts) + more + f"; busy {busy:.0%}, {mig_s} migr in"
+    return fit_detail(head, parts, len(u), f"; busy {busy:.0%}, {mig_s} migr in", width,
+                      f"; busy {busy:.0%}")
+
+
+#: Entries of the cell detail when no width is given (a caller that cuts the line itself).
+MAX_DETAIL = 3
+
+
+def fit_detail(head: str, parts: list[str], total: int, tail: str,
+               width: int | None, short_tail: str | None = None) -> str:
+    """``head`` + as many whole ``parts`` as fit + ``tail`` in ``width`` columns; the dropped
+    ones (of ``total``) said as ``… +N more``. Who ran matters most: when not even the first
+    entry fits with ``tail``, it is tried with ``short_tail``; then no entry; then the line is
+    cut and ends in an ellipsis."""
+    def line(k: int, end: str) -> str:
+        rest = total - k
+        more = (", " if k else "") + f"\u2026 +{rest} more" if rest else ""
+        return head + ", ".join(parts[:k]) + more + end
+
+    if width is None:
+        return line(min(len(parts), MAX_DETAIL), tail)
+    tries = [(k, tail) for k in range(len(parts), 0, -1)]
+    if short_tail is not None and parts:
+        tries.append((1, short_tail))
+    for k, end in (*tries, (0, tail)):
+        text = line(k, end)
+        if len(text) <= width:
+            return text
+    text = line(0, tail)
+    return text[:max(0, width - 1)] + "\u2026"
 
 
 def migrations_in(iv: Intervals, r: int, tids: np.ndarray, times: np.ndarray,

@@ -74,9 +74,9 @@ class GanttView(Widget, can_focus=True):
         if w <= 0 or h <= 0:
             return
         self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t)
-        detail = cell_detail(self.data, self.state, self.rendered.bins)
+        detail = cell_detail(self.data, self.state, self.rendered.bins, w - 1)
         self._lines = [styled(line) for line in
-                       (*self.rendered.lines, [Segment(f" {detail}"[:w])])]
+                       (*self.rendered.lines, [Segment(f" {detail}")])]
         self.redraws += 1
         self.refresh()
 

@@ -116,8 +116,27 @@ def _groups(tasks: dict[int, Any], pid_of: dict[int, int]) -> dict[int, int]:
     return {tid: find(pid) for tid, pid in pid_of.items()}
 
 
+def used_without_cache(numa: dict[str, Any]) -> np.ndarray | None:
+    """Bytes used per node as the topology tree shows them (what free(1) calls used): the
+    node's MemUsed (MemTotal - MemFree, which counts the page cache) less its FilePages, the
+    page cache (Documentation/filesystems/proc.rst, meminfo). Without FilePages, MemUsed as
+    it is; None when the sample has neither MemUsed nor MemTotal and MemFree."""
+    used = numa.get("mem_used")
+    if used is None and numa.get("mem_total") is not None and numa.get("mem_free") is not None:
+        used = np.asarray(numa["mem_total"], dtype=np.float64) - np.asarray(numa["mem_free"],
+                                                                              dtype=np.float64)
+    if used is None:
+        return None
+    out = np.asarray(used, dtype=np.float64)
+    cache = numa.get("file_pages")
+    if cache is not None:
+        out = np.maximum(0.0, out - np.asarray(cache, dtype=np.float64))
+    return out
+
+
 def _series(rec: Any, topology: Topology) -> list[Series]:
-    """Power per package (RAPL, wrap-corrected) and used memory per NUMA node per sample."""
+    """Power per package (RAPL, wrap-corrected) and used memory per NUMA node per sample
+    (without the page cache, as the topology tree)."""
     t: list[int] = []
     power: dict[str, list[float]] = {}
     mem: dict[int, list[float]] = {}
@@ -141,7 +160,7 @@ def _series(rec: Any, topology: Topology) -> list[Series]:
             if not math.isnan(e):
                 prev[dom] = (s.t_ns, e)
         nm = s.readings.get("numa") or {}
-        used = nm.get("mem_used")
+        used = used_without_cache(nm)
         for j, node in enumerate(np.asarray(nm.get("nodes", ()), dtype=np.int64).tolist()):
             col2 = mem.setdefault(node, [math.nan] * n)
             col2.append(float(used[j]) if used is not None else math.nan)

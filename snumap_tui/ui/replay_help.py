@@ -36,7 +36,8 @@ KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
 ]
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
-         "is a synchronisation point. Tree and heatmap: the samples at the cursor.")
+         "is a synchronisation point. Strips: mem N<n> is a node's memory used without the page "
+         "cache, as in the tree. Tree and heatmap: the samples at the cursor.")
 
 
 class ReplayHelpScreen(ModalScreen[None]):
