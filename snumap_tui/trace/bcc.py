@@ -122,7 +122,7 @@ class BccTracer(Tracer):
         self._system_wide = roots is None
         t0 = time.monotonic()
         try:
-            self._bpf = bcc.BPF(text=src, cflags=[f"-I{bpf_dir()}",
+            self._bpf = bcc.BPF(text=src.encode(), cflags=[f"-I{bpf_dir()}",
                                                   f"-DSNUMAP_RING_PAGES={pages}",
                                                   f"-DSNUMAP_SYSTEM_WIDE={int(roots is None)}",
                                                   "-Wno-macro-redefined"])
@@ -140,14 +140,14 @@ class BccTracer(Tracer):
         tracepoint programs when it loaded them)."""
         b = self._bpf
         if roots is not None:
-            tracked = b["tracked"]
+            tracked = b[b"tracked"]
             for pid in tree_of(roots):
                 tids = threads_of(pid) or [pid]
                 for tid in tids:
                     tracked[tracked.Key(tid)] = tracked.Leaf(pid)
                     self._tasks.learn(tid, tgid=pid)
             self._tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
-        self._ring = BpfRingReader(b["events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
+        self._ring = BpfRingReader(b[b"events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
 
     def _release(self) -> None:
@@ -168,7 +168,7 @@ class BccTracer(Tracer):
                 pass
 
     def _lost(self) -> dict[int, int]:
-        table = self._bpf["lost"]
+        table = self._bpf[b"lost"]
         per_cpu = table[table.Key(0)]
         out = {}
         for cpu, n in enumerate(per_cpu):
@@ -180,7 +180,7 @@ class BccTracer(Tracer):
         return out
 
     def _names(self) -> None:
-        table = self._bpf["names"]
+        table = self._bpf[b"names"]
         done = []
         for k, v in table.items():
             tid = int(k.value)
@@ -199,7 +199,7 @@ class BccTracer(Tracer):
             if recs is None:
                 return ev.EventBatch()
         if self._exited and not self._system_wide:
-            tracked = self._bpf["tracked"]
+            tracked = self._bpf[b"tracked"]
             for tid in self._exited:
                 try:
                     del tracked[tracked.Key(tid)]
