@@ -22,9 +22,12 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+
+if TYPE_CHECKING:
+    from snumap_tui.trace.events import EventBatch
 
 DEFAULT_OUTPUT = "snumap.rec"
 POLL_S = 0.1
@@ -457,6 +460,16 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
+def _until(batch: EventBatch, t_ns: int) -> EventBatch:
+    """The batch without the events after ``t_ns`` (names and lost counts kept)."""
+    from snumap_tui.trace.events import EventBatch
+
+    ev = batch.events
+    if len(ev) and int(ev["t_ns"].max()) > t_ns:
+        batch = EventBatch(events=ev[ev["t_ns"] <= t_ns], tasks=batch.tasks, lost=batch.lost)
+    return batch
+
+
 def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
             cleanup: Cleanup, *, force: bool, started: dict[str, bool]
@@ -543,15 +556,20 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         if duration is not None and now - t_start >= duration:
             break
         time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
-    for raw in drainer.stop():
-        events(tracer.decode(raw))
-    stopped["tracer"] = True
-    writer.add_events(tracer.stop())
+    # The recording ends here: the last sample now, and of what the tracer still hands over
+    # while it is drained and detached (about half a second for bcc), only the events up to
+    # now -- the rest is the recorder's own teardown, outside what was asked for.
+    t_stop = time.monotonic()
     writer.add_sample(sampler.sweep())
+    t_stop_ns = time.monotonic_ns()
+    for raw in drainer.stop():
+        events(_until(tracer.decode(raw), t_stop_ns))
+    stopped["tracer"] = True
+    writer.add_events(_until(tracer.stop(), t_stop_ns))
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
             say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
         else:
             status = child.reap()
             writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
-    return status, tracer, writer, time.monotonic() - t_start
+    return status, tracer, writer, t_stop - t_start
