@@ -208,8 +208,7 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
 
 #: Batch text fits a plain 80-column terminal or a mail/log line.
 BATCH_WIDTH = 80
-#: The tree's memory heading for batch text, and the note said once under it.
-MEM_HEAD = "mem used/total"
+#: What the tree's memory heading cannot say, said once under it.
 MEM_NOTE = "mem used excludes the page cache (what free(1) calls used)"
 
 
@@ -231,18 +230,14 @@ def clip(text: str, width: int) -> str:
 
 
 def batch_tree(frame: Frame) -> list[str]:
-    """The folded tree for batch text: the short memory heading, then a one-line note that
-    used memory excludes the page cache (the heading has no room to say it)."""
+    """The folded tree for batch text, then a one-line note that used memory excludes the
+    page cache (the heading has no room to say it)."""
     from snumap_tui.ui.tree_rows import plain_tree
 
     lines = plain_tree(frame)
     if not lines:
         return lines
-    head = lines[0]
-    cut = head.find("memory")
-    if cut >= 0:
-        head = head[:cut] + MEM_HEAD
-    return [head, *(clip(x, BATCH_WIDTH) for x in lines[1:]), MEM_NOTE]
+    return [lines[0], *(clip(x, BATCH_WIDTH) for x in lines[1:]), MEM_NOTE]
 
 
 def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH) -> list[str]:

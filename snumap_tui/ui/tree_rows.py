@@ -179,6 +179,11 @@ def memory_text(used: float | None, total: float | None) -> str:
     return f"{fmt_bytes(used)}/{fmt_bytes(total)}"
 
 
+#: The memory heading of the plain tree (80 columns leave no room to say "without page cache":
+#: batch mode says it once under the tree).
+MEM_HEAD = "mem used/total"
+
+
 def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str]:
     """The tree as plain text lines (batch mode): label, CPU %, IPC, GHz, W, memory."""
     from snumap_tui.ui.metricspec import view_for
@@ -186,8 +191,7 @@ def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str
     topo = frame.topology
     rows = visible_rows(topo, default_collapsed(topo) if collapsed is None else collapsed)
     views = {c: view_for(c) for c in COLUMNS}
-    lines = [(f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  "
-              "memory used (without cache)/total")]
+    lines = [f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  {MEM_HEAD}"]
     for r in rows:
         cells = row_cells(frame, r)
         name = ("  " * r.indent + r.label)[:34]
