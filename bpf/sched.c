@@ -154,7 +154,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
     return PASS;
 }
 
-static __always_inline int wakeup(__u8 kind, __u32 tid, int target_cpu)
+/* An event about one task (woken, migrated): kept when the task is traced, with its tgid. */
+static __always_inline int task_event(__u8 kind, __u32 cpu, __u32 tid, __s64 arg)
 {
     __s32 tgid = -1;
     if (!system_wide()) {
@@ -163,32 +164,23 @@ static __always_inline int wakeup(__u8 kind, __u32 tid, int target_cpu)
             return PASS;
         tgid = known_tgid(v);
     }
-    emit(kind, target_cpu, tid, 0, tgid, -1, 0);
+    emit(kind, cpu, tid, 0, tgid, -1, arg);
     return PASS;
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup)
 {
-    return wakeup(SNUMAP_WAKEUP, args->pid, args->target_cpu);
+    return task_event(SNUMAP_WAKEUP, args->target_cpu, args->pid, 0);
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
-    return wakeup(SNUMAP_WAKEUP_NEW, args->pid, args->target_cpu);
+    return task_event(SNUMAP_WAKEUP_NEW, args->target_cpu, args->pid, 0);
 }
 
 TRACEPOINT_PROBE(sched, sched_migrate_task)
 {
-    __u32 tid = args->pid;
-    __s32 tgid = -1;
-    if (!system_wide()) {
-        __u32 *v = tracked.lookup(&tid);
-        if (!v)
-            return PASS;
-        tgid = known_tgid(v);
-    }
-    emit(SNUMAP_MIGRATE, args->dest_cpu, tid, 0, tgid, -1, args->orig_cpu);
-    return PASS;
+    return task_event(SNUMAP_MIGRATE, args->dest_cpu, args->pid, args->orig_cpu);
 }
 
 TRACEPOINT_PROBE(sched, sched_process_fork)
