@@ -8,7 +8,13 @@ cd "$(dirname "$0")/.."
 mode="${1:-run}"; shift || true
 
 run_pkgs=(libhwloc15 hwloc-nox)
-test_pkgs=(libhwloc15 hwloc-nox python3-bpfcc linux-headers-amd64 linux-perf tmux procps util-linux)
+# The tests use real components: bcc and the CO-RE toolchain (clang, bpftool, libbpf), OpenMP
+# (gcc's libgomp, clang's libomp) and MPI (MPICH) programs they compile, a local Slurm cluster
+# (slurm-wlm + munge), a Prometheus server (prometheus + promtool), and the peers the
+# benchmarks compare against (perf, stress-ng).
+test_pkgs=(libhwloc15 hwloc-nox libhwloc-dev python3-bpfcc linux-headers-amd64 linux-perf tmux procps
+           util-linux iproute2 numactl stress-ng gcc clang llvm libbpf1 libbpf-dev bpftool libomp-dev
+           mpich libmpich-dev slurm-wlm munge prometheus binutils)
 
 need=()
 pkgs=("${run_pkgs[@]}")

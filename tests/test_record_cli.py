@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from snumap_tui import store
-from snumap_tui.commands.record import merge_drains, parse_duration
+from snumap_tui.commands.options import parse_duration
+from snumap_tui.commands.record_runtime import merge_drains
 from snumap_tui.errors import SnumapError
 
 PY = sys.executable

@@ -1,0 +1,277 @@
+"""The moving parts of `snumap record`: the held child, the drain thread, the output file's
+checks and the ordered clean-up. `commands/record.py` wires them together."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+
+# ---- the command's process --------------------------------------------------------------------
+
+class HeldChild:
+    """A forked child that waits on a pipe before it execs CMD.
+
+    A second, close-on-exec pipe reports a failed exec (its errno) back: EOF there means the
+    exec succeeded, which is how subprocess does it too.
+    """
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.cmd = cmd
+        go_r, go_w = os.pipe()
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child execs or exits
+            try:
+                os.close(go_w)
+                os.close(err_r)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                if os.read(go_r, 1) != b"g":
+                    os._exit(127)
+                os.close(go_r)
+                os.execvp(cmd[0], cmd)
+            except OSError as exc:
+                os.write(err_w, str(exc.errno).encode())
+            finally:
+                os._exit(127)
+        os.close(go_r)
+        os.close(err_w)
+        self.pid = pid
+        self._go = go_w
+        self._err = err_r
+
+    def release(self) -> None:
+        """Let it exec; raise SnumapError if the exec failed."""
+        os.write(self._go, b"g")
+        os.close(self._go)
+        data = os.read(self._err, 64)
+        os.close(self._err)
+        if data:
+            os.waitpid(self.pid, 0)
+            err = int(data or 0)
+            raise SnumapError(f"cannot run {self.cmd[0]}: {os.strerror(err)}")
+
+    def abandon(self) -> None:
+        """The tracer could not start: the child never runs the command."""
+        os.close(self._go)
+        os.close(self._err)
+        os.waitpid(self.pid, 0)
+
+    def exited(self) -> bool:
+        """True once it exited, without reaping it (so /proc still has it for a last read)."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None
+
+    def reap(self) -> int:
+        """Its exit status as a shell reports it (128 + signal when killed)."""
+        _, status = os.waitpid(self.pid, 0)
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
+        return os.WEXITSTATUS(status)
+
+
+# ---- the header ---------------------------------------------------------------------------------
+
+class TreeWatch:
+    """The processes of the traced tree, as the tracer's batches name them, handed to the
+    sampler's ``watch_pids`` when the set changes (processes that exited are dropped)."""
+
+    def __init__(self, sampler: Any, roots: list[int]) -> None:
+        self.sampler = sampler
+        self.pids: set[int] = set(roots)
+        if self.pids:
+            sampler.watch_pids(self.pids)
+
+    def update(self, batch: Any) -> None:
+        from snumap_tui.trace import events as ev
+
+        if not self.pids:
+            return              # a system-wide recording without a command: nothing to watch
+        pids = self.pids | {t.pid for t in batch.tasks if t.pid > 0}
+        e = batch.events
+        if len(e):
+            ended = e[(e["kind"] == ev.EXIT) & (e["tid"] == e["pid"])]["pid"]
+            pids -= set(ended.tolist())
+        if pids != self.pids:
+            self.pids = pids
+            self.sampler.watch_pids(pids)
+
+
+def check_output(out: Path, force: bool) -> bool:
+    """Make sure OUT can be written before any tracer starts (and says so on stderr): not an
+    existing file without FORCE, not a directory, in a writable directory -- and then opened,
+    since only the kernel knows (root may create nothing in /proc, on a read-only mount...).
+
+    A new file is created here, empty; True says so, so that a run that fails before the
+    recording starts removes it (and only it: a file that was there is never removed). An
+    existing file (with FORCE) is opened without truncating it; the Writer truncates it."""
+    if out.is_dir():
+        raise SnumapError(f"{out} is a directory")
+    if out.exists() and not force:
+        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise SnumapError(f"cannot write {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SnumapError(f"cannot write {out}: {parent} is not writable")
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | (0 if force else os.O_EXCL)
+    existed = out.exists()
+    try:
+        os.close(os.open(out, flags, 0o644))
+    except FileExistsError:
+        raise SnumapError(f"{out} already exists (use --force to overwrite it)") from None
+    except OSError as e:
+        raise SnumapError(f"cannot create {out}: {e.strerror or e}") from None
+    return not existed
+
+
+def remove_unstarted(out: Path, created: bool, say: Any) -> None:
+    """The recording never started (the command could not be run, no tracer worked): the
+    file this run created holds no events, and left behind it would make the corrected rerun
+    fail with "already exists". A file that was there before is left alone."""
+    if not created:
+        return
+    try:
+        out.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        say(f"cannot remove {out}: {e.strerror or e}")
+
+
+class Cleanup:
+    """Closing steps run in reverse order, each on its own: one that raises neither skips
+    the others nor hides the error that ended the run (it is reported on stderr instead);
+    without such an error, the first closing error is raised once all steps ran."""
+
+    def __init__(self, say: Any) -> None:
+        self.say = say
+        self._steps: list[tuple[str, Any]] = []
+
+    def push(self, what: str, fn: Any) -> None:
+        self._steps.append((what, fn))
+
+    def run(self, failing: bool) -> None:
+        first: BaseException | None = None
+        while self._steps:
+            what, fn = self._steps.pop()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - every step runs; see the docstring
+                if failing or first is not None:
+                    self.say(f"{what} failed too: {exc}")
+                else:
+                    first = SnumapError(f"{what} failed: {exc}") if isinstance(
+                        exc, OSError) else exc
+        if first is not None:
+            raise first
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+class Drainer:
+    """A thread that empties the tracer's kernel buffers every ``DRAIN_S`` (at once again
+    when a drain was large), so that they do not overflow while the main thread decodes,
+    compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
+    raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
+    by the main thread as before."""
+
+    DRAIN_S = 0.01
+    BIG = 1 << 20             # bytes (or records) after which the next drain comes at once
+
+    def __init__(self, tracer: Any) -> None:
+        import collections
+        import threading
+
+        self.tracer = tracer
+        self._q: collections.deque[Any] = collections.deque()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if type(tracer).drain is not _base_drain():
+            self._thread = threading.Thread(target=self._run, name="snumap-drain", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                raw = self.tracer.drain()
+                size = _raw_size(raw)
+                if size:
+                    self._q.append(raw)
+                if size < self.BIG:
+                    self._stop.wait(self.DRAIN_S)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self._error = exc
+
+    def take(self) -> list[Any]:
+        """The drains so far (None, once, when the tracer has no drain thread)."""
+        if self._error is not None:
+            raise self._error
+        if self._thread is None:
+            return [None]
+        out = []
+        while self._q:
+            out.append(self._q.popleft())
+        return merge_drains(out)
+
+    def stop(self) -> list[Any]:
+        """Stop the thread; the drains it made and not taken yet."""
+        if self._thread is None:
+            return []
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        out = []
+        while self._q:
+            out.append(self._q.popleft())
+        return merge_drains(out)
+
+
+def _base_drain() -> Any:
+    from snumap_tui.trace.base import Tracer
+
+    return Tracer.drain
+
+
+def merge_drains(raws: list[Any]) -> list[Any]:
+    """Consecutive drains as one, so the main thread decodes once per poll (10 times a second)
+    instead of once per 10 ms drain: each decode has fixed costs (numpy calls, the tracer's
+    map reads) that at 100 small decodes a second took CPU from the traced workload.
+
+    A perf drain is each CPU's ring bytes, whole records only, so one CPU's drains joined are
+    that ring's record stream; a bcc drain is an array of records, joined by concatenation.
+    Anything else is left as it is."""
+    if len(raws) < 2:
+        return raws
+    if all(isinstance(r, dict) for r in raws):
+        per_cpu: dict[Any, list[bytes]] = {}
+        for r in raws:
+            for cpu, buf in r.items():
+                per_cpu.setdefault(cpu, []).append(buf)
+        return [{cpu: b"".join(bufs) for cpu, bufs in per_cpu.items()}]
+    import numpy as np
+
+    if all(isinstance(r, np.ndarray) for r in raws) and len({r.dtype for r in raws}) == 1:
+        return [np.concatenate(raws)]
+    return raws
+
+
+def _raw_size(raw: Any) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, dict):
+        return sum(len(b) for b in raw.values())
+    return len(raw) * 48
