@@ -32,7 +32,6 @@ from snumap_tui.store.schema import (
     I32,
     I64,
     U32,
-    U64,
     Anything,
     Array,
     Bool,
@@ -113,8 +112,11 @@ def validate(number: int, value: Any, count: int) -> tuple[Any, list[str]]:
 
 
 # ---- the values inside: times, ids -------------------------------------------------------------
-TIME = Int(*U64)                       # CLOCK_MONOTONIC or wall ns: a u64 on disk
-TIMES = Array("u", lo=0)               # unsigned arrays: any width is in range
+# CLOCK_MONOTONIC or wall-clock ns: u64 on disk, but below 2^63 (292 years of uptime, the year
+# 2262 on the wall clock), which lets every reader compute with int64 times.
+MAX_TIME = I64[1]
+TIME = Int(0, MAX_TIME)
+TIMES = Array("u", lo=0, hi=MAX_TIME)
 CPU = Int(*U32)
 TEXT = Str(1 << 16)
 
@@ -188,7 +190,7 @@ _READINGS: dict[str, Schema] = {
                                                   "threads": Int(0, I64[1])}))})),
         "hz": Int(0, 1 << 20), "partial": ListOf(Int(*I64))}),
 }
-SAMPLE = Row(TIME, Int(*I64), MapOf(Str(256), Anything(8)))
+SAMPLE = Row(TIME, TIME, MapOf(Str(256), Anything(8)))
 
 
 class _Samples(Schema):
@@ -229,15 +231,15 @@ _HEADER = Fields(optional={
     "interval_ns": Int(0, I64[1]), "approximate": Bool()}, drop_bad=True)
 
 def _times_fit(d: dict[str, Any]) -> bool:
-    """t0 + the sum of the deltas stays a u64 (no wrap-around into the past)."""
+    """t0 + the sum of the deltas stays a time (below 2^63: no wrap-around, no overflow)."""
     dt = d.get("dt")
     if not d["n"] or dt is None or not dt.size:
         return True
     t0 = int(d.get("t0", 0))
-    if t0 + int(dt.max()) * int(dt.size) <= U64[1]:
+    if t0 + int(dt.max()) * int(dt.size) <= MAX_TIME:
         return True
     c = np.cumsum(dt, dtype=np.uint64)
-    return bool(np.all(c[1:] >= c[:-1])) and t0 + int(c[-1]) <= U64[1]
+    return bool(np.all(c[1:] >= c[:-1])) and t0 + int(c[-1]) <= MAX_TIME
 
 
 _EVENTS = Fields(
@@ -256,7 +258,7 @@ _EVENTS = Fields(
     rules=((lambda d: d["n"] == 0 or all(k in d for k in (
         "t0", "dt", "cpu", "kind", "tid2", "tid", "pid_table_tid", "pid_table_pid", "pid",
         "pid2", "arg")), "columns missing"),
-           (_times_fit, "event times run past the largest u64 time")))
+           (_times_fit, "event times run past 2^63 ns")))
 
 K_HEADER = register(1, "header", _HEADER, encoding=JSON,
                     doc="UTF-8 JSON object: topology, host, sources, command, backend")
@@ -274,9 +276,24 @@ K_INDEX = register(7, "index", Fields(
               "t_max": TIMES},
     same_length=("offset", "kind", "count", "t_min", "t_max")), min_item_bytes=5)
 K_TRAILER = register(8, "trailer", None, encoding=RAW)
-K_SAMPLE_TIMES = register(9, "sample times", Array("u", length=COUNT), min_item_bytes=1)
+K_SAMPLE_TIMES = register(9, "sample times", Array("u", hi=MAX_TIME, length=COUNT),
+                          min_item_bytes=1)
 K_HEADER_COPY = register(10, "header copy", _HEADER, encoding=JSON,
                          doc="the header's JSON again: read when the header chunk is damaged")
 
-__all__ = ["COUNT", "JSON", "KIND_NAMES", "MAX_RAW_LEN", "RAW", "REGISTRY", "VALUE",
-           "ChunkKind", "SchemaError", "check_count", "kind_name", "register", "validate"]
+__all__ = [
+    "COUNT",
+    "JSON",
+    "KIND_NAMES",
+    "MAX_RAW_LEN",
+    "MAX_TIME",
+    "RAW",
+    "REGISTRY",
+    "VALUE",
+    "ChunkKind",
+    "SchemaError",
+    "check_count",
+    "kind_name",
+    "register",
+    "validate",
+]

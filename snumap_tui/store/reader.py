@@ -143,6 +143,8 @@ class Recording:
             why = kinds.check_count(h.kind, h.count, h.raw_len)
             if h.raw_len > C.MAX_RAW_LEN:
                 why = f"declares {h.raw_len} bytes decompressed (at most {C.MAX_RAW_LEN})"
+            elif h.t_max > kinds.MAX_TIME or h.t_min > h.t_max:
+                why = f"times {h.t_min}..{h.t_max} are not a time range below 2^63 ns"
             if why:
                 self._note(f"damaged {h.name} chunk at byte {h.offset} skipped ({why})")
             else:
