@@ -23,7 +23,7 @@ from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.render import format_cpulist
-from snumap_tui.trace.events import KIND_NAMES, SWITCH
+from snumap_tui.trace.events import KIND_NAMES, MIGRATE, SWITCH
 
 TOP_TASKS = 20
 
@@ -85,6 +85,12 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             tid = int(lt[a])
             if tid in stats:
                 stats[tid].latency_ns = lv[a:b]
+    # A tracer of sched_migrate_task (bcc, perf: every exact backend) that saw none for a
+    # task saw 0; only /proc polling cannot see migrations at all (null: unknown).
+    exact = hdr.get("backend") not in (None, "proc") and not iv.approximate
+    if ld.kinds.get(MIGRATE, 0) or exact:
+        for ts in stats.values():
+            ts.kernel_migrations = 0
     for tid, n in ld.kernel_migrations.items():
         if tid in stats:
             stats[tid].kernel_migrations = n

@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
+from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
     Cleanup,
     Drainer,
     HeldChild,
     TreeWatch,
     _size,
-    check_output,
-    remove_unstarted,
 )
 
 if TYPE_CHECKING:
@@ -134,21 +133,18 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "buffer_size", None) else None
     out = Path(args.output)
     say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
-    created = check_output(out, args.force)
+    started = OutputFile(out, args.force)       # replaced only once the recording starts
     cleanup = Cleanup(say)
-    started = {"recording": False}
     try:
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
-        # The Writer may truncate the empty file this run just created.
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
-                         cleanup, force=args.force or created, started=started)
+                         cleanup, started=started)
     except BaseException:
         try:
             cleanup.run(failing=True)
         finally:
-            if not started["recording"]:
-                remove_unstarted(out, created, say)
+            started.discard(say)
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
@@ -172,11 +168,10 @@ def _until(batch: EventBatch, t_ns: int) -> EventBatch:
 
 def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
-            cleanup: Cleanup, *, force: bool, started: dict[str, bool]
-            ) -> tuple[int, Any, Any, float]:
+            cleanup: Cleanup, *, started: OutputFile) -> tuple[int, Any, Any, float]:
     """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
-    happens, in reverse order). ``started["recording"]`` turns True once the command runs
-    (or, without one, once the loop starts): from then on the file is kept, whatever
+    happens, in reverse order). ``started.start()`` runs once the command runs (or, without
+    one, once the loop starts): from then on the file is kept under its name, whatever
     happens."""
     from snumap_tui.store import Writer
     from snumap_tui.trace.select import start_tracer
@@ -212,7 +207,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
-    writer = Writer(out, header, force=force)
+    writer = Writer(started.path, header, force=True)   # the file OutputFile created
     cleanup.push(f"closing {out}", writer.close)
 
     stop = {"sig": 0}
@@ -238,7 +233,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
         child.release()
-    started["recording"] = True
+    started.start(writer)
     next_sample = t_start
     while True:
         now = time.monotonic()

@@ -1,11 +1,11 @@
-"""The moving parts of `snumap record`: the held child, the drain thread, the output file's
-checks and the ordered clean-up. `commands/record.py` wires them together."""
+"""The moving parts of `snumap record`: the held child, the drain thread and the ordered
+clean-up (the output file is `commands/record_output.py`). `commands/record.py` wires them
+together."""
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
@@ -99,48 +99,6 @@ class TreeWatch:
         if pids != self.pids:
             self.pids = pids
             self.sampler.watch_pids(pids)
-
-
-def check_output(out: Path, force: bool) -> bool:
-    """Make sure OUT can be written before any tracer starts (and says so on stderr): not an
-    existing file without FORCE, not a directory, in a writable directory -- and then opened,
-    since only the kernel knows (root may create nothing in /proc, on a read-only mount...).
-
-    A new file is created here, empty; True says so, so that a run that fails before the
-    recording starts removes it (and only it: a file that was there is never removed). An
-    existing file (with FORCE) is opened without truncating it; the Writer truncates it."""
-    if out.is_dir():
-        raise SnumapError(f"{out} is a directory")
-    if out.exists() and not force:
-        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise SnumapError(f"cannot write {out}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SnumapError(f"cannot write {out}: {parent} is not writable")
-    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | (0 if force else os.O_EXCL)
-    existed = out.exists()
-    try:
-        os.close(os.open(out, flags, 0o644))
-    except FileExistsError:
-        raise SnumapError(f"{out} already exists (use --force to overwrite it)") from None
-    except OSError as e:
-        raise SnumapError(f"cannot create {out}: {e.strerror or e}") from None
-    return not existed
-
-
-def remove_unstarted(out: Path, created: bool, say: Any) -> None:
-    """The recording never started (the command could not be run, no tracer worked): the
-    file this run created holds no events, and left behind it would make the corrected rerun
-    fail with "already exists". A file that was there before is left alone."""
-    if not created:
-        return
-    try:
-        out.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        say(f"cannot remove {out}: {e.strerror or e}")
 
 
 class Cleanup:

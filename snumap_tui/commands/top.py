@@ -97,7 +97,29 @@ def gathered_statuses(frame: Frame, root: Path) -> Frame:
     from snumap_tui.commands.probe import for_gathered_tree
 
     frame.sources = {k: for_gathered_tree(v, root) for k, v in frame.sources.items()}
+    if is_static(frame):
+        static_rates_unavailable(frame)
     return frame
+
+
+def is_static(frame: Frame) -> bool:
+    """A gathered tree whose counters did not move between two reads (a snapshot: a live
+    kernel's /proc/stat ticks always do, idle included)."""
+    return frame.get("util_pct", frame.topology.root.id) is None
+
+
+def static_rates_unavailable(frame: Frame) -> None:
+    """Rates of a snapshot are unknown, not 0.0: every metric over time (each of its formulas
+    reads ``dt``: context switches, NUMA allocations, watts per second) becomes not available.
+    Instantaneous values (memory, the current frequency) stay."""
+    import numpy as np
+
+    from snumap_tui.model.metrics import default_catalogue
+
+    for m in default_catalogue().metrics.values():
+        arr = frame.values.get(m.name)
+        if arr is not None and all("dt" in e.needs for e in m.exprs):
+            frame.values[m.name] = np.full_like(arr, np.nan, dtype=np.float64)
 
 
 def origin_of(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -266,7 +288,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
         out += wrap_line(f"topology of {origin[1]}: no live data (not this machine)")
     else:
         if origin is not None:
-            moving = frame.get("util_pct", frame.topology.root.id) is not None
+            moving = not is_static(frame)
             out += wrap_line(f"data from the tree {origin[1]}" if moving else
                              f"static snapshot of {origin[1]}: its counters do not move")
         for n, ok, why in source_marks(frame.sources):
