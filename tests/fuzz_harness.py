@@ -346,13 +346,15 @@ class Tally:
     kinds: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     slowest_s: float = 0.0
+    base_rss_mib: float = 0.0      # the harness itself (seeds made, bombs built), before cases
     peak_rss_mib: float = 0.0
 
     def line(self) -> str:
         return (f"cases {self.cases}, runs {self.runs}: data {self.data}, clean errors "
                 f"{self.clean_errors}, tracebacks {self.tracebacks}, hangs {self.hangs}, "
                 f"multi-line errors {self.multi_line_errors}; slowest run {self.slowest_s:.2f} s,"
-                f" peak RSS {self.peak_rss_mib:.0f} MiB")
+                f" peak RSS {self.peak_rss_mib:.0f} MiB (harness alone "
+                f"{self.base_rss_mib:.0f} MiB)")
 
 
 class Hang(Exception):
@@ -454,6 +456,10 @@ def fuzz_recordings(seconds: float, seed: int, work: Path, t: Tally,
                     seeds: dict[str, bytes]) -> None:
     rng = random.Random(seed)
     path, out = str(work / "case.rec"), str(work / "out")
+    first = split(seeds[sorted(seeds)[0]])
+    for key in range(8):             # built before any case, so the baseline includes them
+        _BOMBS.setdefault(key, bomb(first, random.Random(key)))
+    t.base_rss_mib = _rss_mib()
     end = time.monotonic() + seconds
     for label, blob in cases(seeds, rng):
         if time.monotonic() >= end:
@@ -462,7 +468,11 @@ def fuzz_recordings(seconds: float, seed: int, work: Path, t: Tally,
         t.cases += 1
         for what, fn in operations(path, out):
             run_one(t, what, fn, f"case {t.cases} ({label})")
-        t.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t.peak_rss_mib = _rss_mib()
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ---- formulas ------------------------------------------------------------------------------
@@ -535,6 +545,7 @@ def fuzz_formulas(seconds: float, seed: int, t: Tally) -> None:
     rng = random.Random(seed)
     env = {n: np.linspace(0, 5, 8) for n in NAMES}
     end = time.monotonic() + seconds
+    t.base_rss_mib = _rss_mib()
 
     def formula(text: str) -> Callable[[], None]:
         def go() -> None:
@@ -557,8 +568,7 @@ def fuzz_formulas(seconds: float, seed: int, t: Tally) -> None:
                     f"formula case {t.cases}")
             continue
         run_one(t, "formula", formula(text), f"formula case {t.cases} ({text[:60]!r})")
-    t.peak_rss_mib = max(t.peak_rss_mib,
-                         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    t.peak_rss_mib = max(t.peak_rss_mib, _rss_mib())
 
 
 # ---- main ----------------------------------------------------------------------------------

@@ -195,3 +195,41 @@ def test_a_bad_source_is_dropped_from_its_sample_only() -> None:
     assert [sorted(s.readings) for s in got] == [["numa"], ["procstat"]]
     assert any("readings.procstat.ticks: expected 4 values, got 3: ignored in 1 of 2"
                in d for d in rec.damaged), rec.damaged
+
+
+def test_without_any_header_the_events_still_read_on_a_flat_machine(tmp_path: Path) -> None:
+    from snumap_tui.analysis.report import build_report
+
+    a = tmp_path / "a.rec"
+    write(a, 10**9)
+    data = bytearray(a.read_bytes())
+    for h in C.scan(bytes(data)).chunks:
+        if h.kind in (C.K_HEADER, C.K_HEADER_COPY):
+            data[h.offset + C.CHUNK_HEADER_SIZE + 1] ^= 0x01
+    rec = Recording(bytes(data))
+    assert rec.header == {}
+    assert sorted(rec.topology.pu_os_indexes) == [0, 1, 2]       # the cpus the events name
+    r = build_report(rec)
+    assert r["events"] == 50 and r["tasks"]
+    assert any("flat machine of the 3 PUs" in d for d in rec.damaged)
+
+
+def test_a_topology_with_absurd_pu_numbers_falls_back_to_the_events(tmp_path: Path) -> None:
+    from snumap_tui.ui.demo import synthetic_topology
+
+    topo = json.loads(synthetic_topology(1, 1, 1, 2, 1).to_json())
+
+    def renumber(o: dict) -> None:
+        if o["type"] == "PU":
+            o["os_index"] = 2**40 + o["os_index"]
+            o["cpuset"] = [o["os_index"]]
+        for c in o.get("children", []) + o.get("memory_children", []):
+            renumber(c)
+
+    renumber(topo["root"])
+    path = tmp_path / "t.rec"
+    with store.Writer(path, {"topology": topo, "backend": "perf"}) as w:
+        w.add_events(EventBatch(events(30)))
+    with store.open(path) as rec:
+        assert sorted(rec.topology.pu_os_indexes) == [0, 1, 2]
+        assert any("PU numbers" in d for d in rec.damaged), rec.damaged

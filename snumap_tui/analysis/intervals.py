@@ -135,8 +135,12 @@ class IntervalBuilder:
         self.cpus = np.unique(np.asarray(cpus, dtype=np.int64))
         self.t0 = int(t0)
         size = int(self.cpus.max()) + 1 if len(self.cpus) else 1
-        self._row_of = np.full(size, -1, dtype=np.int64)
-        self._row_of[self.cpus] = np.arange(len(self.cpus))
+        # A dense cpu -> row table, unless a (crafted) topology names a PU whose number would
+        # make it huge: then a binary search over the sorted cpus.
+        self._row_of: np.ndarray | None = None
+        if size <= 1 << 20:
+            self._row_of = np.full(size, -1, dtype=np.int64)
+            self._row_of[self.cpus] = np.arange(len(self.cpus))
         n = len(self.cpus)
         self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
@@ -152,6 +156,11 @@ class IntervalBuilder:
 
     def _rows(self, cpu: np.ndarray) -> np.ndarray:
         c = cpu.astype(np.int64)
+        if self._row_of is None:
+            pos = np.searchsorted(self.cpus, c).clip(0, max(len(self.cpus) - 1, 0))
+            if not len(self.cpus):
+                return np.full(len(c), -1, dtype=np.int64)
+            return np.where(self.cpus[pos] == c, pos, -1)
         ok = c < len(self._row_of)
         rows = np.full(len(c), -1, dtype=np.int64)
         rows[ok] = self._row_of[c[ok]]

@@ -155,10 +155,11 @@ def payload_of(data: Buffer, h: ChunkHeader,
 
 
 def _inflate(stored: memoryview, raw_len: int, dctx: zstandard.ZstdDecompressor) -> bytes:
-    """Decompress at most ``raw_len`` bytes (+1 to see an overrun): a frame that declares or
-    holds more is refused after that many bytes, never inflated to what it claims (a 1 GiB
-    frame of zeros is a few kB on disk). zstd's one-shot ``decompress`` allocates the size
-    a frame header declares, so frames are streamed into a bounded read."""
+    """Decompress at most ``raw_len`` bytes: a frame that declares or holds more is refused,
+    never inflated to what it claims (a 1 GiB frame of zeros is a few kB on disk). A frame
+    that declares its size (the writer's do) must declare ``raw_len`` and is decompressed in
+    one call into that much memory; one that does not is streamed into a buffer of
+    ``raw_len`` + 1 bytes, and one byte too many is the end of it."""
     try:
         declared = zstandard.frame_content_size(stored)
     except zstandard.ZstdError as e:
@@ -166,18 +167,24 @@ def _inflate(stored: memoryview, raw_len: int, dctx: zstandard.ZstdDecompressor)
     if declared >= 0 and declared != raw_len:
         raise PayloadError(f"zstd frame declares {declared} bytes, the chunk {raw_len}")
     try:
-        with dctx.stream_reader(stored, read_across_frames=True) as r:
-            out = r.read(raw_len + 1)
-            while len(out) <= raw_len:
-                more = r.read(raw_len + 1 - len(out))
-                if not more:
-                    break
-                out += more
+        if declared >= 0:
+            out = dctx.decompress(stored, max_output_size=raw_len)
+        else:
+            buf = bytearray(raw_len + 1)
+            n = 0
+            with dctx.stream_reader(stored, read_across_frames=True) as r:
+                while n <= raw_len:
+                    got = r.readinto(memoryview(buf)[n:])
+                    if not got:
+                        break
+                    n += got
+            if n > raw_len:
+                raise PayloadError(f"decompressed size mismatch (over {raw_len})")
+            out = bytes(memoryview(buf)[:n])
     except zstandard.ZstdError as e:
         raise PayloadError(f"zstd: {e}") from None
     if len(out) != raw_len:
-        raise PayloadError(f"decompressed size mismatch ({'over' if len(out) > raw_len else len(out)} "
-                           f"for {raw_len})")
+        raise PayloadError(f"decompressed size mismatch ({len(out)} for {raw_len})")
     return out
 
 

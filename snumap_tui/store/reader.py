@@ -32,6 +32,7 @@ from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 # Versions this reader understands: each maps to the decoders of that version's chunk
 # payloads. Format 1 is the first; a new version adds an entry and keeps the old ones.
 SUPPORTED_VERSIONS = (1,)
+MAX_CPUS = 1 << 16     # of a machine made up from the events when the topology is lost
 
 
 def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording:
@@ -257,12 +258,39 @@ class Recording:
     def topology(self) -> Topology:
         topo = self.header.get("topology")
         if topo is None:
+            if self.event_count:
+                return self._topology_from_events()
             raise SnumapError(f"{self.name}: the recording has no topology")
         try:
-            return Topology.from_json(topo) if isinstance(topo, str) else Topology.from_dict(topo)
+            t = Topology.from_json(topo) if isinstance(topo, str) else Topology.from_dict(topo)
+            _check_topology(t)
+            return t
         except (ValueError, KeyError, TypeError, AttributeError, IndexError,
                 RecursionError) as e:
-            raise SnumapError(f"{self.name}: the recorded topology is unreadable: {e}") from None
+            if self.event_count:
+                self._note(f"the recorded topology is unreadable ({str(e)[:200]})")
+                return self._topology_from_events()
+            raise SnumapError(f"{self.name}: the recorded topology is unreadable: "
+                              f"{str(e)[:200]}") from None
+
+    def _topology_from_events(self) -> Topology:
+        """A flat machine of the PUs the events name: what is left to read a recording whose
+        header (and every copy of it) is lost, so that its events are still reported,
+        exported and replayed -- without caches, cores, packages or NUMA nodes."""
+        seen: set[int] = set()
+        for cols in self.iter_event_columns(("cpu",)):
+            seen.update(np.unique(cols["cpu"]).tolist())
+        # Linux numbers at most 8192 CPUs (NR_CPUS); a larger number is noise, not a PU.
+        cpus = sorted(c for c in seen if c < MAX_CPUS)[:MAX_CPUS] or [0]
+        raw: list[dict[str, Any]] = [{"type": "Machine", "os_index": 0, "logical_index": 0,
+                                      "depth": 0, "cpuset": cpus}]
+        raw += [{"type": "PU", "os_index": c, "logical_index": i, "depth": 1, "cpuset": [c]}
+                for i, c in enumerate(cpus)]
+        kids = [list(range(1, len(raw)))] + [[] for _ in cpus]
+        self._note(f"no recorded topology: a flat machine of the {len(cpus)} PUs the events "
+                   "name is used (no cores, caches or NUMA nodes)")
+        return Topology.from_flat(raw, [None] + [0] * len(cpus), kids,
+                                  {"meta": {"source": "events", "source_kind": "events"}})
 
     @property
     def event_count(self) -> int:
@@ -472,6 +500,18 @@ class Recording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_topology(t: Topology) -> None:
+    """What the readers size tables by: PU numbers (dense cpu -> row tables) and the object
+    count. A real machine has at most a few thousand PUs and tens of thousands of objects."""
+    pus = list(t.pu_os_indexes)
+    if not pus:
+        raise ValueError("it has no PU")
+    if min(pus) < 0 or max(pus) >= MAX_CPUS:
+        raise ValueError(f"PU numbers {min(pus)}..{max(pus)} are outside 0..{MAX_CPUS - 1}")
+    if len(t) > 1 << 20:
+        raise ValueError(f"{len(t)} objects")
 
 
 def _decode(kind: int, raw: bytes | memoryview) -> Any:
