@@ -56,6 +56,20 @@ def _family(fam: Family, labelnames: list[str]) -> CounterMetricFamily | GaugeMe
     return GaugeMetricFamily(fam.name, fam.help, labels=labelnames, unit=fam.unit)
 
 
+def expand_statuses(statuses: dict[str, SourceStatus]) -> dict[str, SourceStatus]:
+    """The sources' statuses, plus one per event a source lacks (``perf:cycles`` when the
+    perf source works with software events only): an absent ``snumap_cycles_total`` then
+    has a ``snumap_source_up{source="perf:cycles"} 0`` and a reason beside it."""
+    out = dict(statuses)
+    for name, st in statuses.items():
+        missing = st.detail.get("missing") if isinstance(st.detail, dict) else None
+        if isinstance(missing, dict):
+            for ev, why in missing.items():
+                out.setdefault(f"{name}:{ev}", SourceStatus(f"{name}:{ev}", False, str(why),
+                                                            st.fix))
+    return out
+
+
 class SnumapCollector(Collector):
     """Turns an ExporterState into metric families (what ``/metrics`` serves)."""
 
@@ -151,7 +165,7 @@ class SnumapCollector(Collector):
                                labels=["source"])
         info = InfoMetricFamily(PREFIX + "source", "why a source is unavailable (or its "
                                 "caveat) and how to fix it", labels=["source"])
-        statuses = dict(self.state.statuses())
+        statuses = expand_statuses(self.state.statuses())
         for name, st in sorted(statuses.items()):
             up.add_metric([name], 1.0 if st.available else 0.0)
             info.add_metric([name], {"available": "1" if st.available else "0",
