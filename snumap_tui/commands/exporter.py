@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-rules", action="store_true",
                         help="print the Prometheus recording rules of the metric catalogue "
                              "(with --metrics files) and exit")
+    parser.add_argument("--print-dashboard", action="store_true",
+                        help="print the Grafana dashboard (JSON) and exit")
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
                         help="--print-rules: your own metrics (TOML) too")
     parser.add_argument("--once", action="store_true",
@@ -48,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
         from snumap_tui.exporter.promql import rules_yaml
 
         sys.stdout.write(rules_yaml(catalogue_from_args(args)))
+        return 0
+    if args.print_dashboard:
+        from snumap_tui.exporter.dashboard import dashboard_json
+
+        sys.stdout.write(dashboard_json())
         return 0
     try:
         import prometheus_client  # noqa: F401
