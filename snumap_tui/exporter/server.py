@@ -4,8 +4,8 @@ Why not prometheus-client's ``start_http_server``: it starts a thread per connec
 socket timeout, so a scraper that connects and never sends its request (or never reads the
 answer) holds a thread for ever, and a thousand of them hold a thousand threads
 (tests/test_exporter_server.py measures it). Here each connection has ``timeout`` seconds to
-be served, at most ``max_clients`` are served at once, and one beyond that is answered 503
-at once and closed: memory is bounded whatever the scrapers do. The sampler runs in its own
+be served, at most ``max_clients`` are served at once, and one that finds no free slot within
+``queue_wait`` seconds is answered 503 and closed: memory is bounded whatever the scrapers do. The sampler runs in its own
 thread and never waits for a scrape (a scrape reads the last snapshot).
 """
 
@@ -90,10 +90,12 @@ class MetricsServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self, address: tuple[str, int], family: int, render: Callable[[bool], bytes],
-                 *, timeout: float = 10.0, max_clients: int = 16) -> None:
+                 *, timeout: float = 10.0, max_clients: int = 16, queue_wait: float = 2.0
+                 ) -> None:
         self.address_family = family
         self.render = render
         self.client_timeout = timeout
+        self.queue_wait = queue_wait
         self._slots = threading.BoundedSemaphore(max_clients)
         self.rejected = 0
         try:
@@ -108,7 +110,8 @@ class MetricsServer(ThreadingHTTPServer):
             raise SnumapError(f"cannot listen on {shown}: {why}") from None
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if not self._slots.acquire(blocking=False):
+        # Wait a little for a slot (a burst of scrapes is served in turn), then turn away.
+        if not self._slots.acquire(timeout=self.queue_wait):
             self.rejected += 1
             try:
                 request.settimeout(0.5)
