@@ -15,14 +15,15 @@ from snumap_tui.exporter.collector import ExporterState, Exposition
 from snumap_tui.exporter.jobs import JobTotals
 from snumap_tui.exporter.server import MetricsServer, serve, write_textfile
 from snumap_tui.exporter.totals import NodeTotals
-from snumap_tui.model.frame import Frame
 from snumap_tui.model.sample import Sample
 from snumap_tui.model.sampler import Sampler
 from snumap_tui.sources.base import Source
 from snumap_tui.topology.model import Topology
 
-# The whole process list is read this often; the job processes every sweep (set_cadence).
-TASKS_EVERY_S = 5.0
+# The whole process list (where new jobs are found) is read this often, as often as
+# Prometheus scrapes by default; the job processes themselves every sweep (set_cadence).
+# Reading every process every second was most of the exporter's CPU (bench/exporter.py).
+TASKS_EVERY_S = 15.0
 
 
 class Exporter:
@@ -67,16 +68,15 @@ class Exporter:
             self._textfile_error = None
             self.state.errors.pop("textfile", None)
 
-    def _on_frame(self, frame: Frame) -> None:
-        """The Frames are the views'; the exporter publishes the counters under them."""
-
     # ---- control ----
     def serve(self, listen: str, **kw: float) -> MetricsServer:
         self.server = serve(listen, self.exposition.render, **kw)
         return self.server
 
     def start(self) -> None:
-        self.sampler.start(self._on_frame, on_sample=self.on_sample,
+        # No Frame callback: the Frames are the views'; the exporter publishes the counters
+        # under them, so the sampler need not derive any.
+        self.sampler.start(None, on_sample=self.on_sample,
                            on_error=self._on_error)
 
     def _on_error(self, exc: BaseException) -> None:
