@@ -35,6 +35,7 @@ class Snapshot:
     seq: int = 0
     wall_ns: int = 0
     pu: dict[str, np.ndarray] = field(default_factory=dict)      # counter -> per-PU values
+    hz: float = math.nan         # USER_HZ: the CPU-mode counters are kept in ticks (exact)
     obj: dict[str, np.ndarray] = field(default_factory=dict)     # counter -> per-object values
 
 
@@ -49,6 +50,7 @@ class NodeTotals:
         self._gauge_pu: dict[str, np.ndarray] = {}
         self._gauge_obj: dict[str, np.ndarray] = {}
         self._prev: Sample | None = None
+        self.hz = math.nan
         self._lock = threading.Lock()
         self.snapshot = Snapshot()
 
@@ -63,7 +65,8 @@ class NodeTotals:
             if name in _TICKS:
                 if not hz > 0:
                     continue
-                self._accumulate(self._acc_pu, name, col / hz)
+                self.hz = hz
+                self._accumulate(self._acc_pu, name, col)
             elif name in PU_FAMILIES and PU_FAMILIES[name].kind == "gauge":
                 self._gauge_pu[name] = col.copy()
             elif name in PU_FAMILIES or name not in ("total_ticks", "busy_ticks", "guest",
@@ -77,7 +80,7 @@ class NodeTotals:
                 self._gauge_obj[name] = row.copy()
             else:
                 self._accumulate(self._acc_obj, name, row)
-        snap = Snapshot(seq=self.snapshot.seq + 1, wall_ns=sample.wall_ns,
+        snap = Snapshot(seq=self.snapshot.seq + 1, wall_ns=sample.wall_ns, hz=self.hz,
                         pu={**{k: v.copy() for k, v in self._acc_pu.items()},
                             **self._gauge_pu},
                         obj={**{k: v.copy() for k, v in self._acc_obj.items()},
@@ -101,9 +104,11 @@ class NodeTotals:
 
     def per_object(self, snap: Snapshot, counter: str, ids: list[int]) -> np.ndarray:
         """A per-PU counter of ``snap`` at the objects ``ids``: summed over their PUs (a
-        counter) or averaged (a gauge: a frequency); NaN where no PU has a value."""
+        counter) or averaged (a gauge: a frequency); NaN where no PU has a value. CPU-mode
+        ticks are turned into seconds here, after the sum (integers add up exactly)."""
         vals = snap.pu[counter]
         fam = PU_FAMILIES.get(counter)
         if fam is not None and fam.kind == "gauge":
             return self.plan.mean_pus(vals.reshape(1, -1))[0, ids]
-        return self.plan.sum_pus(vals.reshape(1, -1))[0, ids]
+        out = self.plan.sum_pus(vals.reshape(1, -1))[0, ids]
+        return out / snap.hz if counter in _TICKS else out
