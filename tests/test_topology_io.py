@@ -156,3 +156,25 @@ def test_io_object_json_fields() -> None:
     assert o.label() == "PCI 82:00.0 (InfiniBand) 15.75 GB/s"
     d = o.to_dict()
     assert d["busid"] == "0000:82:00.0" and "name" not in d
+
+
+def test_topo_text_folds_io_into_80_columns_and_full_shows_the_tree(
+        corpus: Path, tmp_path: Path) -> None:
+    from snumap_tui.topology.render import render
+
+    topo = load_topology(fsroot=_unpack(corpus, tmp_path, "32em64t-2n8c+1mic"))
+    folded = render(topo).splitlines()
+    assert all(len(ln) <= 80 for ln in folded)
+    assert "I/O: 7 bridges, 7 PCI devices, 14 OS devices (--full: the PCI tree)" in folded
+    i = folded.index("  Package P#1 (NUMA P#1):")
+    assert folded[i + 1] == '    PCI 82:00.0 (Network): Net "ib0", OpenFabrics "mlx4_0"'
+    assert not any("PCIBridge" in ln for ln in folded)       # bridges folded
+    full = render(topo, full=True).splitlines()
+    assert sum("PCIBridge" in ln for ln in full) == 5
+    assert sum("HostBridge" in ln for ln in full) == 2
+    # Every I/O object once, below the package it attaches to.
+    pkg1 = full.index("  Package P#1")
+    assert full.index('          Net "ib0"') > pkg1
+    assert full.index('          Net "eth0"') < pkg1
+    narrow = render(topo, width=40).splitlines()
+    assert all(len(ln) <= 40 for ln in narrow)
