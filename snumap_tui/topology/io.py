@@ -90,7 +90,7 @@ class IoObject:
         """'02:00.0' for domain 0 (what lstopo prints), the full id otherwise."""
         if self.busid is None:
             return None
-        return self.busid[5:] if self.busid.startswith("0000:") else self.busid
+        return self.busid.removeprefix("0000:")
 
     def label(self) -> str:
         """lstopo's words: 'HostBridge', 'PCIBridge', 'PCI 02:00.0 (Ethernet)', 'Net "eth0"',

@@ -1,0 +1,107 @@
+"""InfiniBand (and RoCE) ports: data and packets per port from the port counters.
+
+``/sys/class/infiniband/<hca>/ports/<n>/counters/`` (Documentation/ABI/stable/sysfs-class-
+infiniband): ``port_xmit_data`` and ``port_rcv_data`` count octets *divided by 4* (the IBA
+PortCounters attribute, "in units of 4 octets"), ``port_xmit_packets`` and
+``port_rcv_packets`` count packets. Drivers without extended counters (PortCountersExtended)
+saturate the 32-bit ones instead of wrapping; a counter stuck at 0xFFFFFFFF is reported
+("saturated") rather than turned into a rate of 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.sources._io import Reader, read_text, reason_of
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.iodev import Locality, locality
+
+IB = "sys/class/infiniband"
+# counter file -> (reading field, multiplier to bytes/packets)
+COUNTERS = {"port_rcv_data": ("rx_bytes", 4.0), "port_xmit_data": ("tx_bytes", 4.0),
+            "port_rcv_packets": ("rx_packets", 1.0), "port_xmit_packets": ("tx_packets", 1.0)}
+SATURATED_32 = 0xFFFFFFFF
+
+
+class InfinibandSource:
+    """Cumulative bytes and packets per InfiniBand port ("mlx5_0:1")."""
+
+    name = "ib"
+
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
+        self.root = Path(root)
+        self._reader = reader
+        self._places: dict[str, Locality] = {}
+
+    def ports(self) -> list[tuple[str, str]]:
+        """(HCA, port number) pairs, sorted."""
+        out: list[tuple[str, str]] = []
+        try:
+            hcas = sorted(e.name for e in (self.root / IB).iterdir())
+        except OSError:
+            return out
+        for h in hcas:
+            try:
+                nums = sorted((e.name for e in (self.root / IB / h / "ports").iterdir()),
+                              key=lambda s: int(s) if s.isdigit() else 0)
+            except OSError:
+                continue
+            out.extend((h, n) for n in nums)
+        return out
+
+    def status(self) -> SourceStatus:
+        ports = self.ports()
+        if not ports:
+            return SourceStatus(self.name, False, f"no InfiniBand HCA in /{IB}",
+                                "on a node with an HCA: modprobe ib_core and the HCA's "
+                                "driver (mlx5_ib)", {"path": str(self.root / IB)})
+        h, n = ports[0]
+        try:
+            self._reader(self.root / IB / h / "ports" / n / "counters" / "port_rcv_data")
+        except OSError as exc:
+            return SourceStatus(self.name, False, reason_of(exc), None)
+        return SourceStatus(self.name, True, None, None,
+                            {"ports": [f"{a}:{b}" for a, b in ports]})
+
+    def _place(self, hca: str) -> Locality:
+        loc = self._places.get(hca)
+        if loc is None:
+            try:
+                loc = locality(self.root, self.root / IB / hca, self._reader)
+            except OSError:
+                loc = Locality(-1, None, False)
+            self._places[hca] = loc
+        return loc
+
+    def read(self) -> dict[str, Any]:
+        ports = self.ports()
+        vals = {f: np.full(len(ports), np.nan) for f, _ in COUNTERS.values()}
+        saturated: list[str] = []
+        for i, (h, n) in enumerate(ports):
+            base = self.root / IB / h / "ports" / n / "counters"
+            for fname, (field, mult) in COUNTERS.items():
+                try:
+                    raw = int(self._reader(base / fname).strip())
+                except (OSError, ValueError):
+                    continue
+                if raw == SATURATED_32:
+                    saturated.append(f"{h}:{n}")
+                    continue     # NaN: the count stopped; a rate from it would be 0
+                vals[field][i] = raw * mult
+        places = [self._place(h) for h, _ in ports]
+        out: dict[str, Any] = {
+            "names": [f"{h}:{n}" for h, n in ports],
+            "devices": [h for h, _ in ports],
+            "numa": np.array([p.numa for p in places], dtype=np.int64),
+            "busid": [p.busid for p in places],
+        }
+        out.update(vals)
+        if saturated:
+            out["saturated"] = sorted(set(saturated))
+        return out
+
+    def close(self) -> None:
+        self._places.clear()

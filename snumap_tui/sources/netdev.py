@@ -1,0 +1,85 @@
+"""Network interfaces: bytes and packets per interface from /sys/class/net/*/statistics.
+
+Documentation/ABI/testing/sysfs-class-net-statistics: ``rx_bytes``, ``tx_bytes``,
+``rx_packets``, ``tx_packets`` are cumulative unsigned counters since the interface came up,
+readable by everyone. An interface without a ``device`` link is virtual (lo, bridges, veth,
+tunnels): it is read but marked, and the per-NUMA-node sums leave it out (loopback traffic is
+not traffic of any NIC).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.sources._io import Reader, read_text, reason_of
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.iodev import Locality, locality
+
+NET = "sys/class/net"
+FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
+
+
+class NetSource:
+    """Cumulative bytes and packets per network interface."""
+
+    name = "net"
+
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
+        self.root = Path(root)
+        self._reader = reader
+        self._places: dict[str, Locality] = {}
+
+    def interfaces(self) -> list[str]:
+        try:
+            return sorted(e.name for e in (self.root / NET).iterdir())
+        except OSError:
+            return []
+
+    def status(self) -> SourceStatus:
+        names = self.interfaces()
+        if not names:
+            return SourceStatus(self.name, False, f"no network interfaces in /{NET}", None,
+                                {"path": str(self.root / NET)})
+        try:
+            self._reader(self.root / NET / names[0] / "statistics" / "rx_bytes")
+        except OSError as exc:
+            return SourceStatus(self.name, False, reason_of(exc), None)
+        phys = [n for n in names if self._place(n).physical]
+        return SourceStatus(self.name, True, None if phys else "only virtual interfaces",
+                            None, {"interfaces": names, "physical": phys})
+
+    def _place(self, name: str) -> Locality:
+        loc = self._places.get(name)
+        if loc is None:
+            try:
+                loc = locality(self.root, self.root / NET / name, self._reader)
+            except OSError:
+                loc = Locality(-1, None, False)
+            self._places[name] = loc
+        return loc
+
+    def read(self) -> dict[str, Any]:
+        names = self.interfaces()
+        vals = np.full((len(FIELDS), len(names)), np.nan)
+        for i, n in enumerate(names):
+            stats = self.root / NET / n / "statistics"
+            for j, f in enumerate(FIELDS):
+                try:
+                    vals[j, i] = float(self._reader(stats / f))
+                except (OSError, ValueError):
+                    pass   # NaN: an interface that vanished mid-read, never 0
+        places = [self._place(n) for n in names]
+        out: dict[str, Any] = {
+            "names": names,
+            "physical": np.array([p.physical for p in places], dtype=bool),
+            "numa": np.array([p.numa for p in places], dtype=np.int64),
+            "busid": [p.busid for p in places],
+        }
+        out.update(zip(FIELDS, vals))
+        return out
+
+    def close(self) -> None:
+        self._places.clear()
