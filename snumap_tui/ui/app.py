@@ -14,6 +14,7 @@ dropped frames still count there. Only the visible view is redrawn per frame.
 | + -        | interval |
 | s g /      | sort, group, filter processes |
 | i          | sources and why they are unavailable |
+| o          | unfold / fold the I/O rows (NICs, disks, GPUs) under their NUMA nodes |
 | ? F1       | help |
 | q ctrl+c   | quit |
 """
@@ -143,6 +144,7 @@ class TopApp(App[int]):
         Binding("slash", "filter", "Filter", show=False),
         Binding("escape", "clear_filter", show=False),
         Binding("i", "sources", "Sources"),
+        Binding("o", "toggle_io", "I/O", show=False),
     ]
 
     view: reactive[str] = reactive("topology")
@@ -513,6 +515,11 @@ class TopApp(App[int]):
             if self.view == "processes":
                 self.query_one("#proc-table", DataTable).focus()
             self._redraw()
+
+    def action_toggle_io(self) -> None:
+        """Unfold (or fold) the I/O rows under every NUMA node of the tree."""
+        self.view = "topology"
+        self.query_one(TopologyTable).toggle_io()
 
     def action_sources(self) -> None:
         self.push_screen(SourcesScreen(self.frame.sources if self.frame else {}))
