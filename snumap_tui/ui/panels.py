@@ -294,7 +294,7 @@ class ProcessPanel(Vertical):
     ProcessPanel > Input { display: none; height: 3; }
     ProcessPanel.-filtering > Input { display: block; }
     ProcessPanel > ProcessTable { height: 1fr; }
-    ProcessPanel > #proc-detail { height: 3; }
+    ProcessPanel > #proc-detail { height: auto; max-height: 6; }
     """
 
     def compose(self) -> ComposeResult:
