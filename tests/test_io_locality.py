@@ -57,7 +57,8 @@ def test_far_package_finding(machine: tuple[FakeRoot, Topology, FakeIo]) -> None
     assert by["nvidia0"].package == 0 and by["nvidia0"].local is True
     assert len(findings) == 1
     text = findings[0].text
-    assert "mlx5_0 is on package 1" in text and "threads run on package 0" in text
+    assert text.startswith("mlx5_0 is on package 1 (NUMA 1), threads run on package 0 "
+                           "(PUs 0-3): cross-socket DMA")
     assert "numactl --cpunodebind=1" in text
 
 

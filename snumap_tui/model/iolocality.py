@@ -78,7 +78,7 @@ def io_locality(topo: Topology, devices: Sequence[OpenDevice], thread_pus: Itera
         fix = f"numactl --cpunodebind={u.numa}" if u.numa is not None else \
             f"hwloc-bind package:{u.package}"
         findings.append(LocalityFinding("warn", (
-            f"{u.device.name} is on {where}, but threads run on package "
-            f"{','.join(map(str, far))} (PUs {compact_cpulist(u.remote_pus)}): its DMA "
-            f"crosses the socket link; bind them near it ({fix})")))
+            f"{u.device.name} is on {where}, threads run on package "
+            f"{','.join(map(str, far))} (PUs {compact_cpulist(u.remote_pus)}): cross-socket "
+            f"DMA; bind near it: {fix}")))
     return uses, findings

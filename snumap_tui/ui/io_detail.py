@@ -42,8 +42,9 @@ def devices_text(uses: Sequence[Any], findings: Sequence[Any], width: int) -> Te
             out.append(" ?", style=NA_STYLE)
     out.truncate(width, overflow="ellipsis")
     for f in findings:
-        line = Text("\n ⚠ " + f.text, style=WARN_STYLE)
-        line.truncate(width + 1, overflow="ellipsis")
+        line = Text(" ⚠ " + f.text, style=WARN_STYLE)
+        line.truncate(width, overflow="ellipsis")
+        out.append("\n")
         out.append_text(line)
     return out
 

@@ -133,6 +133,14 @@ def rows_for(frame: Frame | None, topo: Topology, io: Iterable[int]) -> list[IoR
     return [r for r in frame.io if r.io is not None and r.io in want]
 
 
+def _count(v: float) -> str:
+    """12, 3.4k, 1.2M, 2.0G: a count per second as the eye compares them."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.1f}{unit}"
+    return f"{v:.0f}"
+
+
 def _rate(v: float | None) -> str:
     return "n/a" if v is None else fmt_bytes(v)
 
@@ -143,8 +151,7 @@ def device_text(r: IoRow) -> str:
     if r.kind in ("net", "ib"):
         text = f"↓{_rate(r.rx_bps)} ↑{_rate(r.tx_bps)}/s"
         if r.rx_pps is not None and r.tx_pps is not None:
-            pk = r.rx_pps + r.tx_pps
-            text += f" {pk / 1000:.1f}k pkt/s" if pk >= 1000 else f" {pk:.0f} pkt/s"
+            text += f" {_count(r.rx_pps + r.tx_pps)} pkt/s"
         return text
     if r.kind == "disk":
         util = "n/a" if r.util_pct is None else f"{r.util_pct:.0f}%"

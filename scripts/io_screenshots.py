@@ -1,0 +1,133 @@
+"""SVG screenshots of `snumap top` with I/O: a fake two-package machine whose NIC, InfiniBand
+HCA, NVMe disk and GPU counters advance between sweeps (the test suite's fake trees; this
+machine has no InfiniBand, GPU or second package), sampled by the real sampler through
+--fsroot. hwloc itself places the devices, from the fake sysfs.
+
+    .venv/bin/python scripts/io_screenshots.py
+
+Writes screenshots/top-io-{topology,heatmap,processes}-{120x40,80x24}.svg: the topology view
+with the I/O rows unfolded (key o), the heatmap with its I/O strip, and the processes view
+with a process whose threads run on package 0 while it drives the HCA on package 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from snumap_tui.model.frame import Frame
+from snumap_tui.model.process_io import process_io
+from snumap_tui.model.sampler import Sampler
+from snumap_tui.topology.build import load_topology
+from snumap_tui.topology.model import Topology
+from snumap_tui.ui.app import TopApp
+from snumap_tui.ui.hostinfo import HostInfo
+from tests.fakefs import FakeRoot
+from tests.fakeio import FakeIo
+
+OUT = REPO / "screenshots"
+PID = 4200
+
+
+class StillFeed:
+    """Frames are pushed by the script; the details pane asks this for the process's
+    devices, as it asks the live feed."""
+
+    interval_s = 1.0
+
+    def __init__(self, topo: Topology, root: Path, tasks: dict[str, Any] | None) -> None:
+        self.topo, self.root, self.tasks = topo, root, tasks
+
+    def start(self, callback: Callable[[Frame], None]) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def set_interval(self, seconds: float) -> None:
+        pass
+
+    def watch_pid(self, pid: int | None) -> None:
+        pass
+
+    def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
+        return process_io(self.topo, self.root, pid, self.tasks)
+
+
+def frames(base: Path) -> tuple[Topology, list[Frame], Path, dict[str, Any] | None]:
+    fake = FakeRoot(base, cpus=16, nodes=2, packages=2, smt=1)
+    io = FakeIo(fake.root, {n: fake.cpus_of_node(n) for n in range(2)})
+    io.add_nic("eth0", "0000:02:00.0", numa=0)
+    io.add_nic("lo", None)
+    verbs = io.add_hca("mlx5_0", "0000:82:00.0", numa=1)
+    io.add_disk("nvme0n1", "0000:03:00.0", numa=0)
+    io.add_disk("nvme1n1", "0000:84:00.0", numa=1)
+    gpu = io.add_nvidia_gpu(0, "0000:87:00.0", numa=1)
+    io.open_files(PID, [verbs, gpu])
+    topo = load_topology(fsroot=fake.root)
+    # The fake tree's counters advance by the second: the sampler's clock does too.
+    now = [1_000_000_000_000]
+
+    def clock() -> int:
+        return now[0]
+
+    s = Sampler(topo, fake.root, 1.0, clock=clock)
+    out: list[Frame] = []
+    try:
+        s.sweep()
+        for step in range(3):
+            fake.advance(1.0, busy={c: 0.9 for c in range(8)})
+            io.advance(1.0, net={"eth0": (12e6 + step * 1e6, 3e6), "lo": (1e5, 1e5)},
+                       ib={"mlx5_0:1": (6.2e9, 5.8e9)},
+                       disk={"nvme0n1": (2.5e8, 4e7, 0.35), "nvme1n1": (0, 1.2e9, 0.92)})
+            now[0] += 1_000_000_000
+            f = s.frame()
+            if f is not None:
+                out.append(f)
+        last = s.last
+        tasks = last.readings.get("tasks") if last is not None else None
+    finally:
+        s.close()
+    return topo, out, fake.root, tasks
+
+
+async def shoot(topo: Topology, fs: list[Frame], root: Path, tasks: dict[str, Any] | None
+                ) -> list[Path]:
+    host = HostInfo("fake 2-socket node (test tree)", "6.1.0", "Fake Xeon", None, None)
+    written = []
+    for view, keys in (("topology", ("o",)), ("heatmap", ("2",)), ("processes", ("3",))):
+        for w, h in ((120, 40), (80, 24)):
+            app = TopApp(topo, feed=StillFeed(topo, root, tasks), host=lambda: host,
+                         origin=("fsroot", "fake-2pkg-io"))
+            async with app.run_test(size=(w, h)) as pilot:
+                app.selected_pid = PID
+                for f in fs:
+                    app.push_frame(f)
+                await pilot.pause()
+                for k in keys:
+                    await pilot.press(k)
+                await pilot.pause()
+                name = f"top-io-{view}-{w}x{h}.svg"
+                app.save_screenshot(name, str(OUT))
+                written.append(OUT / name)
+    return written
+
+
+def main() -> int:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="snumap-io-shots-") as d:
+        topo, fs, root, tasks = frames(Path(d))
+        for p in asyncio.run(shoot(topo, fs, root, tasks)):
+            print(p.relative_to(REPO))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
