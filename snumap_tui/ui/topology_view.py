@@ -10,6 +10,7 @@ Topology and Frames, never a sampler, so replay reuses it.
 | enter        | fold / unfold the row                |
 | right / left | unfold / fold (left on a leaf: go to the parent) |
 | home / end   | first / last row                     |
+| o            | unfold / fold the I/O rows of every NUMA node |
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class TopologyTable(ScrollView, can_focus=True):
         Binding("enter", "toggle_fold", "Fold", show=False),
         Binding("right,l", "expand", show=False),
         Binding("left,h", "collapse", show=False),
+        Binding("o", "toggle_io", "I/O", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -298,6 +300,9 @@ class TopologyTable(ScrollView, can_focus=True):
         else:
             self.collapsed |= keys
         self._rebuild()
+
+    def action_toggle_io(self) -> None:
+        self.toggle_io()
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:
