@@ -43,11 +43,19 @@ class NetSource:
         if not names:
             return SourceStatus(self.name, False, f"no network interfaces in /{NET}", None,
                                 {"path": str(self.root / NET)})
-        try:
-            self._reader(self.root / NET / names[0] / "statistics" / "rx_bytes")
-        except OSError as exc:
-            return SourceStatus(self.name, False, reason_of(exc), None)
         phys = [n for n in names if self._place(n).physical]
+        # A gathered tree (hwloc-gather-topology) copies the statistics of some interfaces
+        # only: the source works when any interface's counters read, physical ones first.
+        error: OSError | None = None
+        for n in phys + [n for n in names if n not in phys]:
+            try:
+                self._reader(self.root / NET / n / "statistics" / "rx_bytes")
+                break
+            except OSError as exc:
+                error = error or exc
+        else:
+            assert error is not None
+            return SourceStatus(self.name, False, reason_of(error), None)
         return SourceStatus(self.name, True, None if phys else "only virtual interfaces",
                             None, {"interfaces": names, "physical": phys})
 
