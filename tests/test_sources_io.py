@@ -222,3 +222,32 @@ def test_this_machine_sources_read() -> None:
     if disk.status().available:
         d = disk.read()
         assert len(d["names"]) == len(d["read_bytes"])
+
+
+def test_recording_keeps_io_samples_and_the_io_topology(
+        machine: tuple[FakeRoot, FakeIo], tmp_path: Path) -> None:
+    """record -> replay: the I/O readings are samples like any other, the topology's I/O
+    objects ride in the header, and the metric series derive the same rates."""
+    import json
+
+    from snumap_tui import store
+
+    fake, io = machine
+    topo = two_package_topology(fake)
+    assert any(o.name == "mlx5_0" for o in topo.io)
+    sources = [NetSource(fake.root), InfinibandSource(fake.root), DiskstatsSource(fake.root)]
+    path = tmp_path / "io.rec"
+    with store.Writer(path, {"topology": topo.to_json()}) as w:
+        for k in range(3):
+            w.add_sample(_sweep(sources, float(k)))
+            io.advance(1.0, ib={"mlx5_0:1": (2e9, 1e9)}, disk={"nvme0n1": (0, 8e6, 0.5)})
+    with store.open(path) as rec:
+        assert rec.topology.io == topo.io
+        m = store.metric_series(rec)
+        assert list(m.of("ib_rx_bytes_per_s", "Package", 1)) == pytest.approx([2e9, 2e9])
+        assert m.of("disk_write_bytes_per_s", "Package", 0)[-1] == pytest.approx(8e6, rel=1e-3)
+        # An older recording: the same header without the "io" list reads, without I/O.
+        old = json.loads(topo.to_json())
+        del old["io"]
+        assert Topology.from_dict(old).io == () and Topology.from_dict(old).objects == \
+            topo.objects
