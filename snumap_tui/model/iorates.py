@@ -145,6 +145,10 @@ _COUNTERS: dict[str, tuple[str, Callable[[IoRow], float | None]]] = {
     "gpu_mem_used": ("gpu", lambda r: r.mem_used),
     "gpu_energy_mj": ("gpu", lambda r: None if r.power_w is None else r.power_w * 1000.0),
 }
+_BY_KIND: dict[str, list[tuple[str, Callable[[IoRow], float | None]]]] = {}
+for _name, (_kind, _get) in _COUNTERS.items():
+    _BY_KIND.setdefault(_kind, []).append((_name, _get))
+
 # Counters that are already "per interval" counts of seconds-independent things (device counts)
 # or instantaneous values (GPU utilisation, memory): not multiplied by dt.
 _NOT_RATES = frozenset({"disks", "gpus", "gpu_util", "gpu_mem_used"})
@@ -153,12 +157,10 @@ _NOT_RATES = frozenset({"disks", "gpus", "gpu_util", "gpu_mem_used"})
 def attach_counters(rows: Sequence[IoRow], dt: float,
                     attach: Callable[[str, int, float], None]) -> None:
     """Add every physical device's counters to the object it sits under."""
-    if not rows:
-        return
-    for name, (kind, get) in _COUNTERS.items():
-        for r in rows:
-            if r.kind != kind or not r.physical:
-                continue
+    for r in rows:
+        if not r.physical:
+            continue
+        for name, get in _BY_KIND.get(r.kind, ()):
             v = get(r)
             if v is None:
                 continue

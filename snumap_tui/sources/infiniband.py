@@ -10,6 +10,7 @@ saturate the 32-bit ones instead of wrapping; a counter stuck at 0xFFFFFFFF is r
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,12 @@ class InfinibandSource:
         """(HCA, port number) pairs, sorted."""
         out: list[tuple[str, str]] = []
         try:
-            hcas = sorted(e.name for e in (self.root / IB).iterdir())
+            hcas = sorted(os.listdir(self.root / IB))
         except OSError:
             return out
         for h in hcas:
             try:
-                nums = sorted((e.name for e in (self.root / IB / h / "ports").iterdir()),
+                nums = sorted(os.listdir(self.root / IB / h / "ports"),
                               key=lambda s: int(s) if s.isdigit() else 0)
             except OSError:
                 continue
