@@ -7,7 +7,10 @@ machine has no InfiniBand, GPU or second package), sampled by the real sampler t
 
 Writes screenshots/top-io-{topology,heatmap,processes}-{120x40,80x24}.svg: the topology view
 with the I/O rows unfolded (key o), the heatmap with its I/O strip, and the processes view
-with a process whose threads run on package 0 while it drives the HCA on package 1.
+with a process whose threads run on package 0 while it drives the HCA on package 1; and, when
+../shared/corpus is beside the checkout, top-io-32em64t-topology-120x40.svg: the gathered tree
+of a real 2-socket node (Ethernet, InfiniBand, NVMe, SATA, NVDIMMs) through --fsroot (its
+counters are a snapshot: rates are 0).
 """
 
 from __future__ import annotations
@@ -120,11 +123,45 @@ async def shoot(topo: Topology, fs: list[Frame], root: Path, tasks: dict[str, An
     return written
 
 
+async def shoot_corpus(base: Path) -> list[Path]:
+    import tarfile
+
+    from snumap_tui.ui.hostinfo import HostReader
+
+    tar = REPO.parent / "shared" / "corpus" / "fsroot" / "32em64t-2n8c+1mic.tar.bz2"
+    if not tar.exists():
+        print("note: ../shared/corpus not found: the 32em64t shot is skipped", file=sys.stderr)
+        return []
+    with tarfile.open(tar, "r:bz2") as tf:
+        tf.extractall(base, filter="data")
+    root = base / "32em64t-2n8c+1mic"
+    topo = load_topology(fsroot=root)
+    s = Sampler(topo, root, 1.0)
+    try:
+        s.sweep()
+        f = s.frame()
+    finally:
+        s.close()
+    info = HostReader(root, topo)()
+    app = TopApp(topo, host=lambda: info, origin=("fsroot", root.name))
+    name = "top-io-32em64t-topology-120x40.svg"
+    async with app.run_test(size=(120, 40)) as pilot:
+        if f is not None:
+            app.push_frame(f)
+        await pilot.pause()
+        await pilot.press("o")
+        await pilot.pause()
+        app.save_screenshot(name, str(OUT))
+    return [OUT / name]
+
+
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="snumap-io-shots-") as d:
-        topo, fs, root, tasks = frames(Path(d))
-        for p in asyncio.run(shoot(topo, fs, root, tasks)):
+        topo, fs, root, tasks = frames(Path(d) / "fake")
+        written = asyncio.run(shoot(topo, fs, root, tasks))
+        written += asyncio.run(shoot_corpus(Path(d)))
+        for p in written:
             print(p.relative_to(REPO))
     return 0
 
