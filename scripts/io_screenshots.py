@@ -32,11 +32,10 @@ from snumap_tui.topology.build import load_topology
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.hostinfo import HostInfo
-from tests.fakefs import FakeRoot
-from tests.fakeio import FakeIo
+from tests.fakeio import sampled_io_node
 
 OUT = REPO / "screenshots"
-PID = 4200
+PID = 4200   # tests.fakeio.PID_ON_PACKAGE_0
 
 
 class StillFeed:
@@ -62,43 +61,6 @@ class StillFeed:
 
     def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
         return process_io(self.topo, self.root, pid, self.tasks)
-
-
-def frames(base: Path) -> tuple[Topology, list[Frame], Path, dict[str, Any] | None]:
-    fake = FakeRoot(base, cpus=16, nodes=2, packages=2, smt=1)
-    io = FakeIo(fake.root, {n: fake.cpus_of_node(n) for n in range(2)})
-    io.add_nic("eth0", "0000:02:00.0", numa=0)
-    io.add_nic("lo", None)
-    verbs = io.add_hca("mlx5_0", "0000:82:00.0", numa=1)
-    io.add_disk("nvme0n1", "0000:03:00.0", numa=0)
-    io.add_disk("nvme1n1", "0000:84:00.0", numa=1)
-    gpu = io.add_nvidia_gpu(0, "0000:87:00.0", numa=1)
-    io.open_files(PID, [verbs, gpu])
-    topo = load_topology(fsroot=fake.root)
-    # The fake tree's counters advance by the second: the sampler's clock does too.
-    now = [1_000_000_000_000]
-
-    def clock() -> int:
-        return now[0]
-
-    s = Sampler(topo, fake.root, 1.0, clock=clock)
-    out: list[Frame] = []
-    try:
-        s.sweep()
-        for step in range(3):
-            fake.advance(1.0, busy={c: 0.9 for c in range(8)})
-            io.advance(1.0, net={"eth0": (12e6 + step * 1e6, 3e6), "lo": (1e5, 1e5)},
-                       ib={"mlx5_0:1": (6.2e9, 5.8e9)},
-                       disk={"nvme0n1": (2.5e8, 4e7, 0.35), "nvme1n1": (0, 1.2e9, 0.92)})
-            now[0] += 1_000_000_000
-            f = s.frame()
-            if f is not None:
-                out.append(f)
-        last = s.last
-        tasks = last.readings.get("tasks") if last is not None else None
-    finally:
-        s.close()
-    return topo, out, fake.root, tasks
 
 
 async def shoot(topo: Topology, fs: list[Frame], root: Path, tasks: dict[str, Any] | None
@@ -158,7 +120,7 @@ async def shoot_corpus(base: Path) -> list[Path]:
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="snumap-io-shots-") as d:
-        topo, fs, root, tasks = frames(Path(d) / "fake")
+        topo, fs, root, tasks = sampled_io_node(Path(d) / "fake")
         written = asyncio.run(shoot(topo, fs, root, tasks))
         written += asyncio.run(shoot_corpus(Path(d)))
         for p in written:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.fakefs import cpulist, cpumask
 
@@ -190,3 +191,49 @@ class FakeIo:
             p = self.root / "proc/diskstats"
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text("\n".join(lines) + "\n")
+
+
+PID_ON_PACKAGE_0 = 4200    # FakeRoot's lmp_mpi: its threads run on the first package
+
+
+def sampled_io_node(base: Path, steps: int = 3) -> tuple[Any, list[Any], Path, Any]:
+    """A 16-PU, two-package fake node with eth0 and nvme0n1 on package 0, an HCA, nvme1n1
+    and a GPU on package 1, the HCA and GPU open in a process on package 0; sampled ``steps``
+    times by the real sampler with a clock that moves 1 s per sweep, the counters advancing
+    by the second. Returns (topology, frames, root, last tasks reading): deterministic."""
+    from snumap_tui.model.sampler import Sampler
+    from snumap_tui.topology.build import load_topology
+    from tests.fakefs import FakeRoot
+
+    fake = FakeRoot(base, cpus=16, nodes=2, packages=2, smt=1)
+    io = FakeIo(fake.root, {n: fake.cpus_of_node(n) for n in range(2)})
+    io.add_nic("eth0", "0000:02:00.0", numa=0)
+    io.add_nic("lo", None)
+    verbs = io.add_hca("mlx5_0", "0000:82:00.0", numa=1)
+    io.add_disk("nvme0n1", "0000:03:00.0", numa=0)
+    io.add_disk("nvme1n1", "0000:84:00.0", numa=1)
+    gpu = io.add_nvidia_gpu(0, "0000:87:00.0", numa=1)
+    io.open_files(PID_ON_PACKAGE_0, [verbs, gpu])
+    topo = load_topology(fsroot=fake.root)
+    now = [1_000_000_000_000]
+    s = Sampler(topo, fake.root, 1.0, clock=lambda: now[0], wall_clock=lambda: now[0])
+    for src in s.sources:           # sources with a cadence (cpufreq files, /proc status)
+        if hasattr(src, "_clock"):  # follow the same clock, not the real one
+            src._clock = lambda: now[0] / 1e9
+    out = []
+    try:
+        s.sweep()
+        for step in range(steps):
+            fake.advance(1.0, busy={c: 0.9 for c in range(8)})
+            io.advance(1.0, net={"eth0": (12e6 + step * 1e6, 3e6), "lo": (1e5, 1e5)},
+                       ib={"mlx5_0:1": (6.2e9, 5.8e9)},
+                       disk={"nvme0n1": (2.5e8, 4e7, 0.35), "nvme1n1": (0, 1.2e9, 0.92)})
+            now[0] += 1_000_000_000
+            f = s.frame()
+            if f is not None:
+                out.append(f)
+        last = s.last
+        tasks = last.readings.get("tasks") if last is not None else None
+    finally:
+        s.close()
+    return topo, out, fake.root, tasks

@@ -101,3 +101,27 @@ def test_details_pane_shows_devices_and_the_finding(
     assert lines[0].startswith(" devices: mlx5_0 pkg 1 NUMA 1 remote · nvidia0 pkg 0")
     assert lines[1].startswith(" ⚠ mlx5_0 is on package 1")
     assert ProcessIoLines().text(feed, 880, 100) is None     # sshd: no device open
+
+
+def test_batch_json_and_text_carry_the_io(machine: tuple[FakeRoot, Topology, FakeIo],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`snumap top --batch --fsroot`: the JSON frame lists every device with its place, the
+    text tree has an I/O row under each NUMA node with devices, within 80 columns."""
+    import json
+
+    from snumap_tui.cli import main
+
+    fake, topo, _ = machine
+    assert main(["top", "--fsroot", str(fake.root), "--batch", "--json", "--count", "1",
+                 "--interval", "0.05"]) == 0
+    frame = json.loads(capsys.readouterr().out.splitlines()[-1])
+    io = {r["name"]: r for r in frame["io"]}
+    assert io["mlx5_0:1"]["attach"] == topo.get("NUMANode", 1).id
+    assert io["eth0"]["numa"] == 0 and io["eth0"]["kind"] == "net"
+    assert frame["sources"]["ib"]["available"] is True
+    assert main(["top", "--fsroot", str(fake.root), "--batch", "--count", "1",
+                 "--interval", "0.05"]) == 0
+    text = capsys.readouterr().out
+    io_rows = [ln for ln in text.splitlines() if ln.strip().startswith("I/O")]
+    assert len(io_rows) == 2 and "ib ↓0B ↑0B/s" in io_rows[1]
+    assert all(len(ln) <= 80 for ln in text.splitlines())
