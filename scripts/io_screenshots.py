@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,41 +25,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from snumap_tui.model.frame import Frame
-from snumap_tui.model.process_io import process_io
 from snumap_tui.model.sampler import Sampler
 from snumap_tui.topology.build import load_topology
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.hostinfo import HostInfo
-from tests.fakeio import sampled_io_node
+from tests.fakeio import StillFeed, sampled_io_node
 
 OUT = REPO / "screenshots"
 PID = 4200   # tests.fakeio.PID_ON_PACKAGE_0
-
-
-class StillFeed:
-    """Frames are pushed by the script; the details pane asks this for the process's
-    devices, as it asks the live feed."""
-
-    interval_s = 1.0
-
-    def __init__(self, topo: Topology, root: Path, tasks: dict[str, Any] | None) -> None:
-        self.topo, self.root, self.tasks = topo, root, tasks
-
-    def start(self, callback: Callable[[Frame], None]) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def set_interval(self, seconds: float) -> None:
-        pass
-
-    def watch_pid(self, pid: int | None) -> None:
-        pass
-
-    def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
-        return process_io(self.topo, self.root, pid, self.tasks)
 
 
 async def shoot(topo: Topology, fs: list[Frame], root: Path, tasks: dict[str, Any] | None

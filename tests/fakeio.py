@@ -237,3 +237,30 @@ def sampled_io_node(base: Path, steps: int = 3) -> tuple[Any, list[Any], Path, A
     finally:
         s.close()
     return topo, out, fake.root, tasks
+
+
+class StillFeed:
+    """A feed for `snumap top` whose frames a test or script pushes itself; the details pane
+    asks it for a process's devices as it asks the live feed (``LiveFeed.process_io``)."""
+
+    interval_s = 1.0
+
+    def __init__(self, topo: Any, root: Path, tasks: Any) -> None:
+        self.topo, self.root, self.tasks = topo, root, tasks
+
+    def start(self, callback: Any) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def set_interval(self, seconds: float) -> None:
+        pass
+
+    def watch_pid(self, pid: int | None) -> None:
+        pass
+
+    def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
+        from snumap_tui.model.process_io import process_io
+
+        return process_io(self.topo, self.root, pid, self.tasks)

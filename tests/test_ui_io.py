@@ -11,36 +11,13 @@ from typing import Any
 import pytest
 
 from snumap_tui.model.frame import Frame
-from snumap_tui.model.process_io import process_io
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.topology_view import TopologyTable
-from tests.fakeio import PID_ON_PACKAGE_0, sampled_io_node
+from tests.fakeio import PID_ON_PACKAGE_0, StillFeed, sampled_io_node
 
 HOST = HostInfo("node007", "6.1.0-27-amd64", "Fake Xeon", 86400, (1.0, 1.0, 1.0))
-
-
-class StillFeed:
-    interval_s = 1.0
-
-    def __init__(self, topo: Topology, root: Path, tasks: Any) -> None:
-        self.topo, self.root, self.tasks = topo, root, tasks
-
-    def start(self, callback: Any) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def set_interval(self, seconds: float) -> None:
-        pass
-
-    def watch_pid(self, pid: int | None) -> None:
-        pass
-
-    def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
-        return process_io(self.topo, self.root, pid, self.tasks)
 
 
 @pytest.fixture(scope="module")

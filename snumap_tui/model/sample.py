@@ -37,7 +37,7 @@ which wraps at ``max_uj``); derive() takes differences.
   link: not lo, bridges, veth); numa int64[n] (sysfs numa_node, -1 unknown); busid list[str |
   None] (the PCI function); rx_bytes, tx_bytes, rx_packets, tx_packets float64[n] (cumulative).
 - "ib"        (/sys/class/infiniband/*/ports/*/counters) names list[str] ("mlx5_0:1"); devices
-  list[str]; numa, busid as "net"; rx_bytes, tx_bytes (port_*_data x 4), rx_packets,
+  list[str]; physical, numa, busid as "net"; rx_bytes, tx_bytes (port_*_data x 4), rx_packets,
   tx_packets float64[n] (cumulative, NaN when a 32-bit counter saturated); saturated list[str].
 - "disk"      (/proc/diskstats, whole disks) names, physical, numa, busid as "net"; reads,
   read_bytes, writes, write_bytes, io_ms float64[n] (cumulative; io_ms: field 10, ms busy).

@@ -21,7 +21,7 @@ import numpy as np
 
 from snumap_tui.sources._io import Reader, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
-from snumap_tui.sources.iodev import Locality, locality
+from snumap_tui.sources.iodev import DeviceSource
 
 DISKSTATS = "proc/diskstats"
 BLOCK = "sys/block"
@@ -44,15 +44,14 @@ def parse_diskstats(text: str) -> dict[str, tuple[float, float, float, float, fl
     return out
 
 
-class DiskstatsSource:
+class DiskstatsSource(DeviceSource):
     """Cumulative reads, writes and busy time per whole disk."""
 
     name = "disk"
+    CLASS_DIR = BLOCK
 
     def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
-        self.root = Path(root)
-        self._reader = reader
-        self._places: dict[str, Locality] = {}
+        super().__init__(root, reader)
         self._disks: list[str] | None = None
 
     def disks(self) -> list[str]:
@@ -80,15 +79,6 @@ class DiskstatsSource:
             return SourceStatus(self.name, False, "no block devices in /proc/diskstats", None)
         return SourceStatus(self.name, True, None, None, {"disks": disks})
 
-    def _place(self, name: str) -> Locality:
-        loc = self._places.get(name)
-        if loc is None:
-            try:
-                loc = locality(self.root, self.root / BLOCK / name, self._reader)
-            except OSError:
-                loc = Locality(-1, None, False)
-            self._places[name] = loc
-        return loc
 
     def read(self) -> dict[str, Any]:
         stats = parse_diskstats(self._reader(self.root / DISKSTATS))
@@ -96,16 +86,10 @@ class DiskstatsSource:
         names = [d for d in whole if d in stats] if whole else sorted(stats)
         vals = np.array([stats[n] for n in names], dtype=np.float64).reshape(len(names),
                                                                                len(FIELDS))
-        places = [self._place(n) for n in names]
-        out: dict[str, Any] = {
-            "names": names,
-            "physical": np.array([p.physical for p in places], dtype=bool),
-            "numa": np.array([p.numa for p in places], dtype=np.int64),
-            "busid": [p.busid for p in places],
-        }
+        out = self.place_fields(names)
         out.update(zip(FIELDS, vals.T.copy()))
         return out
 
     def close(self) -> None:
-        self._places.clear()
+        super().close()
         self._disks = None

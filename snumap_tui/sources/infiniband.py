@@ -11,14 +11,13 @@ saturate the 32-bit ones instead of wrapping; a counter stuck at 0xFFFFFFFF is r
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_text, reason_of
+from snumap_tui.sources._io import reason_of
 from snumap_tui.sources.base import SourceStatus
-from snumap_tui.sources.iodev import Locality, locality
+from snumap_tui.sources.iodev import DeviceSource
 
 IB = "sys/class/infiniband"
 # counter file -> (reading field, multiplier to bytes/packets)
@@ -27,15 +26,11 @@ COUNTERS = {"port_rcv_data": ("rx_bytes", 4.0), "port_xmit_data": ("tx_bytes", 4
 SATURATED_32 = 0xFFFFFFFF
 
 
-class InfinibandSource:
+class InfinibandSource(DeviceSource):
     """Cumulative bytes and packets per InfiniBand port ("mlx5_0:1")."""
 
     name = "ib"
-
-    def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
-        self.root = Path(root)
-        self._reader = reader
-        self._places: dict[str, Locality] = {}
+    CLASS_DIR = IB
 
     def ports(self) -> list[tuple[str, str]]:
         """(HCA, port number) pairs, sorted."""
@@ -67,15 +62,6 @@ class InfinibandSource:
         return SourceStatus(self.name, True, None, None,
                             {"ports": [f"{a}:{b}" for a, b in ports]})
 
-    def _place(self, hca: str) -> Locality:
-        loc = self._places.get(hca)
-        if loc is None:
-            try:
-                loc = locality(self.root, self.root / IB / hca, self._reader)
-            except OSError:
-                loc = Locality(-1, None, False)
-            self._places[hca] = loc
-        return loc
 
     def read(self) -> dict[str, Any]:
         ports = self.ports()
@@ -92,17 +78,10 @@ class InfinibandSource:
                     saturated.append(f"{h}:{n}")
                     continue     # NaN: the count stopped; a rate from it would be 0
                 vals[field][i] = raw * mult
-        places = [self._place(h) for h, _ in ports]
-        out: dict[str, Any] = {
-            "names": [f"{h}:{n}" for h, n in ports],
-            "devices": [h for h, _ in ports],
-            "numa": np.array([p.numa for p in places], dtype=np.int64),
-            "busid": [p.busid for p in places],
-        }
+        hcas = [h for h, _ in ports]
+        out = self.place_fields([f"{h}:{n}" for h, n in ports], hcas)
+        out["devices"] = hcas
         out.update(vals)
         if saturated:
             out["saturated"] = sorted(set(saturated))
         return out
-
-    def close(self) -> None:
-        self._places.clear()

@@ -14,8 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from snumap_tui.sources._io import Reader, read_optional
+import numpy as np
+
+from snumap_tui.sources._io import Reader, read_optional, read_text
 
 _BUSID = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -59,3 +62,39 @@ def locality(root: Path, class_dir: Path, reader: Reader) -> Locality:
             break
         cur = cur.parent
     return Locality(numa if numa >= 0 else -1, busid, True)
+
+
+class DeviceSource:
+    """What the per-device sources share: a root, a reader, and each device's place (read
+    once: a device does not move; ``close()`` forgets them). ``CLASS_DIR`` is the sysfs class
+    directory its devices are found in, relative to the root."""
+
+    CLASS_DIR = ""
+
+    def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
+        self.root = Path(root)
+        self._reader = reader
+        self._places: dict[str, Locality] = {}
+
+    def _place(self, name: str) -> Locality:
+        loc = self._places.get(name)
+        if loc is None:
+            try:
+                loc = locality(self.root, self.root / self.CLASS_DIR / name, self._reader)
+            except OSError:
+                loc = Locality(-1, None, False)
+            self._places[name] = loc
+        return loc
+
+    def place_fields(self, names: list[str], devices: list[str] | None = None
+                     ) -> dict[str, Any]:
+        """The reading's fields that say which devices and where (``devices``: the sysfs
+        device of each name when they differ, as InfiniBand ports of one HCA)."""
+        places = [self._place(d) for d in (devices if devices is not None else names)]
+        return {"names": names,
+                "physical": np.array([p.physical for p in places], dtype=bool),
+                "numa": np.array([p.numa for p in places], dtype=np.int64),
+                "busid": [p.busid for p in places]}
+
+    def close(self) -> None:
+        self._places.clear()

@@ -17,21 +17,20 @@ import numpy as np
 
 from snumap_tui.sources._io import Reader, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
-from snumap_tui.sources.iodev import Locality, locality
+from snumap_tui.sources.iodev import DeviceSource
 
 NET = "sys/class/net"
 FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
 
 
-class NetSource:
+class NetSource(DeviceSource):
     """Cumulative bytes and packets per network interface."""
 
     name = "net"
+    CLASS_DIR = NET
 
     def __init__(self, root: Path = Path("/"), reader: Reader = read_text) -> None:
-        self.root = Path(root)
-        self._reader = reader
-        self._places: dict[str, Locality] = {}
+        super().__init__(root, reader)
         self._paths: dict[str, list[Path]] = {}
 
     def interfaces(self) -> list[str]:
@@ -61,15 +60,6 @@ class NetSource:
         return SourceStatus(self.name, True, None if phys else "only virtual interfaces",
                             None, {"interfaces": names, "physical": phys})
 
-    def _place(self, name: str) -> Locality:
-        loc = self._places.get(name)
-        if loc is None:
-            try:
-                loc = locality(self.root, self.root / NET / name, self._reader)
-            except OSError:
-                loc = Locality(-1, None, False)
-            self._places[name] = loc
-        return loc
 
     def _files(self, name: str) -> list[Path]:
         got = self._paths.get(name)
@@ -92,16 +82,10 @@ class NetSource:
                         vals[j, i] = float(self._reader(path))
                 except (OSError, ValueError):
                     pass   # NaN: an interface that vanished mid-read, never 0
-        places = [self._place(n) for n in names]
-        out: dict[str, Any] = {
-            "names": names,
-            "physical": np.array([p.physical for p in places], dtype=bool),
-            "numa": np.array([p.numa for p in places], dtype=np.int64),
-            "busid": [p.busid for p in places],
-        }
+        out = self.place_fields(names)
         out.update(zip(FIELDS, vals))
         return out
 
     def close(self) -> None:
-        self._places.clear()
+        super().close()
         self._paths.clear()
