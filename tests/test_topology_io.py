@@ -172,6 +172,7 @@ def test_topo_text_folds_io_into_80_columns_and_full_shows_the_tree(
     full = render(topo, full=True).splitlines()
     assert sum("PCIBridge" in ln for ln in full) == 5
     assert sum("HostBridge" in ln for ln in full) == 2
+    assert "        PCI 82:00.0 (Network) [15b3:1003]" in full       # PCI vendor:device
     # Every I/O object once, below the package it attaches to.
     pkg1 = full.index("  Package P#1")
     assert full.index('          Net "ib0"') > pkg1

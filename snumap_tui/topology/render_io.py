@@ -90,6 +90,11 @@ def tree_lines(topo: Topology, attach: int, depth: int, width: int) -> list[str]
 
     def emit(o: IoObject, d: int) -> None:
         text = o.label()
+        if o.vendor_id is not None and o.device_id is not None and o.type == "PCIDev":
+            text += f" [{o.vendor_id:04x}:{o.device_id:04x}]"
+            model = " ".join(v for v in (o.info("PCIVendor"), o.info("PCIDevice")) if v)
+            if model:
+                text += f" {model}"
         if o.type == "Bridge" and o.buses:
             text += f" (buses {o.buses})"
         line = "  " * d + text
