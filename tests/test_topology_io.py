@@ -69,10 +69,17 @@ def ours(topo: Topology) -> list[tuple[str, str | None, str | None, int | None,
              topo[o.attach].cpuset) for o in topo.io]
 
 
+_UNPACKED: dict[str, Path] = {}
+
+
 def _unpack(corpus: Path, tmp: Path, name: str) -> Path:
-    with tarfile.open(corpus / "fsroot" / f"{name}.tar.bz2", "r:bz2") as tf:
-        tf.extractall(tmp, filter="data")
-    return tmp / name
+    """The gathered tree, unpacked once per test session (bzip2 takes seconds)."""
+    got = _UNPACKED.get(name)
+    if got is None or not got.is_dir():
+        with tarfile.open(corpus / "fsroot" / f"{name}.tar.bz2", "r:bz2") as tf:
+            tf.extractall(tmp, filter="data")
+        got = _UNPACKED[name] = tmp / name
+    return got
 
 
 def _fsroot_env(root: Path) -> dict[str, str]:
