@@ -136,6 +136,42 @@ class FakeIo:
                 link.unlink()
             link.symlink_to(t)
 
+    def add_route(self, iface: str, network: str) -> None:
+        """A /proc/net/route line (Destination and Mask in host byte order, proc(5))."""
+        import ipaddress
+        import sys
+
+        net = ipaddress.IPv4Network(network)
+
+        def word(a: ipaddress.IPv4Address) -> str:
+            return f"{int.from_bytes(a.packed, sys.byteorder):08X}"
+
+        p = self.root / "proc/net/route"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        head = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        old = p.read_text() if p.exists() else head
+        p.write_text(old + f"{iface}\t{word(net.network_address)}\t00000000\t0001\t0\t0\t0\t"
+                     f"{word(net.netmask)}\t0\t0\t0\n")
+
+    def tcp_socket(self, pid: int, fd: int, inode: int, local: str, port: int) -> None:
+        """An established TCP socket of ``pid`` on ``local``:``port`` (/proc/PID/net/tcp)."""
+        import ipaddress
+        import sys
+
+        link = self.root / "proc" / str(pid) / "fd" / str(fd)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(f"socket:[{inode}]")
+        a = int.from_bytes(ipaddress.IPv4Address(local).packed, sys.byteorder)
+        p = self.root / "proc" / str(pid) / "net" / "tcp"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        head = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt"
+                "   uid  timeout inode\n")
+        old = p.read_text() if p.exists() else head
+        n = old.count("\n") - 1
+        p.write_text(old + f"{n:4d}: {a:08X}:{port:04X} 0200000A:D431 01 00000000:00000000 "
+                     f"00:00000000 00000000  1000        0 {inode} 1 0000000000000000 20 4 "
+                     "30 10 -1\n")
+
     # ---- time passing --------------------------------------------------------------------
     def advance(self, seconds: float = 1.0, *, net: dict[str, tuple[float, float]] | None = None,
                 ib: dict[str, tuple[float, float]] | None = None,

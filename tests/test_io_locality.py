@@ -4,6 +4,7 @@ package 0, and a process whose threads run on package 0."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,76 @@ def test_batch_json_and_text_carry_the_io(machine: tuple[FakeRoot, Topology, Fak
     io_rows = [ln for ln in text.splitlines() if ln.strip().startswith("I/O")]
     assert len(io_rows) == 2 and "ib ↓0B ↑0B/s" in io_rows[1]
     assert all(len(ln) <= 80 for ln in text.splitlines())
+
+
+def test_a_socket_names_the_nic_of_its_local_address(
+        machine: tuple[FakeRoot, Topology, FakeIo]) -> None:
+    """A TCP connection from 10.0.0.5 (eth0's subnet, package 0) and one from 10.1.0.7
+    (eth1's, package 1): both NICs are found, eth1 is remote to threads on package 0."""
+    fake, _, io = machine
+    io.add_nic("eth1", "0000:83:00.0", numa=1)
+    topo = load_topology(fsroot=fake.root)
+    io.add_route("eth0", "10.0.0.0/24")
+    io.add_route("eth1", "10.1.0.0/16")
+    io.add_route("eth0", "0.0.0.0/0")                 # the default route
+    io.tcp_socket(PID, 40, 9001, "10.0.0.5", 50000)
+    io.tcp_socket(PID, 41, 9002, "10.1.0.7", 50001)
+    io.tcp_socket(PID, 42, 9003, "127.0.0.1", 50002)  # loopback: no NIC
+    devs = open_devices(fake.root, PID)
+    nets = [(d.name, d.numa, d.busid) for d in devs if d.kind == "net"]
+    assert nets == [("eth0", 0, "0000:02:00.0"), ("eth1", 1, "0000:83:00.0")]
+    uses, findings = io_locality(topo, devs, {0, 1})
+    assert {u.device.name: u.local for u in uses} == {
+        "mlx5_0": False, "nvidia0": True, "eth0": True, "eth1": False}
+    assert sorted(f.text.split()[0] for f in findings) == ["eth1", "mlx5_0"]
+
+
+def test_socket_tables_parse_verbatim() -> None:
+    import ipaddress
+
+    from snumap_tui.sources.sockets import parse_if_inet6, parse_routes, parse_socket_table
+
+    # Linux 6.1 /proc/net/tcp and tcp6 lines (x86_64), /proc/net/route and if_inet6.
+    tcp = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid"
+           "  timeout inode\n"
+           "   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0"
+           "        0 23456 1 0000000000000000 100 0 0 10 0\n")
+    assert parse_socket_table(tcp) == {23456: ipaddress.IPv4Address("127.0.0.1")}
+    tcp6 = ("  sl  local_address                         remote_address                       "
+            " st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+            "   0: 000080FE000000002AD4FF025E1300FE:0016 00000000000000000000000000000000:0000"
+            " 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0 100 0 0 10 0\n"
+            "   1: 0000000000000000FFFF00000500000A:1F90 00000000000000000000000000000000:0000"
+            " 0A 00000000:00000000 00:00000000 00000000     0        0 778 1 0 100 0 0 10 0\n")
+    got = parse_socket_table(tcp6)
+    assert got[777] == ipaddress.IPv6Address("fe80::2ff:d42a:fe00:135e")
+    assert got[778] == ipaddress.IPv4Address("10.0.0.5")        # IPv4-mapped
+    routes = parse_routes("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n"
+                          "eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\n"
+                          "eth0\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\n")
+    assert routes[0] == ("eth0", ipaddress.IPv4Network("10.0.0.0/24"))
+    v6 = parse_if_inet6("fe8000000000000002ffd42afe00135e 02 40 20 80     eth0\n")
+    assert v6 == {ipaddress.IPv6Address("fe80::2ff:d42a:fe00:135e"): "eth0"}
+
+
+def test_this_machines_socket_on_its_nic() -> None:
+    """Live: a UDP socket bound to the address of the interface this machine's default route
+    names is found on that interface (nothing is sent, no other host involved)."""
+    import fcntl
+    import socket
+    import struct
+
+    from snumap_tui.sources.sockets import parse_routes, socket_interfaces
+
+    routes = parse_routes(Path("/proc/net/route").read_text())
+    iface = next((i for i, net in routes if net.prefixlen == 0), None)
+    if iface is None:
+        pytest.skip("no default IPv4 route here")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:   # SIOCGIFADDR (netdevice(7)): the interface's IPv4 address
+            raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", iface.encode()[:15]))
+        except OSError:
+            pytest.skip(f"{iface} has no IPv4 address")
+        s.bind((socket.inet_ntoa(raw[20:24]), 0))
+        got = socket_interfaces(Path("/"), os.getpid())
+    assert got == [iface]

@@ -11,8 +11,8 @@ A process that uses a GPU or an RDMA NIC holds their character devices open (pro
   ``/sys/class/infiniband_verbs/uverbsN/ibdev`` names the HCA (Documentation/ABI/stable/
   sysfs-class-infiniband), ``umadN`` the same under ``infiniband_mad``.
 
-Plain TCP sockets name no adapter, so an Ethernet NIC used through sockets is not found here
-(the routing table would say which one; that is a guess, not a fact, and is left out).
+and a NIC used through TCP/UDP sockets: the interface of each socket's local address
+(``sources.sockets``); a virtual interface (a bond, a bridge) names no adapter and is left out.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from snumap_tui.sources._io import Reader, read_optional, read_text
 from snumap_tui.sources.iodev import locality, normal_busid
+from snumap_tui.sources.sockets import socket_interfaces
 
 _NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
 _DRI = re.compile(r"^/dev/dri/((?:renderD|card)\d+)$")
@@ -33,7 +34,7 @@ _MINOR = re.compile(r"^Device Minor:\s*(\d+)", re.MULTILINE)
 
 @dataclass(frozen=True)
 class OpenDevice:
-    kind: str              # "gpu" or "ib"
+    kind: str              # "gpu", "ib" or "net"
     path: str              # the device file: "/dev/nvidia0"
     name: str              # what the topology calls it: "mlx5_0", or the file's name
     busid: str | None      # the PCI function ("0000:82:00.0")
@@ -93,23 +94,30 @@ def open_devices(root: Path, pid: int, reader: Reader = read_text,
     ``limit`` bounds the fds looked at (an MPI rank can hold tens of thousands)."""
     fd_dir = root / "proc" / str(pid) / "fd"
     out: list[OpenDevice] = []
-    seen: set[str] = set()
+    targets: list[tuple[int, str]] = []
     try:
-        it = os.scandir(fd_dir)
+        with os.scandir(fd_dir) as it:
+            for n, e in enumerate(it):
+                if n >= limit:
+                    break
+                try:
+                    target = os.readlink(e.path)
+                except OSError:
+                    continue               # closed meanwhile, or not ours to read
+                if target.startswith("/dev/") and e.name.isdigit():
+                    targets.append((int(e.name), target))
     except OSError:
         return out
-    with it:
-        for n, e in enumerate(it):
-            if n >= limit:
-                break
-            try:
-                target = os.readlink(e.path)
-            except OSError:
-                continue                   # closed meanwhile, or not ours to read
-            if not target.startswith("/dev/") or target in seen:
-                continue
-            seen.add(target)
-            dev = device_of(root, target, reader)
-            if dev is not None and all(d.name != dev.name for d in out):
-                out.append(dev)
+    seen: set[str] = set()
+    for _, target in sorted(targets):       # in fd order
+        if target in seen:
+            continue
+        seen.add(target)
+        dev = device_of(root, target, reader)
+        if dev is not None and all(d.name != dev.name for d in out):
+            out.append(dev)
+    for iface in socket_interfaces(root, pid, reader, limit):
+        loc = locality(root, root / "sys/class/net" / iface, reader)
+        if loc.physical and all(d.name != iface for d in out):
+            out.append(OpenDevice("net", f"/sys/class/net/{iface}", iface, loc.busid, loc.numa))
     return out
