@@ -17,13 +17,12 @@ and a NIC used through TCP/UDP sockets: the interface of each socket's local add
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from snumap_tui.sources._io import Reader, read_optional, read_text
-from snumap_tui.sources.iodev import locality, normal_busid
+from snumap_tui.sources.iodev import fd_links, locality, normal_busid
 from snumap_tui.sources.sockets import socket_interfaces
 
 _NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
@@ -90,33 +89,20 @@ def device_of(root: Path, target: str, reader: Reader = read_text) -> OpenDevice
 
 def open_devices(root: Path, pid: int, reader: Reader = read_text,
                  limit: int = 65536) -> list[OpenDevice]:
-    """The GPUs and RDMA adapters process ``pid`` holds open, each once, in fd order.
+    """The GPUs and RDMA adapters process ``pid`` holds open, each once, in fd order, then
+    the NICs its sockets use.
     ``limit`` bounds the fds looked at (an MPI rank can hold tens of thousands)."""
-    fd_dir = root / "proc" / str(pid) / "fd"
     out: list[OpenDevice] = []
-    targets: list[tuple[int, str]] = []
-    try:
-        with os.scandir(fd_dir) as it:
-            for n, e in enumerate(it):
-                if n >= limit:
-                    break
-                try:
-                    target = os.readlink(e.path)
-                except OSError:
-                    continue               # closed meanwhile, or not ours to read
-                if target.startswith("/dev/") and e.name.isdigit():
-                    targets.append((int(e.name), target))
-    except OSError:
-        return out
+    links = fd_links(root, pid, limit)
     seen: set[str] = set()
-    for _, target in sorted(targets):       # in fd order
-        if target in seen:
+    for _, target in links:                 # in fd order
+        if not target.startswith("/dev/") or target in seen:
             continue
         seen.add(target)
         dev = device_of(root, target, reader)
         if dev is not None and all(d.name != dev.name for d in out):
             out.append(dev)
-    for iface in socket_interfaces(root, pid, reader, limit):
+    for iface in socket_interfaces(root, pid, reader, limit, links):
         loc = locality(root, root / "sys/class/net" / iface, reader)
         if loc.physical and all(d.name != iface for d in out):
             out.append(OpenDevice("net", f"/sys/class/net/{iface}", iface, loc.busid, loc.numa))

@@ -11,6 +11,7 @@ out. Links in a gathered tree are relative, so they resolve inside ``--fsroot``.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,27 @@ def locality(root: Path, class_dir: Path, reader: Reader) -> Locality:
             break
         cur = cur.parent
     return Locality(numa if numa >= 0 else -1, busid, True)
+
+
+def fd_links(root: Path, pid: int, limit: int = 65536) -> list[tuple[int, str]]:
+    """(fd, link target) of a process's open files, in fd order (proc(5): /proc/PID/fd/N is a
+    symbolic link; read, never followed). ``limit`` bounds the fds looked at (an MPI rank can
+    hold tens of thousands); none when the directory cannot be read."""
+    out: list[tuple[int, str]] = []
+    try:
+        with os.scandir(root / "proc" / str(pid) / "fd") as it:
+            for n, e in enumerate(it):
+                if n >= limit:
+                    break
+                if not e.name.isdigit():
+                    continue
+                try:
+                    out.append((int(e.name), os.readlink(e.path)))
+                except OSError:
+                    continue           # closed meanwhile, or not ours to read
+    except OSError:
+        return []
+    return sorted(out)
 
 
 class DeviceSource:

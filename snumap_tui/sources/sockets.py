@@ -15,12 +15,12 @@ Sockets bound to any address (0.0.0.0, ::) are skipped (no interface yet), so ar
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import sys
 from pathlib import Path
 
 from snumap_tui.sources._io import Reader, read_optional, read_text
+from snumap_tui.sources.iodev import fd_links
 
 _SOCKET = re.compile(r"^socket:\[(\d+)\]$")
 _TABLES = ("tcp", "tcp6", "udp", "udp6")
@@ -87,25 +87,13 @@ def parse_if_inet6(text: str) -> dict[ipaddress.IPv6Address, str]:
 
 
 def socket_interfaces(root: Path, pid: int, reader: Reader = read_text,
-                      limit: int = 65536) -> list[str]:
+                      limit: int = 65536, links: list[tuple[int, str]] | None = None
+                      ) -> list[str]:
     """The interfaces (other than lo) the sockets of process ``pid`` are bound to, in first
-    use order."""
-    found: list[tuple[int, int]] = []     # (fd, inode): reported in fd order
-    fd_dir = root / "proc" / str(pid) / "fd"
-    try:
-        with os.scandir(fd_dir) as it:
-            for n, e in enumerate(it):
-                if n >= limit:
-                    break
-                try:
-                    m = _SOCKET.match(os.readlink(e.path))
-                except OSError:
-                    continue
-                if m and e.name.isdigit():
-                    found.append((int(e.name), int(m.group(1))))
-    except OSError:
-        return []
-    inodes = [ino for _, ino in sorted(found)]
+    use order (``links``: its fds if already read, ``fd_links``)."""
+    if links is None:
+        links = fd_links(root, pid, limit)
+    inodes = [int(m.group(1)) for _, t in links if (m := _SOCKET.match(t))]
     if not inodes:
         return []
     local: dict[int, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}
