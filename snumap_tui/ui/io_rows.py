@@ -197,6 +197,16 @@ def io_row_text(frame: Frame | None, topo: Topology, row: TreeRow) -> str:
         device_text(rows[0])
 
 
+def io_row_problem(frame: Frame | None, topo: Topology, row: TreeRow) -> bool:
+    """Whether a device of the row crosses its metric's threshold (a disk busy over 90 % of
+    the time: ``disk_util_pct`` in the catalogue)."""
+    from snumap_tui.ui.metricspec import view_for
+
+    disk = view_for("disk_util_pct")
+    return any(r.kind == "disk" and disk.is_problem(r.util_pct)
+               for r in rows_for(frame, topo, row.io))
+
+
 def strip_lines(frame: Frame | None, topo: Topology, width: int) -> list[str]:
     """The heatmap's I/O strip: a line per place with physical devices, each device with its
     numbers ('I/O N0: eth0 ↓1.0M ↑195K/s · nvme0n1 r 2.9M w 977K/s 25%'), cut to ``width``."""

@@ -30,7 +30,7 @@ from textual.strip import Strip
 
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology
-from snumap_tui.ui.io_rows import DEVICE_BASE, SUMMARY_BASE, io_row_text
+from snumap_tui.ui.io_rows import DEVICE_BASE, SUMMARY_BASE, io_row_problem, io_row_text
 from snumap_tui.ui.metricspec import view_for
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
 from snumap_tui.ui.tree_rows import (
@@ -110,7 +110,8 @@ def io_text(frame: Frame | None, row: TreeRow, width: int, name_w: int) -> Text:
     t.append_text(label)
     t.append(" ")
     nums = io_row_text(frame, frame.topology, row) if frame is not None else ""
-    t.append(nums, style=NA_STYLE if nums in ("", "n/a") else "")
+    hot = frame is not None and io_row_problem(frame, frame.topology, row)
+    t.append(nums, style=NA_STYLE if nums in ("", "n/a") else PROBLEM_STYLE if hot else "")
     t.truncate(width)
     return t
 
