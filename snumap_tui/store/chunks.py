@@ -43,6 +43,10 @@ KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TA
 # just before it, so a reader lists sample times without decoding every reading.
 K_SAMPLE_TIMES = 9
 KIND_NAMES[K_SAMPLE_TIMES] = "sample times"
+# Node facts learnt while recording (a job's processes and ranks, the clock offset at the end):
+# a map with "t_ns" and "what" (docs/format.md, "Info chunk").
+K_INFO = 10
+KIND_NAMES[K_INFO] = "info"
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

@@ -95,6 +95,7 @@ class Recording:
         self.task_history: list[TaskInfo] = []
         self.lost: dict[int, int] = {}
         self.markers: list[tuple[int, str]] = []
+        self.infos: list[dict[str, Any]] = []     # info chunks (docs/format.md), file order
         self._sample_times: np.ndarray | None = None
         self._read_small_chunks()
 
@@ -187,6 +188,10 @@ class Recording:
             elif h.kind == C.K_MARKERS:
                 for t, text in self._payload(h) or []:
                     self.markers.append((int(t), str(text)))
+            elif h.kind == C.K_INFO:
+                v = self._payload(h)
+                if isinstance(v, dict):
+                    self.infos.append(v)
         if not self.header:
             self.damaged.append("the recording header chunk is missing or damaged: "
                                 "no topology or host information")

@@ -139,6 +139,14 @@ class Writer:
             self._touch()
             self.flush_if_due()
 
+    def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
+        """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
+        are rare (a job's new processes, the closing clock reading)."""
+        with self._lock:
+            self._check()
+            payload = codec.encode({"t_ns": int(t_ns), "what": str(what), **value})
+            self._write_chunk(C.K_INFO, payload, count=1, t_min=int(t_ns), t_max=int(t_ns))
+
     def flush_if_due(self) -> None:
         """Flush when the oldest buffered item is ``flush_interval`` old; sync when due."""
         with self._lock:
