@@ -25,13 +25,15 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
-from snumap_tui.store.writer import FORMAT_VERSION
+from snumap_tui.store.nodes import NodeTable
+from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 
 # Versions this reader understands: each maps to the decoders of that version's chunk
 # payloads. Format 1 is the first; a new version adds an entry and keeps the old ones.
-SUPPORTED_VERSIONS = (1,)
+# Format 2 is format 1 plus node chunks (recordings merged from several nodes).
+SUPPORTED_VERSIONS = (1, 2)
 
 
 def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording:
@@ -75,9 +77,9 @@ class Recording:
         self._tls = threading.local()
         self.version = C.parse_preamble(data, len(data))
         if self.version not in SUPPORTED_VERSIONS:
-            if self.version > FORMAT_VERSION:
+            if self.version > MERGED_VERSION:
                 raise SnumapError(f"written by a newer snumap (format {self.version}); this one "
-                                  f"reads formats up to {FORMAT_VERSION}")
+                                  f"reads formats up to {MERGED_VERSION}")
             raise SnumapError(f"unknown recording format {self.version}")
         self.damaged: list[str] = []
         self.complete = False
@@ -98,6 +100,9 @@ class Recording:
         self.infos: list[dict[str, Any]] = []     # info chunks (docs/format.md), file order
         self._sample_times: np.ndarray | None = None
         self._read_small_chunks()
+        # Version 2: which node each events chunk belongs to, and how its events map onto
+        # the merged time base, PUs and task ids (store/nodes.py).
+        self.nodes = NodeTable.of(self) if self.version >= 2 else None
 
     @property
     def _dctx(self) -> zstandard.ZstdDecompressor:
@@ -320,6 +325,8 @@ class Recording:
                 if int(v["n"]) != h.count:
                     raise ValueError(f"{v['n']} events inside, {h.count} in its header")
                 cols = decode_event_columns(v, need)
+                if self.nodes is not None:
+                    cols = self.nodes.transform(h.offset, cols)
             except (KeyError, ValueError, TypeError) as e:
                 note = f"undecodable events chunk at byte {h.offset} skipped ({e})"
                 if note not in self.damaged:
