@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import SlurmCluster, SlurmUnavailable  # noqa: E402
+from slurm_cluster import SlurmCluster, SlurmUnavailable
 
 SNUMAP = Path(sys.executable).with_name("snumap")
 

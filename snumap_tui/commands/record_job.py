@@ -134,9 +134,7 @@ class JobWatch:
         steps = self.scanner.steps_alive()
         if not alive:
             return bool(self.procs)
-        if self.app_steps_seen and not (steps - set(LONG_LIVED_STEPS)):
-            return True
-        return False
+        return bool(self.app_steps_seen and not steps - set(LONG_LIVED_STEPS))
 
     def finish(self, writer: Any) -> None:
         reading = clock_reading()

@@ -150,7 +150,7 @@ class Writer:
             payload = codec.encode({"t_ns": int(t_ns), "what": str(what), **value})
             self._write_chunk(C.K_INFO, payload, count=1, t_min=int(t_ns), t_max=int(t_ns))
 
-    def add_raw_chunk(self, kind: int, blob: bytes | memoryview, *, count: int, t_min: int,
+    def add_raw_chunk(self, kind: int, blob: bytes, *, count: int, t_min: int,
                       t_max: int, events: int = 0) -> None:
         """A complete chunk (header + payload) built elsewhere, e.g. copied by a merge, written
         after everything buffered."""
