@@ -1,0 +1,144 @@
+"""Merging a job's node recordings: N nodes of M scheduling events each (generated).
+
+Each node is a 2-package, 32-PU machine (synthetic topology pack:2 numa:2 core:4 pu:2) with
+synthetic busy-machine events over one minute, its monotonic clock offset from the others by
+a known amount, written through the store API as `snumap record --job` would (header with
+node, job, pid_max, clock readings). Measured, each in a fresh interpreter:
+- `snumap merge`'s work (store.merge.merge): wall time, events per second, ru_maxrss of the
+  process and tracemalloc's peak (what Python allocated: the bounded part);
+- replay's first core-vs-time screen of the merged job (open, run intervals of the whole
+  recording, binning and drawing 120x40), headless, with its ru_maxrss.
+Targets (issue 11): >= 10 M events/s merged, first screen <= 2 s.
+
+    python bench/merge.py [--nodes 64] [--events 1000000] [--no-replay] [--write-doc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+WALL = 1_790_000_000_000_000_000
+
+
+def make_node(path: Path, k: int, n_events: int) -> None:
+    from snumap_tui.analysis.synth import synthetic_events, synthetic_topology
+    from snumap_tui.store import Writer
+    from snumap_tui.trace.events import EventBatch, TaskInfo
+
+    topo = synthetic_topology(2, 2, 4, 2, host=f"cn{k:03d}")
+    cpus = list(topo.pu_os_indexes)
+    mono0 = (1000 + 37 * k) * 10**9          # every node booted at another time
+    offset = WALL - mono0
+    clock = {"t_monotonic_ns": mono0, "wall_minus_monotonic_ns": offset, "uncertainty_ns": 40,
+             "ntp": {"synced": True, "maxerror_ns": 1_000_000, "esterror_ns": 1000}}
+    header = {"host": f"cn{k:03d}", "node": f"cn{k:03d}", "job": {"system": "slurm", "id": "7"},
+              "pid_max": 4194304, "clock_start": clock, "start_monotonic_ns": mono0,
+              "start_wall_ns": WALL, "backend": "synthetic", "topology": topo.to_dict()}
+    parts = max(1, n_events // 250_000)
+    per = n_events // parts
+    dur = 60 * 10**9 // parts
+    with Writer(path, header, force=True, autoflush=False) as w:
+        w.add_events(EventBatch(tasks=[TaskInfo(1000 + i, 1000 + i // 16 * 16, f"rank{i}")
+                                       for i in range(64)]))
+        for p in range(parts):
+            ev = synthetic_events(per, cpus, n_threads=64, duration_ns=dur,
+                                  t0_ns=mono0 + p * dur, seed=k * 1000 + p)
+            for i in range(0, len(ev), 65536):
+                w.add_events(EventBatch(events=ev[i:i + 65536]))
+        w.add_info(mono0, "job processes", {
+            "columns": ["pid", "comm", "step", "node", "rank", "rank_var"],
+            "rows": [[1000 + 16 * r, f"rank{r}", "0", f"cn{k:03d}", k * 4 + r, "PMI_RANK"]
+                     for r in range(4)]})
+
+
+def child_merge(files: list[str], out: str) -> dict[str, float]:
+    import resource
+    import tracemalloc
+
+    from snumap_tui.store.merge import merge
+
+    tracemalloc.start()
+    t = time.perf_counter()
+    res = merge(files, out, overwrite=True)
+    dt = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    return {"merge_s": dt, "events": res.events, "py_peak_mb": peak / 2**20,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "out_mb": os.path.getsize(out) / 2**20}
+
+
+def child_replay(path: str) -> dict[str, float]:
+    import resource
+
+    t = time.perf_counter()
+    from snumap_tui.store import open as open_recording
+    from snumap_tui.ui.gantt import GanttState, render_gantt
+    from snumap_tui.ui.replay_data import load_replay
+
+    t_imp = time.perf_counter() - t
+    t = time.perf_counter()
+    rec = open_recording(path)
+    data = load_replay(rec)
+    t_load = time.perf_counter() - t
+    t = time.perf_counter()
+    st = GanttState(data.t0, data.t1)
+    render_gantt(data, st, 120, 40)
+    t_render = time.perf_counter() - t
+    t = time.perf_counter()
+    data.fold(None, fold=True)
+    render_gantt(data, st, 120, 40)
+    t_fold = time.perf_counter() - t
+    return {"import_s": t_imp, "load_s": t_load, "render_s": t_render,
+            "first_screen_s": t_load + t_render, "fold_all_render_s": t_fold,
+            "replay_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def in_child(fn: str, *args: object) -> dict[str, float]:
+    code = (f"import sys, json; sys.path.insert(0, {str(REPO / 'bench')!r}); import merge; "
+            f"print(json.dumps(merge.{fn}(*json.loads(sys.argv[1]))))")
+    p = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))],
+                       capture_output=True, text=True, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--no-replay", action="store_true")
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="snumap-bench-merge-", dir=args.dir) as d:
+        files = []
+        t = time.perf_counter()
+        for k in range(args.nodes):
+            f = Path(d) / f"job-7-cn{k:03d}.rec"
+            make_node(f, k, args.events)
+            files.append(str(f))
+        gen_s = time.perf_counter() - t
+        in_mb = sum(os.path.getsize(f) for f in files) / 2**20
+        res = {"nodes": args.nodes, "events_per_node": args.events, "generate_s": gen_s,
+               "in_mb": in_mb}
+        res.update(in_child("child_merge", files, str(Path(d) / "job.rec")))
+        res["merged_events_per_s"] = res["events"] / res["merge_s"]
+        if not args.no_replay:
+            res.update(in_child("child_replay", str(Path(d) / "job.rec")))
+    res["machine"] = f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs"
+    res["load_avg"] = os.getloadavg()
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
