@@ -91,11 +91,12 @@ def test_two_node_mpi_job(tmp_path: Path) -> None:
                 break
             time.sleep(0.1)
         line = readme_line().replace("JOBID", jobid).replace("snumap ", f"{SNUMAP} ", 1)
-        line = line.replace("-o job-", f"--backend perf -o {tmp_path}/job-")
+        line = line.replace("-o job-", f"-o {tmp_path}/job-")
         rec = subprocess.Popen(["sh", "-c", line], env=cl.env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-        for _ in range(600):
-            if len(list(tmp_path.glob("job-*.rec"))) == 2 or rec.poll() is not None:
+        for _ in range(600):     # a recorder writes its file's header once its tracer runs
+            if sum(f.stat().st_size > 0 for f in tmp_path.glob("job-*.rec")) == 2 \
+                    or rec.poll() is not None:
                 break
             time.sleep(0.1)
         time.sleep(0.5)                  # both tracers attached

@@ -52,6 +52,18 @@ def expand_output(pattern: str, jobid: str, node: str) -> str:
     return "".join(out)
 
 
+def job_backend(backend: str) -> str:
+    """``auto`` means perf first for a job: a new step's tasks are forked by slurmd, outside
+    the traced tree, and are followed from the next rescan on; perf filters in user space, after
+    that rescan, so it keeps their first events, where bcc's filter in the kernel has dropped
+    them already. An explicit backend is kept (bcc loses a new step's first ~0.1 s)."""
+    if backend != "auto":
+        return backend
+    from snumap_tui.trace.perf import PerfTracer
+
+    return "perf" if PerfTracer.status().available else "auto"
+
+
 def _read(path: str) -> str | None:
     try:
         return Path(path).read_text().strip()
@@ -97,6 +109,7 @@ class JobWatch:
         own = env.get("SLURM_STEP_ID") if mine and mine[1] == jobid else None
         node = node_name(env)
         args.output = expand_output(args.output, jobid, node)
+        args.backend = job_backend(getattr(args, "backend", "auto"))
         watch = cls(system, jobid, node, own)
         new, _alive = watch.scanner.scan()
         watch._learn(new)
