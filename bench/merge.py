@@ -16,6 +16,7 @@ Targets (issue 11): >= 10 M events/s merged, first screen <= 2 s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -60,6 +61,8 @@ def make_node(path: Path, k: int, n_events: int) -> None:
             "columns": ["pid", "comm", "step", "node", "rank", "rank_var"],
             "rows": [[1000 + 16 * r, f"rank{r}", "0", f"cn{k:03d}", k * 4 + r, "PMI_RANK"]
                      for r in range(4)]})
+        w.add_info(mono0 + 60 * 10**9, "clock end", {
+            "clock": {**clock, "t_monotonic_ns": mono0 + 60 * 10**9}, "tid_max": w.tid_max})
 
 
 def child_merge(files: list[str], out: str) -> dict[str, float]:
@@ -117,23 +120,30 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--no-replay", action="store_true")
-    ap.add_argument("--dir", default=None)
+    ap.add_argument("--dir", default=None, help="keep the generated node recordings here")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="snumap-bench-merge-", dir=args.dir) as d:
+    with contextlib.ExitStack() as stack:
+        d = args.dir or stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="snumap-bench-merge-"))
+        Path(d).mkdir(parents=True, exist_ok=True)
         files = []
         t = time.perf_counter()
         for k in range(args.nodes):
-            f = Path(d) / f"job-7-cn{k:03d}.rec"
-            make_node(f, k, args.events)
+            f = Path(d) / f"job-7-cn{k:03d}-{args.events}.rec"
+            if not f.exists():            # --dir keeps the generated nodes for the next run
+                make_node(f, k, args.events)
             files.append(str(f))
         gen_s = time.perf_counter() - t
         in_mb = sum(os.path.getsize(f) for f in files) / 2**20
         res = {"nodes": args.nodes, "events_per_node": args.events, "generate_s": gen_s,
                "in_mb": in_mb}
-        res.update(in_child("child_merge", files, str(Path(d) / "job.rec")))
+        out = str(Path(d) / f"job-{args.nodes}x{args.events}.rec")
+        res.update(in_child("child_merge", files, out))
         res["merged_events_per_s"] = res["events"] / res["merge_s"]
+        print(json.dumps(res), file=sys.stderr, flush=True)
         if not args.no_replay:
-            res.update(in_child("child_replay", str(Path(d) / "job.rec")))
+            res.update(in_child("child_replay", out))
+        Path(out).unlink()
     res["machine"] = f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs"
     res["load_avg"] = os.getloadavg()
     print(json.dumps(res, indent=1))

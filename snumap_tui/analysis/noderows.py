@@ -91,19 +91,27 @@ def fold_bins(g: GanttBins, groups: Sequence[Sequence[int]], rows: np.ndarray) -
     busy = np.zeros((n, cols), dtype=g.busy.dtype)
     share = np.zeros((n, cols), dtype=g.share.dtype)
     for i, grp in enumerate(groups):
-        k, b, s = g.key[list(grp)], g.busy[list(grp)], g.share[list(grp)]
+        sel = list(grp)
+        k, b, s = g.key[sel], g.busy[sel], g.share[sel]
         busy[i] = b.mean(axis=0)
-        weight = b * s
-        for c in range(cols):
-            kc = k[:, c]
-            live = kc != IDLE
-            if not live.any():
-                continue
-            tasks = live & (kc != OTHER)
-            pick = tasks if tasks.any() else live
-            ks, inv = np.unique(kc[pick], return_inverse=True)
-            w = np.bincount(inv, weights=weight[pick, c])
-            j = int(np.argmax(w))
-            key[i, c] = ks[j]
-            share[i, c] = float(w[j] / max(b[:, c].sum(), 1e-12))
+        if len(sel) == 1:
+            key[i], share[i] = k[0], s[0]
+            continue
+        live = k != IDLE
+        if not live.any():
+            continue
+        # every live cell as (column, key, weight); sum the weights of equal (column, key),
+        # then per column the key with the most, tasks before OTHER
+        _, cc = np.nonzero(live)
+        kk = k[live].astype(np.int64)
+        ww = (b * s)[live]
+        order = np.lexsort((kk, cc))
+        cc, kk, ww = cc[order], kk[order], ww[order]
+        start = np.flatnonzero(np.r_[True, (cc[1:] != cc[:-1]) | (kk[1:] != kk[:-1])])
+        sc, sk, sw = cc[start], kk[start], np.add.reduceat(ww, start)
+        pick = np.lexsort((-sw, sk == OTHER, sc))      # per column: tasks first, then most
+        first = pick[np.r_[True, sc[pick][1:] != sc[pick][:-1]]]
+        key[i, sc[first]] = sk[first]
+        total = b.sum(axis=0)
+        share[i, sc[first]] = sw[first] / np.maximum(total[sc[first]], 1e-12)
     return GanttBins(g.t0, g.t1, g.edges, rows, key, busy, share)

@@ -151,7 +151,10 @@ class JobWatch:
 
     def finish(self, writer: Any) -> None:
         reading = clock_reading()
-        writer.add_info(reading["t_monotonic_ns"], "clock end", {"clock": reading})
+        # tid_max: the merge qualifies this node's task ids with a base this far apart
+        # (pid_max, 4 M on most nodes, would spread a job's ids over a sparse range)
+        writer.add_info(reading["t_monotonic_ns"], "clock end",
+                        {"clock": reading, "tid_max": int(writer.tid_max)})
 
     # ---- internals --------------------------------------------------------------------------
 

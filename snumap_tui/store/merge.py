@@ -111,8 +111,13 @@ def _inspect(path: Path) -> Member:
         topo = rec.topology
         off, unc, drift, _ = _offset(h, rec.infos)
         node = str(h.get("node") or h.get("host") or topo.meta.get("HostName") or path.stem)
-        pid_max = h.get("pid_max")
-        span = int(pid_max) + 1 if pid_max else _scan_tid_max(rec) + 1
+        end = next((i for i in rec.infos if i.get("what") == "clock end"), {})
+        if end.get("tid_max") is not None and rec.complete:
+            span = int(end["tid_max"]) + 1
+        elif h.get("pid_max"):
+            span = int(h["pid_max"]) + 1
+        else:
+            span = _scan_tid_max(rec) + 1
         return Member(path, node, str(h.get("hostname") or h.get("host") or node), _job_of(h),
                       len(topo.pus), topo, h, off, unc, drift, span, list(rec.damaged),
                       h.get("boot_id"))

@@ -305,8 +305,8 @@ class Recording:
         return [h for h, k in zip(self._ev_chunks, keep.tolist()) if k]
 
     def iter_event_columns(self, fields: tuple[str, ...] = EVENT_FIELDS,
-                           t0: int | None = None, t1: int | None = None
-                           ) -> Iterator[dict[str, np.ndarray]]:
+                           t0: int | None = None, t1: int | None = None, *,
+                           chunks: slice | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory).
 
         ``t_ns`` is always included. Chunks come in file order; each is sorted by time, and
@@ -317,7 +317,9 @@ class Recording:
         need = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
         lo = None if t0 is None else np.uint64(max(int(t0), 0))
         hi = None if t1 is None else np.uint64(max(int(t1), 0))
-        for h in self._chunks_in(t0, t1):
+        # ``chunks``: these events chunks in file order (a merged recording's nodes overlap in
+        # time, so a time window would decode every chunk once per window it overlaps).
+        for h in (self._ev_chunks[chunks] if chunks is not None else self._chunks_in(t0, t1)):
             v = self._payload(h)
             if v is None:
                 continue

@@ -69,6 +69,7 @@ class Writer:
         self._closed = False
         self.events_written = 0
         self.lost_total = 0
+        self.tid_max = 0                       # largest task id in any event (record --job)
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
         try:
@@ -123,8 +124,12 @@ class Writer:
                     ev = ev.astype(EVENT_DTYPE)
                 self._events.append(ev)
                 self._n_buffered += ev.size
+                self.tid_max = max(self.tid_max, *(int(ev[f].max()) for f in
+                                                   ("tid", "tid2", "pid", "pid2")))
                 self._last_t = max(self._last_t, int(ev["t_ns"].max()))
             self._tasks.extend(batch.tasks)
+            for t in batch.tasks:
+                self.tid_max = max(self.tid_max, int(t.tid), int(t.pid), int(t.ppid))
             for cpu, n in batch.lost.items():
                 if n:
                     self._lost[int(cpu)] = self._lost.get(int(cpu), 0) + int(n)
