@@ -226,3 +226,84 @@ class SlurmCluster:
                 return
             time.sleep(0.2)
         raise SlurmUnavailable(f"{what} did not come up in {timeout:.0f} s:\n{self.logs()}")
+
+
+# ---- a recorded MPI job (the test's and scripts/job_demo.py's) --------------------------------
+
+APP = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+                          return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(int argc, char **argv) {
+    int r, n; volatile double x = 0;
+    MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &n);
+    double t0 = now();
+    while (now() - t0 < 0.15 * (r + 1)) for (int i = 0; i < 100000; i++) x += i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("rank %d of %d done\n", r, n);
+    MPI_Finalize(); return 0;
+}
+"""
+
+JOB = """#!/bin/sh
+# wait (bounded) until the recorders run, then the MPI step on both nodes
+i=0; while [ ! -e {go} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+srun --mpi=pmi2 -n{ranks} {app}
+"""
+
+
+def readme_line() -> str:
+    """The line of README.md that records every node of a running job."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip().startswith("srun --overlap --jobid")]
+    if not lines:
+        raise RuntimeError("README.md lost its `srun --overlap --jobid ...` line")
+    return lines[0].split("#")[0].strip()
+
+
+def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
+    """On a fresh two-node cluster: an MPI job (MPICH over Slurm's PMI2) of RANKS ranks, each
+    spinning ``0.15 * (rank + 1)`` s, recorded on both nodes with the README's line while it
+    runs. Returns the two recordings and the recorders' output. Raises SlurmUnavailable where
+    Slurm (or mpicc) cannot run here."""
+    if shutil.which("mpicc") is None:
+        raise SlurmUnavailable("mpicc not installed (apt install mpich libmpich-dev)")
+    app = workdir / "mpi_app"
+    (workdir / "app.c").write_text(APP)
+    subprocess.run(["mpicc", "-O1", "-o", str(app), str(workdir / "app.c")], check=True,
+                   timeout=60)
+    go = workdir / "go"
+    job = workdir / "job.sh"
+    job.write_text(JOB.format(go=go, app=app, ranks=ranks))
+    job.chmod(0o755)
+    cl = SlurmCluster(workdir / "cluster", nodes=2)
+    cl.start()
+    try:
+        jobid = cl.run(["sbatch", "--parsable", "-N2", f"-n{ranks}", "-o",
+                        str(workdir / "out-%j"), str(job)]).stdout.strip().split(";")[0]
+        for _ in range(300):
+            if cl.job_state(jobid) == "RUNNING":
+                break
+            time.sleep(0.1)
+        line = readme_line().replace("JOBID", jobid).replace("snumap ", f"{snumap} ", 1)
+        line = line.replace("-o job-", f"-o {workdir}/job-")
+        rec = subprocess.Popen(["sh", "-c", line], env=cl.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        for _ in range(600):     # a recorder writes its file's header once its tracer runs
+            if sum(f.stat().st_size > 0 for f in workdir.glob("job-*.rec")) == 2 \
+                    or rec.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)                  # both tracers attached
+        go.touch()
+        state = cl.wait_job(jobid, timeout=90)
+        out, _ = rec.communicate(timeout=60)
+        out += (workdir / f"out-{jobid}").read_text()
+        if state != "COMPLETED":
+            raise RuntimeError(f"job {jobid} ended {state}:\n{out}\n{cl.logs()}")
+    finally:
+        cl.stop()
+    return sorted(workdir.glob(f"job-{jobid}-*.rec")), out

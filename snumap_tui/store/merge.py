@@ -118,8 +118,9 @@ def _inspect(path: Path) -> Member:
             span = int(h["pid_max"]) + 1
         else:
             span = _scan_tid_max(rec) + 1
+        small = {k: v for k, v in h.items() if k not in ("topology", "sources")}
         return Member(path, node, str(h.get("hostname") or h.get("host") or node), _job_of(h),
-                      len(topo.pus), topo, h, off, unc, drift, span, list(rec.damaged),
+                      len(topo.pus), topo, small, off, unc, drift, span, list(rec.damaged),
                       h.get("boot_id"))
 
 
