@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from snumap_tui import store
-from snumap_tui.analysis.jobreport import format_job, job_section
+from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
 from snumap_tui.analysis.load import load
-from snumap_tui.analysis.report import build_report
+from snumap_tui.analysis.report import build_report, format_report
 from snumap_tui.export.chrome import write_chrome
 from snumap_tui.store.merge import merge
 from snumap_tui.ui.gantt import GanttState, render_gantt
@@ -87,8 +87,13 @@ def test_chrome_export_keeps_one_machine_per_node(tmp_path: Path) -> None:
 
 def test_report_text_of_a_job(tmp_path: Path) -> None:
     with store.open(merged(tmp_path)) as rec:
-        job = job_section(rec, build_report(rec))
+        report = build_report(rec)
+        job = job_section(rec, report)
+        label_nodes(rec, report)
     assert job is not None
+    procs = format_report(report).split("Processes (by run time):")[1].split("Threads")[0]
+    assert procs.index("cn2:500") < procs.index("cn1:500")        # 30 ms before 10 ms
+    assert "cn2:502" in procs and "cn1:501" in procs
     out = format_job(job)
     assert "Job 42: 2 node(s), 4 rank(s)" in out
     assert "imbalance across ranks: max/mean 2.00, 50%" in out   # 30 ms vs a mean of 15

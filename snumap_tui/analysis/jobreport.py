@@ -44,6 +44,20 @@ def job_processes(rec: Any) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def label_nodes(rec: Any, report: dict[str, Any]) -> None:
+    """In a merged job, name each process and thread by its node: ``node``, its own
+    ``local_pid``/``local_tid``, and ``label`` ("n2:1234", what the text form shows)."""
+    table = getattr(rec, "nodes", None)
+    if table is None:
+        return
+    for key, field in (("processes", "pid"), ("tasks", "tid")):
+        for row in report.get(key, []):
+            node, local = table.split_tid(int(row[field]))
+            if node is not None:
+                row["node"], row[f"local_{field}"] = node, local
+                row["label"] = f"{node}:{local}"
+
+
 def job_section(rec: Any, report: dict[str, Any]) -> dict[str, Any] | None:
     """The ``job`` key of the report, or None for a recording of no job and of one node."""
     table = getattr(rec, "nodes", None)
