@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from slurm_cluster import run_recorded_job  # noqa: E402
+from slurm_cluster import run_recorded_job
 
 
 def main() -> int:
