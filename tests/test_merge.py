@@ -154,3 +154,25 @@ def test_job_parsers() -> None:
     assert not same_job("slurm:12", "slurm", "1")
     assert expand_output("job-%j-%N.rec", "42", "cn01") == "job-42-cn01.rec"
     assert expand_output("100%%-%j", "7", "x") == "100%-7"
+
+
+def test_node_samples_on_the_merged_time_base(tmp_path: Path) -> None:
+    """Each node's samples stay that node's (kind 12), read back on the merged time base;
+    the merged recording has no machine-wide samples (different machines' metrics)."""
+    from snumap_tui.model.sample import Sample
+    from snumap_tui.store.merge import node_samples
+
+    a = node_rec(tmp_path / "a.rec", "a", 10**9, WALL, rank_pids={0: 5})
+    b = node_rec(tmp_path / "b.rec", "b", 4 * 10**9, WALL - 3 * 10**9, rank_pids={1: 6})
+    with store.open(b) as rec:
+        header = dict(rec.header)
+    b2 = tmp_path / "b2.rec"
+    with store.Writer(b2, header) as w:
+        w.add_sample(Sample(4 * 10**9 + 5, WALL + 10**9 + 5, {"procstat": {"x": 1}}))
+        w.add_sample(Sample(4 * 10**9 + 9, WALL + 10**9 + 9, {"procstat": {"x": 2}}))
+    merge([a, b2], tmp_path / "m.rec")
+    with store.open(tmp_path / "m.rec") as rec:
+        assert list(rec.samples()) == [] and len(rec.sample_times) == 0
+        got = [(s.t_ns, s.readings["procstat"]["x"]) for s in node_samples(rec, 1)]
+        assert got == [(10**9 + 5, 1), (10**9 + 9, 2)]      # b's clock onto a's: -3 s
+        assert list(node_samples(rec, 0)) == []
