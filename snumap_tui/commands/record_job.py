@@ -6,8 +6,9 @@ there at the start, and every process the job starts later (a new step's tasks a
 slurmd, not by a traced process, so the job is rescanned every ``SCAN_S`` and the tracer told
 to follow what is new). The recording ends when the job's processes on this node are gone
 (the batch script and the extern step outlive every step, so once an application step has
-been seen and has ended, only they remaining also ends it), at ``--duration``, or on
-SIGTERM/SIGINT (what Slurm sends a step when the job ends).
+been seen and none has run for ``STEP_GAP_S``, only they remaining also ends it: the next step
+of a script starts well within that), at ``--duration``, or on SIGTERM/SIGINT (what Slurm
+sends a step when the job ends).
 
 What it adds to the recording (docs/format.md): header keys ``job``, ``node``, ``boot_id``,
 ``pid_max`` and ``clock_start``; info chunks ``job processes`` (pid, step, rank) as processes
@@ -29,6 +30,7 @@ from snumap_tui.sources.jobprocs import JobProc, JobScanner, current_job, node_n
 
 SCAN_S = 0.09     # about every pass of record's loop (POLL_S)
 LONG_LIVED_STEPS = ("batch", "extern")
+STEP_GAP_S = 3.0
 
 
 def add_job_argument(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +83,7 @@ class JobWatch:
         self.procs: dict[int, JobProc] = {}
         self.app_steps_seen: set[str] = set()
         self._next_scan = 0.0
+        self._steps_gone_at: float | None = None
         self.cannot_follow = False
 
     @classmethod
@@ -147,7 +150,14 @@ class JobWatch:
         steps = self.scanner.steps_alive()
         if not alive:
             return bool(self.procs)
-        return bool(self.app_steps_seen and not steps - set(LONG_LIVED_STEPS))
+        if not self.app_steps_seen or steps - set(LONG_LIVED_STEPS):
+            self._steps_gone_at = None
+            return False
+        # Only the batch script and the extern step are left: a job of several steps starts
+        # the next one within moments; end after STEP_GAP_S without one.
+        if self._steps_gone_at is None:
+            self._steps_gone_at = now
+        return now - self._steps_gone_at >= STEP_GAP_S
 
     def finish(self, writer: Any) -> None:
         reading = clock_reading()
