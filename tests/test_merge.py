@@ -176,3 +176,29 @@ def test_node_samples_on_the_merged_time_base(tmp_path: Path) -> None:
         got = [(s.t_ns, s.readings["procstat"]["x"]) for s in node_samples(rec, 1)]
         assert got == [(10**9 + 5, 1), (10**9 + 9, 2)]      # b's clock onto a's: -3 s
         assert list(node_samples(rec, 0)) == []
+
+
+def test_job_scanner_sees_a_task_after_its_exec(tmp_path: Path) -> None:
+    """slurmstepd forks a task that is slurmstepd (name, environment) until its exec; the
+    scanner must look at it again, not remember it as "not the job's"."""
+    from snumap_tui.sources.jobprocs import JobScanner
+
+    def proc(pid: int, comm: str, env: bytes, cgroup: str = "0::/\n") -> None:
+        d = tmp_path / str(pid)
+        d.mkdir(exist_ok=True)
+        (d / "comm").write_text(comm + "\n")
+        (d / "environ").write_bytes(env)
+        (d / "cgroup").write_text(cgroup)
+
+    proc(10, "bash", b"HOME=/\0")
+    proc(11, "slurmstepd", b"")
+    proc(12, "app", b"SLURM_JOB_ID=5\0SLURM_STEP_ID=0\0SLURMD_NODENAME=n2\0PMI_RANK=3\0")
+    proc(13, "slurm_script", b"SLURM_JOB_ID=5\0SLURMD_NODENAME=n1\0SLURM_PROCID=0\0")
+    sc = JobScanner("slurm", "5", node="n1", proc=tmp_path)
+    new, alive = sc.scan()
+    assert [(p.pid, p.step, p.rank) for p in new] == [(13, "batch", None)] and alive == [13]
+    proc(11, "app", b"SLURM_JOB_ID=5\0SLURM_STEP_ID=0\0SLURMD_NODENAME=n1\0PMI_RANK=2\0")
+    new, alive = sc.scan()
+    assert [(p.pid, p.comm, p.step, p.rank, p.rank_var) for p in new] == [
+        (11, "app", "0", 2, "PMI_RANK")]
+    assert sorted(alive) == [11, 13] and sc.steps_alive() == {"0", "batch"}

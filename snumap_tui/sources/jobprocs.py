@@ -164,12 +164,22 @@ class JobScanner:
                 continue
             if pid not in self._seen:
                 jp = self.classify(pid)
+                if jp is None and self._pre_exec(pid):
+                    continue          # slurmstepd's child before its exec: look again later
                 self._seen[pid] = jp
                 if jp is not None:
                     new.append(jp)
             if self._seen[pid] is not None:
                 alive.append(pid)
         return new, alive
+
+    def _pre_exec(self, pid: int) -> bool:
+        """A task slurmstepd forked has slurmstepd's name, environment and (until slurmstepd
+        moves it) cgroup until it execs the job's program: not yet classifiable."""
+        try:
+            return (self.proc / str(pid) / "comm").read_text().strip() == "slurmstepd"
+        except OSError:
+            return False
 
     def steps_alive(self) -> set[str]:
         return {jp.step for jp in self._seen.values() if jp is not None}
