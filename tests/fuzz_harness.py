@@ -456,7 +456,7 @@ def fuzz_recordings(seconds: float, seed: int, work: Path, t: Tally,
                     seeds: dict[str, bytes]) -> None:
     rng = random.Random(seed)
     path, out = str(work / "case.rec"), str(work / "out")
-    first = split(seeds[sorted(seeds)[0]])
+    first = split(seeds[min(seeds)])
     for key in range(8):             # built before any case, so the baseline includes them
         _BOMBS.setdefault(key, bomb(first, random.Random(key)))
     t.base_rss_mib = _rss_mib()

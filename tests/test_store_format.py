@@ -160,9 +160,9 @@ def test_the_hand_built_file_also_reads_without_its_index(tmp_path: Path) -> Non
 
 def test_a_newer_version_is_refused_with_a_clear_line(tmp_path: Path) -> None:
     data = frozen_v1_file()
-    path = tmp_path / "v2.rec"
-    path.write_bytes(preamble(2) + data[16:])
-    with pytest.raises(SnumapError, match=r"newer snumap \(format 2\).*up to 1"):
+    path = tmp_path / "v3.rec"      # format 2 is a merged recording of several nodes
+    path.write_bytes(preamble(3) + data[16:])
+    with pytest.raises(SnumapError, match=r"newer snumap \(format 3\).*up to 2"):
         store.open(path)
 
 
@@ -182,13 +182,13 @@ def test_writer_output_follows_the_spec(tmp_path: Path) -> None:
         assert pcrc == crc(payload)
         raw = zstandard.ZstdDecompressor().decompress(payload) if codec == 1 else payload
         assert len(raw) == raw_len
-        if kind in (1, 10):   # the header, and its copies
+        if kind in (1, 13):   # the header, and its copies
             assert json.loads(raw)["host"] == "w"
         if kind == 6:
             assert raw == val([[7, "x"]])
         kinds.append(kind)
         offsets.append(pos)
         pos += 44 + plen
-    assert kinds == [1, 10, 6, 10, 7, 8]
+    assert kinds == [1, 13, 6, 13, 7, 8]
     index_at, n_chunks, n_events = struct.unpack_from("<QQQ", data, len(data) - 24)
     assert (index_at, n_chunks, n_events) == (offsets[4], 4, 0)

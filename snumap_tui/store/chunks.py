@@ -43,7 +43,9 @@ K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS = (kinds.K_HEADER, kinds.K_SAMPLES, kinds
                                           kinds.K_TASKS)
 K_LOST, K_MARKERS, K_INDEX, K_TRAILER = kinds.K_LOST, kinds.K_MARKERS, kinds.K_INDEX, \
     kinds.K_TRAILER
-K_SAMPLE_TIMES, K_HEADER_COPY = kinds.K_SAMPLE_TIMES, kinds.K_HEADER_COPY
+K_SAMPLE_TIMES, K_INFO, K_NODE, K_NODE_SAMPLES = (kinds.K_SAMPLE_TIMES, kinds.K_INFO,
+                                                  kinds.K_NODE, kinds.K_NODE_SAMPLES)
+K_HEADER_COPY = kinds.K_HEADER_COPY
 KIND_NAMES = kinds.KIND_NAMES
 MAX_RAW_LEN = kinds.MAX_RAW_LEN
 
@@ -113,6 +115,15 @@ def pack_chunk(kind: int, payload: bytes, *, count: int = 0, t_min: int = 0, t_m
                              t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
                              crc32(payload), 0)[:40]
     return head + struct.pack("<I", crc32(head)) + payload
+
+
+def reheaded(h: ChunkHeader, t_min: int, t_max: int, kind: int | None = None) -> bytes:
+    """The 44-byte header of chunk ``h`` with new times (payload and its CRC unchanged): how
+    a merge copies a chunk onto another time base without touching its payload."""
+    head = CHUNK_HEADER.pack(CHUNK_MAGIC, h.kind if kind is None else kind, h.codec, 0,
+                             h.payload_len, h.raw_len, h.count, t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
+                             h.payload_crc, 0)[:40]
+    return head + struct.pack("<I", crc32(head))
 
 
 def parse_chunk_header(data: Buffer, offset: int) -> ChunkHeader | None:

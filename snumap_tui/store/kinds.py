@@ -228,7 +228,15 @@ _HEADER = Fields(optional={
     "sources": MapOf(TEXT, Anything(4)),
     "command": Nullable(OneOf(ListOf(TEXT), TEXT)),
     "backend": Nullable(TEXT), "backend_reason": Nullable(TEXT),
-    "interval_ns": Int(0, I64[1]), "approximate": Bool()}, drop_bad=True)
+    "interval_ns": Int(0, I64[1]), "approximate": Bool(),
+    "pid_max": Int(0, I32[1]),
+    # version 2 (merged recordings, docs/format.md "Version 2"): what each node's events get
+    "nodes": ListOf(Fields(optional={"shift_ns": Int(-MAX_TIME, MAX_TIME),
+                                     "cpu_base": Int(0, 1 << 16), "tid_base": Int(0, I32[1]),
+                                     "n_pus": Int(0, 1 << 16), "node": Nullable(TEXT),
+                                     "host": Nullable(TEXT)}, none_is_absent=True),
+                    max_len=1 << 12)},
+    drop_bad=True, none_is_absent=True)
 
 def _times_fit(d: dict[str, Any]) -> bool:
     """t0 + the sum of the deltas stays a time (below 2^63: no wrap-around, no overflow)."""
@@ -278,7 +286,14 @@ K_INDEX = register(7, "index", Fields(
 K_TRAILER = register(8, "trailer", None, encoding=RAW)
 K_SAMPLE_TIMES = register(9, "sample times", Array("u", hi=MAX_TIME, length=COUNT),
                           min_item_bytes=1)
-K_HEADER_COPY = register(10, "header copy", _HEADER, encoding=JSON,
+K_INFO = register(10, "info", Fields(required={"what": TEXT}, optional={"t_ns": TIME}),
+                 doc="a fact learnt while recording (record --job): job processes, the clock")
+K_NODE = register(11, "node", Fields(required={"node": Int(0, 1 << 12)},
+                                     optional={"name": Nullable(TEXT)}),
+                  doc="version 2: the events and node-samples chunks after it are this node's")
+K_NODE_SAMPLES = register(12, "node samples", _Samples(), min_item_bytes=3,
+                          doc="version 2: a node's samples chunk, payload as recorded")
+K_HEADER_COPY = register(13, "header copy", _HEADER, encoding=JSON,
                          doc="the header's JSON again: read when the header chunk is damaged")
 
 __all__ = [
