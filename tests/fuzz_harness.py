@@ -24,8 +24,9 @@ Run it (a few minutes; bench/fuzz.py writes the counts to docs/benchmarks.md)::
     .venv/bin/python tests/fuzz_harness.py --seconds 300 --seed 1
 
 ``tests/test_fuzz.py`` runs a short one in the suite. Seed recordings come from ``snumap
-record`` with each backend this machine can run (proc, perf, bcc) plus one written through the
-store API with every chunk kind and every source's readings.
+record`` with each backend this machine can run (proc, perf, bcc), one written through the
+store API with every chunk kind and every source's readings, and a job of two nodes merged
+(format 2).
 """
 
 from __future__ import annotations
@@ -135,6 +136,20 @@ def api_seed(out: Path) -> None:
             w.flush()
 
 
+def merged_seed(where: Path) -> Path:
+    """A job of two nodes as `snumap merge` writes it (format 2: node chunks, shifts)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from jobrecs import WALL, node_rec
+
+    from snumap_tui.store.merge import merge
+
+    a = node_rec(where / "node-a.rec", "a", 100 * 10**9, WALL, rank_pids={0: 500, 1: 501})
+    b = node_rec(where / "node-b.rec", "b", 95 * 10**9, WALL + 5 * 10**9,
+                 rank_pids={2: 500, 3: 777}, runs={3: [(0, 30_000_000)]})
+    merge([a, b], where / "merged.rec")
+    return where / "merged.rec"
+
+
 def make_seeds(where: Path) -> tuple[dict[str, bytes], list[str]]:
     seeds: dict[str, bytes] = {}
     skipped = []
@@ -147,6 +162,7 @@ def make_seeds(where: Path) -> tuple[dict[str, bytes], list[str]]:
             seeds[backend] = out.read_bytes()
     api_seed(where / "api.rec")
     seeds["api"] = (where / "api.rec").read_bytes()
+    seeds["merged"] = merged_seed(where).read_bytes()
     return seeds, skipped
 
 

@@ -89,9 +89,10 @@ def job_section(rec: Any, report: dict[str, Any]) -> dict[str, Any] | None:
         d["runtime_s"] += rt
         d["processes"] += 1
     for c in report.get("cpus", []):
+        # busy_pct is None for a recording of no duration (cut short): unknown, not 0
         nodes.setdefault(node_of_cpu(int(c["cpu"])), {"node": node_of_cpu(int(c["cpu"])),
                          "runtime_s": 0.0, "processes": 0, "ranks": 0, "busy": []}
-                         )["busy"].append(float(c.get("busy_pct", 0.0)))
+                         )["busy"].append(c.get("busy_pct"))
     ranks = []
     for p in procs:
         if p["rank"] is None:
@@ -106,7 +107,8 @@ def job_section(rec: Any, report: dict[str, Any]) -> dict[str, Any] | None:
     for name, d in nodes.items():
         busy = d.pop("busy")
         e = entries.get(name, {})
-        node_rows.append({**d, "busy_pct": sum(busy) / len(busy) if busy else None,
+        known = [float(b) for b in busy if b is not None]
+        node_rows.append({**d, "busy_pct": sum(known) / len(known) if known else None,
                           "pus": len(busy), "align_error_ns": e.get("align_error_ns"),
                           "align_how": e.get("align_how"), "shift_ns": e.get("shift_ns", 0)})
     job = rec.header.get("job") or {}

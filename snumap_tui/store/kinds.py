@@ -286,8 +286,27 @@ K_INDEX = register(7, "index", Fields(
 K_TRAILER = register(8, "trailer", None, encoding=RAW)
 K_SAMPLE_TIMES = register(9, "sample times", Array("u", hi=MAX_TIME, length=COUNT),
                           min_item_bytes=1)
-K_INFO = register(10, "info", Fields(required={"what": TEXT}, optional={"t_ns": TIME}),
-                 doc="a fact learnt while recording (record --job): job processes, the clock")
+_CELL = Nullable(OneOf(Int(*I64), TEXT))
+_INT_COLUMNS = ("pid", "local_pid", "rank")
+
+
+def _job_rows_fit(d: dict[str, Any]) -> bool:
+    """A "job processes" info's rows: one cell per column, pids and ranks integers."""
+    if d.get("what") != "job processes":
+        return True
+    cols = d.get("columns") or []
+    ints = [i for i, c in enumerate(cols) if c in _INT_COLUMNS]
+    return all(isinstance(r, (list, tuple)) and len(r) == len(cols)
+               and all(isinstance(r[i], (int, np.integer)) and not isinstance(r[i], bool)
+                       for i in ints) for r in d.get("rows") or [])
+
+
+K_INFO = register(10, "info", Fields(
+    required={"what": TEXT},
+    optional={"t_ns": TIME, "node": Nullable(TEXT), "columns": ListOf(TEXT, max_len=64),
+              "rows": ListOf(ListOf(_CELL, max_len=64))},
+    rules=((_job_rows_fit, "job process rows do not match their columns"),)),
+    doc="a fact learnt while recording (record --job): job processes, the clock")
 K_NODE = register(11, "node", Fields(required={"node": Int(0, 1 << 12)},
                                      optional={"name": Nullable(TEXT)}),
                   doc="version 2: the events and node-samples chunks after it are this node's")
