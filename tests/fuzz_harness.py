@@ -166,6 +166,24 @@ def make_seeds(where: Path) -> tuple[dict[str, bytes], list[str]]:
     return seeds, skipped
 
 
+def seed_damage(where: Path, seeds: dict[str, bytes]) -> dict[str, list[str]]:
+    """What the reader says is wrong with the untouched seeds: must be nothing (a schema that
+    refuses what snumap itself writes would make every fuzz case look damaged)."""
+    from snumap_tui import store
+
+    out = {}
+    for name, data in seeds.items():
+        path = where / f"seed-{name}.rec"
+        path.write_bytes(data)
+        with store.open(path) as rec:
+            list(rec.samples())
+            rec.events()
+            _ = rec.topology
+            if rec.damaged:
+                out[name] = list(rec.damaged)
+    return out
+
+
 # ---- mutations -----------------------------------------------------------------------------
 @dataclass
 class Chunk:
@@ -605,6 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix=f"snumap-fuzz-{os.getpid()}-") as tmp:
         work = Path(tmp)
         seeds, skipped = make_seeds(work)
+        damaged_seeds = seed_damage(work, seeds)
         seed_s = time.monotonic() - started
         budget = max(args.seconds - seed_s, 1.0)
         rec_t, form_t = Tally(), Tally()
@@ -613,6 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "seed": args.seed, "seconds": round(time.monotonic() - started, 1),
         "seeds": {k: len(v) for k, v in seeds.items()}, "skipped_backends": skipped,
+        "seed_damage": damaged_seeds,
         "load": os.getloadavg(),
         "recordings": {k: v for k, v in vars(rec_t).items() if k != "kinds"},
         "formulas": {k: v for k, v in vars(form_t).items() if k != "kinds"},
@@ -626,7 +646,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    if damaged_seeds:
+        print(f"seeds read as damaged: {damaged_seeds}")
     bad = sum(x.tracebacks + x.hangs + x.multi_line_errors for x in (rec_t, form_t))
+    bad += len(damaged_seeds)
     return 1 if bad else 0
 
 

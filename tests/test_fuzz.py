@@ -28,7 +28,8 @@ def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) 
     # The run did real work: seeds from the API and at least the /proc backend, many cases,
     # and both outcomes seen (a fuzzer that only ever gets data, or only errors, tests little).
     assert "api" in got["seeds"] and "proc" in got["seeds"], got["skipped_backends"]
-    assert rec["cases"] >= 50 and form["cases"] >= 200, report
+    assert got["seed_damage"] == {}, got["seed_damage"]     # what snumap writes reads clean
+    assert rec["cases"] >= 20 and form["cases"] >= 200, report
     assert rec["data"] > 0 and rec["clean_errors"] > 0, report
     assert form["data"] > 0 and form["clean_errors"] > 0, report
     assert p.returncode == 0, report

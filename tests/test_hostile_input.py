@@ -100,6 +100,10 @@ def test_record_force_with_a_command_that_cannot_start_keeps_the_old_file(
     out = tmp_path / "keep.rec"
     p = snumap("record", "-o", str(out), "--backend", "proc", "--duration", "0.3s")
     assert p.returncode == 0, p.stderr
+    with store.open(out) as rec:         # what record writes passes every schema
+        list(rec.samples())
+        rec.events()
+        assert rec.damaged == [] and rec.header["sources"], rec.damaged
     before = out.read_bytes()
     p = snumap("record", "--force", "-o", str(out), "--backend", "proc", "--",
                str(tmp_path / "no-such-command"))

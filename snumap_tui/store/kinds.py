@@ -190,6 +190,26 @@ _READINGS: dict[str, Schema] = {
                                                   "threads": Int(0, I64[1])}))})),
         "hz": Int(0, 1 << 20), "partial": ListOf(Int(*I64))}),
 }
+
+
+def _per_device(*cumulative: str, extra: dict[str, Schema] | None = None) -> Fields:
+    """The I/O sources (net, ib, disk, gpu): one value per device, aligned with ``names``."""
+    fields: dict[str, Schema] = {
+        "names": ListOf(TEXT, max_len=1 << 16),
+        "physical": Array("b", length="names"), "numa": Array("iu", length="names"),
+        "busid": ListOf(Nullable(TEXT), length="names"), "devices": ListOf(TEXT),
+        **{f: Array("fiu", length="names") for f in cumulative}, **(extra or {})}
+    return _Source(optional=fields, rules=(_needs("names", cumulative),))
+
+
+_NET = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")
+_READINGS.update({
+    "net": _per_device(*_NET),
+    "ib": _per_device(*_NET, extra={"saturated": ListOf(TEXT)}),
+    "disk": _per_device("reads", "read_bytes", "writes", "write_bytes", "io_ms"),
+    "gpu": _per_device("util_pct", "mem_util_pct", "mem_used", "mem_total", "power_w",
+                       "energy_mj"),
+})
 SAMPLE = Row(TIME, TIME, MapOf(Str(256), Anything(8)))
 
 
@@ -225,7 +245,7 @@ _HEADER = Fields(optional={
     "start_monotonic_ns": TIME, "start_wall_ns": TIME,
     "topology": OneOf(Str(64 << 20), Fields()),
     "host": Nullable(TEXT), "kernel": Nullable(TEXT), "cpu_model": Nullable(TEXT),
-    "sources": MapOf(TEXT, Anything(4)),
+    "sources": OneOf(MapOf(TEXT, Anything(4)), ListOf(Anything(4))),   # record writes a list
     "command": Nullable(OneOf(ListOf(TEXT), TEXT)),
     "backend": Nullable(TEXT), "backend_reason": Nullable(TEXT),
     "interval_ns": Int(0, I64[1]), "approximate": Bool(),
