@@ -170,10 +170,13 @@ _READINGS: dict[str, Schema] = {
     "freq": _Source(optional={**_CPUS, **_pu_fields(*_FREQ)}, rules=(_needs("cpus", _FREQ),)),
     "rapl": _Source(
         optional={"domains": ListOf(TEXT, max_len=4096),
-                  "objects": ListOf(Row(TEXT, Nullable(Int(*I64))), length="domains"),
+                  "objects": ListOf(Row(TEXT, Int(*I64)), length="domains"),
                   "energy_uj": Array("fiu", length="domains"),
                   "max_uj": Array("fiu", length="domains"), "via": TEXT},
-        rules=(_needs("domains", ("energy_uj", "max_uj", "objects")),)),
+        rules=(_needs("domains", ("energy_uj", "max_uj", "objects")),
+               (lambda d: not _has(d, "domains") or all(
+                   _has(d, k) for k in ("energy_uj", "max_uj", "objects")),
+                "domains without energy_uj, max_uj and objects"))),
     "numa": _Source(optional={"nodes": Array("iu", lo=0, hi=U32[1]),
                               **{n: Array("fiu", length="nodes") for n in _NUMA}},
                     rules=(_needs("nodes", _NUMA),)),
