@@ -47,6 +47,7 @@ READINGS = {
              "value": np.array([[1.5, math.nan], [math.inf, -0.0]]),
              "enabled": np.zeros((2, 2), dtype=np.float32)},
     "rapl": {"domains": ["package-0", "psys"], "objects": [["Package", 0], ("Machine", 0)],
+             "energy_uj": np.array([1.0, 2.0]), "max_uj": np.array([2.0**40, 2.0**40]),
              "via": "powercap",
              "flag": True, "none": None, "scalar": np.float32(2.5), "i": np.int16(-3)},
     "tasks": {"threads": {"comm": np.array(["bash", "ünïcode"]), "pid": [1, 2]},
