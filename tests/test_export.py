@@ -97,10 +97,12 @@ def _cut(src: Path, dst: Path, size: int) -> Path:
 
 def test_export_of_a_truncated_recording_warns_what_was_skipped(
         recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Cut inside the events chunk, 70 % into the file (as a crash during `record` leaves it):
-    # rc 0, the rows that survive are written, and stderr says which part was skipped.
-    size = recording.stat().st_size
-    cut = _cut(recording, tmp_path / "cut.rec", int(size * 0.7))
+    # Cut inside the events chunk (as a crash during `record` leaves it): rc 0, the rows
+    # that survive are written, and stderr says which part was skipped.
+    from snumap_tui.store import chunks as C
+
+    ev = next(h for h in C.scan(recording.read_bytes()).chunks if h.kind == C.K_EVENTS)
+    cut = _cut(recording, tmp_path / "cut.rec", (ev.offset + ev.end) // 2)
     out = tmp_path / "cut.csv"
     assert main(["export", str(cut), "--format", "csv", "-o", str(out)]) == 0
     err = capsys.readouterr().err.splitlines()
