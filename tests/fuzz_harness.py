@@ -16,8 +16,8 @@ Every case is a damaged or crafted input; every reader must end with data or one
 Each case goes through the API (``store.open``, events, columns, samples, sample times,
 ``metric_series``, ``to_dataframes``, ``verify``), ``snumap report`` (text and JSON),
 ``snumap export`` (chrome, csv of intervals, samples and events) and the replay's data load,
-in this process, through ``cli.main`` as a user's command line would. Formulas are fuzzed through
-``expr.parse`` + evaluation and ``usermetrics.parse_metrics``.
+in this process, through ``cli.main`` as a user's command line would. Formulas are fuzzed
+(tests/fuzz_formulas.py) through ``expr.parse`` + evaluation and ``usermetrics.parse_metrics``.
 
 Run it (a few minutes; bench/fuzz.py writes the counts to docs/benchmarks.md)::
 
@@ -54,8 +54,9 @@ import numpy as np
 import zstandard
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _p in (REPO, REPO / "tests"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.store import chunks as C
@@ -509,104 +510,9 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-# ---- formulas ------------------------------------------------------------------------------
-NAMES = ("instructions", "cycles", "cache_misses", "busy_ticks", "total_ticks", "dt")
-
-
-def random_formula(r: random.Random, depth: int = 0) -> str:
-    p = r.random()
-    if depth > 6 or p < 0.3:
-        return r.choice([*NAMES, "1", "0", "1e308", "0.5", ".5e-3", "nope", "x_1"])
-    if p < 0.4:
-        return f"({random_formula(r, depth + 1)})"
-    if p < 0.5:
-        return f"-{random_formula(r, depth + 1)}"
-    op = r.choice(["+", "-", "*", "/", "**", "%", ",", "==", "."])
-    return f"{random_formula(r, depth + 1)} {op} {random_formula(r, depth + 1)}"
-
-
-def pathological(r: random.Random) -> str:
-    n = r.choice([10, 100, 300, 1000, 10_000, 100_000])
-    return r.choice([
-        "(" * n + "cycles" + ")" * n,
-        " + ".join(["cycles"] * n),
-        "-" * n + "cycles",
-        "*".join(["2"] * n),
-        "cycles" + "/cycles" * n,
-        "9" * n,
-        "a" * n,
-        "(" * n,
-        " " * n,
-        "__import__('os').system('id')",
-        "cycles(" + ")" * n,
-    ])
-
-
-def mutate_text(s: str, r: random.Random) -> str:
-    chars = list(s)
-    for _ in range(r.randint(1, 4)):
-        op = r.random()
-        i = r.randrange(len(chars) + 1)
-        if op < 0.4:
-            chars.insert(i, r.choice("()+-*/ .,[]=<>!%^@&|~'\";:#\\\x00\u00e9\u202e0123456789abc"))
-        elif op < 0.7 and chars:
-            del chars[min(i, len(chars) - 1)]
-        elif chars:
-            chars[min(i, len(chars) - 1)] = r.choice("()+-*/ 1x")
-    return "".join(chars)
-
-
-def toml_metrics(r: random.Random) -> str:
-    lines = []
-    if r.random() < 0.3:
-        events = r.choice(['["LLC-load-misses"]', "[1]", '"x"', "[]"])
-        lines.append(f"events = {events}")
-    for i in range(r.randint(0, 5)):
-        lines.append(f"[metric.{r.choice(['m', 'bad name', 'x-y', 'ok'])}{i}]")
-        lines.append(f"formula = {json.dumps(random_formula(r))}")
-        for k, v in (("object", '"Package"'), ("min", "0"), ("max", "100"),
-                     ("scale", '"log"'), ("rule", '"sum"'), ("warn_above", "5")):
-            if r.random() < 0.4:
-                lines.append(f"{k} = {r.choice([v, '-1', 'true', '[]', '{}', '1e999'])}")
-    text = "\n".join(lines)
-    return mutate_text(text, r) if text and r.random() < 0.4 else text
-
-
-def fuzz_formulas(seconds: float, seed: int, t: Tally) -> None:
-    from snumap_tui.model.expr import parse
-    from snumap_tui.model.usermetrics import parse_metrics
-
-    rng = random.Random(seed)
-    env = {n: np.linspace(0, 5, 8) for n in NAMES}
-    end = time.monotonic() + seconds
-    t.base_rss_mib = _rss_mib()
-
-    def formula(text: str) -> Callable[[], None]:
-        def go() -> None:
-            e = parse(text, known=NAMES)
-            e.evaluate(env, size=8)
-        return go
-
-    while time.monotonic() < end:
-        t.cases += 1
-        p = rng.random()
-        if p < 0.35:
-            text = random_formula(rng)
-        elif p < 0.6:
-            text = mutate_text(random_formula(rng), rng)
-        elif p < 0.8:
-            text = pathological(rng)
-        else:
-            doc = toml_metrics(rng) if rng.random() < 0.9 else "[metric.m]\n" * 200_000
-            run_one(t, "metrics file", lambda d=doc: (parse_metrics(d), None)[1],  # type: ignore[misc]
-                    f"formula case {t.cases}")
-            continue
-        run_one(t, "formula", formula(text), f"formula case {t.cases} ({text[:60]!r})")
-    t.peak_rss_mib = max(t.peak_rss_mib, _rss_mib())
-
-
 # ---- main ----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    from fuzz_formulas import fuzz_formulas
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60, help="total time budget")
     ap.add_argument("--seed", type=int, default=1)
@@ -628,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = max(args.seconds - seed_s, 1.0)
         rec_t, form_t = Tally(), Tally()
         fuzz_recordings(budget * (1 - args.formula_share), args.seed, work, rec_t, seeds)
-        fuzz_formulas(budget * args.formula_share, args.seed, form_t)
+        fuzz_formulas(budget * args.formula_share, args.seed, form_t, run_one, _rss_mib)
     result = {
         "seed": args.seed, "seconds": round(time.monotonic() - started, 1),
         "seeds": {k: len(v) for k, v in seeds.items()}, "skipped_backends": skipped,
