@@ -185,3 +185,16 @@ def test_kernel_migrations_are_zero_when_traced_and_unknown_when_not(
     with store.open(path) as rec:
         r = build_report(rec)
     assert [t["kernel_migrations"] for t in r["tasks"]] == [want]
+
+
+def test_tick_columns_that_change_between_samples_are_unknown() -> None:
+    from snumap_tui.model.derive import derive
+    from snumap_tui.model.sample import Sample
+
+    t = synthetic_topology(1, 1, 1, 2, 1)
+    cpus = np.array(sorted(t.pu_os_indexes))
+    a = Sample(1, 1, {"procstat": {"cpus": cpus, "hz": 100,
+                                   "ticks": np.ones((len(cpus), 10), np.uint64)}})
+    b = Sample(10**9, 2, {"procstat": {"cpus": cpus, "hz": 100,
+                                       "ticks": np.full((len(cpus), 8), 5, np.uint64)}})
+    assert derive(a, b, t).get("util_pct", t.root.id) is None      # not a crash, not 0

@@ -122,6 +122,8 @@ def _diff_aligned(plan: Plan, p: dict[str, Any], q: dict[str, Any], field: str) 
     CPUs (the normal case) the difference is taken first and aligned once."""
     a = np.asarray(q[field], dtype=np.float64)
     b = np.asarray(p[field], dtype=np.float64)
+    if a.shape[1:] != b.shape[1:]:       # the columns changed between samples: unknown
+        return plan.align(q["cpus"], np.full(a.shape, np.nan))
     if _same_cpus(p, q):
         return plan.align(q["cpus"], a - b)
     return plan.align(q["cpus"], a) - plan.align(p["cpus"], b)
