@@ -229,15 +229,10 @@ def version() -> str:
 
 def library_path() -> str | None:
     """The file the loaded libbpf came from (/proc/self/maps), or None."""
+    from snumap_tui.native.mapped import mapped_file
+
     lib()
-    try:
-        for line in Path("/proc/self/maps").read_text().splitlines():
-            parts = line.split(None, 5)
-            if len(parts) == 6 and "/libbpf.so" in parts[5]:
-                return parts[5].strip()
-    except OSError:
-        return None
-    return None
+    return mapped_file("/libbpf.so")
 
 
 def log_lines(since: int = 0) -> list[str]:

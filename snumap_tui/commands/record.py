@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="metric sampling interval (default 100ms)")
     parser.add_argument("--duration", default=None,
                         help="stop after this long (default: when the command exits, or Ctrl-C)")
-    parser.add_argument("--backend", default="auto", choices=["auto", "bcc", "perf", "proc"],
+    parser.add_argument("--backend", default="auto", choices=["auto", "libbpf", "bcc", "perf", "proc"],
                         help="scheduling tracer (default: the best that works here)")
     parser.add_argument("--system-wide", action="store_true",
                         help="trace every task on every PU. Without it, a recording of "
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "command used, without names. Without CMD the whole system is "
                              "always traced")
     parser.add_argument("--buffer-size", default=None, metavar="SIZE",
-                        help="kernel event buffer per CPU (perf: one ring per CPU; bcc: one "
+                        help="kernel event buffer per CPU (perf: one ring per CPU; libbpf, bcc: one "
                              "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
                              "all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")

@@ -1,4 +1,6 @@
-"""The eBPF backend: bpf/sched.c compiled by bcc, filtered in the kernel, read in bulk.
+"""The bcc eBPF backend: bpf/sched.c compiled by bcc at run time, filtered in the kernel, read
+in bulk (bpf_common.py). The libbpf backend (libbpf.py) runs the same logic without a compiler
+or headers; bcc remains for kernels without BTF (no /sys/kernel/btf/vmlinux) and libbpf < 1.0.
 
 bcc compiles C at run time against the running kernel's headers
 (/lib/modules/$(uname -r)/build), needs root or CAP_BPF + CAP_PERFMON, and its Python module
@@ -24,12 +26,9 @@ import numpy as np
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
-from snumap_tui.trace.base import Tracer
-from snumap_tui.trace.bpf_layout import bpf_dir, load_layout, to_events
+from snumap_tui.trace.bpf_common import BpfTracer, ring_pages, seed_tree
+from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingReader
-from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
-from snumap_tui.trace.rows import take_rows
-from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 from snumap_tui.trace.tracefs import tracefs_missing, tracefs_root
 
 DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)
@@ -57,34 +56,15 @@ def headers_dir() -> Path:
     return Path("/lib/modules") / platform.release() / "build"
 
 
-def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
-    """Pages of the one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
-    ``perf.default_buffer_bytes``) times the CPUs, rounded up to a power of two (the kernel
-    wants one), between 1024 pages and 256 MiB. 48 bytes per event: 16 MiB (2 CPUs) holds
-    ~350k events between two drains."""
-    from snumap_tui.trace.perf import default_buffer_bytes
-
-    n = ncpu or os.cpu_count() or 1
-    page = os.sysconf("SC_PAGE_SIZE")
-    pages = max(1024, (buffer_bytes or default_buffer_bytes(n)) * n // page)
-    return min((256 << 20) // page, 1 << (pages - 1).bit_length())
-
-
-class BccTracer(Tracer):
+class BccTracer(BpfTracer):
     """Scheduling events through eBPF (see bpf/sched.c for what is filtered where)."""
 
     name = "bcc"
     approximate = False
 
     def __init__(self) -> None:
+        super().__init__()
         self._bpf: Any = None
-        self._ring: BpfRingReader | None = None
-        self._tasks = TaskTable()
-        self._lost_seen: dict[int, int] = {}
-        self._exited: list[int] = []
-        self._exited_before: list[int] = []
-        self._not_running = NotRunning()
-        self._system_wide = True
         self.compile_s = 0.0
 
     @classmethod
@@ -141,12 +121,8 @@ class BccTracer(Tracer):
         b = self._bpf
         if roots is not None:
             tracked = b[b"tracked"]
-            for pid in tree_of(roots):
-                tids = threads_of(pid) or [pid]
-                for tid in tids:
-                    tracked[tracked.Key(tid)] = tracked.Leaf(pid)
-                    self._tasks.learn(tid, tgid=pid)
-            self._tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
+            for tid, pid in seed_tree(roots, self._tasks):
+                tracked[tracked.Key(tid)] = tracked.Leaf(pid)
         self._ring = BpfRingReader(b[b"events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
 
@@ -169,15 +145,15 @@ class BccTracer(Tracer):
 
     def _lost(self) -> dict[int, int]:
         table = self._bpf[b"lost"]
-        per_cpu = table[table.Key(0)]
-        out = {}
-        for cpu, n in enumerate(per_cpu):
-            n = int(n)
-            d = n - self._lost_seen.get(cpu, 0)
-            if d:
-                out[cpu] = d
-                self._lost_seen[cpu] = n
-        return out
+        return self._lost_since(table[table.Key(0)])
+
+    def _untrack(self, tids: list[int]) -> None:
+        tracked = self._bpf[b"tracked"]
+        for tid in tids:
+            try:
+                del tracked[tracked.Key(tid)]
+            except KeyError:
+                pass
 
     def _names(self) -> None:
         table = self._bpf[b"names"]
@@ -192,55 +168,6 @@ class BccTracer(Tracer):
                 del table[k]
             except KeyError:
                 pass
-
-    def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
-        if recs is None:
-            recs = self.drain()
-            if recs is None:
-                return ev.EventBatch()
-        if self._exited and not self._system_wide:
-            tracked = self._bpf[b"tracked"]
-            for tid in self._exited:
-                try:
-                    del tracked[tracked.Key(tid)]
-                except KeyError:
-                    pass
-        self._exited = []
-        events = to_events(recs)
-        self._names()
-        return self._finish(events)
-
-    def drain(self) -> np.ndarray | None:
-        """The ring's records since the last drain (a copy; the space is given back)."""
-        return self._ring.read() if self._ring is not None else None
-
-    def read(self) -> ev.EventBatch:
-        return self.decode(self.drain())
-
-    def _finish(self, events: np.ndarray) -> ev.EventBatch:
-        """Decoded records -> a time-sorted batch with names. The program reconstructs the
-        switch-ins the kernel did not trace at the previous switch on the CPU (arg = -1, it
-        alone sees every switch); here they move to the latest proof that the task was not
-        running yet (reconstruct.py, the perf backend's rule)."""
-        t = events["t_ns"]
-        if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
-            # Ring order is reservation order across CPUs (nearly time order), and a
-            # reconstructed switch-in carries the older time of its bound.
-            events = take_rows(events, np.argsort(t, kind="stable"))
-        self._not_running.forget(self._exited_before)
-        events = place_kernel_switch_ins(events, self._not_running)
-        tasks = self._tasks
-        known = (events["kind"] != ev.WAKEUP) & (events["kind"] != ev.WAKEUP_NEW) & \
-                (events["kind"] != ev.MIGRATE)
-        tasks.learn_pairs(events["tid"][known], events["pid"][known])
-        tasks.fill(events)
-        now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
-        tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
-        exits = events["tid"][events["kind"] == ev.EXIT]
-        # Forgotten by the evidence one batch later (a task's last switch follows its exit).
-        self._exited_before = exits.tolist()
-        self._exited = exits.tolist()
-        return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=self._lost())
 
     def stop(self) -> ev.EventBatch:
         """Detach the programs, read what the ring still holds, free everything -- the
