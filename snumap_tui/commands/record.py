@@ -56,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "command used, without names. Without CMD the whole system is "
                              "always traced")
     parser.add_argument("--buffer-size", default=None, metavar="SIZE",
-                        help="kernel event buffer per CPU (perf: one ring per CPU; libbpf, bcc: one "
-                             "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
-                             "all); raise it if events are lost")
+                        help="kernel event buffer per CPU (perf: one ring per CPU, default 8M, "
+                             "less on many CPUs; libbpf, bcc: one ring of SIZE x CPUs, default "
+                             "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")

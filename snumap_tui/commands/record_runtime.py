@@ -186,10 +186,17 @@ class Drainer:
     when a drain was large), so that they do not overflow while the main thread decodes,
     compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
     raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
-    by the main thread as before."""
+    by the main thread as before.
+
+    The drains waiting for the main thread are bounded (``MAX_BACKLOG``): when it falls
+    behind (more events than it can decode and write, as under a context-switch storm on a
+    busy machine), the thread stops draining until it catches up, the kernel buffers fill
+    and the tracer counts what it drops as lost -- a bounded recorder and an honest loss
+    count instead of memory growing with the backlog."""
 
     DRAIN_S = 0.01
     BIG = 1 << 20             # bytes (or records) after which the next drain comes at once
+    MAX_BACKLOG = 16 << 20    # bytes of drains not taken yet
 
     def __init__(self, tracer: Any) -> None:
         import collections
@@ -197,6 +204,8 @@ class Drainer:
 
         self.tracer = tracer
         self._q: collections.deque[Any] = collections.deque()
+        self._queued = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -207,10 +216,15 @@ class Drainer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                if self._queued > self.MAX_BACKLOG:
+                    self._stop.wait(self.DRAIN_S)
+                    continue
                 raw = self.tracer.drain()
                 size = _raw_size(raw)
                 if size:
-                    self._q.append(raw)
+                    with self._lock:
+                        self._q.append((raw, size))
+                        self._queued += size
                 if size < self.BIG:
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
@@ -222,10 +236,16 @@ class Drainer:
             raise self._error
         if self._thread is None:
             return [None]
+        return merge_drains(self._pop_all())
+
+    def _pop_all(self) -> list[Any]:
         out = []
-        while self._q:
-            out.append(self._q.popleft())
-        return merge_drains(out)
+        with self._lock:
+            while self._q:
+                raw, size = self._q.popleft()
+                self._queued -= size
+                out.append(raw)
+        return out
 
     def stop(self) -> list[Any]:
         """Stop the thread; the drains it made and not taken yet."""
@@ -234,10 +254,7 @@ class Drainer:
         self._stop.set()
         self._thread.join()
         self._thread = None
-        out = []
-        while self._q:
-            out.append(self._q.popleft())
-        return merge_drains(out)
+        return merge_drains(self._pop_all())
 
 
 def _base_drain() -> Any:

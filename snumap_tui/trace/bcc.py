@@ -12,6 +12,7 @@ anything else.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import platform
 import sys
@@ -52,6 +53,23 @@ def import_bcc() -> ModuleType:
                       "(Debian/Ubuntu: apt install python3-bpfcc; Fedora: python3-bcc)")
 
 
+def find_bcc() -> str | None:
+    """Where bcc's Python module is, without importing it: importing loads libbcc, which
+    maps LLVM and clang (~60 MB of the recorder's memory, ~0.1 s) -- the status checks every
+    recording makes must not pay that."""
+    try:
+        spec = importlib.util.find_spec("bcc")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        return spec.origin
+    for d in DIST_PACKAGES:
+        init = Path(d) / "bcc" / "__init__.py"
+        if init.exists():
+            return str(init)
+    return None
+
+
 def headers_dir() -> Path:
     return Path("/lib/modules") / platform.release() / "build"
 
@@ -73,14 +91,10 @@ class BccTracer(BpfTracer):
         if missing:
             return SourceStatus("trace:bcc", False, f"no {missing} (not root)",
                                 "run as root, or give CAP_BPF and CAP_PERFMON")
-        try:
-            import_bcc()
-        except ImportError as exc:
-            return SourceStatus("trace:bcc", False, str(exc),
+        if find_bcc() is None:
+            # A broken libbcc shows when start() imports it (and auto moves on).
+            return SourceStatus("trace:bcc", False, "the bcc Python module is not installed",
                                 "apt install python3-bpfcc (or your distribution's bcc)")
-        except OSError as exc:  # libbcc.so missing or broken makes the import itself fail
-            return SourceStatus("trace:bcc", False, f"bcc does not load: {exc}",
-                                "reinstall bcc (python3-bpfcc, libbpfcc)")
         hdr = headers_dir()
         if not hdr.exists():
             return SourceStatus("trace:bcc", False, f"no kernel headers at {hdr}",
@@ -94,7 +108,10 @@ class BccTracer(BpfTracer):
         """Compile and load bpf/sched.c (bcc attaches its tracepoint programs as it loads
         them), seed the tracked tree, map the ring. Anything after the load that fails frees
         the BPF object again before the error goes on: no program stays attached."""
-        bcc = import_bcc()
+        try:
+            bcc = import_bcc()
+        except ImportError as exc:
+            raise RuntimeError(str(exc)) from None
         rec_dtype, _names_dtype, _ = load_layout()
         pages = ring_pages(self.buffer_bytes)
         src = (bpf_dir() / "sched.c").read_text()

@@ -26,16 +26,19 @@ from snumap_tui.trace.rows import take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 
 
+# The BPF ring's default share per CPU. The drain thread empties it every 10 ms, when 1 MiB
+# per CPU holds 22k events per CPU (2 M events/s per CPU); every byte of it counts in the
+# recorder's RSS once the ring has wrapped.
+DEFAULT_BYTES_PER_CPU = 1 << 20
+
+
 def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
     """Pages of the one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
-    ``perf.default_buffer_bytes``) times the CPUs, rounded up to a power of two (the kernel
-    wants one), between 1024 pages and 256 MiB. 48 bytes per event: 16 MiB (2 CPUs) holds
-    ~350k events between two drains."""
-    from snumap_tui.trace.perf import default_buffer_bytes
-
+    ``DEFAULT_BYTES_PER_CPU``) times the CPUs, rounded up to a power of two (the kernel wants
+    one), between 1024 pages (4 MiB: 87k events) and 256 MiB."""
     n = ncpu or os.cpu_count() or 1
     page = os.sysconf("SC_PAGE_SIZE")
-    pages = max(1024, (buffer_bytes or default_buffer_bytes(n)) * n // page)
+    pages = max(1024, (buffer_bytes or DEFAULT_BYTES_PER_CPU) * n // page)
     return min((256 << 20) // page, 1 << (pages - 1).bit_length())
 
 
