@@ -25,7 +25,6 @@ from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.rows import take_rows
 from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
 
-
 # The BPF ring's default share per CPU. The drain thread empties it every 10 ms, when 1 MiB
 # per CPU holds 22k events per CPU (2 M events/s per CPU); every byte of it counts in the
 # recorder's RSS once the ring has wrapped.
