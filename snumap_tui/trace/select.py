@@ -98,4 +98,10 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
             failed[tracer.name] = SourceStatus(tracer.name, False, f"failed to start: {exc}")
             continue
         say(lines[-1])
+        from snumap_tui.trace.admin_fix import admin_fix
+
+        fix = admin_fix(tracer.name)
+        if fix:
+            say(fix)
+            lines.append(fix)
         return tracer, lines
