@@ -155,6 +155,7 @@ _SIGNATURES: list[tuple[str, object, list[object]]] = [
 _lib: ctypes.CDLL | None = None
 _lib_lock = threading.Lock()
 _log: collections.deque[str] = collections.deque(maxlen=400)
+_log_total = 0     # lines ever kept: a mark stays valid once the deque drops old lines
 _log_lock = threading.Lock()
 _libc = ctypes.CDLL(None, use_errno=True)
 _vsnprintf = _libc.vsnprintf
@@ -169,8 +170,11 @@ def _print(level: int, fmt: bytes | None, args: int | None) -> int:
     buf = ctypes.create_string_buffer(2048)
     _vsnprintf(buf, len(buf), fmt, args)
     text = buf.value.decode("utf-8", "replace")
+    global _log_total
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     with _log_lock:
-        _log.extend(ln.rstrip() for ln in text.splitlines() if ln.strip())
+        _log.extend(lines)
+        _log_total += len(lines)
     return 0
 
 
@@ -236,14 +240,20 @@ def library_path() -> str | None:
 
 
 def log_lines(since: int = 0) -> list[str]:
-    """libbpf's messages kept so far (warnings and info), from index SINCE of the kept ones."""
+    """libbpf's messages (warnings and info) after the first SINCE ever logged (a mark from
+    ``_log_mark``), as far as the last 400 lines go back."""
     with _log_lock:
-        return list(_log)[since:]
+        new = _log_total - since
+        return list(_log)[-new:] if new > 0 else []
 
 
 def _log_mark() -> int:
+    """Where libbpf's log stands before an operation. The print callback is installed again
+    here: it is process-wide, and bcc (whose libbcc uses the same libbpf.so.1) sets its own
+    when it loads a program."""
+    lib().libbpf_set_print(_print_cb)
     with _log_lock:
-        return len(_log)
+        return _log_total
 
 
 def strerror(err: int) -> str:

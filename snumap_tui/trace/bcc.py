@@ -137,22 +137,17 @@ class BccTracer(BpfTracer):
         tracepoint programs when it loaded them)."""
         b = self._bpf
         if roots is not None:
-            tracked = b[b"tracked"]
             for tid, pid in seed_tree(roots, self._tasks):
-                tracked[tracked.Key(tid)] = tracked.Leaf(pid)
+                self._track(tid, pid)
         self._ring = BpfRingReader(b[b"events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
 
-    def follow(self, pids: Iterable[int]) -> bool:
-        b = self._bpf
-        if self._system_wide or b is None:
-            return b is not None
-        tracked = b[b"tracked"]
-        for pid in tree_of(list(pids)):
-            for tid in threads_of(pid) or [pid]:
-                tracked[tracked.Key(tid)] = tracked.Leaf(pid)
-                self._tasks.learn(tid, tgid=pid)
-        return True
+    def _loaded(self) -> bool:
+        return self._bpf is not None
+
+    def _track(self, tid: int, tgid: int) -> None:
+        tracked = self._bpf[b"tracked"]
+        tracked[tracked.Key(tid)] = tracked.Leaf(tgid)
 
     def _release(self) -> None:
         """Unmap the ring, detach the programs and free the BPF object (its maps, program

@@ -77,6 +77,23 @@ class BpfTracer(Tracer):
     def _untrack(self, tids: list[int]) -> None:
         """Remove exited TIDS from the program's tracked map."""
 
+    @abstractmethod
+    def _track(self, tid: int, tgid: int) -> None:
+        """Put TID (of process TGID) into the program's tracked map."""
+
+    @abstractmethod
+    def _loaded(self) -> bool:
+        """Whether the program is loaded (started, not stopped)."""
+
+    def follow(self, pids: Iterable[int]) -> bool:
+        """Add PIDS' trees to the tracked map (a system-wide tracer sees them anyway)."""
+        if not self._loaded():
+            return False
+        if not self._system_wide:
+            for tid, pid in seed_tree(list(pids), self._tasks):
+                self._track(tid, pid)
+        return True
+
     def _lost_since(self, per_cpu: Iterable[int]) -> dict[int, int]:
         """Per-CPU totals of the lost counter -> what is new since the last call."""
         out = {}

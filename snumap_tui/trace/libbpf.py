@@ -101,9 +101,8 @@ class LibbpfTracer(BpfTracer):
             obj.map("events").set_max_entries(size)
             obj.load()
             if roots is not None:
-                tracked = obj.map("tracked")
                 for tid, pid in seed_tree(roots, self._tasks):
-                    tracked.update_u32(tid, pid)
+                    self._track(tid, pid)
             obj.attach_all()
             self._ring = BpfRingReader(obj.map("events").fd, size, rec_dtype)
         except BaseException:
@@ -128,6 +127,13 @@ class LibbpfTracer(BpfTracer):
             return {}
         raw = self._obj.map("lost").lookup(b"\0\0\0\0")
         return self._lost_since(np.frombuffer(raw, dtype="<u8").tolist() if raw else [])
+
+    def _loaded(self) -> bool:
+        return self._obj is not None
+
+    def _track(self, tid: int, tgid: int) -> None:
+        if self._obj is not None:
+            self._obj.map("tracked").update_u32(tid, tgid)
 
     def _untrack(self, tids: list[int]) -> None:
         if self._obj is None:
