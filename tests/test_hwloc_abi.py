@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from snumap_tui.native import hwloc as hw
 
 STRUCTS = {

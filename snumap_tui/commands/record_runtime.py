@@ -195,8 +195,8 @@ class Drainer:
     count instead of memory growing with the backlog."""
 
     DRAIN_S = 0.01
-    BIG = 1 << 20             # bytes (or records) after which the next drain comes at once
-    MAX_BACKLOG = 16 << 20    # bytes of drains not taken yet
+    BIG = 1 << 19             # bytes after which the next drain comes at once
+    MAX_BACKLOG = 4 << 20     # bytes of drains not taken yet
 
     def __init__(self, tracer: Any) -> None:
         import collections
@@ -263,14 +263,36 @@ def _base_drain() -> Any:
     return Tracer.drain
 
 
-def merge_drains(raws: list[Any]) -> list[Any]:
-    """Consecutive drains as one, so the main thread decodes once per poll (10 times a second)
+MERGE_MAX = 1 << 20     # bytes of raw records decoded at once
+
+
+def merge_drains(raws: list[Any], limit: int = MERGE_MAX) -> list[Any]:
+    """Consecutive drains joined, so the main thread decodes once per poll (10 times a second)
     instead of once per 10 ms drain: each decode has fixed costs (numpy calls, the tracer's
-    map reads) that at 100 small decodes a second took CPU from the traced workload.
+    map reads) that at 100 small decodes a second took CPU from the traced workload. Joined
+    up to LIMIT bytes each: a decode makes several copies of its batch, so a backlog decoded
+    in one piece was the recorder's peak memory.
 
     A perf drain is each CPU's ring bytes, whole records only, so one CPU's drains joined are
-    that ring's record stream; a bcc drain is an array of records, joined by concatenation.
+    that ring's record stream; an eBPF drain is an array of records, joined by concatenation.
     Anything else is left as it is."""
+    if len(raws) < 2:
+        return raws
+    groups: list[list[Any]] = [[]]
+    size = 0
+    for r in raws:
+        n = _raw_size(r)
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(r)
+        size += n
+    if len(groups) > 1:
+        return [m for g in groups for m in _merge(g)]
+    return _merge(raws)
+
+
+def _merge(raws: list[Any]) -> list[Any]:
     if len(raws) < 2:
         return raws
     if all(isinstance(r, dict) for r in raws):

@@ -105,9 +105,13 @@ class BpfTracer(Tracer):
                 self._lost_seen[cpu] = n
         return out
 
+    # At most this much of the ring per drain: the drain thread comes back at once after a
+    # big one, and the main thread decodes (and copies) smaller batches.
+    DRAIN_MAX = 1 << 20
+
     def drain(self) -> np.ndarray | None:
         """The ring's records since the last drain (a copy; the space is given back)."""
-        return self._ring.read() if self._ring is not None else None
+        return self._ring.read(self.DRAIN_MAX) if self._ring is not None else None
 
     def read(self) -> ev.EventBatch:
         return self.decode(self.drain())

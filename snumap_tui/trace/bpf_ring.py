@@ -100,12 +100,18 @@ class BpfRingReader:
         """Bytes written by the kernel and not consumed yet."""
         return int(self._prod[0]) - int(self._cons[0])
 
-    def read(self) -> np.ndarray:
-        """Every complete record available now, copied out, and the space given back."""
+    def read(self, max_bytes: int | None = None) -> np.ndarray:
+        """The complete records available now (at most MAX_BYTES of ring), copied out, and
+        their space given back."""
         cons = int(self._cons[0])
         avail = int(self._prod[0]) - cons
         if avail <= 0:
             return np.empty(0, dtype=self.rec_dtype)
+        if max_bytes is not None and avail > max_bytes:
+            # Whole records only for the fixed-size fast path; a record cut short otherwise
+            # stays for the next read (_walk stops before it).
+            stride = record_stride(self.rec_dtype.itemsize)
+            avail = max(stride, max_bytes // stride * stride)
         start = cons & (self.size - 1)
         end = start + avail
         if end <= self.size:
