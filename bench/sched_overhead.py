@@ -96,6 +96,24 @@ def run_snumap(cmd: list[str], backend: str, tmp: Path, repeat: int) -> dict[str
             "first_s": first, "summary": err.strip().splitlines()[-1:]}
 
 
+def start_to_first_event(backend: str) -> float:
+    """In this process: seconds from calling the tracer's start() (system-wide) to the first
+    event read back (the recorder's own start-up -- interpreter, imports -- left out)."""
+    from snumap_tui.trace.select import tracer_class
+
+    tracer = tracer_class(backend)()
+    t0 = time.monotonic()
+    tracer.start(None)
+    try:
+        for _ in range(1000):
+            if len(tracer.read().events):
+                return time.monotonic() - t0
+            time.sleep(0.001)
+        return float("nan")
+    finally:
+        tracer.stop()
+
+
 def first_perf_event(data: Path) -> int | None:
     """CLOCK_MONOTONIC ns of the first sample in perf.data (recorded with -k)."""
     p = subprocess.Popen(["perf", "script", "--ns", "-F", "time", "-i", str(data)],
@@ -154,6 +172,8 @@ def main() -> int:
     load_after = load_average()
     ref = results["perf sched record -a"]["work"]  # type: ignore[index]
     ref_slow = (ref[0] / base[0] - 1, base[1] / ref[1] - 1)
+    for name in ("libbpf", "bcc", "perf"):
+        results[f"snumap {name}"]["start_s"] = start_to_first_event(name)
     for name, r in results.items():
         pipe, sw = r["work"]  # type: ignore[misc]
         slow = (pipe / base[0] - 1, base[1] / sw - 1)
@@ -164,13 +184,14 @@ def main() -> int:
         rows.append([name, r["events"], r["lost"], f"{r['bytes_per_event']:.1f}",
                      f"{pipe:.1f} ({slow[0] * 100:+.0f} %{ratio})",
                      f"{sw:.0f} ({slow[1] * 100:+.0f} %{ratio_sw})",
-                     f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}", f"{r['first_s']:.2f}"])
+                     f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}", f"{r['first_s']:.2f}",
+                     f"{r['start_s']:.3f}" if "start_s" in r else "-"])
     rows.insert(0, ["untraced", "-", "-", "-", f"{base[0]:.1f}", f"{base[1]:.0f}", "-", "-",
-                    "-"])
+                    "-", "-"])
     header = ["tracer", "events", "lost", "bytes/event on disk",
               "pipe µs/op (slowdown = x perf sched's)",
               "stress-ng switch ops/s (slowdown = x perf sched's)", "recorder CPU s",
-              "recorder peak RSS MB", "first event s"]
+              "recorder peak RSS MB", "first event s", "start() to first event s"]
     body = table(header, rows)
     body += (f"\nLoad average (1, 5, 15 min) before: {load_before}; after: {load_after} "
              "(the machine is shared with other work).\n")
@@ -184,7 +205,8 @@ def main() -> int:
              "record's. Recorder CPU and peak RSS cover the recorder's whole life (start-up, "
              "the workloads, the final drain); first event: from starting the recorder "
              "process to the first event it stored (interpreter start-up and imports "
-             "included). Targets (issue 14): slowdown <= 0.12x perf sched record's, recorder "
+             "included: importing numpy alone takes 0.1-0.2 s here); start() to first event: "
+             "the tracer alone, in the benchmark's process (bcc: compiling included). Targets (issue 14): slowdown <= 0.12x perf sched record's, recorder "
              "<= 60 MB RSS, first event <= 0.2 s. The machine is shared, so run-to-run noise "
              "of several percent is normal.\n")
     print(body + notes)
