@@ -206,7 +206,12 @@ def main() -> int:
              "the workloads, the final drain); first event: from starting the recorder "
              "process to the first event it stored (interpreter start-up and imports "
              "included: importing numpy alone takes 0.1-0.2 s here); start() to first event: "
-             "the tracer alone, in the benchmark's process (bcc: compiling included). Targets (issue 14): slowdown <= 0.12x perf sched record's, recorder "
+             "the tracer alone, in the benchmark's process (bcc: compiling included). Lost: "
+             "events dropped in the kernel because the recorder was behind -- snumap bounds "
+             "what it holds (1 MiB per CPU of BPF ring, a 4 MiB drain backlog) and counts the "
+             "rest as lost rather than growing, so on a machine whose CPUs are taken by the "
+             "workload and other jobs, losses replace memory. "
+             "Targets (issue 14): slowdown <= 0.12x perf sched record's, recorder "
              "<= 60 MB RSS, first event <= 0.2 s. The machine is shared, so run-to-run noise "
              "of several percent is normal.\n")
     print(body + notes)
