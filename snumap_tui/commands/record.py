@@ -269,7 +269,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             break
         if duration is not None and now - t_start >= duration:
             break
-        time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.

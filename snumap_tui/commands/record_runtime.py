@@ -197,6 +197,7 @@ class Drainer:
     DRAIN_S = 0.01
     BIG = 1 << 19             # bytes after which the next drain comes at once
     MAX_BACKLOG = 4 << 20     # bytes of drains not taken yet
+    WAKE = 1 << 20            # backlog that wakes the main thread before its next poll
 
     def __init__(self, tracer: Any) -> None:
         import collections
@@ -207,6 +208,7 @@ class Drainer:
         self._queued = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         if type(tracer).drain is not _base_drain():
@@ -225,10 +227,19 @@ class Drainer:
                     with self._lock:
                         self._q.append((raw, size))
                         self._queued += size
+                    if self._queued >= self.WAKE:
+                        self._ready.set()
                 if size < self.BIG:
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has
+        built up: at hundreds of thousands of events a second, a main thread that slept its
+        whole poll left the drain thread stopped at MAX_BACKLOG and the kernel dropping."""
+        self._ready.wait(timeout)
+        self._ready.clear()
 
     def take(self) -> list[Any]:
         """The drains so far (None, once, when the tracer has no drain thread)."""
