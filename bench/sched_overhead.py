@@ -162,35 +162,39 @@ def main() -> int:
         compileall.compile_dir(str(repo / d), quiet=1)
     cmd = workload(args.loops, args.switch_s)
     load_before = load_average()
-    base = run_untraced(cmd, args.repeat)
-    rows, results = [], {}
+    rows, results, bases = [], {}, {}
+    # Each traced session right after an untraced one of its own: on a shared machine the
+    # untraced figures drift by tens of percent within minutes, so a single baseline at the
+    # start made later slowdowns meaningless.
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for name in ("libbpf", "bcc", "perf"):
+            bases[f"snumap {name}"] = run_untraced(cmd, args.repeat)
             results[f"snumap {name}"] = run_snumap(cmd, name, tmp, args.repeat)
+        bases["perf sched record -a"] = run_untraced(cmd, args.repeat)
         results["perf sched record -a"] = run_perf_sched(cmd, tmp, args.repeat)
     load_after = load_average()
-    ref = results["perf sched record -a"]["work"]  # type: ignore[index]
-    ref_slow = (ref[0] / base[0] - 1, base[1] / ref[1] - 1)
+    ref, ref_base = results["perf sched record -a"]["work"], bases["perf sched record -a"]
+    ref_slow = (ref[0] / ref_base[0] - 1, ref_base[1] / ref[1] - 1)  # type: ignore[index]
     for name in ("libbpf", "bcc", "perf"):
         results[f"snumap {name}"]["start_s"] = start_to_first_event(name)
     for name, r in results.items():
         pipe, sw = r["work"]  # type: ignore[misc]
+        base = bases[name]
         slow = (pipe / base[0] - 1, base[1] / sw - 1)
         ratio = "" if name.startswith("perf sched") else (
             f" = {slow[0] / ref_slow[0]:.2f}x" if ref_slow[0] > 0 else "")
         ratio_sw = "" if name.startswith("perf sched") else (
             f" = {slow[1] / ref_slow[1]:.2f}x" if ref_slow[1] > 0 else "")
         rows.append([name, r["events"], r["lost"], f"{r['bytes_per_event']:.1f}",
-                     f"{pipe:.1f} ({slow[0] * 100:+.0f} %{ratio})",
-                     f"{sw:.0f} ({slow[1] * 100:+.0f} %{ratio_sw})",
+                     f"{base[0]:.1f} -> {pipe:.1f} ({slow[0] * 100:+.0f} %{ratio})",
+                     f"{base[1]:.0f} -> {sw:.0f} ({slow[1] * 100:+.0f} %{ratio_sw})",
                      f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}", f"{r['first_s']:.2f}",
                      f"{r['start_s']:.3f}" if "start_s" in r else "-"])
-    rows.insert(0, ["untraced", "-", "-", "-", f"{base[0]:.1f}", f"{base[1]:.0f}", "-", "-",
-                    "-", "-"])
     header = ["tracer", "events", "lost", "bytes/event on disk",
-              "pipe µs/op (slowdown = x perf sched's)",
-              "stress-ng switch ops/s (slowdown = x perf sched's)", "recorder CPU s",
+              "pipe µs/op untraced -> traced (slowdown = x perf sched's)",
+              "stress-ng switch ops/s untraced -> traced (slowdown = x perf sched's)",
+              "recorder CPU s",
               "recorder peak RSS MB", "first event s", "start() to first event s"]
     body = table(header, rows)
     body += (f"\nLoad average (1, 5, 15 min) before: {load_before}; after: {load_after} "
@@ -200,10 +204,11 @@ def main() -> int:
              "divided by its events. `perf bench sched pipe` runs pinned to PU 1 (every message "
              "is two context switches there, no cross-CPU wakeup), then `stress-ng --switch 2` "
              "(both PUs at their switch ceiling); each configuration runs the pair "
-             f"{args.repeat} times in one traced session and the medians are shown; slowdown is "
-             "against the untraced medians, and for snumap also as a multiple of perf sched "
-             "record's. Recorder CPU and peak RSS cover the recorder's whole life (start-up, "
-             "the workloads, the final drain); first event: from starting the recorder "
+             f"{args.repeat} times untraced, then {args.repeat} times in one traced session, "
+             "and the medians are shown; slowdown is against the untraced medians just "
+             "before, and for snumap also as a multiple of perf sched record's. Recorder CPU "
+             "and peak RSS cover the recorder's whole life (start-up, the workloads, the "
+             "final drain); first event: from starting the recorder "
              "process to the first event it stored (interpreter start-up and imports "
              "included: importing numpy alone takes 0.1-0.2 s here); start() to first event: "
              "the tracer alone, in the benchmark's process (bcc: compiling included). Lost: "
