@@ -29,7 +29,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Energy", ("rapl:powercap", "rapl:perf", "rapl")),
     ("Memory", ("numa", "numa_maps")),
     ("I/O", ("net", "ib", "disk", "gpu")),
-    ("Scheduling events", ("tracepoints", "trace:bcc", "kernel-headers", "btf")),
+    ("Scheduling events", ("tracepoints", "trace:libbpf", "trace:bcc", "kernel-headers", "btf")),
     ("Privileges", ("perf_event_paranoid", "cap:CAP_PERFMON", "cap:CAP_BPF",
                     "cap:CAP_SYS_ADMIN")),
 )
@@ -48,26 +48,37 @@ def hwloc_status(args: argparse.Namespace) -> SourceStatus:
         topo = topology_from_args(args)
     except SnumapError as exc:
         return SourceStatus("hwloc", False, str(exc), "apt install libhwloc15 (Debian/Ubuntu)"
-                            " or hwloc-libs (Fedora)" if "libhwloc" in str(exc) else None)
+                            " or hwloc-libs (Fedora); without root: pip install "
+                            "'snumap[hwloc]'" if "libhwloc" in str(exc) else None)
     counts = {t: len(topo.by_type(t)) for t in ("Package", "Core", "PU", "NUMANode")}
     version = topo.meta.get("hwlocVersion")
     what = ", ".join(f"{n} {label}{'s' if n != 1 else ''}" for n, label in (
         (counts["Package"], "package"), (counts["Core"], "core"), (counts["PU"], "PU"),
         (counts["NUMANode"], "NUMA node")))
-    return SourceStatus("hwloc", True, f"hwloc {version}: {what}" if version else what, None,
-                        {"counts": counts, "source": topo.meta.get("source")})
+    detail: dict[str, Any] = {"counts": counts, "source": topo.meta.get("source")}
+    lib_said = ""
+    from snumap_tui.native import hwloc
+
+    if hwloc.is_loaded():     # not for a snumap JSON topology, read without hwloc
+        path, origin = hwloc.loaded_from()
+        detail.update(library=path, library_origin=origin)
+        lib_said = f" (libhwloc: {origin}, {path})"
+    return SourceStatus("hwloc", True, (f"hwloc {version}: {what}" if version else what)
+                        + lib_said, None, detail)
 
 
-def bcc_status(live: bool) -> SourceStatus:
+def ebpf_status(backend: str, live: bool) -> SourceStatus:
+    """The libbpf or bcc tracer's own verdict (on this machine only)."""
     from snumap_tui.sources.base import SourceStatus
+    from snumap_tui.trace.select import tracer_class
 
     if not live:
-        return SourceStatus("trace:bcc", False, "not this machine (--fsroot)", None)
+        return SourceStatus(f"trace:{backend}", False, "not this machine (--fsroot)", None)
     try:
-        from snumap_tui.trace.bcc import BccTracer
+        cls = tracer_class(backend)
     except ImportError as exc:   # the tracer module itself is missing from this build
-        return SourceStatus("trace:bcc", False, f"no eBPF tracer: {exc}", None)
-    return BccTracer.status()
+        return SourceStatus(f"trace:{backend}", False, f"no eBPF tracer: {exc}", None)
+    return cls.status()
 
 
 def rapl_statuses(root: Path) -> list[SourceStatus]:
@@ -146,7 +157,8 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
         out.append(sysck.numa_maps_status(root))
         out.extend(sources[n].status() for n in IO_SOURCE_NAMES)
         out.append(sysck.tracepoint_status(root))
-        out.append(bcc_status(live))
+        out.append(ebpf_status("libbpf", live))
+        out.append(ebpf_status("bcc", live))
         out.append(sysck.kernel_headers_status(root))
         out.append(sysck.btf_status(root))
         out.append(sysck.paranoid_status(root))

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="metric sampling interval (default 100ms)")
     parser.add_argument("--duration", default=None,
                         help="stop after this long (default: when the command exits, or Ctrl-C)")
-    parser.add_argument("--backend", default="auto", choices=["auto", "bcc", "perf", "proc"],
+    parser.add_argument("--backend", default="auto", choices=["auto", "libbpf", "bcc", "perf", "proc"],
                         help="scheduling tracer (default: the best that works here)")
     parser.add_argument("--system-wide", action="store_true",
                         help="trace every task on every PU. Without it, a recording of "
@@ -56,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "command used, without names. Without CMD the whole system is "
                              "always traced")
     parser.add_argument("--buffer-size", default=None, metavar="SIZE",
-                        help="kernel event buffer per CPU (perf: one ring per CPU; bcc: one "
-                             "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
-                             "all); raise it if events are lost")
+                        help="kernel event buffer per CPU (perf: one ring per CPU, default 8M, "
+                             "less on many CPUs; libbpf, bcc: one ring of SIZE x CPUs, default "
+                             "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_job_argument(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
@@ -264,7 +264,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             break
         if duration is not None and now - t_start >= duration:
             break
-        time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.
