@@ -275,3 +275,32 @@ def test_recording_keeps_io_samples_and_the_io_topology(
         del old["io"]
         assert Topology.from_dict(old).io == () and Topology.from_dict(old).objects == \
             topo.objects
+
+
+def test_report_io_totals_and_busy_disk_finding(machine: tuple[FakeRoot, FakeIo]) -> None:
+    """`snumap report`'s I/O: totals are rate x interval summed, peaks the busiest interval;
+    a disk busy over 90 % of the recording is a finding; virtual devices are left out."""
+    from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
+
+    fake, io = machine
+    topo = two_package_topology(fake)
+    sources = [NetSource(fake.root), InfinibandSource(fake.root), DiskstatsSource(fake.root)]
+    samples = [_sweep(sources, 0.0)]
+    for k, (rate, busy) in enumerate([(1e6, 0.95), (3e6, 0.99)]):
+        io.advance(2.0, net={"eth0": (rate, 0.0), "lo": (1e9, 1e9)},
+                   disk={"nvme0n1": (0.0, 5e7, busy)})
+        samples.append(_sweep(sources, 2.0 * (k + 1)))
+    got = {d["name"]: d for d in io_totals(samples, topo)}
+    assert "lo" not in got and "loop0" not in got
+    eth0 = got["eth0"]
+    assert eth0["in_bytes"] == pytest.approx(8e6) and eth0["in_peak"] == pytest.approx(3e6)
+    assert eth0["in_avg"] == pytest.approx(2e6) and eth0["numa"] == 0
+    disk = got["nvme0n1"]
+    assert disk["out_bytes"] == pytest.approx(2e8, rel=1e-3)
+    assert disk["util_avg"] == pytest.approx(97.0) and disk["util_peak"] == pytest.approx(99.0)
+    found = io_findings(list(got.values()))
+    assert [f["device"] for f in found] == ["nvme0n1"]
+    assert "busy 97 %" in found[0]["text"] and "NUMA node 0" in found[0]["text"]
+    lines = format_io(list(got.values()))
+    assert all(len(ln) <= 80 for ln in lines)
+    assert any(ln.startswith("  eth0") and "in 7.6M" in ln for ln in lines)
