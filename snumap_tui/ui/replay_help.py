@@ -32,6 +32,7 @@ KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
     ("c", "colour by process, thread or process group"),
     ("f", "only the selected cell's process (thread..)"),
     ("F, escape", "everyone again; close the go-to line"),
+    ("n N", "a job's nodes: fold / open the selected node, or all"),
     ("? F1", "this help"),
     ("q, ctrl+c", "quit"),
 ]
