@@ -33,6 +33,7 @@ def machine(tmp_path: Path) -> tuple[FakeRoot, FakeIo]:
     io = FakeIo(fake.root, {n: fake.cpus_of_node(n) for n in range(2)})
     io.add_nic("eth0", "0000:02:00.0", numa=0)
     io.add_nic("lo", None)
+    io.add_nic("veth0", None)
     io.add_hca("mlx5_0", "0000:82:00.0", numa=1)
     io.add_disk("nvme0n1", "0000:03:00.0", numa=0)
     io.add_disk("loop0", None)
@@ -66,6 +67,7 @@ def test_counters_advance_into_rates_per_device_and_per_node(
     assert rows["nvme0n1"].rx_bps == pytest.approx(3e6, rel=1e-3)
     assert rows["nvme0n1"].util_pct == pytest.approx(25.0)
     assert not rows["lo"].physical and not rows["loop0"].physical
+    assert "veth0" not in rows          # virtual interfaces other than lo are not read
     # Where they sit: the sysfs numa_node of their PCI function (this topology has no I/O).
     n0, n1 = topo.get("NUMANode", 0), topo.get("NUMANode", 1)
     assert rows["eth0"].attach == n0.id and rows["eth0"].numa == 0
