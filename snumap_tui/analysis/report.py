@@ -17,6 +17,7 @@ import numpy as np
 
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
+from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
 from snumap_tui.model.derive import counters
@@ -161,8 +162,9 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "pus": format_cpulist(untraced.cpus)},
         "cpus": cpus,
         "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
+        "io": io_totals(rec.samples(), topo) if hasattr(rec, "samples") else [],
     }
-    report["findings"] = findings(report, ld, stats, lat_end, lat)
+    report["findings"] = findings(report, ld, stats, lat_end, lat) + io_findings(report["io"])
     return report
 
 
@@ -236,4 +238,5 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
     else:
         lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
+    lines += format_io(r.get("io") or [])
     return "\n".join(lines) + "\n"

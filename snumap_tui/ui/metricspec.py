@@ -150,6 +150,18 @@ DEFAULTS: tuple[Look, ...] = (
     Look("numa_miss_per_s", "NUMA miss", "pages/s", digits=0),
     Look("numa_foreign_per_s", "NUMA foreign", "pages/s", digits=0),
     Look("numa_remote_pct", "NUMA remote", "%"),
+    # I/O where it attaches (model/iometrics.py): bytes per second shown as 12.0MiB.
+    Look("net_rx_bytes_per_s", "NIC rx/s", "", is_bytes=True),
+    Look("net_tx_bytes_per_s", "NIC tx/s", "", is_bytes=True),
+    Look("net_packets_per_s", "NIC packets", "/s", digits=0),
+    Look("ib_rx_bytes_per_s", "IB rx/s", "", is_bytes=True),
+    Look("ib_tx_bytes_per_s", "IB tx/s", "", is_bytes=True),
+    Look("disk_read_bytes_per_s", "disk read/s", "", is_bytes=True),
+    Look("disk_write_bytes_per_s", "disk write/s", "", is_bytes=True),
+    Look("disk_util_pct", "disk busy", "%"),
+    Look("gpu_util_pct", "GPU", "%"),
+    Look("gpu_mem_used_bytes", "GPU mem", "", is_bytes=True),
+    Look("gpu_power_w", "GPU power", "W", digits=0),
 )
 _LOOKS = {look.key: look for look in DEFAULTS}
 
