@@ -16,6 +16,7 @@ raises ``SlurmUnavailable`` with the daemons' own log lines when they do not com
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -47,8 +48,10 @@ def free_ports(n: int) -> list[int]:
 
 
 class SlurmCluster:
-    def __init__(self, workdir: Path, nodes: int = 2, cpus: int = 2) -> None:
+    def __init__(self, workdir: Path, nodes: int = 2, cpus: int = 2,
+                 proctrack: str = "linuxproc") -> None:
         self.dir = Path(workdir)
+        self.proctrack = proctrack
         self.nodes = [f"n{i + 1}" for i in range(nodes)]
         self.cpus = cpus
         self.host = socket.gethostname().split(".")[0]
@@ -95,6 +98,9 @@ class SlurmCluster:
         self.munge_socket = d / "munge" / "munge.sock"
         conf = d / "slurm.conf"
         conf.write_text(self.config())
+        # proctrack/cgroup: Slurm's own cgroup tree (v1 or v2, whatever this machine mounts)
+        (d / "cgroup.conf").write_text("CgroupAutomount=no\nConstrainCores=no\n"
+                                       "ConstrainRAMSpace=no\n")
         self.env = {**os.environ, "SLURM_CONF": str(conf)}
         for k in [k for k in self.env if k.startswith(("SLURM_", "SBATCH_", "SRUN_"))]:
             if k != "SLURM_CONF":
@@ -132,7 +138,7 @@ class SlurmCluster:
             f"SlurmdPidFile={d / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            f"ProctrackType=proctrack/{self.proctrack}", "TaskPlugin=task/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/builtin", "MpiDefault=none",
             "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
@@ -149,7 +155,51 @@ class SlurmCluster:
         return "\n".join(lines) + "\n"
 
     def stop(self) -> None:
-        """End the daemons this helper started (SIGTERM, then SIGKILL), slurmd first."""
+        """End what this cluster started: its jobs (scancel, then the step daemons that still
+        carry this cluster's SLURM_CONF, e.g. an extern step), the daemons (SIGTERM, then
+        SIGKILL; slurmd first), and the cgroups proctrack/cgroup made for its nodes."""
+        if "slurmctld" in self.procs and self.procs["slurmctld"].poll() is None:
+            self.run(["scancel", "--full", "--partition=test"], check=False, timeout=20)
+            end = time.monotonic() + 10
+            while self._stepds() and time.monotonic() < end:
+                time.sleep(0.2)
+        for pid in self._stepds():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self._stop_daemons()
+        self._remove_cgroups()
+
+    def _stepds(self) -> list[int]:
+        """slurmstepd processes of this cluster (slurmd passes its environment on to them)."""
+        conf = f"SLURM_CONF={self.dir / 'slurm.conf'}".encode()
+        out = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if (p / "comm").read_text().strip() != "slurmstepd":
+                    continue
+                if conf in (p / "environ").read_bytes().split(b"\0"):
+                    out.append(int(p.name))
+            except OSError:
+                continue
+        return out
+
+    def _remove_cgroups(self) -> None:
+        if self.proctrack != "cgroup":
+            return
+        for n in self.nodes:
+            for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{n}"):
+                for d in sorted((x for x in top.rglob("*") if x.is_dir()),
+                                key=lambda x: -len(x.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    top.rmdir()
+
+    def _stop_daemons(self) -> None:
         order = sorted(self.procs, key=lambda k: (k == "munged", k == "slurmctld"))
         for name in order:
             p = self.procs[name]
@@ -264,8 +314,22 @@ def readme_line() -> str:
     return lines[0].split("#")[0].strip()
 
 
-def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
-    """On a fresh two-node cluster: an MPI job (MPICH over Slurm's PMI2) of RANKS ranks, each
+def cgroup_unavailable() -> str | None:
+    """Why proctrack/cgroup cannot run here (None when it can): Slurm 22.05's cgroup/v1 needs
+    the v1 freezer hierarchy; its cgroup/v2 asks systemd (over D-Bus) for a scope."""
+    if Path("/sys/fs/cgroup/freezer").is_dir():
+        return None
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        if not Path("/run/systemd/system").is_dir():
+            return "cgroup v2 without systemd: Slurm's cgroup/v2 needs systemd for its scope"
+        return None
+    return "no cgroup v1 freezer hierarchy and no cgroup v2 mounted"
+
+
+def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4,
+                     proctrack: str = "linuxproc") -> tuple[list[Path], str]:
+    """On a fresh two-node cluster (Slurm finding the job's processes with PROCTRACK, linuxproc or
+    cgroup): an MPI job (MPICH over Slurm's PMI2) of RANKS ranks, each
     spinning ``0.15 * (rank + 1)`` s, recorded on both nodes with the README's line while it
     runs. Returns the two recordings and the recorders' output. Raises SlurmUnavailable where
     Slurm (or mpicc) cannot run here."""
@@ -279,7 +343,7 @@ def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[li
     job = workdir / "job.sh"
     job.write_text(JOB.format(go=go, app=app, ranks=ranks))
     job.chmod(0o755)
-    cl = SlurmCluster(workdir / "cluster", nodes=2)
+    cl = SlurmCluster(workdir / "cluster", nodes=2, proctrack=proctrack)
     cl.start()
     try:
         jobid = cl.run(["sbatch", "--parsable", "-N2", f"-n{ranks}", "-o",

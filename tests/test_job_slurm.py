@@ -17,9 +17,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import SlurmCluster, SlurmUnavailable, run_recorded_job
+from slurm_cluster import SlurmCluster, SlurmUnavailable, cgroup_unavailable, run_recorded_job
 
 SNUMAP = Path(sys.executable).with_name("snumap")
+
+
+def job_procs(path: Path) -> list[dict]:
+    from snumap_tui import store
+    from snumap_tui.analysis.jobreport import job_processes
+
+    with store.open(path) as rec:
+        return job_processes(rec)
 
 
 def report_json(path: Path) -> dict:
@@ -28,13 +36,16 @@ def report_json(path: Path) -> dict:
     return json.loads(p.stdout)
 
 
-def test_two_node_mpi_job(tmp_path: Path) -> None:
-    why = SlurmCluster.unavailable()
+@pytest.mark.parametrize("proctrack", ["linuxproc", "cgroup"])
+def test_two_node_mpi_job(tmp_path: Path, proctrack: str) -> None:
+    """proctrack/linuxproc: the recorders find the job by its processes' environment;
+    proctrack/cgroup: by Slurm's cgroup tree (v1 here: /slurm_<node>/uid_U/job_J/step_S)."""
+    why = SlurmCluster.unavailable() or (cgroup_unavailable() if proctrack == "cgroup" else None)
     if why:
         print(f"SKIP: {why}")
         pytest.skip(why)
     try:
-        files, out = run_recorded_job(tmp_path, SNUMAP)
+        files, out = run_recorded_job(tmp_path, SNUMAP, proctrack=proctrack)
     except SlurmUnavailable as exc:
         print(f"SKIP: Slurm cannot start here: {exc}")
         pytest.skip(f"Slurm cannot start here: {str(exc).splitlines()[0]}")
@@ -63,3 +74,10 @@ def test_two_node_mpi_job(tmp_path: Path) -> None:
     nodes = {n["node"]: n for n in job_r["nodes"]}
     assert set(nodes) == {"n1", "n2"} and all(n["ranks"] == 2 for n in nodes.values())
     assert job_r["imbalance"]["ranks"] is not None
+    procs = job_procs(merged)
+    app_steps = {p["step"] for p in procs if p["comm"] == "mpi_app"}
+    assert len(app_steps) == 1 and "batch" in {p["step"] for p in procs}
+    if proctrack == "cgroup":
+        # the extern step's process carries no Slurm environment: only its cgroup
+        # (/slurm_<node>/uid_U/job_J/step_extern) says it is the job's
+        assert "extern" in {p["step"] for p in procs}
