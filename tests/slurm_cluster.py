@@ -304,13 +304,14 @@ srun --mpi=pmi2 -n{ranks} {app}
 """
 
 
-def readme_line() -> str:
-    """The line of README.md that records every node of a running job."""
+def readme_line(prefix: str = "srun --overlap --jobid") -> str:
+    """The line of README.md starting with PREFIX (default: the one that records every node
+    of a running job)."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     lines = [ln.strip() for ln in text.splitlines()
-             if ln.strip().startswith("srun --overlap --jobid")]
+             if ln.strip().startswith(prefix)]
     if not lines:
-        raise RuntimeError("README.md lost its `srun --overlap --jobid ...` line")
+        raise RuntimeError(f"README.md lost its `{prefix} ...` line")
     return lines[0].split("#")[0].strip()
 
 
@@ -333,12 +334,7 @@ def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4,
     spinning ``0.15 * (rank + 1)`` s, recorded on both nodes with the README's line while it
     runs. Returns the two recordings and the recorders' output. Raises SlurmUnavailable where
     Slurm (or mpicc) cannot run here."""
-    if shutil.which("mpicc") is None:
-        raise SlurmUnavailable("mpicc not installed (apt install mpich libmpich-dev)")
-    app = workdir / "mpi_app"
-    (workdir / "app.c").write_text(APP)
-    subprocess.run(["mpicc", "-O1", "-o", str(app), str(workdir / "app.c")], check=True,
-                   timeout=60)
+    app = _mpi_app(workdir)
     go = workdir / "go"
     job = workdir / "job.sh"
     job.write_text(JOB.format(go=go, app=app, ranks=ranks))
@@ -371,3 +367,45 @@ def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4,
     finally:
         cl.stop()
     return sorted(workdir.glob(f"job-{jobid}-*.rec")), out
+
+
+BATCH = """#!/bin/sh
+{record}
+sleep 5
+srun --mpi=pmi2 -n{ranks} {app}
+srun --mpi=pmi2 -n2 -N2 {app}
+wait
+"""
+
+
+def run_batch_form(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
+    """The README's batch-script form: recorders started by the script itself, then two MPI
+    steps, then ``wait`` (the recorders end by themselves after the last step)."""
+    app = _mpi_app(workdir)
+    record = readme_line("srun --overlap -n").split("#")[0].strip()
+    record = record.replace("snumap ", f"{snumap} ", 1).replace("-o job-", f"-o {workdir}/job-")
+    job = workdir / "batch.sh"
+    job.write_text(BATCH.format(record=record, ranks=ranks, app=app))
+    job.chmod(0o755)
+    cl = SlurmCluster(workdir / "cluster", nodes=2)
+    cl.start()
+    try:
+        jobid = cl.run(["sbatch", "--parsable", "-N2", f"-n{ranks}", "-o",
+                        str(workdir / "out-%j"), str(job)]).stdout.strip().split(";")[0]
+        state = cl.wait_job(jobid, timeout=120)
+        out = (workdir / f"out-{jobid}").read_text()
+        if state != "COMPLETED":
+            raise RuntimeError(f"job {jobid} ended {state}:\n{out}\n{cl.logs()}")
+    finally:
+        cl.stop()
+    return sorted(workdir.glob(f"job-{jobid}-*.rec")), out
+
+
+def _mpi_app(workdir: Path) -> Path:
+    if shutil.which("mpicc") is None:
+        raise SlurmUnavailable("mpicc not installed (apt install mpich libmpich-dev)")
+    app = workdir / "mpi_app"
+    (workdir / "app.c").write_text(APP)
+    subprocess.run(["mpicc", "-O1", "-o", str(app), str(workdir / "app.c")], check=True,
+                   timeout=60)
+    return app

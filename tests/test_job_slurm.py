@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import SlurmCluster, SlurmUnavailable, cgroup_unavailable, run_recorded_job
+from slurm_cluster import (
+    SlurmCluster,
+    SlurmUnavailable,
+    cgroup_unavailable,
+    run_batch_form,
+    run_recorded_job,
+)
 
 SNUMAP = Path(sys.executable).with_name("snumap")
 
@@ -81,3 +87,29 @@ def test_two_node_mpi_job(tmp_path: Path, proctrack: str) -> None:
         # the extern step's process carries no Slurm environment: only its cgroup
         # (/slurm_<node>/uid_U/job_J/step_extern) says it is the job's
         assert "extern" in {p["step"] for p in procs}
+
+
+def test_batch_script_form(tmp_path: Path) -> None:
+    """The README's form inside a batch script: one recorder per node (not one per task),
+    both steps recorded, and `wait` returns because the recorders end by themselves."""
+    why = SlurmCluster.unavailable()
+    if why:
+        print(f"SKIP: {why}")
+        pytest.skip(why)
+    try:
+        files, out = run_batch_form(tmp_path, SNUMAP)
+    except SlurmUnavailable as exc:
+        print(f"SKIP: Slurm cannot start here: {exc}")
+        pytest.skip(f"Slurm cannot start here: {str(exc).splitlines()[0]}")
+    print(out)
+    assert len(files) == 2 and "already exists" not in out, out
+    merged = tmp_path / "job.rec"
+    subprocess.run([str(SNUMAP), "merge", *map(str, files), "-o", str(merged)], check=True,
+                   timeout=120)
+    procs = [p for p in job_procs(merged) if p["comm"] == "mpi_app"]
+    steps = sorted({p["step"] for p in procs})
+    assert len(steps) == 2, procs                       # both MPI steps
+    first = [p for p in procs if p["step"] == steps[0]]
+    assert sorted(p["rank"] for p in first) == [0, 1, 2, 3]
+    with_rank = [(p["step"], p["rank"], p["node"]) for p in procs if p["step"] == steps[1]]
+    assert sorted(with_rank) == [(steps[1], 0, "n1"), (steps[1], 1, "n2")]
