@@ -374,13 +374,12 @@ BATCH = """#!/bin/sh
 sleep 5
 srun --mpi=pmi2 -n{ranks} {app}
 srun --mpi=pmi2 -n2 -N2 {app}
-wait
 """
 
 
 def run_batch_form(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
     """The README's batch-script form: recorders started by the script itself, then two MPI
-    steps, then ``wait`` (the recorders end by themselves after the last step)."""
+    steps; the recorders end with the job."""
     app = _mpi_app(workdir)
     record = readme_line("srun --overlap -n").split("#")[0].strip()
     record = record.replace("snumap ", f"{snumap} ", 1).replace("-o job-", f"-o {workdir}/job-")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from snumap_tui import store
+
 sys.path.insert(0, str(Path(__file__).parent))
 from slurm_cluster import (
     SlurmCluster,
@@ -29,7 +31,6 @@ SNUMAP = Path(sys.executable).with_name("snumap")
 
 
 def job_procs(path: Path) -> list[dict]:
-    from snumap_tui import store
     from snumap_tui.analysis.jobreport import job_processes
 
     with store.open(path) as rec:
@@ -91,7 +92,7 @@ def test_two_node_mpi_job(tmp_path: Path, proctrack: str) -> None:
 
 def test_batch_script_form(tmp_path: Path) -> None:
     """The README's form inside a batch script: one recorder per node (not one per task),
-    both steps recorded, and `wait` returns because the recorders end by themselves."""
+    both steps recorded, both files closed cleanly when the job ends."""
     why = SlurmCluster.unavailable()
     if why:
         print(f"SKIP: {why}")
@@ -103,6 +104,9 @@ def test_batch_script_form(tmp_path: Path) -> None:
         pytest.skip(f"Slurm cannot start here: {str(exc).splitlines()[0]}")
     print(out)
     assert len(files) == 2 and "already exists" not in out, out
+    for f in files:
+        with store.open(f) as rec:
+            assert rec.complete and not rec.damaged
     merged = tmp_path / "job.rec"
     subprocess.run([str(SNUMAP), "merge", *map(str, files), "-o", str(merged)], check=True,
                    timeout=120)
