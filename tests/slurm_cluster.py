@@ -143,7 +143,7 @@ class SlurmCluster:
             "SchedulerType=sched/builtin", "MpiDefault=none",
             "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none", "ReturnToService=2",
-            "SlurmdParameters=config_overrides", "KillWait=5", "MinJobAge=60",
+            "SlurmdParameters=config_overrides", "KillWait=30", "MinJobAge=60",
             "SlurmdTimeout=60", "SlurmctldTimeout=60", "InactiveLimit=0",
             "PrologFlags=Contain",
         ]

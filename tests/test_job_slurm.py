@@ -71,17 +71,24 @@ def test_two_node_mpi_job(tmp_path: Path, proctrack: str) -> None:
     assert sorted(ranks) == [0, 1, 2, 3], job_r["ranks"]
     assert {r: ranks[r]["node"] for r in ranks} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
     assert all(ranks[r]["rank_var"] == "PMI_RANK" for r in ranks)
-    for f in files:
-        node = f.stem.rsplit("-", 1)[1]
-        own = {p["pid"]: p["runtime_s"] for p in report_json(f)["processes"]}
-        for r in ranks.values():
-            if r["node"] == node:
-                assert r["runtime_s"] > 0.05
-                assert r["runtime_s"] == pytest.approx(own[r["local_pid"]], abs=1e-6)
+    # every process of a rank: its run time in the merged report is its own node's, and a
+    # rank's time is that of its processes (a rank's child inherits its PMI_RANK)
+    merged_rt = {p["pid"]: p["runtime_s"] for p in report_json(merged)["processes"]}
+    procs = job_procs(merged)
+    own = {f.stem.rsplit("-", 1)[1]: {p["pid"]: p["runtime_s"]
+                                      for p in report_json(f)["processes"]} for f in files}
+    for r in ranks.values():
+        mine = [p for p in procs if p["rank"] == r["rank"] and p["step"] == r["step"]]
+        assert all(p["node"] == r["node"] for p in mine)
+        for p in mine:
+            assert merged_rt.get(p["pid"], 0.0) == pytest.approx(
+                own[p["node"]].get(p["local_pid"], 0.0), abs=1e-6)
+        assert r["runtime_s"] == pytest.approx(sum(merged_rt.get(p["pid"], 0.0) for p in mine),
+                                               abs=1e-6)
+        assert r["runtime_s"] > 0.05
     nodes = {n["node"]: n for n in job_r["nodes"]}
     assert set(nodes) == {"n1", "n2"} and all(n["ranks"] == 2 for n in nodes.values())
     assert job_r["imbalance"]["ranks"] is not None
-    procs = job_procs(merged)
     app_steps = {p["step"] for p in procs if p["comm"] == "mpi_app"}
     assert len(app_steps) == 1 and "batch" in {p["step"] for p in procs}
     if proctrack == "cgroup":
@@ -113,7 +120,7 @@ def test_batch_script_form(tmp_path: Path) -> None:
     procs = [p for p in job_procs(merged) if p["comm"] == "mpi_app"]
     steps = sorted({p["step"] for p in procs})
     assert len(steps) == 2, procs                       # both MPI steps
-    first = [p for p in procs if p["step"] == steps[0]]
-    assert sorted(p["rank"] for p in first) == [0, 1, 2, 3]
-    with_rank = [(p["step"], p["rank"], p["node"]) for p in procs if p["step"] == steps[1]]
-    assert sorted(with_rank) == [(steps[1], 0, "n1"), (steps[1], 1, "n2")]
+    first = {(p["rank"], p["node"]) for p in procs if p["step"] == steps[0]}
+    assert sorted(first) == [(0, "n1"), (1, "n1"), (2, "n2"), (3, "n2")]
+    second = {(p["rank"], p["node"]) for p in procs if p["step"] == steps[1]}
+    assert sorted(second) == [(0, "n1"), (1, "n2")]

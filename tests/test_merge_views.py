@@ -101,3 +101,24 @@ def test_report_text_of_a_job(tmp_path: Path) -> None:
                                                                                "3 "))]
     assert [(r[0], r[1], r[2]) for r in rows] == [("0", "cn1", "500"), ("1", "cn1", "501"),
                                                   ("2", "cn2", "500"), ("3", "cn2", "502")]
+
+
+def test_a_rank_of_several_processes_is_one_row() -> None:
+    """A rank's child inherits its PMI_RANK: one row per rank, its processes' time summed,
+    the busiest one's pid shown."""
+    from types import SimpleNamespace
+
+    rows = [[10, "app", "1", "a", 0, "PMI_RANK"], [11, "app", "1", "a", 0, "PMI_RANK"],
+            [12, "app", "1", "a", 1, "PMI_RANK"]]
+    rec = SimpleNamespace(nodes=None, header={"node": "a", "job": {"id": "9"}}, infos=[
+        {"what": "job processes", "columns": ["pid", "comm", "step", "node", "rank",
+                                              "rank_var"], "rows": rows}])
+    report = {"processes": [{"pid": 10, "runtime_s": 0.1, "pus": "0"},
+                            {"pid": 11, "runtime_s": 0.3, "pus": "1"},
+                            {"pid": 12, "runtime_s": 0.2, "pus": "0"}], "cpus": []}
+    job = job_section(rec, report)
+    assert job is not None
+    got = [(r["rank"], r["local_pid"], round(r["runtime_s"], 6), r["processes"])
+           for r in job["ranks"]]
+    assert got == [(0, 11, 0.4, 2), (1, 12, 0.2, 1)]
+    assert job["nodes"][0]["ranks"] == 2
