@@ -37,8 +37,8 @@ STEP_GAP_S = 3.0
 def add_job_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job", nargs="?", const="", default=None, metavar="JOBID",
                         help="record the processes of batch job JOBID on this node (default "
-                             "$SLURM_JOB_ID, or $PBS_JOBID) until they end; %%j and %%N in -o "
-                             "become the job id and this node's name")
+                             "$SLURM_JOB_ID, or $PBS_JOBID) until the job ends; %%j and %%N in "
+                             "-o become the job id and this node's name")
 
 
 def expand_output(pattern: str, jobid: str, node: str) -> str:
