@@ -135,6 +135,9 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             pc.append(cols["cpu"][p].astype(np.int64))
             mig.append(cols["tid"][k == MIGRATE].astype(np.int64))
     iv = b.finish(t1)
+    table = getattr(rec, "nodes", None)
+    if table is not None:           # a merged job: each node's CPUs within that node's span
+        table.clip(iv.cpus, iv.start, iv.end, iv.tid)
     for tid, info in getattr(rec, "tasks", {}).items():
         if info.pid >= 0:
             iv.pid_of_tid.setdefault(int(tid), int(info.pid))

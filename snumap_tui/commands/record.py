@@ -270,13 +270,13 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
     writer.add_sample(sampler.sweep())
-    if job is not None:
-        job.finish(writer)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
+    if job is not None:
+        job.finish(writer)          # after the last events: it records their largest tid
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
             say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
