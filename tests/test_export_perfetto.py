@@ -8,6 +8,7 @@ package downloads it on first use, and this machine has no network.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,7 @@ def test_varints_match_protobufs_encoding() -> None:
     assert msg.SerializeToString() == bytes([P.CS_SWITCH_PREV_STATE << 3 | 2]) + \
         varint(len(data)) + data
     assert off.tolist()[-1] == len(data)
-    assert [data[a:b] for a, b in zip(off[:-1], off[1:])] == [varint(v) for v in vals.tolist()]
+    assert [data[a:b] for a, b in itertools.pairwise(off)] == [varint(v) for v in vals.tolist()]
 
 
 def _samples() -> list[Sample]:
@@ -231,15 +232,15 @@ def test_known_scenario_sched_names_counters_markers(recording: Path, tmp_path: 
         m = metric_series(rec)
     assert [v for _, v in values["PU 1 utilisation %"]] == m.of("util_pct", "PU", 1).tolist()
     assert not any("IPC" in name for name in values)        # no PMU recorded: no track
-    util = [t for t in tracks.values() if t.name == "PU 0 utilisation %"][0]
+    util = next(t for t in tracks.values() if t.name == "PU 0 utilisation %")
     assert tracks[util.parent_uuid].name == "snumap utilisation % per PU"
     assert util.counter.unit_name == "%"
     assert instants == [(T0, "command start", "snumap markers"),
                         (T1, "command exit 0", "snumap markers")]
     # The header: kernel release (trace_processor decodes prev_state by it), wall clock.
-    info = [p.system_info for p in trace.packet if p.HasField("system_info")][0]
+    info = next(p.system_info for p in trace.packet if p.HasField("system_info"))
     assert info.utsname.release == "6.1.0" and info.machine_name == "h"
-    clocks = [p.clock_snapshot for p in trace.packet if p.HasField("clock_snapshot")][0]
+    clocks = next(p.clock_snapshot for p in trace.packet if p.HasField("clock_snapshot"))
     assert {(c.clock_id, c.timestamp) for c in clocks.clocks} == {(6, T0), (1, 10**18)}
     # The TrackEvent sequence starts cleared, once.
     flags = [p.sequence_flags for p in trace.packet if p.HasField("sequence_flags")]

@@ -62,11 +62,12 @@ def _place(topology: Topology) -> dict[str, np.ndarray]:
             continue
         for key, fn in (("package", topology.package_of), ("numa_node", topology.numa_of)):
             owners = {getattr(fn(p), "os_index", None) for p in pus}
-            if len(owners) == 1 and None not in owners:
-                out[key][obj.id] = owners.pop()
-        cores = {a.os_index for a in [obj, *topology.ancestors(obj)] if a.type == "Core"}
-        if len(cores) == 1 and None not in cores:
-            out["core"][obj.id] = cores.pop()
+            one = owners.pop() if len(owners) == 1 else None
+            if one is not None:
+                out[key][obj.id] = int(one)
+        cores = [a.os_index for a in [obj, *topology.ancestors(obj)] if a.type == "Core"]
+        if len(cores) == 1 and cores[0] is not None:
+            out["core"][obj.id] = cores[0]
     return out
 
 
