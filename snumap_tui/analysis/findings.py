@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.load import Loaded
-from snumap_tui.analysis.stats import TaskStats, busy_in
+from snumap_tui.analysis.load import LONG_WAIT_NS, Loaded
+from snumap_tui.analysis.stats import TaskStats, idle_pus_during
 from snumap_tui.topology.render import format_cpulist
 
-LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding
 MAX_WAITS = 50_000              # the longest waits examined for idle PUs
 BUSY_OVERSUB = 0.90
 SHARE_OVERSUB = 0.10
@@ -75,8 +74,7 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
             long = long[np.argsort(lat[long])[-MAX_WAITS:]]
         ends = lat_end[long]
         starts = ends - lat[long]
-        b = busy_in(ld.intervals, starts, ends)
-        idle_pus = (b < 0.5 * (ends - starts)).sum(axis=0)
+        idle_pus = idle_pus_during(ld.intervals, starts, ends)
         hit = idle_pus > 0
         if hit.any():
             tot_ms = float(lat[long][hit].sum()) / 1e6

@@ -20,23 +20,28 @@ from snumap_tui.analysis.intervals import (
     IntervalBuilder,
     Intervals,
 )
+from snumap_tui.analysis.stats import TaskStats, numa_of_cpus
+from snumap_tui.analysis.streamstats import LatencyAccumulator, TaskAccumulator, TidIndex
 from snumap_tui.topology.model import Topology
-from snumap_tui.trace.events import MIGRATE, SWITCH, WAKEUP, WAKEUP_NEW
+from snumap_tui.trace.events import MIGRATE, SWITCH
+
+LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding (findings.py)
 
 
 @dataclass
 class Loaded:
-    """A recording's run intervals and, with ``details``, the events the report needs."""
+    """A recording's run intervals and, with ``details``, what the report needs, accumulated
+    while the events streamed by (analysis/streamstats.py)."""
 
     topology: Topology
     intervals: Intervals
     events: int
     kinds: dict[int, int]                       # event kind -> count
-    wake_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    wake_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    in_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    in_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    preempt_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    task_stats: dict[int, TaskStats] = field(default_factory=dict)
+    latency: dict[int, np.ndarray] = field(default_factory=dict)   # tid -> wait ns
+    long_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    long_wait_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    preemptions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per row
     kernel_migrations: dict[int, int] = field(default_factory=dict)
 
 
@@ -97,7 +102,13 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     t0, t1 = int(rec.t_start), int(rec.t_end)
     b = IntervalBuilder(cpus, t0)
     kinds = np.zeros(256, dtype=np.int64)
-    wt, wtid, it, itid, pc, mig = [], [], [], [], [], []
+    tids = TidIndex()
+    acc = TaskAccumulator(b.cpus, numa_of_cpus(topology, b.cpus), tids)
+    lat = LatencyAccumulator(tids, LONG_WAIT_NS)
+    preempt = np.zeros(len(b.cpus) + 1, dtype=np.int64)
+    mig = np.zeros(0, dtype=np.int64)
+    if details:
+        b.on_intervals = acc.feed
     # Decode the prev-task columns only while they are needed (see needs_prev): the store
     # rebuilds each column it is asked for, and most chunks need only five.
     lean = not details and "proc" not in str(getattr(rec, "header", {}).get("backend", ""))
@@ -112,28 +123,27 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             kinds += np.bincount(k, minlength=256)
             if not details:
                 continue
-            w = (k == WAKEUP) | (k == WAKEUP_NEW)
-            wt.append(cols["t_ns"][w].astype(np.int64))
-            wtid.append(cols["tid"][w].astype(np.int64))
-            s = (k == SWITCH) & (cols["tid2"] != 0)
-            it.append(cols["t_ns"][s].astype(np.int64))
-            itid.append(cols["tid2"][s].astype(np.int64))
+            lat.feed(cols)
             # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
             p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
-            pc.append(cols["cpu"][p].astype(np.int64))
-            mig.append(cols["tid"][k == MIGRATE].astype(np.int64))
+            if p.any():
+                rows = np.searchsorted(b.cpus, cols["cpu"][p].astype(np.int64))
+                preempt += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
+            m = k == MIGRATE
+            if m.any():
+                d = tids(cols["tid"][m])
+                mig = np.pad(mig, (0, max(0, len(tids) - len(mig))))
+                mig += np.bincount(d, minlength=len(mig))
     iv = b.finish(t1)
     for tid, info in getattr(rec, "tasks", {}).items():
         if info.pid >= 0:
             iv.pid_of_tid.setdefault(int(tid), int(info.pid))
     out = Loaded(topology, iv, b.events, {int(k): int(n) for k, n in enumerate(kinds) if n})
     if details:
-        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        out.wake_t, out.wake_tid = cat(wt), cat(wtid)
-        out.in_t, out.in_tid = cat(it), cat(itid)
-        out.preempt_cpu = cat(pc)
-        m = cat(mig)
-        if len(m):
-            u, n = np.unique(m, return_counts=True)
-            out.kernel_migrations = dict(zip(u.tolist(), n.tolist()))
+        out.task_stats = acc.stats(iv.pid_of_tid)
+        out.latency = lat.per_task()
+        out.long_wait, out.long_wait_end = lat.long_waits()
+        out.preemptions = preempt[:len(b.cpus)]
+        out.kernel_migrations = {int(tids.tids[d]): int(n) for d, n in
+                                 enumerate(mig.tolist()) if n}
     return out

@@ -18,7 +18,7 @@ import numpy as np
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import Loaded, load
-from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
+from snumap_tui.analysis.stats import percentiles
 from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
@@ -73,18 +73,12 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     topo = ld.topology
     hdr = dict(getattr(rec, "header", {}) or {})
     duration_ns = max(iv.t1 - iv.t0, 0)
-    stats = task_stats(iv, topo)
+    stats = ld.task_stats
     # Work outside the traced tree (a recording of a command): one line, never a task.
     untraced = stats.pop(UNTRACED, None)
-    lat_tid, lat, lat_end = runqueue_latency(ld.wake_t, ld.wake_tid, ld.in_t, ld.in_tid)
-    if len(lat):
-        order = np.argsort(lat_tid, kind="stable")
-        lt, lv = lat_tid[order], lat[order]
-        cut = np.flatnonzero(np.diff(lt)) + 1
-        for a, b in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(lt)]]).tolist()):
-            tid = int(lt[a])
-            if tid in stats:
-                stats[tid].latency_ns = lv[a:b]
+    for tid, waits in ld.latency.items():
+        if tid in stats:
+            stats[tid].latency_ns = waits
     for tid, n in ld.kernel_migrations.items():
         if tid in stats:
             stats[tid].kernel_migrations = n
@@ -120,8 +114,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     for p in processes.values():
         p["pus"] = format_cpulist(int(c) for c in p["cpus"])
     busy = iv.busy_ns()
-    preempt = np.bincount(np.searchsorted(iv.cpus, ld.preempt_cpu), minlength=len(iv.cpus)) \
-        if len(ld.preempt_cpu) else np.zeros(len(iv.cpus), dtype=np.int64)
+    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
+        else np.zeros(len(iv.cpus), dtype=np.int64)
     other_ns = untraced.cpus if untraced else {}
     cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
              "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
@@ -156,7 +150,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "cpus": cpus,
         "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
     }
-    report["findings"] = findings(report, ld, stats, lat_end, lat)
+    report["findings"] = findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
     return report
 
 
