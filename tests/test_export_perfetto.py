@@ -9,6 +9,9 @@ package downloads it on first use, and this machine has no network.
 from __future__ import annotations
 
 import itertools
+import shutil
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -295,3 +298,44 @@ def test_multi_machine_tag(recording: Path, tmp_path: Path) -> None:
     assert {p.machine_id for p in trace.packet} == {3}
     uuids = [p.track_descriptor.uuid for p in trace.packet if p.HasField("track_descriptor")]
     assert uuids and all(u >> 32 == 3 for u in uuids)
+
+
+def _record(out: Path, *args: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "record", "-o", str(out),
+                        *args], capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
+def test_a_real_recording(tmp_path: Path) -> None:
+    """A context-switch storm recorded with the best tracer here: every traced thread's run
+    time per CPU is the report's, and the tasks outside the traced tree add up to its
+    "other (not traced)" per CPU."""
+    rec = tmp_path / "real.rec"
+    _record(rec, "--", "stress-ng", "--switch", "1", "--switch-freq", "5000", "-t", "1s")
+    with open_recording(rec) as r:
+        if "proc" in str(r.header.get("backend")):
+            pytest.skip("no scheduling tracer works here (only /proc polling)")
+        switches = int((r.event_columns(("kind",))["kind"] == SWITCH).sum())
+    trace = export(rec, tmp_path / "real.pftrace")
+    got = run_time(trace)
+    want = report_run_time(rec)
+    other = {k[1]: v for k, v in want.items() if k[0] == UNTRACED}
+    traced = {k: v for k, v in want.items() if k[0] != UNTRACED}
+    assert traced and {k: got.get(k) for k in traced} == traced
+    outside: dict[int, int] = defaultdict(int)
+    for (tid, cpu), ns in got.items():
+        if (tid, cpu) not in traced:
+            outside[cpu] += ns
+    assert dict(outside) == other
+    sched = compact(trace)
+    assert sum(len(s["switch"]) for s in sched.values()) == switches + len(sched)
+
+
+def test_a_proc_polled_recording_gets_its_intervals_as_switches(tmp_path: Path) -> None:
+    rec = tmp_path / "proc.rec"
+    _record(rec, "--backend", "proc", "--interval", "50ms", "--", sys.executable, "-c",
+            "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass")
+    got = run_time(export(rec, tmp_path / "proc.pftrace"))
+    want = report_run_time(rec)
+    assert want and got == want

@@ -82,7 +82,7 @@ def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[i
         assert out_path is not None
         with open(out_path, "wb") as f:
             st = write_perfetto(f, rec)
-        return st["switches"] + st["wakings"], "scheduling events"
+        return st["switches"] + st["wakings"], "sched_switch and sched_waking events"
     if args.format == "parquet":
         from snumap_tui.export.parquet import write_parquet
 

@@ -14,7 +14,8 @@ What goes where (field numbers from Perfetto's protos/perfetto/trace/, checked a
 | markers | ``TrackEvent`` instants on a "snumap markers" track |
 | header | ``SystemInfo`` (kernel release: the trace processor decodes prev_state by it; host) and a ``ClockSnapshot`` tying the trace clock to wall time |
 
-Migrations, fork, exec and exit are not written (Perfetto derives its thread state from
+A /proc-polled recording (no switches, approximate intervals) gets the switches that rebuild
+its intervals. Migrations, fork, exec and exit are not written (Perfetto derives its thread state from
 switches and wakings). Regions and markers of later recordings become slices through
 ``PerfettoWriter.track`` / ``PerfettoWriter.slice``.
 
@@ -40,6 +41,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.load import load
 from snumap_tui.export.counters import COUNTER_TRACKS, counter_values
 from snumap_tui.export.protowire import (
     encode_varints,
@@ -355,6 +358,24 @@ def _windows(rec: Any, fields: tuple[str, ...], size: int) -> Iterator[dict[str,
         yield {f: np.concatenate([c[f] for c in buf]) for f in fields}
 
 
+def switches_from_intervals(iv: Intervals) -> dict[str, np.ndarray]:
+    """Switch events that rebuild ``iv`` exactly: a switch into each interval's task at its
+    start, and into idle at its end unless the next interval on that PU starts there. For
+    /proc-polled recordings, whose RUN events Perfetto has no form for (the intervals are
+    approximate, as the report says)."""
+    cpu, start, end, tid = iv.flat()
+    nxt_start = np.append(start[1:], -1)
+    same_row = np.append(cpu[1:] == cpu[:-1], False)
+    gap = ~(same_row & (nxt_start == end))
+    t = np.concatenate([start, end[gap]])
+    c = np.concatenate([cpu, cpu[gap]])
+    nxt = np.concatenate([tid.astype(np.int64), np.zeros(int(gap.sum()), np.int64)])
+    order = np.lexsort((np.concatenate([np.ones(len(start)), np.zeros(int(gap.sum()))]), t))
+    n = len(t)
+    return {"t_ns": t[order].astype(np.uint64), "cpu": c[order], "kind": np.full(n, SWITCH),
+            "tid": np.zeros(n, np.int64), "tid2": nxt[order], "arg": np.zeros(n, np.int64)}
+
+
 def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
                    window_events: int = WINDOW_EVENTS) -> dict[str, int]:
     """Write recording ``rec`` as a Perfetto trace; returns counts of what was written."""
@@ -365,7 +386,12 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     tasks = getattr(rec, "tasks", {}) or {}
     w.process_tree(tasks, t0)
     enc = SchedEncoder(CommTable(tasks), t0)
-    for cols in _windows(rec, SCHED_FIELDS, window_events):
+    if "proc" in str(hdr.get("backend", "")):
+        windows: Iterator[Mapping[str, np.ndarray]] = iter(
+            [switches_from_intervals(load(rec).intervals)])
+    else:
+        windows = _windows(rec, SCHED_FIELDS, window_events)
+    for cols in windows:
         for bundle in enc.window(cols):
             w.packet(f_bytes(PKT_FTRACE_EVENTS, bundle))
     n_counters = 0
