@@ -108,10 +108,18 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         p["threads"] += 1
         p["runtime_s"] += t["runtime_s"]
         p["migrations"] += t["migrations"]
-        for k in ("cpus", "numa"):
-            for c, s in t[k].items():
-                p[k][c] = p[k].get(c, 0.0) + s
+        p.setdefault("_threads", []).append(stats[t["tid"]])
     for p in processes.values():
+        # Per PU and per node: the threads' nanoseconds summed, in seconds.
+        for k in ("cpus", "numa"):
+            keys = np.array([c for ts in p["_threads"] for c in getattr(ts, k)], np.int64)
+            ns = np.array([v for ts in p["_threads"] for v in getattr(ts, k).values()],
+                          np.int64)
+            u, inv = np.unique(keys, return_inverse=True)
+            tot = np.zeros(len(u), dtype=np.int64)
+            np.add.at(tot, inv, ns)
+            p[k] = {str(c): v / 1e9 for c, v in zip(u.tolist(), tot.tolist())}
+        del p["_threads"]
         p["pus"] = format_cpulist(int(c) for c in p["cpus"])
     busy = iv.busy_ns()
     preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \

@@ -133,10 +133,11 @@ class TaskAccumulator:
                            migrations=int(self.mig[d]),
                            numa_migrations=int(self.numa_mig[d]),
                            switch_ins=int(ins[d].sum()))
-            for r, ns in zip(rows, run[d, rows].tolist()):
-                ts.cpus[cpus[r]] = ns
+            ns = run[d, rows].tolist()
+            ts.cpus = dict(zip([cpus[r] for r in rows], ns))
+            for r, v in zip(rows, ns):
                 if nodes[r] >= 0:
-                    ts.numa[nodes[r]] = ts.numa.get(nodes[r], 0) + ns
+                    ts.numa[nodes[r]] = ts.numa.get(nodes[r], 0) + v
             out[tid] = ts
         return out
 

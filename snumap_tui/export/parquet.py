@@ -109,30 +109,41 @@ def _write_events(pa: Any, pq: Any, path: Path, rec: Any) -> int:
 
 
 def _write_intervals(pa: Any, pq: Any, path: Path, rec: Any) -> int:
+    """One row group per PU (or per million intervals of one PU): the intervals are held
+    once (as the report holds them), their table a row group at a time."""
     iv = load(rec).intervals
-    cpu, start, end, tid = iv.flat()
     topo = rec.topology
     place = _place(topo)
     pu_ids = {o.os_index: o.id for o in topo.pus}
-    lut_id = np.array([pu_ids.get(int(c), -1) for c in iv.cpus.tolist()], dtype=np.int64)
-    row = np.searchsorted(iv.cpus, cpu)
-    oid = lut_id[row] if len(row) else np.zeros(0, np.int64)
     tasks = getattr(rec, "tasks", {}) or {}
     comms = sorted({t.comm for t in tasks.values()} | {UNTRACED_COMM, ""})
     code = {c: i for i, c in enumerate(comms)}
-    utid, inv = np.unique(tid, return_inverse=True)
-    per_tid = np.array([code[UNTRACED_COMM] if t == UNTRACED else
-                        code[tasks[t].comm] if t in tasks else code[""]
-                        for t in utid.tolist()], dtype=np.int32)
-    pq.write_table(pa.table({
-        "cpu": pa.array(cpu.astype(np.int32)),
-        "start_ns": pa.array(start), "end_ns": pa.array(end), "dur_ns": pa.array(end - start),
-        "tid": pa.array(tid), "pid": pa.array(iv.pids(tid).astype(np.int32)),
-        "comm": _dictionary(pa, per_tid[inv.reshape(-1)] if len(tid) else per_tid, comms),
-        "numa_node": pa.array(np.where(oid >= 0, place["numa_node"][oid], -1)),
-        "package": pa.array(np.where(oid >= 0, place["package"][oid], -1)),
-    }), path, compression="zstd")
-    return len(tid)
+    comm_of = {tid: code[info.comm] for tid, info in tasks.items()}
+    comm_of[UNTRACED] = code[UNTRACED_COMM]
+    schema = pa.schema([("cpu", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+                        ("dur_ns", pa.int64()), ("tid", pa.int32()), ("pid", pa.int32()),
+                        ("comm", pa.dictionary(pa.int32(), pa.string())),
+                        ("numa_node", pa.int32()), ("package", pa.int32())])
+    n = 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as w:
+        for r, cpu in enumerate(iv.cpus.tolist()):
+            oid = pu_ids.get(cpu)
+            node = int(place["numa_node"][oid]) if oid is not None else -1
+            pkg = int(place["package"][oid]) if oid is not None else -1
+            for a in range(0, len(iv.start[r]), 1 << 20):
+                st, en = iv.start[r][a:a + (1 << 20)], iv.end[r][a:a + (1 << 20)]
+                tid = iv.tid[r][a:a + (1 << 20)]
+                utid, inv = np.unique(tid, return_inverse=True)
+                codes = np.array([comm_of.get(t, code[""]) for t in utid.tolist()], np.int32)
+                k = len(st)
+                w.write_table(pa.Table.from_arrays([
+                    pa.array(np.full(k, cpu, np.int32)), pa.array(st), pa.array(en),
+                    pa.array(en - st), pa.array(tid), pa.array(iv.pids(tid).astype(np.int32)),
+                    _dictionary(pa, codes[inv.reshape(-1)], comms),
+                    pa.array(np.full(k, node, np.int32)), pa.array(np.full(k, pkg, np.int32)),
+                ], schema=schema))
+                n += k
+    return n
 
 
 def _write_samples(pa: Any, pq: Any, path: Path, rec: Any) -> int:
