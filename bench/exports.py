@@ -172,8 +172,8 @@ def main() -> int:
         ["parquet: time", f"{pq['s']:.2f} s ({pq['cpu_s']:.2f} s CPU)", "", ""],
         ["parquet: bytes per event (5 tables)",
          f"{pq['bytes'] / n:.1f} B ({pq['bytes'] / 1e6:.0f} MB)", "", ""],
-        ["parquet: peak memory (traced allocations)", f"{pq['peak_mb']:.0f} MB "
-         f"({pq['peak_mb'] * 1e6 / n:.0f} B/event)", "", ""],
+        ["parquet: peak memory (traced allocations)", (f"{pq['peak_mb']:.0f} MB "
+         f"({pq['peak_mb'] * 1e6 / n:.0f} B/event)"), "", ""],
         ["parquet: max RSS of the process", f"{pq['maxrss_mb']:.0f} MB", "", ""],
         ["report: time", f"{rep['s']:.2f} s ({rep['cpu_s']:.2f} s CPU)", "1.5 s",
          ok(rep["s"], 1.5)],
@@ -191,10 +191,10 @@ def main() -> int:
              f"{old['peak_mb'] * 1e6 / n:.1f} B; max RSS {old['maxrss_mb']:.0f} MB", "", ""]]
     if chrome:
         rows += [["chrome JSON of the same file (--force): time, size",
-                  f"{chrome['s']:.1f} s, {chrome['bytes'] / 1e6:.0f} MB "
+                  (f"{chrome['s']:.1f} s, {chrome['bytes'] / 1e6:.0f} MB "
                   f"({chrome['bytes'] / n:.0f} B/event); perfetto is "
                   f"{chrome['s'] / pf['s']:.1f}x faster, {chrome['bytes'] / pf['bytes']:.0f}x "
-                  f"smaller", "", ""]]
+                  f"smaller"), "", ""]]
     body = (f"{n:,} events on a synthetic 384-PU topology (pack:2 numa:4 core:24 pu:2, "
             f"bench/replay.py's recording, {src.stat().st_size / 1e6:.0f} MB). Load average "
             f"(1 min) {load0[0]:.2f} at the start, {load1[0]:.2f} at the end: other jobs share "
