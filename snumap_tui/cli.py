@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "report": "summary of a recording (text or --json)",
     "export": "export a recording as a Chrome trace or CSV",
     "topo": "the topology as a text tree or JSON",
+    "exporter": "serve the live counters to Prometheus (OpenMetrics) or a node_exporter textfile",
     "probe": "what this machine offers (PMU, RAPL, NUMA, eBPF, ...), and how to fix what is missing",
 }
 
