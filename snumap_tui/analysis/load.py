@@ -60,7 +60,8 @@ def _windows(rec: Any) -> list[tuple[int | None, int | None]]:
 
 
 def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
-                fields_now: Callable[[], tuple[str, ...]]
+                fields_now: Callable[[], tuple[str, ...]],
+                on_read: Callable[[int, list[dict[str, np.ndarray]]], None] | None = None
                 ) -> Iterator[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
     """The decoded chunks of each window, the next window decoded in a worker thread while the
     caller consumes this one: decompression (zstd releases the GIL) and column decoding (numpy)
@@ -68,31 +69,39 @@ def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
 
     ``fields_now()`` says which columns the caller needs at this point; the next window is
     decoded with the answer given when it was requested, and decoded again if the answer has
-    grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``)."""
-    def read(lo: int | None, hi: int | None, fields: tuple[str, ...]
-             ) -> list[dict[str, np.ndarray]]:
-        return list(rec.iter_event_columns(fields, lo, hi))
+    grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``).
+
+    ``on_read(i, chunks)`` runs in the worker too, once per window, in window order: work on
+    the events that does not depend on the intervals (the report's latencies and counts)."""
+    done: set[int] = set()
+
+    def read(i: int, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+        got = list(rec.iter_event_columns(fields, *windows[i]))
+        if on_read is not None and i not in done:
+            done.add(i)
+            on_read(i, got)
+        return got
 
     if len(windows) < 2:
-        for lo, hi in windows:
+        for i in range(len(windows)):
             f = fields_now()
-            yield f, read(lo, hi, f)
+            yield f, read(i, f)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snumap-decode") as pool:
         f = fields_now()
-        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, *windows[0], f)
+        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, 0, f)
         for i in range(len(windows)):
             got, got_f = pending.result(), f
             if i + 1 < len(windows):
                 f = fields_now()
-                pending = pool.submit(read, *windows[i + 1], f)
+                pending = pool.submit(read, i + 1, f)
             yield got_f, got
             # The consumer has fed this window: if it now needs more columns than were
             # decoded for the next one, decode that one again (rare: a CPU with no switch yet).
             if i + 1 < len(windows) and not set(fields_now()) <= set(f):
                 pending.result()
                 f = fields_now()
-                pending = pool.submit(read, *windows[i + 1], f)
+                pending = pool.submit(read, i + 1, f)
 
 
 def load(rec: Any, *, details: bool = False) -> Loaded:
@@ -102,9 +111,10 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     t0, t1 = int(rec.t_start), int(rec.t_end)
     b = IntervalBuilder(cpus, t0)
     kinds = np.zeros(256, dtype=np.int64)
-    tids = TidIndex()
+    # The decode thread's accumulators number threads apart from the main thread's.
+    tids, mig_ix = TidIndex(), TidIndex()
     acc = TaskAccumulator(b.cpus, numa_of_cpus(topology, b.cpus), tids)
-    lat = LatencyAccumulator(tids, LONG_WAIT_NS)
+    lat = LatencyAccumulator(mig_ix, LONG_WAIT_NS)
     preempt = np.zeros(len(b.cpus) + 1, dtype=np.int64)
     mig = np.zeros(0, dtype=np.int64)
     if details:
@@ -116,24 +126,28 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     def fields_now() -> tuple[str, ...]:
         return INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
 
-    for _fields, window in _prefetched(rec, _windows(rec), fields_now):
+    def side(_i: int, window: list[dict[str, np.ndarray]]) -> None:
+        """In the decode thread: what the report needs besides the intervals."""
+        nonlocal mig
         for cols in window:
-            b.feed(cols)
             k = cols["kind"]
-            kinds += np.bincount(k, minlength=256)
-            if not details:
-                continue
             lat.feed(cols)
             # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
             p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
             if p.any():
                 rows = np.searchsorted(b.cpus, cols["cpu"][p].astype(np.int64))
-                preempt += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
+                preempt[:] += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
             m = k == MIGRATE
             if m.any():
-                d = tids(cols["tid"][m])
-                mig = np.pad(mig, (0, max(0, len(tids) - len(mig))))
+                d = mig_ix(cols["tid"][m])
+                mig = np.pad(mig, (0, max(0, len(mig_ix) - len(mig))))
                 mig += np.bincount(d, minlength=len(mig))
+
+    for _fields, window in _prefetched(rec, _windows(rec), fields_now,
+                                       side if details else None):
+        for cols in window:
+            b.feed(cols)
+            kinds += np.bincount(cols["kind"], minlength=256)
     iv = b.finish(t1)
     for tid, info in getattr(rec, "tasks", {}).items():
         if info.pid >= 0:
@@ -144,6 +158,6 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
         out.latency = lat.per_task()
         out.long_wait, out.long_wait_end = lat.long_waits()
         out.preemptions = preempt[:len(b.cpus)]
-        out.kernel_migrations = {int(tids.tids[d]): int(n) for d, n in
+        out.kernel_migrations = {int(mig_ix.tids[d]): int(n) for d, n in
                                  enumerate(mig.tolist()) if n}
     return out

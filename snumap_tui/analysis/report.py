@@ -9,6 +9,7 @@ same way the live view does, and the report sums those.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Iterable
 from typing import Any
@@ -83,6 +84,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         if tid in stats:
             stats[tid].kernel_migrations = n
     tasks_info = getattr(rec, "tasks", {}) or {}
+    cpulist = functools.lru_cache(maxsize=4096)(format_cpulist)   # threads share PU sets
     tasks: list[dict[str, Any]] = []
     for ts in sorted(stats.values(), key=lambda s: -s.runtime_ns):
         info = tasks_info.get(ts.tid)
@@ -96,7 +98,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "kernel_migrations": ts.kernel_migrations,
             "switch_ins": ts.switch_ins,
             "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
-            "pus": format_cpulist(ts.cpus),
+            "pus": cpulist(tuple(ts.cpus)),
         })
     processes: dict[int, dict[str, Any]] = {}
     for t in tasks:
@@ -120,7 +122,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             np.add.at(tot, inv, ns)
             p[k] = {str(c): v / 1e9 for c, v in zip(u.tolist(), tot.tolist())}
         del p["_threads"]
-        p["pus"] = format_cpulist(int(c) for c in p["cpus"])
+        p["pus"] = cpulist(tuple(int(c) for c in p["cpus"]))
     busy = iv.busy_ns()
     preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
         else np.zeros(len(iv.cpus), dtype=np.int64)

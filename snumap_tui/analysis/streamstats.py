@@ -124,20 +124,25 @@ class TaskAccumulator:
         run = self.run[:n * self.nrows].reshape(n, self.nrows)
         ins = self.ins[:n * self.nrows].reshape(n, self.nrows)
         cpus = self.cpus.tolist()
-        nodes = self.node_of_row.tolist()
+        # Run time per NUMA node: the per-PU matrix summed over each node's columns.
+        node_ids, node_col = np.unique(self.node_of_row, return_inverse=True)
+        onehot = np.zeros((self.nrows, len(node_ids)), dtype=np.int64)
+        onehot[np.arange(self.nrows), node_col.reshape(-1)] = 1
+        per_node = run @ onehot if n else np.zeros((0, len(node_ids)), np.int64)
+        node_list = node_ids.tolist()
+        totals, switch_ins = run.sum(axis=1).tolist(), ins.sum(axis=1).tolist()
         for d, tid in enumerate(self.ix.tids.tolist()):
-            rows = np.flatnonzero(ins[d]).tolist()
-            if not rows:
+            if not switch_ins[d]:
                 continue
-            ts = TaskStats(tid, pid_of.get(tid, -1), int(run[d].sum()), {}, {},
+            rows = np.flatnonzero(ins[d]).tolist()
+            ts = TaskStats(tid, pid_of.get(tid, -1), totals[d], {}, {},
                            migrations=int(self.mig[d]),
                            numa_migrations=int(self.numa_mig[d]),
-                           switch_ins=int(ins[d].sum()))
-            ns = run[d, rows].tolist()
-            ts.cpus = dict(zip([cpus[r] for r in rows], ns))
-            for r, v in zip(rows, ns):
-                if nodes[r] >= 0:
-                    ts.numa[nodes[r]] = ts.numa.get(nodes[r], 0) + v
+                           switch_ins=switch_ins[d])
+            ts.cpus = dict(zip([cpus[r] for r in rows], run[d, rows].tolist()))
+            on = ins[d] @ onehot
+            ts.numa = {nd: v for nd, v, k in zip(node_list, per_node[d].tolist(), on.tolist())
+                       if k and nd >= 0}
             out[tid] = ts
         return out
 
