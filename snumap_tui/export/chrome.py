@@ -108,6 +108,8 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
     yield from _thread_events(iv, tasks)
     if counters is not None:
         yield from _counter_events(counters)
+    # Regions of parallel programs (and other spans) go here: complete events ("X") on the
+    # thread's own track (pid, tid as in _thread_events), with their own "cat".
     for t, text in markers:
         yield {"ph": "i", "s": "g", "name": text, "pid": CPU_PID, "tid": 0, "ts": t / 1e3}
 

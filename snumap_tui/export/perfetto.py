@@ -410,6 +410,8 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
                 u = uuids[i] = w.track(tr.name, parent=g, unit=tr.spec.unit)
             w.counter(u, t_ns, v)
             n_counters += 1
+    # Regions of parallel programs (and other spans) go here, as slices on tracks of their
+    # own: w.track(name) once, then w.slice(track, t0, t1, name) per region.
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:
