@@ -26,6 +26,8 @@ from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import MIGRATE, SWITCH
 
 LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding (findings.py)
+# The report's columns once every PU has had a switch: the prev task's pid is not needed.
+DETAIL_FIELDS = tuple(f for f in INTERVAL_FIELDS if f != "pid")
 
 
 @dataclass
@@ -124,7 +126,9 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     lean = not details and "proc" not in str(getattr(rec, "header", {}).get("backend", ""))
 
     def fields_now() -> tuple[str, ...]:
-        return INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
+        if b.needs_prev:
+            return INTERVAL_FIELDS
+        return INTERVAL_FIELDS_LEAN if lean else DETAIL_FIELDS
 
     def side(_i: int, window: list[dict[str, np.ndarray]]) -> None:
         """In the decode thread: what the report needs besides the intervals."""
