@@ -339,3 +339,26 @@ def test_a_proc_polled_recording_gets_its_intervals_as_switches(tmp_path: Path) 
     got = run_time(export(rec, tmp_path / "proc.pftrace"))
     want = report_run_time(rec)
     assert want and got == want
+
+
+@pytest.mark.skipif(shutil.which("trace_processor_shell") is None,
+                    reason="no trace_processor_shell here (the perfetto package downloads it on "
+                           "first use, which needs the network)")
+def test_trace_processor_reads_the_run_times(recording: Path, tmp_path: Path) -> None:
+    """Where Perfetto's own trace processor is installed, its sched table gives the report's
+    run time per thread per CPU (open slices end at the trace's end)."""
+    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
+    out = tmp_path / "tp.pftrace"
+    export(recording, out)
+    tp = TraceProcessor(trace=str(out), config=TraceProcessorConfig(
+        bin_path=shutil.which("trace_processor_shell")))
+    try:
+        rows = tp.query(
+            "SELECT thread.tid AS tid, sched.cpu AS cpu, SUM(CASE WHEN sched.dur < 0 THEN "
+            "TRACE_END() - sched.ts ELSE sched.dur END) AS ns FROM sched JOIN thread "
+            "USING (utid) WHERE thread.tid != 0 GROUP BY 1, 2").as_pandas_dataframe()
+    finally:
+        tp.close()
+    got = {(int(r.tid), int(r.cpu)): int(r.ns) for r in rows.itertuples()}
+    assert got == report_run_time(recording)
