@@ -230,3 +230,18 @@ def test_series_at_384_pus_stay_under_5000(tmp_path: Path) -> None:
         exp.close()
     n = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
     assert 3000 < n <= 5000
+
+
+def test_a_source_that_stops_is_absent_not_frozen(fake: FakeRoot, topo: Topology) -> None:
+    exp = Exporter(topo, fake.root, sources=sources(fake, perf=False), jobs=False)
+    try:
+        run(exp, fake, iter([{}, {}]))
+        assert "snumap_energy_joules_total" in parse(exp.render())
+        for zone in fake.rapl_zones:
+            fake.deny(f"sys/class/powercap/{zone}/energy_uj")
+        run(exp, fake, iter([{}]))
+        s = parse(exp.render())
+    finally:
+        exp.close()
+    assert "snumap_energy_joules_total" not in s
+    assert total(s, "snumap_cpu_seconds_total") > 0      # the others go on

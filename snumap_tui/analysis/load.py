@@ -51,17 +51,28 @@ def recording_cpus(topology: Topology) -> np.ndarray:
     return np.array(sorted(topology.pu_os_indexes), dtype=np.int64)
 
 
-def _windows(rec: Any) -> list[tuple[int | None, int | None]]:
+Window = tuple[Any, ...]      # (t0, t1) or, for a job of several nodes, (None, None, slice)
+NODE_WINDOW_CHUNKS = 4
+
+
+def _windows(rec: Any) -> list[Window]:
     """Time windows that follow the recording's event chunks (one chunk each when chunks do
-    not overlap in time), so the columns asked for can change from one window to the next."""
+    not overlap in time), so the columns asked for can change from one window to the next.
+
+    A job merged from several nodes has its nodes' chunks overlapping in time: there, windows
+    are runs of chunks in file order, each decoded once. Intervals need each CPU's events in
+    time order only, and every CPU's events are one node's, in order in the file."""
     chunks = getattr(rec, "event_chunks", None)
     if not chunks:
         return [(None, None)]
+    if getattr(rec, "nodes", None) is not None:
+        k = NODE_WINDOW_CHUNKS
+        return [(None, None, slice(i, i + k)) for i in range(0, len(chunks), k)]
     edges = sorted({int(c[0]) for c in chunks})
     return [(lo, hi) for lo, hi in zip([None, *edges[1:]], [*edges[1:], None])]
 
 
-def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
+def _prefetched(rec: Any, windows: list[Window],
                 fields_now: Callable[[], tuple[str, ...]],
                 on_read: Callable[[int, list[dict[str, np.ndarray]]], None] | None = None
                 ) -> Iterator[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
@@ -78,7 +89,11 @@ def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
     done: set[int] = set()
 
     def read(i: int, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
-        got = list(rec.iter_event_columns(fields, *windows[i]))
+        window = windows[i]
+        if len(window) > 2:
+            got = list(rec.iter_event_columns(fields, chunks=window[2]))
+        else:
+            got = list(rec.iter_event_columns(fields, window[0], window[1]))
         if on_read is not None and i not in done:
             done.add(i)
             on_read(i, got)

@@ -65,8 +65,12 @@ def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
                                         "start_wall_ns", "start_monotonic_ns") if k in hdr}
         meta["approximate"] = ld.intervals.approximate
         meta["time_base"] = "ts: CLOCK_MONOTONIC microseconds, as recorded"
+        table = getattr(rec, "nodes", None)      # a job merged from several nodes
+        nodes = [(n, int(e.get("cpu_base", 0))) for n, e in zip(table.names, table.nodes)] \
+            if table is not None else None
         return write_chrome(out, ld.intervals, rec.tasks, rec.markers, host=hdr.get("host"),
-                            meta=meta, counters=counter_values(rec))
+                            meta=meta, counters=counter_values(rec), nodes=nodes,
+                            label=table.label if table else str)
     if args.table == "samples":
         return write_samples_csv(out, rec.samples())
     if args.table == "events":

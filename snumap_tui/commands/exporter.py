@@ -93,11 +93,17 @@ def run(args: argparse.Namespace) -> int:
         if textfile is not None:
             print(f"snumap exporter: writing {textfile / 'snumap.prom'} every "
                   f"{interval:g} s", file=sys.stderr, flush=True)
-        stop = threading.Event()
+        stop = exp.failed                # SIGTERM/SIGINT, or the sampler stopping
+        stopped_by_signal = threading.Event()
+
+        def on_signal(*_: object) -> None:
+            stopped_by_signal.set()
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, on_signal)
         exp.start()
         stop.wait()
-        return 0
+        return 0 if stopped_by_signal.is_set() else 1
     finally:
         exp.close()

@@ -18,12 +18,17 @@ CLOCK_MONOTONIC clock, unchanged (floats, so nanoseconds survive as fractions): 
 as CSV, Parquet and Perfetto exports, and as the recording itself.
 
 Written as a stream, one CPU at a time, so the trace is never one JSON object in memory.
+
+A job merged from several nodes (``nodes``: each node's name and first merged PU number) keeps
+one machine per node: one process per node ("CPUs of n1", pid = CPU_PID + node index) whose
+tracks are that node's PUs by their own numbers; tasks are named ``comm node:tid``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -34,18 +39,19 @@ from snumap_tui.export.tables import UNTRACED_COMM
 from snumap_tui.trace.events import TaskInfo
 
 CPU_PID = 1 << 30            # the synthetic "process" that holds one track per PU
-METRICS_PID = CPU_PID + 1    # ... and the one that holds the counters
+METRICS_PID = CPU_PID - 1    # ... and the one that holds the counters (nodes count up)
 Counters = tuple[list[Track], Iterator[tuple[int, np.ndarray, np.ndarray]]]
 
 
-def _names(tasks: Mapping[int, TaskInfo]) -> dict[int, str]:
+def _names(tasks: Mapping[int, TaskInfo], label: Callable[[int], str] = str) -> dict[int, str]:
     """Slice names by tid: "comm tid", and the untraced pseudo-task's name without a tid."""
-    out = {tid: f"{info.comm} {tid}" for tid, info in tasks.items()}
+    out = {tid: f"{info.comm} {label(tid)}" for tid, info in tasks.items()}
     out[UNTRACED] = UNTRACED_COMM
     return out
 
 
-def _thread_events(iv: Intervals, tasks: Mapping[int, TaskInfo]) -> Iterator[dict[str, Any]]:
+def _thread_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
+                   label: Callable[[int], str] = str) -> Iterator[dict[str, Any]]:
     """Each traced thread's run intervals on its own track (real pid, tid)."""
     cpu, start, end, tid = iv.flat()
     keep = tid > 0
@@ -62,7 +68,7 @@ def _thread_events(iv: Intervals, tasks: Mapping[int, TaskInfo]) -> Iterator[dic
         info = tasks.get(t)
         p = info.pid if info and info.pid > 0 else iv.pid_of_tid.get(t, t)
         yield {"ph": "M", "name": "thread_name", "pid": p if p > 0 else t, "tid": t,
-               "args": {"name": f"{info.comm if info else '?'} {t}"}}
+               "args": {"name": f"{info.comm if info else '?'} {label(t)}"}}
     for c, s, e, t, p in zip(cpu.tolist(), start.tolist(), end.tolist(), tid.tolist(),
                              pids.tolist()):
         yield {"ph": "X", "name": f"CPU {c}", "cat": "thread", "pid": p, "tid": t,
@@ -84,28 +90,39 @@ def _counter_events(counters: Counters) -> Iterator[dict[str, Any]]:
 
 def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
                   markers: list[tuple[int, str]] = (),   # type: ignore[assignment]
-                  host: str | None = None, counters: Counters | None = None
-                  ) -> Iterator[dict[str, Any]]:
+                  host: str | None = None, counters: Counters | None = None,
+                  nodes: Sequence[tuple[str, int]] | None = None,
+                  label: Callable[[int], str] = str) -> Iterator[dict[str, Any]]:
     """The trace's events in order: metadata, each CPU's slices, each thread's slices,
     counters, markers."""
-    names = _names(tasks)
-    yield {"ph": "M", "name": "process_name", "pid": CPU_PID, "tid": 0,
-           "args": {"name": f"CPUs{' of ' + host if host else ''}"}}
-    yield {"ph": "M", "name": "process_sort_index", "pid": CPU_PID, "tid": 0,
-           "args": {"sort_index": -1}}
+    names = _names(tasks, label)
+    machines = list(nodes) if nodes else [(host or "", 0)]
+    bases = [b for _, b in machines]
+
+    def where(cpu: int) -> tuple[int, int]:      # (pid of its machine, its own PU number)
+        k = max(0, bisect_right(bases, cpu) - 1)
+        return CPU_PID + k, cpu - bases[k]
+
+    for k, (name, _base) in enumerate(machines):
+        yield {"ph": "M", "name": "process_name", "pid": CPU_PID + k, "tid": 0,
+               "args": {"name": f"CPUs{' of ' + name if name else ''}"}}
+        yield {"ph": "M", "name": "process_sort_index", "pid": CPU_PID + k, "tid": 0,
+               "args": {"sort_index": k - len(machines)}}
     for cpu in iv.cpus.tolist():
-        yield {"ph": "M", "name": "thread_name", "pid": CPU_PID, "tid": cpu + 1,
-               "args": {"name": f"CPU {cpu}"}}
-        yield {"ph": "M", "name": "thread_sort_index", "pid": CPU_PID, "tid": cpu + 1,
-               "args": {"sort_index": cpu}}
+        pid, own = where(cpu)
+        yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": own + 1,
+               "args": {"name": f"CPU {own}"}}
+        yield {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": own + 1,
+               "args": {"sort_index": own}}
     for r, cpu in enumerate(iv.cpus.tolist()):
         tids = iv.tid[r].tolist()
         pids = iv.pids(iv.tid[r]).tolist()
+        mpid, own = where(cpu)
         for s, e, tid, pid in zip(iv.start[r].tolist(), iv.end[r].tolist(), tids, pids):
             yield {"ph": "X", "name": names.get(tid) or f"? {tid}", "cat": "sched",
-                   "pid": CPU_PID, "tid": cpu + 1, "ts": s / 1e3, "dur": (e - s) / 1e3,
+                   "pid": mpid, "tid": own + 1, "ts": s / 1e3, "dur": (e - s) / 1e3,
                    "args": {"tid": tid, "pid": pid}}
-    yield from _thread_events(iv, tasks)
+    yield from _thread_events(iv, tasks, label)
     if counters is not None:
         yield from _counter_events(counters)
     # Regions of parallel programs (and other spans) go here: complete events ("X") on the
@@ -117,13 +134,15 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
 def write_chrome(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInfo],
                  markers: list[tuple[int, str]] = (),   # type: ignore[assignment]
                  host: str | None = None, meta: Mapping[str, Any] | None = None,
-                 counters: Counters | None = None) -> int:
+                 counters: Counters | None = None,
+                 nodes: Sequence[tuple[str, int]] | None = None,
+                 label: Callable[[int], str] = str) -> int:
     """Write the JSON object form ({"traceEvents": [...], ...}); returns the event count."""
     out.write('{"displayTimeUnit": "ns", "otherData": ')
     out.write(json.dumps(dict(meta or {})))
     out.write(', "traceEvents": [\n')
     n = 0
-    for ev in chrome_events(iv, tasks, markers, host, counters):
+    for ev in chrome_events(iv, tasks, markers, host, counters, nodes, label):
         if n:
             out.write(",\n")
         out.write(json.dumps(ev, separators=(",", ":")))

@@ -7,6 +7,7 @@ the job processes watched, write the textfile); HTTP threads only render the las
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +43,7 @@ class Exporter:
         self.textfile = textfile
         self.server: MetricsServer | None = None
         self._textfile_error: str | None = None
+        self.failed = threading.Event()     # the sampler stopped: the command exits 1
 
     # ---- the sampler thread ----
     def on_sample(self, sample: Sample) -> None:
@@ -80,8 +82,11 @@ class Exporter:
                            on_error=self._on_error)
 
     def _on_error(self, exc: BaseException) -> None:
+        """A bug or a broken machine stopped the sampler: say so and let the command exit
+        non-zero (a service manager restarts it) rather than serve frozen counters."""
         self.state.errors["sampler"] = f"stopped: {exc}"
-        print(f"snumap exporter: the sampler stopped: {exc}", file=sys.stderr, flush=True)
+        print(f"snumap exporter: the sampler stopped: {exc!r}", file=sys.stderr, flush=True)
+        self.failed.set()
 
     def render(self, openmetrics: bool = False) -> bytes:
         return self.exposition.render(openmetrics)

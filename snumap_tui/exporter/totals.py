@@ -26,6 +26,8 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
 
 _TICKS = frozenset(CPU_MODES)
+# Per-PU counters of derive that are not published: sums of others, or already in user/nice.
+_NOT_EXPORTED = frozenset({"total_ticks", "busy_ticks", "guest", "guest_nice", "tsc"})
 
 
 @dataclass
@@ -47,8 +49,6 @@ class NodeTotals:
         self.plan = plan_for(topology)
         self._acc_pu: dict[str, np.ndarray] = {}
         self._acc_obj: dict[str, np.ndarray] = {}
-        self._gauge_pu: dict[str, np.ndarray] = {}
-        self._gauge_obj: dict[str, np.ndarray] = {}
         self._prev: Sample | None = None
         self.hz = math.nan
         self._lock = threading.Lock()
@@ -61,46 +61,45 @@ class NodeTotals:
             return self.snapshot
         c = counters(prev, sample, self.topology)
         hz = c.scalars.get("hz", math.nan)
+        # What this sweep delivered: a source that stopped has its series absent (a gap in
+        # Prometheus), not frozen; its totals are kept for when it comes back.
+        pu: dict[str, np.ndarray] = {}
+        obj: dict[str, np.ndarray] = {}
         for name, col in c.pu.items():
             if name in _TICKS:
                 if not hz > 0:
                     continue
                 self.hz = hz
-                self._accumulate(self._acc_pu, name, col)
+                pu[name] = self._accumulate(self._acc_pu, name, col)
             elif name in PU_FAMILIES and PU_FAMILIES[name].kind == "gauge":
-                self._gauge_pu[name] = col.copy()
-            elif name in PU_FAMILIES or name not in ("total_ticks", "busy_ticks", "guest",
-                                                       "guest_nice", "tsc"):
-                self._accumulate(self._acc_pu, name, col)
+                pu[name] = col.copy()
+            elif name in PU_FAMILIES or name not in _NOT_EXPORTED:
+                pu[name] = self._accumulate(self._acc_pu, name, col)
         for name, row in c.obj.items():
             fam = OBJ_FAMILIES.get(name)
             if fam is None:
                 continue
-            if fam.kind == "gauge":
-                self._gauge_obj[name] = row.copy()
-            else:
+            obj[name] = row.copy() if fam.kind == "gauge" else \
                 self._accumulate(self._acc_obj, name, row)
         snap = Snapshot(seq=self.snapshot.seq + 1, wall_ns=sample.wall_ns, hz=self.hz,
-                        pu={**{k: v.copy() for k, v in self._acc_pu.items()},
-                            **self._gauge_pu},
-                        obj={**{k: v.copy() for k, v in self._acc_obj.items()},
-                             **self._gauge_obj})
+                        pu=pu, obj=obj)
         with self._lock:
             self.snapshot = snap
         return snap
 
     @staticmethod
-    def _accumulate(acc: dict[str, np.ndarray], name: str, delta: np.ndarray) -> None:
-        """acc += delta where delta is a number; a slot stays NaN until its first number."""
+    def _accumulate(acc: dict[str, np.ndarray], name: str, delta: np.ndarray) -> np.ndarray:
+        """acc += delta where delta is a number (a slot stays NaN until its first number);
+        returns a copy of the totals for the snapshot."""
         cur = acc.get(name)
         ok = ~np.isnan(delta)
-        if cur is None:
+        if cur is None or cur.shape != delta.shape:
             cur = acc[name] = np.full(delta.shape, np.nan)
-        if not ok.any():
-            return
-        start = ok & np.isnan(cur)
-        cur[start] = 0.0
-        cur[ok] += delta[ok]
+        if ok.any():
+            start = ok & np.isnan(cur)
+            cur[start] = 0.0
+            cur[ok] += delta[ok]
+        return cur.copy()
 
     def per_object(self, snap: Snapshot, counter: str, ids: list[int]) -> np.ndarray:
         """A per-PU counter of ``snap`` at the objects ``ids``: summed over their PUs (a
