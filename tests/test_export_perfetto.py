@@ -362,3 +362,38 @@ def test_trace_processor_reads_the_run_times(recording: Path, tmp_path: Path) ->
         tp.close()
     got = {(int(r.tid), int(r.cpu)): int(r.ns) for r in rows.itertuples()}
     assert got == report_run_time(recording)
+
+
+def test_a_merged_job_is_one_machine_per_node(tmp_path: Path) -> None:
+    """`snumap merge` of two nodes: each node's bundles, process tree and tids on its own
+    machine (node k: machine k + 1), run time per local tid per local PU the report's."""
+    from tests.test_merge_views import merged
+
+    job = merged(tmp_path)
+    trace = export(job, tmp_path / "job.pftrace")
+    with open_recording(job) as rec:
+        table = rec.nodes
+        bases = table.cpu_bases().tolist()
+        tid_bases = table.tid_bases().tolist()
+    by_machine: dict[int, Any] = defaultdict(pb.Trace)
+    for p in trace.packet:
+        if p.HasField("ftrace_events") or p.HasField("process_tree"):
+            assert p.machine_id in (1, 2)
+            by_machine[p.machine_id].packet.append(p)
+    assert sorted(by_machine) == [1, 2]
+    want: dict[tuple[int, int, int], int] = {}
+    for (tid, cpu), ns in report_run_time(job).items():
+        k = max(i for i, b in enumerate(bases) if b <= cpu)
+        want[k + 1, tid - tid_bases[k], cpu - bases[k]] = ns
+    end = trace_end(trace, compact(trace))
+    got: dict[tuple[int, int, int], int] = defaultdict(int)
+    for m, sub in by_machine.items():
+        for cpu, s in compact(sub).items():
+            sw = sorted(s["switch"], key=lambda e: e[0])
+            for (t, _st, pid, _c), nxt in zip(sw, [*sw[1:], (end,)]):
+                if pid:
+                    got[m, pid, cpu] += nxt[0] - t
+    assert want and dict(got) == want
+    names = {(m, t.tid): t.name for m, sub in by_machine.items()
+             for p in sub.packet if p.HasField("process_tree") for t in p.process_tree.threads}
+    assert names[1, 500] == "rank0" and names[2, 500] == "rank2" and names[2, 502] == "rank3"

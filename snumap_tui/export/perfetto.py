@@ -14,8 +14,10 @@ What goes where (field numbers from Perfetto's protos/perfetto/trace/, checked a
 | markers | ``TrackEvent`` instants on a "snumap markers" track |
 | header | ``SystemInfo`` (kernel release: the trace processor decodes prev_state by it; host) and a ``ClockSnapshot`` tying the trace clock to wall time |
 
-A /proc-polled recording (no switches, approximate intervals) gets the switches that rebuild
-its intervals. Migrations, fork, exec and exit are not written (Perfetto derives its thread state from
+A job merged from several nodes (`snumap merge`) is one Perfetto machine per node
+(``TracePacket.machine_id`` k + 1 for node k) with that node's own PU numbers and tids; its
+counters and markers stay on the host machine. A /proc-polled recording (no switches,
+approximate intervals) gets the switches that rebuild its intervals. Migrations, fork, exec and exit are not written (Perfetto derives its thread state from
 switches and wakings). Regions and markers of later recordings become slices through
 ``PerfettoWriter.track`` / ``PerfettoWriter.slice``.
 
@@ -101,9 +103,10 @@ class PerfettoWriter:
         self._seq_started = False
         self._next_uuid = 1
 
-    def packet(self, body: bytes) -> None:
-        if self.machine_id:
-            body += f_varint(PKT_MACHINE_ID, self.machine_id)
+    def packet(self, body: bytes, machine_id: int | None = None) -> None:
+        m = self.machine_id if machine_id is None else machine_id
+        if m:
+            body += f_varint(PKT_MACHINE_ID, m)
         self.out.write(f_bytes(TRACE_PACKET, body))
         self.packets += 1
 
@@ -162,7 +165,8 @@ class PerfettoWriter:
                                 + f_varint(CLOCK_TS, wall)))
             self.packet(f_varint(PKT_TIMESTAMP, mono) + f_bytes(PKT_CLOCK_SNAPSHOT, clocks))
 
-    def process_tree(self, tasks: Mapping[int, TaskInfo], t_ns: int) -> None:
+    def process_tree(self, tasks: Mapping[int, TaskInfo], t_ns: int,
+                     machine_id: int | None = None) -> None:
         """Processes (pid, ppid, comm) and threads (tid, tgid, name) of the task table."""
         procs: dict[int, TaskInfo] = {}
         for info in tasks.values():
@@ -180,7 +184,8 @@ class PerfettoWriter:
             if info.pid > 0:
                 t += f_varint(THR_TGID, info.pid)
             body += f_bytes(PT_THREADS, t)
-        self.packet(f_varint(PKT_TIMESTAMP, t_ns) + f_bytes(PKT_PROCESS_TREE, bytes(body)))
+        self.packet(f_varint(PKT_TIMESTAMP, t_ns) + f_bytes(PKT_PROCESS_TREE, bytes(body)),
+                    machine_id)
 
 
 class CommTable:
@@ -244,7 +249,24 @@ def _local_ids(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
     return uniq, inv.reshape(-1)
 
 
-def _bundles(kinds: list[_Kind], comms: CommTable) -> Iterator[bytes]:
+class Machines:
+    """The nodes of a merged job (store/nodes.py) as Perfetto machines: node k is machine
+    k + 1, with its own PU numbers and tids (a merged recording adds a base to both)."""
+
+    def __init__(self, cpu_bases: np.ndarray, tid_bases: np.ndarray) -> None:
+        self.cpu_bases = cpu_bases.astype(np.int64)
+        self.tid_bases = tid_bases.astype(np.int64)
+
+    def of_cpu(self, cpu: np.ndarray) -> np.ndarray:
+        """Node index of each (merged) PU number."""
+        return np.maximum(np.searchsorted(self.cpu_bases, cpu, side="right") - 1, 0)
+
+    def local_tid(self, tid: np.ndarray, node: np.ndarray) -> np.ndarray:
+        return np.where(tid > 0, tid - self.tid_bases[node], tid)
+
+
+def _bundles(kinds: list[_Kind], comms: CommTable, machines: Machines | None = None
+             ) -> Iterator[tuple[int, bytes]]:
     """FtraceEventBundle payloads, one per CPU (and per MAX_BUNDLE events of a kind), each
     with its own intern table and timestamps delta-encoded from an absolute first one."""
     kinds = [k for k in kinds if len(k.t)]
@@ -272,14 +294,21 @@ def _bundles(kinds: list[_Kind], comms: CommTable) -> Iterator[bytes]:
         bounds.append(np.searchsorted(bi, np.arange(len(bundles) + 1)).tolist())
     ucomm = (uniq % g).tolist()
     first_l = first.tolist()
-    cpus = (bundles >> 20).tolist()
+    cpu_arr = bundles >> 20
+    if machines is not None:
+        node = machines.of_cpu(cpu_arr)
+        mids = (node + 1).tolist()
+        cpus = (cpu_arr - machines.cpu_bases[node]).tolist()
+    else:
+        mids, cpus = [0] * len(cpu_arr), cpu_arr.tolist()
     for i, cpu in enumerate(cpus):
         parts = [comms.entries[x] for x in ucomm[first_l[i]:first_l[i + 1]]]
         for fields_enc, bd in zip(enc, bounds):
             a, b = bd[i], bd[i + 1]
             if a < b:
                 parts += [packed(f, data[off[a]:off[b]]) for f, data, off in fields_enc]
-        yield f_varint(BUNDLE_CPU, cpu) + f_bytes(BUNDLE_COMPACT_SCHED, b"".join(parts))
+        yield mids[i], f_varint(BUNDLE_CPU, cpu) + f_bytes(BUNDLE_COMPACT_SCHED,
+                                                           b"".join(parts))
 
 
 def _by_cpu(cpu: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -296,9 +325,10 @@ class SchedEncoder:
     """Turns windows of events into FtraceEventBundle payloads, carrying which CPUs have had
     their opening switch across windows."""
 
-    def __init__(self, comms: CommTable, t_start: int) -> None:
+    def __init__(self, comms: CommTable, t_start: int, machines: Machines | None = None) -> None:
         self.comms = comms
         self.t_start = t_start
+        self.machines = machines
         self.opened: set[int] = set()
         self.switches = 0
         self.wakings = 0
@@ -322,7 +352,7 @@ class SchedEncoder:
         order = _by_cpu(cpu, t)
         cpu, t, nxt, state = cpu[order], t[order], nxt[order], state[order]
         return _Kind(cpu, t, self.comms.of(nxt), CS_SWITCH_TS, CS_SWITCH_NEXT_COMM,
-                     [(CS_SWITCH_PREV_STATE, state), (CS_SWITCH_NEXT_PID, nxt),
+                     [(CS_SWITCH_PREV_STATE, state), (CS_SWITCH_NEXT_PID, self._local(nxt, cpu)),
                       (CS_SWITCH_NEXT_PRIO, np.full(len(t), DEFAULT_PRIO))])
 
     def _wakings(self, cols: Mapping[str, np.ndarray], wk: np.ndarray) -> _Kind:
@@ -330,18 +360,27 @@ class SchedEncoder:
         t = cols["t_ns"][wk].astype(np.uint64)
         order = _by_cpu(cpu, t)
         cpu, t, tid = cpu[order], t[order], cols["tid"][wk][order].astype(np.int64)
+        local_cpu = cpu if self.machines is None \
+            else cpu - self.machines.cpu_bases[self.machines.of_cpu(cpu)]
         return _Kind(cpu, t, self.comms.of(tid), CS_WAKING_TS, CS_WAKING_COMM,
-                     [(CS_WAKING_PID, tid), (CS_WAKING_CPU, cpu),
+                     [(CS_WAKING_PID, self._local(tid, cpu)), (CS_WAKING_CPU, local_cpu),
                       (CS_WAKING_PRIO, np.full(len(t), DEFAULT_PRIO)),
                       (CS_WAKING_FLAGS, np.zeros(len(t), dtype=np.int64))])
 
-    def window(self, cols: Mapping[str, np.ndarray]) -> Iterator[bytes]:
+    def _local(self, tid: np.ndarray, cpu: np.ndarray) -> np.ndarray:
+        """Tids as their node knows them (a merged job's are offset per node)."""
+        if self.machines is None:
+            return tid
+        return self.machines.local_tid(tid, self.machines.of_cpu(cpu))
+
+    def window(self, cols: Mapping[str, np.ndarray]) -> Iterator[tuple[int, bytes]]:
         kind = cols["kind"]
         sw = np.flatnonzero(kind == SWITCH)
         wk = np.flatnonzero((kind == WAKEUP) | (kind == WAKEUP_NEW))
         self.switches += len(sw)
         self.wakings += len(wk)
-        yield from _bundles([self._switches(cols, sw), self._wakings(cols, wk)], self.comms)
+        yield from _bundles([self._switches(cols, sw), self._wakings(cols, wk)], self.comms,
+                            self.machines)
 
 
 def _windows(rec: Any, fields: tuple[str, ...], size: int) -> Iterator[dict[str, np.ndarray]]:
@@ -376,6 +415,22 @@ def switches_from_intervals(iv: Intervals) -> dict[str, np.ndarray]:
             "tid": np.zeros(n, np.int64), "tid2": nxt[order], "arg": np.zeros(n, np.int64)}
 
 
+def _tasks_by_node(tasks: Mapping[int, TaskInfo], machines: Machines
+                   ) -> dict[int, dict[int, TaskInfo]]:
+    """A merged job's task table split by node, with each node's own tids and pids."""
+    out: dict[int, dict[int, TaskInfo]] = {}
+    bases = machines.tid_bases
+    for tid, info in tasks.items():
+        if tid <= 0:
+            continue
+        k = int(np.searchsorted(bases, tid, side="right") - 1)
+        b = int(bases[k])
+        out.setdefault(k, {})[tid - b] = TaskInfo(
+            tid - b, info.pid - b if info.pid > 0 else info.pid, info.comm,
+            info.ppid - b if info.ppid > 0 else info.ppid, info.t_ns)
+    return out
+
+
 def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
                    window_events: int = WINDOW_EVENTS) -> dict[str, int]:
     """Write recording ``rec`` as a Perfetto trace; returns counts of what was written."""
@@ -384,16 +439,22 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     t0, t1 = int(rec.t_start), int(rec.t_end)
     w.header(hdr, t0)
     tasks = getattr(rec, "tasks", {}) or {}
-    w.process_tree(tasks, t0)
-    enc = SchedEncoder(CommTable(tasks), t0)
+    table = getattr(rec, "nodes", None)            # a job merged from several nodes
+    machines = Machines(table.cpu_bases(), table.tid_bases()) if table is not None else None
+    if machines is None:
+        w.process_tree(tasks, t0)
+    else:
+        for k, per_node in _tasks_by_node(tasks, machines).items():
+            w.process_tree(per_node, t0, machine_id=k + 1)
+    enc = SchedEncoder(CommTable(tasks), t0, machines)
     if "proc" in str(hdr.get("backend", "")):
         windows: Iterator[Mapping[str, np.ndarray]] = iter(
             [switches_from_intervals(load(rec).intervals)])
     else:
         windows = _windows(rec, SCHED_FIELDS, window_events)
     for cols in windows:
-        for bundle in enc.window(cols):
-            w.packet(f_bytes(PKT_FTRACE_EVENTS, bundle))
+        for machine, bundle in enc.window(cols):
+            w.packet(f_bytes(PKT_FTRACE_EVENTS, bundle), machine or None)
     n_counters = 0
     tracks, values = counter_values(rec, COUNTER_TRACKS)
     uuids: dict[int, int] = {}
