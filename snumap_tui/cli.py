@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "replay": "show a recording again, with a time cursor and a core-vs-time view",
     "report": "summary of a recording (text or --json)",
     "merge": "merge the recordings of a job's nodes into one recording",
-    "export": "export a recording as a Chrome trace or CSV",
+    "export": "export a recording as a Perfetto trace, Parquet tables, Chrome JSON or CSV",
     "topo": "the topology as a text tree or JSON",
     "exporter": "serve the live counters to Prometheus (OpenMetrics) or a node_exporter textfile",
     "probe": "what this machine offers (PMU, RAPL, NUMA, eBPF, ...), and how to fix what is missing",

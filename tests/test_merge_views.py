@@ -12,7 +12,7 @@ from snumap_tui import store
 from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
 from snumap_tui.analysis.load import load
 from snumap_tui.analysis.report import build_report, format_report
-from snumap_tui.export.chrome import write_chrome
+from snumap_tui.export.chrome import CPU_PID, write_chrome
 from snumap_tui.store.merge import merge
 from snumap_tui.ui.gantt import GanttState, render_gantt
 from snumap_tui.ui.replay_data import load_replay
@@ -77,12 +77,17 @@ def test_chrome_export_keeps_one_machine_per_node(tmp_path: Path) -> None:
         write_chrome(buf, load(rec).intervals, rec.tasks, rec.markers, nodes=nodes,
                      label=table.label)
     ev = json.loads(buf.getvalue())["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
-    assert procs == {1: "CPUs of cn1", 2: "CPUs of cn2"}
-    tracks = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "X"}
-    assert tracks == {(1, 1), (1, 2), (2, 1), (2, 2)}
-    names = {e["name"] for e in ev if e["ph"] == "X"}
+    # The PUs' processes (CPU_PID + node index; the threads' own tracks use their pids).
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e["name"] == "process_name" and e["pid"] >= CPU_PID}
+    assert procs == {CPU_PID: "CPUs of cn1", CPU_PID + 1: "CPUs of cn2"}
+    cpu_slices = [e for e in ev if e["ph"] == "X" and e["pid"] >= CPU_PID]
+    tracks = {(e["pid"] - CPU_PID, e["tid"]) for e in cpu_slices}
+    assert tracks == {(0, 1), (0, 2), (1, 1), (1, 2)}
+    names = {e["name"] for e in cpu_slices}
     assert {"rank0 cn1:500", "rank2 cn2:500", "rank3 cn2:502"} <= names
+    threads = {e["args"]["name"] for e in ev if e["name"] == "thread_name" and e["pid"] < CPU_PID}
+    assert {"rank0 cn1:500", "rank3 cn2:502"} <= threads
 
 
 def test_report_text_of_a_job(tmp_path: Path) -> None:
