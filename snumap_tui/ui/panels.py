@@ -302,12 +302,18 @@ class ProcessPanel(Vertical):
         return sort_key, filt
 
     def show_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None,
-                   sort_key: str | None = None, filter_text: str | None = None) -> None:
+                   sort_key: str | None = None, filter_text: str | None = None,
+                   prefixes: Sequence[str] | None = None, descending: bool | None = None,
+                   note: str = "") -> None:
+        """The processes; ``prefixes``: the tree's branches (the list is a tree, F5)."""
         sort_key, filt = self._state(sort_key, filter_text)
-        title = table_title(f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}",
-                            sort_key, "none", filt)
+        table = self.query_one(ProcessTable)
+        table.descending = sort_key == "cpu" if descending is None else descending
+        what = f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}{note}"
+        title = table_title(what + (" as a tree" if prefixes is not None else ""),
+                            sort_key, "none", filt, table.descending)
         empty = f"no process matches '{filt}'" if filt else "no process to show"
-        self.query_one(ProcessTable).set_tasks(topo, tasks, selected, sort_key, title, empty)
+        table.set_tasks(topo, tasks, selected, sort_key, title, empty, prefixes)
 
     def show_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str,
                     sort_key: str | None = None, filter_text: str | None = None) -> None:
@@ -330,12 +336,13 @@ class ProcessPanel(Vertical):
             self.query_one("#proc-detail", Static).update(text, layout=False)
 
 
-def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:
+def table_title(what: str, sort_key: str, mode: str, filter_text: str,
+                descending: bool | None = None) -> Text:
     """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table."""
     t = Text(f" {what}", style="bold")
     if mode == "none":
-        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)}"
-                 f" {'▼' if sort_key == 'cpu' else '▲'}")
+        down = sort_key == "cpu" if descending is None else descending
+        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)} {'▼' if down else '▲'}")
     else:
         t.append(f" · grouped by {mode}")
     if filter_text:
@@ -343,5 +350,5 @@ def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:
         t.append(f"'{filter_text}'", style="bold yellow")
         t.append(" (esc clears)", style=NA_STYLE)
     else:
-        t.append("  s sort · g group · / filter", style=NA_STYLE)
+        t.append("  < > sort · t tree · / filter · k signal", style=NA_STYLE)
     return t

@@ -6,7 +6,7 @@ Topology and Frames, never a sampler, so replay reuses it.
 
 | key          | action                              |
 |--------------|-------------------------------------|
-| up/down, j/k | move the cursor                      |
+| up/down      | move the cursor                      |
 | enter        | fold / unfold the row                |
 | right / left | unfold / fold (left on a leaf: go to the parent) |
 | home / end   | first / last row                     |
@@ -97,15 +97,16 @@ class TopologyTable(ScrollView, can_focus=True):
     """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
+        # Arrows only: k is the signal key and h/l pan in replay (keymap.py: one meaning each).
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
         Binding("pageup", "cursor(-10)", show=False),
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "cursor(-100000)", show=False),
         Binding("end", "cursor(100000)", show=False),
         Binding("enter", "toggle_fold", "Fold", show=False),
-        Binding("right,l", "expand", show=False),
-        Binding("left,h", "collapse", show=False),
+        Binding("right", "expand", show=False),
+        Binding("left", "collapse", show=False),
     ]
 
     DEFAULT_CSS = """
