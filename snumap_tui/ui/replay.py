@@ -88,7 +88,7 @@ class GanttView(Widget, can_focus=True):
 
     def letters(self) -> bool:
         """Colours cannot tell processes apart: NO_COLOR, or 16 colours or fewer."""
-        if os.environ.get("NO_COLOR"):
+        if self.app.no_color or os.environ.get("NO_COLOR"):
             return True
         return self.app.console.color_system in (None, "standard", "windows")
 
