@@ -37,6 +37,9 @@ MAX_PAYLOAD = 1 << 30  # a sanity bound: a writer never makes a chunk this big
 
 # Chunk kinds (the u8 "kind" field).
 K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS, K_LOST, K_MARKERS, K_INDEX, K_TRAILER = range(1, 9)
+# A recording's span, its *duration* everywhere (record's summary, report, replay): from the
+# earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
+SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS)
 KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TASKS: "tasks",
               K_LOST: "lost", K_MARKERS: "markers", K_INDEX: "index", K_TRAILER: "trailer"}
 # Added within version 1 (older readers skip unknown kinds): the times of the samples chunk
