@@ -27,6 +27,11 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Commands that read a recording, not a machine: --topology/--fsroot/--synthetic would mean
+#: nothing there (the recording carries its machine's topology), so they do not take them.
+RECORDING_COMMANDS = frozenset({"report", "export", "replay"})
+
+
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     """Options every command takes to show another machine than this one."""
     g = parser.add_argument_group("machine")
@@ -46,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add_machine_options(p)
+        if name not in RECORDING_COMMANDS:
+            add_machine_options(p)
         module = importlib.import_module(f"snumap_tui.commands.{name}")
         module.add_arguments(p)
         p.set_defaults(_module=module)

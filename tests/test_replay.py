@@ -17,9 +17,10 @@ from snumap_tui.store import open as open_recording
 from snumap_tui.trace.events import SWITCH, TaskInfo
 from snumap_tui.ui.gantt import GanttState
 from snumap_tui.ui.keymap import entries
-from snumap_tui.ui.replay import GanttView, ReplayApp, fit_pieces, parse_time
+from snumap_tui.ui.replay import GanttView, ReplayApp, parse_time
 from snumap_tui.ui.replay_data import load_replay
 from snumap_tui.ui.replay_help import KEYS, ReplayHelpScreen
+from snumap_tui.ui.textfit import fit_pieces
 from snumap_tui.ui.topology_view import TopologyTable
 
 HERE = Path(__file__).resolve().parent

@@ -24,6 +24,7 @@ from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
+from snumap_tui.ui.textfit import cut_words, fit_pieces, truncate_words
 from snumap_tui.ui.tree_rows import node_memory
 
 OK_STYLE = Style(color="green", bold=True)
@@ -38,23 +39,27 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
     ``origin`` says the numbers are not this machine's live ones: ("fsroot", DIR) for a
     gathered tree (``static``: its counters did not move, a snapshot) or ("topology", NAME)
     for another machine's tree (--topology/--synthetic: no live data at all)."""
-    t = Text()
-    t.append(" snumap top ", style="bold reverse")
-    t.append(f" {host.host}", style="bold")
-    t.append(f" │ {'Linux ' if width >= 100 else ''}{host.kernel} │ {host.cpu_model}")
+    # Whole pieces or none (at 80 columns the model name was cut to "Intel (R) Xeo"): the
+    # CPU model, the longest, is shortened at a word instead when it is what does not fit.
+    kernel = f" │ {'Linux ' if width >= 100 else ''}{host.kernel}"
+    rest = []
     if host.uptime_s is not None:
-        t.append(f" │ up {format_uptime(host.uptime_s)}")
+        rest.append(f" │ up {format_uptime(host.uptime_s)}")
     if host.load is not None:
-        t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
-    t.truncate(width)
+        rest.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
+    fixed = len(" snumap top ") + len(f" {host.host}") + len(kernel) + sum(map(len, rest))
+    model = cut_words(f" │ {host.cpu_model}", max(0, width - fixed))
+    pieces = [(" snumap top ", "bold reverse"), (f" {host.host}", "bold"), (kernel, ""),
+              *([(model, "")] if len(model) > 4 else []), *((r, "") for r in rest)]
+    t = fit_pieces(pieces, width)
     t.append("\n")
     line2 = Text()
     kind, name = origin or ("live", "")
     if kind == "topology":
-        line2.append(f" ■ topology of {name} — no live data: not this machine ",
-                     style="bold yellow")
+        line2.append(cut_words(f" ■ topology of {name} — no live data: not this machine",
+                               width - 4) + " ", style="bold yellow")
         line2.append("(i)", style="italic")
-        line2.truncate(width)
+        truncate_words(line2, width)
         t.append_text(line2)
         return t
     if paused:
@@ -86,7 +91,7 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
         line2.append(_SHORT.get(n, n) + " ", style="" if ok else NA_STYLE)
     if any(not ok for _, ok, _ in marks):
         line2.append("i:why", style="italic")
-    line2.truncate(width)
+    truncate_words(line2, width)
     t.append_text(line2)
     return t
 

@@ -36,6 +36,7 @@ from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.replay_data import MODES, ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
+from snumap_tui.ui.textfit import fit_pieces
 from snumap_tui.ui.timeaxis import resolution_label
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
@@ -422,17 +423,6 @@ class ReplayApp(ReplayKeysMixin, App[int]):
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._redraw)
-
-
-def fit_pieces(pieces: list[tuple[str, str]], width: int) -> Text:
-    """The pieces (text, style) in order, leaving out whole those that would pass ``width``
-    (the first is always there, cut if it must be)."""
-    out = Text()
-    for i, (text, style) in enumerate(pieces):
-        if i == 0 or out.cell_len + len(text) <= width:
-            out.append(text, style=style)
-    out.truncate(width)
-    return out
 
 
 def parse_time(text: str) -> float:
