@@ -34,11 +34,10 @@ def test_machine_commands_keep_them_and_help_speaks_plainly() -> None:
 
 
 # Every whole word the two header lines below may show.
-WORDS = {
-    *"snumap top login01.cluster Linux 6.1.0-27-amd64 Intel(R) Xeon(R) Gold 6248 CPU @".split(),
-    *"2.50GHz up 3d 0h load 1.00 2.00 3.00 live 1s topology CPU % sources: waiting for".split(),
-    *"the first sample of AMD-19h-Zen3-2xEpyc-7763.xml no live data: not this machine".split(),
-    "(i)"}
+_ALL = ("snumap top login01.cluster Linux 6.1.0-27-amd64 Intel(R) Xeon(R) Gold 6248 CPU @ "
+        "2.50GHz up 3d 0h load 1.00 2.00 3.00 live 1s topology CPU % sources: waiting for "
+        "the first sample of AMD-19h-Zen3-2xEpyc-7763.xml no live data: not this machine (i)")
+WORDS = set(_ALL.split())
 
 
 @pytest.mark.parametrize("width", [60, 80, 100, 120])
