@@ -21,7 +21,6 @@ from typing import ClassVar, Protocol
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
-from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
@@ -30,6 +29,7 @@ from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app_processes import ProcessListMixin
+from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.metricspec import (
@@ -146,6 +146,7 @@ class TopApp(ProcessListMixin, App[int]):
         self.history: deque[Frame] = deque(maxlen=history)
         self.frame: Frame | None = None
         self.metric_i = 0
+        self._metric_views: tuple[Frame, list[MetricView]] | None = None
         self.group_mode = "none"
         self.selected_pid: int | None = None
         self.selected_obj = topology.root.id
@@ -165,16 +166,19 @@ class TopApp(ProcessListMixin, App[int]):
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
-            with Vertical(id="topology"):
+        with Backdrop(id="main"), BackdropSwitcher(initial=self.view, id="views"):
+            with Backdrop(id="topology"):
                 yield Static(id="topo-head")
                 yield TopologyTable(self.topology, id="tree")
                 yield ProcessTable(id="topo-procs", cursor=False)
-                yield Static(id="spark")
+                yield TextLines(id="spark")
             yield HeatmapPanel(id="heatmap")
             yield ProcessPanel(id="processes")
         yield Static(id="too-small")
         yield Footer()
+
+    def get_default_screen(self) -> BackdropScreen:
+        return BackdropScreen(id="_default")
 
     def on_mount(self) -> None:
         try:
@@ -231,8 +235,14 @@ class TopApp(ProcessListMixin, App[int]):
 
     # ---- drawing -------------------------------------------------------------------------------
     def metric_views(self) -> list[MetricView]:
-        """What ``m`` cycles through: the metrics with a value somewhere in this frame."""
-        return heatmap_metrics(self.frame.values) if self.frame else [view_for("util")]
+        """What ``m`` cycles through: the metrics with a value somewhere in this frame
+        (worked out once per frame: the header and the history line both ask)."""
+        if self.frame is None:
+            return [view_for("util")]
+        cached = self._metric_views
+        if cached is None or cached[0] is not self.frame:
+            cached = self._metric_views = (self.frame, heatmap_metrics(self.frame.values))
+        return cached[1]
 
     @property
     def metric(self) -> MetricView:
@@ -279,7 +289,11 @@ class TopApp(ProcessListMixin, App[int]):
         if self._shown.get(selector) == key:
             return
         self._shown[selector] = key
-        self.query_one(selector, Static).update(text, layout=False)
+        widget = self.query_one(selector)
+        if isinstance(widget, TextLines):
+            widget.update(text)
+        else:
+            self.query_one(selector, Static).update(text, layout=False)
 
     def _draw_spark(self) -> None:
         view = self.metric

@@ -12,12 +12,13 @@ from itertools import groupby
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.backdrop import Backdrop
 from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
@@ -280,7 +281,7 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     return out
 
 
-class ProcessPanel(Vertical):
+class ProcessPanel(Backdrop):
     """Filter input, the process (or group) table and the selected process's details.
 
     The table's title line says what is shown: how many processes, the sort, the grouping and

@@ -436,8 +436,11 @@ class ProcessTable(DataTable[str], can_focus=True):
         background = self.background_colors[1] if filters else None
         # Textual renders the bounding box of all the screen's dirty regions (the header at
         # the top, the details at the bottom: every row of the table, each frame), so the
-        # rows not refreshed since they were drawn come from this cache.
-        stamp = (self.scroll_offset.y, self.size.width, self.has_focus)
+        # rows not refreshed since they were drawn come from this cache -- filtered: Textual
+        # always has a line filter (ANSI colours to the theme's truecolor), and filtering
+        # every row again each frame was a third of the table's cost.
+        stamp = (self.scroll_offset.y, self.size.width, self.has_focus,
+                 tuple(map(id, filters)), background)
         if stamp != self._ystamp:
             self._ystamp, self._ycache = stamp, {}
         cache = self._ycache
@@ -446,15 +449,16 @@ class ProcessTable(DataTable[str], can_focus=True):
         for y in crop.line_range:
             strip = cache.get(y)
             if strip is None:
-                strip = cache[y] = render(y)
-            if filters:
-                # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
-                # segment's style: plain segments must carry a style, even an empty one.
-                strip = Strip([seg if seg.style is not None else
-                               Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
-                              strip.cell_length)
-                for f in filters:
-                    strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
+                strip = render(y)
+                if filters:
+                    # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
+                    # segment's style: plain segments must carry a style, even an empty one.
+                    strip = Strip([seg if seg.style is not None else
+                                   Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
+                                  strip.cell_length)
+                    for f in filters:
+                        strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
+                cache[y] = strip
             strips.append(strip)
         x1, x2 = crop.column_span
         if (x1, x2) != (0, self.size.width):

@@ -62,10 +62,23 @@ def header_text(width: int) -> Text:
     return t
 
 
-def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False) -> Text:
+def row_look(cells: dict[str, float | None], width: int) -> tuple[object, ...]:
+    """What a row shows of its numbers, as a key: the bar's eighths and the printed values.
+    A row whose key did not change draws the same (its Text is not built again)."""
+    _, bar_w = column_widths(width)
+    util = cells["util"]
+    eighths = None if util is None else round(min(1.0, max(0.0, util / 100)) * bar_w * 8)
+    return (eighths, view_for("util").fmt(util, 5),
+            *(view_for(c).fmt(cells[c], 6) for c in COLUMNS[1:]),
+            cells["mem_used"], cells["mem_total"])
+
+
+def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False,
+             cells: dict[str, float | None] | None = None) -> Text:
     """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
     name_w, bar_w = column_widths(width)
-    cells = row_cells(frame, row)
+    if cells is None:
+        cells = row_cells(frame, row)
     t = Text("●" if marked else " ", style=MARK_STYLE)
     twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     name = "  " * row.indent + twisty + row.label
@@ -180,8 +193,16 @@ class TopologyTable(ScrollView, can_focus=True):
         if got is not None and got[0] == self._gen:
             return got[1], got[2]
         row = self.rows[idx]
-        text = row_text(self.frame, row, self.size.width, self._is_marked(row))
-        key = (text.plain, tuple(text.spans), self.size.width)
+        cells = row_cells(self.frame, row)
+        marked = self._is_marked(row)
+        key = (row.obj_id, row.expanded, marked, self.size.width,
+               row_look(cells, self.size.width))
+        if got is not None and got[2] == key:
+            # Shows the same as at the last frame: keep that Text (building one is ten
+            # times the cost of this key), only its generation moves on.
+            self._texts[idx] = (self._gen, got[1], key)
+            return got[1], key
+        text = row_text(self.frame, row, self.size.width, marked, cells)
         self._texts[idx] = (self._gen, text, key)
         return text, key
 
