@@ -16,7 +16,6 @@ from textual.widgets import DataTable, Input, Static
 from snumap_tui.model.frame import Frame
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.ui.app import FrameReady, TopApp
-from snumap_tui.ui.backdrop import TextLines
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen
@@ -259,7 +258,7 @@ async def test_tree_keys_fold_and_select() -> None:
         assert tree.rows[tree.cursor].indent < core.indent
         await pilot.pause()
         assert app.selected_obj == tree.rows[tree.cursor].obj_id
-        spark = app.query_one("#spark", TextLines).text.plain
+        spark = text_of(app.query_one("#spark", Static))
         assert "over the last 3 samples" in spark
 
 

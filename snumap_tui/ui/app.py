@@ -289,11 +289,7 @@ class TopApp(ProcessListMixin, App[int]):
         if self._shown.get(selector) == key:
             return
         self._shown[selector] = key
-        widget = self.query_one(selector)
-        if isinstance(widget, TextLines):
-            widget.update(text)
-        else:
-            self.query_one(selector, Static).update(text, layout=False)
+        self.query_one(selector, Static).update(text, layout=False)
 
     def _draw_spark(self) -> None:
         view = self.metric

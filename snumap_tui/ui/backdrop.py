@@ -18,8 +18,8 @@ from textual.containers import Vertical
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
-from textual.widget import Widget
-from textual.widgets import ContentSwitcher
+from textual.visual import VisualType
+from textual.widgets import ContentSwitcher, Static
 
 
 def _blank(widget: Vertical | ContentSwitcher | Screen, crop: Region) -> list[Strip]:
@@ -48,7 +48,7 @@ class BackdropScreen(Screen[None]):
         return _blank(self, crop)
 
 
-class TextLines(Widget):
+class TextLines(Static):
     """A few lines of Rich Text drawn as Strips made once per ``update`` (the history line
     under the tree, every frame). A Static turns its Text into Content and then into Strips
     through its styles cache on every repaint, which was a third of a frame's compositing;
@@ -62,10 +62,23 @@ class TextLines(Widget):
         self._strips: list[Strip] | None = None
         self._stamp: tuple[object, ...] = ()
 
-    def update(self, text: Text) -> None:
-        self.text = text
+    def update(self, content: VisualType = "", *, layout: bool = False) -> None:
+        """Show ``content`` (Rich Text; a str is taken as plain text). Its height is fixed
+        by CSS, so no layout pass (``layout`` is accepted for Static's signature)."""
+        self.text = content if isinstance(content, Text) else Text(str(content))
         self._strips = None
-        self.refresh()
+        self.refresh(layout=layout)
+
+    @property
+    def content(self) -> VisualType:
+        return self.text
+
+    @content.setter
+    def content(self, value: VisualType) -> None:
+        self.update(value)
+
+    def render(self) -> Text:
+        return self.text
 
     def render_lines(self, crop: Region) -> list[Strip]:
         width = self.size.width

@@ -18,7 +18,7 @@ from textual.widgets import Input, Static
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
-from snumap_tui.ui.backdrop import Backdrop
+from snumap_tui.ui.backdrop import Backdrop, TextLines
 from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
@@ -300,7 +300,7 @@ class ProcessPanel(Backdrop):
         yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
                     id="proc-filter")
         yield ProcessTable(id="proc-table")
-        yield Static(id="proc-detail")
+        yield TextLines(id="proc-detail")
 
     def _state(self, sort_key: str | None, filter_text: str | None) -> tuple[str, str]:
         sort_key = sort_key if sort_key is not None else getattr(self.app, "sort_key", "cpu")

@@ -213,6 +213,8 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._strips: dict[tuple[object, ...], Strip] = {}
         self._cols_key: tuple[Col, ...] = tuple(self.cols)
         self._keep: tuple[bool, ...] = ()    # which of TASK_LABELS the columns show
+        self._ws_key: tuple[object, ...] = ()
+        self._ws: list[int] = []
         self._cpu_i = 3
         self._base: Style | None = None      # rich_style, once per repaint (it walks the DOM)
         self._drawn_cols: tuple[Col, ...] = ()     # the columns the screen shows now
@@ -439,17 +441,17 @@ class ProcessTable(DataTable[str], can_focus=True):
         # rows not refreshed since they were drawn come from this cache -- filtered: Textual
         # always has a line filter (ANSI colours to the theme's truecolor), and filtering
         # every row again each frame was a third of the table's cost.
-        stamp = (self.scroll_offset.y, self.size.width, self.has_focus,
-                 tuple(map(id, filters)), background)
+        top, width, focus = self.scroll_offset.y, self.size.width, self.has_focus
+        stamp = (top, width, focus, tuple(map(id, filters)), background)
         if stamp != self._ystamp:
             self._ystamp, self._ycache = stamp, {}
         cache = self._ycache
-        render = self.render_line
+        render = self._line
         strips = []
         for y in crop.line_range:
             strip = cache.get(y)
             if strip is None:
-                strip = render(y)
+                strip = render(y, width, top, focus)
                 if filters:
                     # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
                     # segment's style: plain segments must carry a style, even an empty one.
@@ -461,9 +463,16 @@ class ProcessTable(DataTable[str], can_focus=True):
                 cache[y] = strip
             strips.append(strip)
         x1, x2 = crop.column_span
-        if (x1, x2) != (0, self.size.width):
+        if (x1, x2) != (0, width):
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
+
+    def _widths(self, width: int) -> list[int]:
+        """``widths`` of the columns, computed once per set of columns and width."""
+        key = (self._cols_key, width)
+        if self._ws_key != key:
+            self._ws_key, self._ws = key, widths(self.cols, width)
+        return self._ws
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> ProcessTable:
@@ -485,8 +494,13 @@ class ProcessTable(DataTable[str], can_focus=True):
                 and not st.tint.a and st.opacity == 1.0 and st.text_opacity == 1.0)
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        ws = widths(self.cols, width)
+        return self._line(y, self.size.width, self.scroll_offset.y, self.has_focus)
+
+    def _line(self, y: int, width: int, top: int, focus: bool) -> Strip:
+        """Screen line ``y``; ``render_lines`` passes the width, scroll position and focus
+        once per repaint (each is a walk through Textual's reactives, per line it was a
+        tenth of a frame)."""
+        ws = self._widths(width)
         if y == 0:
             return self._strip(("title", self.title.plain, tuple(self.title.spans), width),
                                lambda: self.title, width)
@@ -494,7 +508,7 @@ class ProcessTable(DataTable[str], can_focus=True):
             key = ("head", tuple(c.label for c in self.cols), self.sort_key, self.descending,
                    self._mode, width)
             return self._strip(key, lambda: self.header_text(ws), width)
-        idx = self.scroll_offset.y + y - HEAD_ROWS
+        idx = top + y - HEAD_ROWS
         if not self.lines:
             note = self.empty_note if y == HEAD_ROWS else ""
             return self._strip(("empty", note, width), lambda: Text(" " + note, style=NA_STYLE),
@@ -502,7 +516,7 @@ class ProcessTable(DataTable[str], can_focus=True):
         if idx >= len(self.lines):
             return self._strip(("blank", width), Text, width)
         ln = self.lines[idx]
-        cur = (self.has_focus if idx == self.row_cursor and self.shows_cursor else None)
+        cur = (focus if idx == self.row_cursor and self.shows_cursor else None)
         row_key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
         got = self._strips.get(row_key)
         if got is None:
