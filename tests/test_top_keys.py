@@ -292,3 +292,53 @@ async def test_resize_60x15_to_120x40_redraws_every_row_for_the_new_columns() ->
             row = next(x for x in lines if x.lstrip().startswith(f"{t.pid} "))
             end = head.index("CPU%") + len("CPU%▼")
             assert row[:end].rstrip().endswith(f"{t.cpu_pct:.1f}"), (row, head)
+
+
+def test_kernel_threads_hidden_until_K() -> None:
+    """The live source leaves kernel threads out (htop's default) and reads a known one only
+    every refresh_s; K puts them back. PID 2 is kthreadd on every Linux."""
+    from pathlib import Path
+
+    from snumap_tui.sources.tasks import TasksSource
+
+    src = TasksSource(Path("/"))
+    every = {int(p) for p in src.read()["processes"]}
+    assert 2 in every
+    src.kthreads = False
+    src.read()                              # reads each once, to know it is a kernel thread
+    hidden = {int(p) for p in src.read()["processes"]}
+    assert 2 not in hidden and 2 in src._kthread_pids and 1 in hidden
+    assert len(hidden) < len(every)
+    src.kthreads = True
+    assert 2 in {int(p) for p in src.read()["processes"]}
+
+
+@sync
+async def test_K_key_tells_the_feed() -> None:
+    class Feed:
+        interval_s = 1.0
+
+        def __init__(self) -> None:
+            self.shown: list[bool] = []
+
+        def start(self, cb: object) -> None: ...
+
+        def stop(self) -> None: ...
+
+        def set_interval(self, s: float) -> None: ...
+
+        def watch_pid(self, pid: int | None) -> None: ...
+
+        def show_kthreads(self, show: bool) -> None:
+            self.shown.append(show)
+
+    feed = Feed()
+    app = TopApp(TOPO, feed=feed, host=lambda: HOST)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app)
+        assert feed.shown == [False]
+        await pilot.press("3")
+        await pilot.pause()
+        assert "no kernel threads (K)" in app.query_one("#proc-table", ProcessTable).title.plain
+        await pilot.press("K")
+        assert feed.shown == [False, True] and app.view == "processes"

@@ -82,6 +82,10 @@ class LiveFeed:
         process is read every frame either way)."""
         self.sampler.set_tasks_cadence(every_s)
 
+    def show_kthreads(self, show: bool) -> None:
+        """Kernel threads in the process list (htop's K; hidden by default)."""
+        self.sampler.set_kthreads(show)
+
     def watch_pid(self, pid: int | None) -> None:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
         self.sampler.watch_pids(() if pid is None else (pid,))
@@ -220,6 +224,7 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
             process_list: dict[str, Any] | None = None) -> int:
     """``process_list``: the list's sort_key, pids (-p) and user (-u)."""
     feed = LiveFeed(topo, root, interval_s, catalogue, origin)
+    feed.show_kthreads(False)      # as htop starts; K shows them (the app says the same)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.

@@ -193,6 +193,7 @@ class TopApp(ProcessListMixin, App[int]):
         # before the app ran too: its watcher could not draw then).
         self.watch_view(self.view)
         if self.feed is not None:
+            self._tell_feed_kthreads()
             self.feed.start(self._on_feed_frame)
 
     def _tell_feed_tasks(self) -> None:

@@ -40,6 +40,7 @@ class ProcessListMixin:
     only_pids: frozenset[int] | None
     only_user: str | None
     tree_prefixes: Sequence[str] | None
+    show_kthreads: bool
 
     if TYPE_CHECKING:
         frame: Any
@@ -61,6 +62,7 @@ class ProcessListMixin:
         self.only_pids = pids
         self.only_user = user
         self.tree_prefixes = None
+        self.show_kthreads = False
 
     @property
     def _as_app(self) -> App[Any]:
@@ -102,7 +104,11 @@ class ProcessListMixin:
             parts.append("PID " + ",".join(str(p) for p in sorted(self.only_pids)))
         if self.only_user is not None:
             parts.append(f"user {self.only_user}")
-        return " · only " + ", ".join(parts) if parts else ""
+        note = " · only " + ", ".join(parts) if parts else ""
+        kt = getattr(getattr(self, "feed", None), "show_kthreads", None)
+        if callable(kt) and not self.show_kthreads:
+            note += " · no kernel threads (K)"
+        return note
 
     # ---- sorting ---------------------------------------------------------------------------
     def _set_sort(self, key: str) -> None:
@@ -132,6 +138,18 @@ class ProcessListMixin:
     def _picked_sort(self, key: str | None) -> None:
         if key:
             self._set_sort(key)
+
+    def action_kthreads(self) -> None:
+        """K: kernel threads in the lists or not; the feed reads them only when shown."""
+        self.show_kthreads = not self.show_kthreads
+        self._tell_feed_kthreads()
+        self.view = "processes"
+        self._redraw()
+
+    def _tell_feed_kthreads(self) -> None:
+        tell = getattr(getattr(self, "feed", None), "show_kthreads", None)
+        if callable(tell):
+            tell(self.show_kthreads)
 
     def action_tree(self) -> None:
         self.tree_view = not self.tree_view

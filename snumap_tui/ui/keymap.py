@@ -76,6 +76,7 @@ KEYMAP: list[Key] = [
     Key("t,f5", "t F5", "process tree (parent > children)", "tree", footer="Tree",
         display="t"),
     Key("g", "g", "group processes by user or job", "group"),
+    Key("K", "K", "show / hide kernel threads (hidden at start, as in htop)", "kthreads"),
     Key("k,f9", "k F9", "send a signal to the selected process (asks first)", "signal",
         footer="Kill", display="k"),
     Key("i", "i", "sources: which are live, why not, the fix", "sources", footer="Sources"),
