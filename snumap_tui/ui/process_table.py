@@ -37,6 +37,7 @@ from textual.widgets._data_table import Row, RowKey
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE
 from snumap_tui.ui.processes import GroupRow, affinity_label
@@ -51,7 +52,6 @@ SORT_NAME = {"cpu": "CPU%", "pid": "PID", "user": "user", "name": "command", "jo
              "affinity": "affinity"}
 HEAD_STYLE = Style(bold=True, reverse=True)
 GROUP_STYLE = Style(bold=True, color="cyan")
-_NO_STYLE = Style()                # for plain segments under line filters (see render_lines)
 CURSOR = Style(reverse=True)
 CURSOR_BLUR = Style(bgcolor="grey30")
 
@@ -166,7 +166,7 @@ class Line:
         return f"Line({self.key!r}, {self.kind}, pid={self.pid})"
 
 
-class ProcessTable(DataTable[str], can_focus=True):
+class ProcessTable(CachedLines, DataTable[str], can_focus=True):
     """Rows of processes or groups with a fixed title and header; see the module docstring."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -425,47 +425,15 @@ class ProcessTable(DataTable[str], can_focus=True):
         return line_text(labels, self.cols, ws, HEAD_STYLE)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The dirty rows straight from ``render_line`` (each cached by its cells).
-
-        Textual's general path (its styles cache) costs per line: border, padding, outline and
-        tint checks and a theme look-up for each one. The table has none of those (its CSS and
-        ``_plain_box``), so only the app's line filters (NO_COLOR, 16 colours) are applied,
-        with the background and ``rich_style`` looked up once per repaint, not per line."""
+        """The dirty rows straight from ``render_line``, each cached (cached_lines.py)."""
         self._base = None           # DataTable's render_lines only sets its own cell styles
-        if not self._plain_box():
-            return super(DataTable, self).render_lines(crop)
-        filters = self.get_line_filters()
-        background = self.background_colors[1] if filters else None
-        # Textual renders the bounding box of all the screen's dirty regions (the header at
-        # the top, the details at the bottom: every row of the table, each frame), so the
-        # rows not refreshed since they were drawn come from this cache -- filtered: Textual
-        # always has a line filter (ANSI colours to the theme's truecolor), and filtering
-        # every row again each frame was a third of the table's cost.
-        top, width, focus = self.scroll_offset.y, self.size.width, self.has_focus
-        stamp = (top, width, focus, tuple(map(id, filters)), background)
-        if stamp != self._ystamp:
-            self._ystamp, self._ycache = stamp, {}
-        cache = self._ycache
-        render = self._line
-        strips = []
-        for y in crop.line_range:
-            strip = cache.get(y)
-            if strip is None:
-                strip = render(y, width, top, focus)
-                if filters:
-                    # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
-                    # segment's style: plain segments must carry a style, even an empty one.
-                    strip = Strip([seg if seg.style is not None else
-                                   Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
-                                  strip.cell_length)
-                    for f in filters:
-                        strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
-                cache[y] = strip
-            strips.append(strip)
-        x1, x2 = crop.column_span
-        if (x1, x2) != (0, width):
-            strips = [strip.crop(x1, x2) for strip in strips]
-        return strips
+        return CachedLines.render_lines(self, crop)
+
+    def _styled_render_lines(self, crop: Region) -> list[Strip]:
+        return super(DataTable, self).render_lines(crop)
+
+    def _line_for(self, y: int, width: int, top: int, focus: bool) -> Strip:
+        return self._line(y, width, top, focus)
 
     def _widths(self, width: int) -> list[int]:
         """``widths`` of the columns, computed once per set of columns and width."""
@@ -477,21 +445,9 @@ class ProcessTable(DataTable[str], can_focus=True):
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> ProcessTable:
         """Textual's refresh; forgets the drawn rows it covers (see ``render_lines``)."""
-        if not regions:
-            self._ycache = {}
-        else:
-            for r in regions:
-                for y in range(r.y, r.bottom):
-                    self._ycache.pop(y, None)
+        self.forget_lines(*regions)
         super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
         return self
-
-    def _plain_box(self) -> bool:
-        """No border, padding, outline, tint or opacity: nothing Textual's styles cache would
-        add to a line (its links styling has nothing to do: the rows carry no links)."""
-        st = self.styles
-        return (not any(st.gutter) and not any(kind for kind, _ in st.outline)
-                and not st.tint.a and st.opacity == 1.0 and st.text_opacity == 1.0)
 
     def render_line(self, y: int) -> Strip:
         return self._line(y, self.size.width, self.scroll_offset.y, self.has_focus)

@@ -29,6 +29,7 @@ from textual.strip import Strip
 
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import view_for
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
 from snumap_tui.ui.tree_rows import (
@@ -106,7 +107,7 @@ def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False
     return t
 
 
-class TopologyTable(ScrollView, can_focus=True):
+class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -266,6 +267,13 @@ class TopologyTable(ScrollView, can_focus=True):
         strip = Strip(segs).extend_cell_length(width, NULL_STYLE).crop(0, width)
         self._strips[idx] = (key, cursor, width, strip)
         return strip
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> TopologyTable:
+        """Textual's refresh; forgets the drawn lines it covers (cached_lines.py)."""
+        self.forget_lines(*regions)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
 
     def on_click(self, event: object) -> None:
         y = getattr(event, "y", None)
