@@ -80,6 +80,9 @@ KEYMAP: list[Key] = [
     Key("k,f9", "k F9", "send a signal to the selected process (asks first)", "signal",
         footer="Kill", display="k"),
     Key("i", "i", "sources: which are live, why not, the fix", "sources", footer="Sources"),
+    # (replay: the topology tree's own o binding does the same in its view)
+    Key("o", "o", "unfold / fold the I/O rows (NICs, disks, GPUs) under their NUMA nodes",
+        "toggle_io"),
     # `snumap replay` only: the time cursor and the core-vs-time chart.
     Key("comma", ",", "time cursor one column left, in every view", replay="step(-1)"),
     Key("full_stop", ".", "time cursor one column right, in every view", replay="step(1)"),
@@ -101,6 +104,8 @@ KEYMAP: list[Key] = [
     Key("enter", "enter", "core-vs-time: only the selected cell's process (esc: all)",
         replay="only_selected"),
     Key("c", "c", "colour by process, thread or process group", replay="colour"),
+    Key("n", "n", "a job's nodes: fold / open the selected row's node", replay="fold_node"),
+    Key("N", "N", "a job's nodes: fold / open every node", replay="fold_node(True)"),
     Key("colon", ":", "go to a time: 12.5, 250ms, 1:02.5 (wall clock: 10:42:07)",
         replay="goto", footer="Go to"),
     Key("w", "w", "axis and times: from the start / wall clock", replay="wall_clock"),

@@ -190,6 +190,13 @@ class ReplayApp(ReplayKeysMixin, App[int]):
             "Enlarge the window, or press q to quit.")
         self.call_after_refresh(self._redraw)
 
+    def on_unmount(self) -> None:
+        """No drawing after the widgets are gone (a play tick racing the quit)."""
+        self._views_up = False
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
     @property
     def too_small(self) -> bool:
         w, h = self.size
@@ -393,6 +400,21 @@ class ReplayApp(ReplayKeysMixin, App[int]):
     def action_colour(self) -> None:
         self.state.mode = MODES[(MODES.index(self.state.mode) + 1) % len(MODES)]
         self.state.only_key = None
+        self._redraw()
+
+    def action_fold_node(self, every: bool = False) -> None:
+        """A job of several nodes: fold the selected row's node into one row (or open it);
+        N: every node, like the selected one."""
+        labels = self.data.labels
+        if not labels or labels[0].node is None:
+            return
+        node = labels[min(self.state.sel_row, len(labels) - 1)].node
+        on = node not in self.data.folded
+        self.data.fold(None if every else node, fold=on)
+        new = self.data.labels
+        first = next((i for i, lab in enumerate(new) if lab.node == node), 0)
+        self.state.sel_row = first
+        self.state.row0 = min(self.state.row0, first)
         self._redraw()
 
     def rendered_bins(self) -> GanttBins | None:

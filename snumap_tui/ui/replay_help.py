@@ -20,7 +20,8 @@ from snumap_tui.ui.screens import MODAL_CSS
 
 # keymap.KEYMAP's entries for replay (one map for top and replay), and what the widgets add.
 KEYS: list[tuple[str, str]] = [*help_rows("replay"),
-                               ("enter, ← →", "topology: fold / unfold the row")]
+                               ("enter, ← →", "topology: fold / unfold the row"),
+                               ("o", "topology: unfold / fold the I/O rows (NICs, disks, GPUs)")]
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
          "is a synchronisation point. Strips: mem N<n> is a node's memory used without the page "

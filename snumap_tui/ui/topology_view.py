@@ -10,6 +10,7 @@ Topology and Frames, never a sampler, so replay reuses it.
 | enter        | fold / unfold the row                |
 | right / left | unfold / fold (left on a leaf: go to the parent) |
 | home / end   | first / last row                     |
+| o            | unfold / fold the I/O rows of every NUMA node |
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from textual.strip import Strip
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.cached_lines import CachedLines
+from snumap_tui.ui.io_rows import DEVICE_BASE, SUMMARY_BASE, io_row_problem, io_row_text
 from snumap_tui.ui.metricspec import view_for
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
 from snumap_tui.ui.tree_rows import (
@@ -78,6 +80,8 @@ def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False
              cells: dict[str, float | None] | None = None) -> Text:
     """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
     name_w, bar_w = column_widths(width)
+    if row.io:
+        return io_text(frame, row, width, name_w)
     if cells is None:
         cells = row_cells(frame, row)
     t = Text("●" if marked else " ", style=MARK_STYLE)
@@ -107,6 +111,25 @@ def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False
     return t
 
 
+def io_text(frame: Frame | None, row: TreeRow, width: int, name_w: int) -> Text:
+    """An I/O row (ui/io_rows.py): its label, then the device's (or the place's) rates where
+    the CPU columns are."""
+    t = Text(" ")
+    twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
+    name = "  " * row.indent + twisty + row.label
+    label = Text(name, style="italic")
+    if row.note and len(name) + 3 + len(row.note) <= name_w:
+        label.append("  " + row.note, style=NA_STYLE)
+    label.truncate(name_w, pad=True)
+    t.append_text(label)
+    t.append(" ")
+    nums = io_row_text(frame, frame.topology, row) if frame is not None else ""
+    hot = frame is not None and io_row_problem(frame, frame.topology, row)
+    t.append(nums, style=NA_STYLE if nums in ("", "n/a") else PROBLEM_STYLE if hot else "")
+    t.truncate(width)
+    return t
+
+
 class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
 
@@ -121,6 +144,7 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         Binding("enter", "toggle_fold", "Fold", show=False),
         Binding("right", "expand", show=False),
         Binding("left", "collapse", show=False),
+        Binding("o", "toggle_io", "I/O", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -194,10 +218,15 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         if got is not None and got[0] == self._gen:
             return got[1], got[2]
         row = self.rows[idx]
+        if row.io:                       # an I/O row's numbers are not the CPU cells
+            text = row_text(self.frame, row, self.size.width)
+            io_key: tuple[object, ...] = (text.plain, tuple(text.spans), self.size.width)
+            self._texts[idx] = (self._gen, text, io_key)
+            return text, io_key
         cells = row_cells(self.frame, row)
         marked = self._is_marked(row)
-        key = (row.obj_id, row.expanded, marked, self.size.width,
-               row_look(cells, self.size.width))
+        key: tuple[object, ...] = (row.obj_id, row.expanded, marked, self.size.width,
+                                   row_look(cells, self.size.width))
         if got is not None and got[2] == key:
             # Shows the same as at the last frame: keep that Text (building one is ten
             # times the cost of this key), only its generation moves on.
@@ -295,6 +324,21 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         else:
             self.collapsed.difference_update(chain_ids(self.topology, row.key))
         self._rebuild()
+
+    def toggle_io(self) -> None:
+        """Unfold every place's I/O rows, or fold them all when none is folded."""
+        keys = {r.key for r in visible_rows(self.topology, set())
+                if DEVICE_BASE < r.key <= SUMMARY_BASE}
+        if not keys:
+            return
+        if keys & self.collapsed:
+            self.collapsed -= keys
+        else:
+            self.collapsed |= keys
+        self._rebuild()
+
+    def action_toggle_io(self) -> None:
+        self.toggle_io()
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:
