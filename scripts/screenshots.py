@@ -37,7 +37,8 @@ from snumap_tui.ui.hostinfo import HostInfo, HostReader
 
 OUT = REPO / "screenshots"
 CORPUS = REPO.parent / "shared" / "corpus"
-VIEWS = {"topology": (), "heatmap": ("2",), "processes": ("3",), "sources": ("i",)}
+VIEWS = {"topology": (), "heatmap": ("2",), "processes": ("3",), "sources": ("i",),
+         "process-tree": ("t",), "metric-picker": ("f2",), "sort-picker": ("3", "f6")}
 
 
 async def shoot(topo: Topology, frames: list[Frame], host: Callable[[], HostInfo], name: str,

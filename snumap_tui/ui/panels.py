@@ -322,9 +322,9 @@ class ProcessPanel(Backdrop):
         sort_key, filt = self._state(sort_key, filter_text)
         table = self.query_one(ProcessTable)
         table.descending = sort_key == "cpu" if descending is None else descending
-        what = f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}{note}"
-        title = table_title(what + (" as a tree" if prefixes is not None else ""),
-                            sort_key, "none", filt, table.descending)
+        what = (f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}"
+                + (" as a tree" if prefixes is not None else "") + note)
+        title = table_title(what, sort_key, "none", filt, table.descending)
         empty = f"no process matches '{filt}'" if filt else "no process to show"
         table.set_tasks(topo, tasks, selected, sort_key, title, empty, prefixes)
 

@@ -62,7 +62,8 @@ def metric_picker(values: Mapping[str, Any], current: str) -> ChoiceScreen:
     """F2's list: every metric of the frame, those with no data here greyed and marked."""
     opts: list[tuple[str, str | Text, bool]] = []
     for view, ok in metric_choices(dict(values)):
-        label = Text(f"{view.label:<16} {view.unit:<8}")
+        unit = view.unit or ("bytes" if view.is_bytes else "")
+        label = Text(f"{view.label:<16} {unit:<8}")
         if not ok:
             label.append("n/a here (i: why)", style="italic")
         opts.append((view.key, label, ok))
