@@ -342,3 +342,22 @@ async def test_K_key_tells_the_feed() -> None:
         assert "no kernel threads (K)" in app.query_one("#proc-table", ProcessTable).title.plain
         await pilot.press("K")
         assert feed.shown == [False, True] and app.view == "processes"
+
+
+def test_heatmap_draws_a_node_metric_at_its_nodes() -> None:
+    """Memory used (a NUMA node's number) is drawn at each node, not n/a on every PU."""
+    from snumap_tui.ui.heatmap import heatmap_lines
+    from snumap_tui.ui.metricspec import view_for
+
+    f = demo_frame(TOPO, 2, pmu=False)
+    view = view_for("mem_used_pct")
+    lines = [ln.plain for ln in heatmap_lines(TOPO, f.values["mem_used_pct"], view, 100, 30)]
+    assert "measured per NUMA node" in lines[0]
+    for n in TOPO.numa_nodes:
+        row = next(ln for ln in lines if n.label() in ln)
+        assert view.fmt(float(f.values["mem_used_pct"][n.id]), 0).strip() in row
+    assert not any("PU" in ln for ln in lines[1:])
+    # a per-PU metric still gets the PU grid
+    util = [ln.plain for ln in heatmap_lines(TOPO, f.values["util_pct"], view_for("util"),
+                                             100, 30)]
+    assert "measured per" not in util[0]
