@@ -152,3 +152,11 @@ def test_no_color_app_draws_letters(recording: Path, monkeypatch: pytest.MonkeyP
         row = "".join(seg.text for seg in gv.rendered.lines[1][2:])
         assert re.search(r"[A-Z]", row) and "█" not in row
     run_pilot(recording, (100, 30), steps)
+
+
+def test_snapshot_no_color_letters(snap_compare, recording: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    with open_recording(recording) as rec:
+        app = ReplayApp(load_replay(rec))
+        assert snap_compare(app, terminal_size=(100, 30))
