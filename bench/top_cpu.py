@@ -184,11 +184,11 @@ def measure(args: argparse.Namespace, tmp: Path, root384: Path
         if gl:
             tools["glances"] = (gl, {}, "")
         # Time to first frame first, while the machine is otherwise quiet; htop and btop in
-        # the same run (htop's CPU meter row "0[", btop's cpu box).
+        # the same run (htop's CPU meter row "0[", btop's CPU meter in its cpu box).
         ff = statistics.median(first_frame_s(SNUMAP) for _ in range(3))
         ff384 = statistics.median(first_frame_s(tools["snumap top, 384-PU fake tree"][0])
                                   for _ in range(3))
-        for peer, marker in (("htop", "0["), ("btop", "cpu")):
+        for peer, marker in (("htop", "0["), ("btop", "│CPU ")):
             if peer in tools:
                 cmd, env, _ = tools[peer]
                 PEER_FF[peer] = statistics.median(first_frame_s(cmd, marker, env)
