@@ -51,8 +51,10 @@ def spawn(cmd: str, env: dict[str, str] | None = None, keys: str = "") -> str:
     exports = " ".join(f"{k}={v}" for k, v in (env or {}).items())
     # COLUMNS/LINES (set by some shells and by pytest-textual-snapshot) would fix Textual's
     # size at theirs instead of the pane's.
-    shell = (f"cd {REPO} && unset COLUMNS LINES && export TERM=xterm-256color {exports} "
-             f"&& exec {cmd}")
+    # PYTHONDONTWRITEBYTECODE (set in some shells and CI) would make every start compile
+    # snumap's modules again: an installed snumap has its bytecode (main() compiles it first).
+    shell = (f"cd {REPO} && unset COLUMNS LINES PYTHONDONTWRITEBYTECODE && "
+             f"export TERM=xterm-256color {exports} && exec {cmd}")
     # Twice: a tmux server another user of the machine is just shutting down ("server exited
     # unexpectedly") refuses the first session.
     for attempt in (1, 2):
@@ -151,6 +153,11 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("tmux is needed", file=sys.stderr)
         return 2
+    # The bytecode an installed package has (pip compiles it; an editable install on its
+    # first run), so that the first frames are not timing the compiler.
+    import compileall
+
+    compileall.compile_dir(str(REPO / "snumap_tui"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="snumap-bench-") as d:
         tmp = Path(d)
         (tmp / "btop").mkdir()

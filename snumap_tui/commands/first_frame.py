@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-#: At most this long between the two sweeps: /proc/stat moves in USER_HZ ticks (10 ms).
-GAP_S = 0.03
-TRIES = 4
+#: Between the two sweeps: /proc/stat moves in USER_HZ ticks (10 ms), so one or two waits.
+GAP_S = 0.015
+TRIES = 8
 
 ALT_SCREEN = "\x1b[?1049h"        # as Textual will (it does not clear a screen it finds there)
 HOME_CLEAR = "\x1b[H\x1b[2J"
