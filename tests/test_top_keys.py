@@ -361,3 +361,20 @@ def test_heatmap_draws_a_node_metric_at_its_nodes() -> None:
     util = [ln.plain for ln in heatmap_lines(TOPO, f.values["util_pct"], view_for("util"),
                                              100, 30)]
     assert "measured per" not in util[0]
+
+
+@sync
+async def test_Z_pauses_and_f4_filters_as_in_htop() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot, app)
+        await pilot.press("Z")
+        assert app.paused
+        await pilot.press("Z")
+        assert not app.paused
+        await pilot.press("f4")
+        await pilot.pause()
+        assert app.view == "processes"
+        await pilot.press(*"solver", "enter")
+        await pilot.pause()
+        assert app.filter_text == "solver" and shown_pids(app) == [4242]
