@@ -97,7 +97,8 @@ def better_backends_note(chosen: str, asked: str) -> str | None:
 def summary(writer: Any, tracer: Any, out: Any, elapsed_s: float) -> str:
     """The closing line. Its duration is the file's span (what report and replay say);
     ``elapsed_s`` (the wall time of the recording loop) only when nothing was written."""
-    span = writer.span_ns()
+    span_of = getattr(writer, "span_ns", None)
+    span = span_of() if callable(span_of) else None
     secs = (span[1] - span[0]) / 1e9 if span else elapsed_s
     lost = writer.lost_total
     return (f"recorded {secs:.3f} s, {writer.events_written} events, {lost} lost"
