@@ -240,13 +240,13 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
     feed.sampler.sweep()
-    if origin is None:
+    if origin is None or origin[0] == "fsroot":
         # The numbers are ready long before Textual is: show them now (first_frame.py).
         from snumap_tui.commands.first_frame import draw, first_frame
 
         early = first_frame(feed.sampler)
         if early is not None:
-            draw(early, "live · the first numbers")
+            draw(early, "live · the first numbers" if origin is None else f"tree {origin[1]}")
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
