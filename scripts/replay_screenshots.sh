@@ -15,6 +15,9 @@ $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-80x24.svg --size 
 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
+NO_COLOR=1 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-no-color.svg --size 120x24
+$S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
+  --keys "slash,d,e,m,o,enter,plus,plus,plus"
 .venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; from replay import make; make(Path(sys.argv[1]), 2_000_000)" "$tmp/b384.rec"
 $S replay "$tmp/b384.rec" --screenshot screenshots/replay-384.svg
 downs=$(printf 'down,%.0s' $(seq 20))

@@ -109,9 +109,15 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         })
     processes: dict[int, dict[str, Any]] = {}
     for t in tasks:
-        p = processes.setdefault(t["pid"], {"pid": t["pid"], "comm": t["comm"], "threads": 0,
-                                            "runtime_s": 0.0, "cpus": {}, "numa": {},
-                                            "migrations": 0})
+        # A process is named by its main thread (tid == pid), as ps names it, even when that
+        # thread never ran in the recording (a runtime's workers did the work: PID 1's
+        # busiest thread "tokio-rt-worker", the process "process_api"); the busiest
+        # thread's name only when the recording never named the main thread.
+        main = tasks_info.get(t["pid"])
+        p = processes.setdefault(t["pid"], {"pid": t["pid"],
+                                            "comm": main.comm if main else t["comm"],
+                                            "threads": 0, "runtime_s": 0.0, "cpus": {},
+                                            "numa": {}, "migrations": 0})
         if t["tid"] == t["pid"]:
             p["comm"] = t["comm"]
         p["threads"] += 1

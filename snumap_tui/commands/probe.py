@@ -217,7 +217,7 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
         head += f" (Linux {machine['kernel']}, {machine['arch']})"
     lines = [f"snumap probe: {head}"]
     name_w = 22
-    indent = " " * (name_w + 9)
+    indent = " " * (name_w + 10)
     fixes_shown: dict[str, str] = {}
     for title, names in SECTIONS:
         lines.append("")
@@ -225,15 +225,19 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
         for n in names:
             for label, s in _groups(by_name.get(n, [])):
                 mark = "yes" if s.available else " ? " if s.detail.get("unknown") else "NO "
+                if s.available and s.detail.get("missing"):
+                    # Usable, but without some of its events ("no hardware PMU: software
+                    # events only"): a "yes" beside that read as a contradiction.
+                    mark = "some"
                 label = label if label != "perf" else "perf (per PU)"
                 text = s.reason or ("available" if s.available else "unavailable")
                 if len(label) > name_w:
-                    wrapped_label = wrap_words(label, width - 7, width - 9)
-                    lines.append(f"  {mark}  {wrapped_label[0]}")
-                    lines.extend(" " * 9 + w for w in wrapped_label[1:])
+                    wrapped_label = wrap_words(label, width - 8, width - 10)
+                    lines.append(f"  {mark:<4}  {wrapped_label[0]}")
+                    lines.extend(" " * 10 + w for w in wrapped_label[1:])
                     first = indent
                 else:
-                    first = f"  {mark}  {label:<{name_w}}  "
+                    first = f"  {mark:<4}  {label:<{name_w}}  "
                 wrapped = wrap_words(text, width - len(indent)) or [""]
                 lines.append(first + wrapped[0])
                 lines.extend(indent + w for w in wrapped[1:])

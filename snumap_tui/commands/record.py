@@ -31,8 +31,8 @@ from snumap_tui.commands.record_runtime import (
     Drainer,
     HeldChild,
     TreeWatch,
-    _size,
 )
+from snumap_tui.commands.record_status import LiveStatus, better_backends_note, summary
 
 if TYPE_CHECKING:
     from snumap_tui.trace.events import EventBatch
@@ -136,14 +136,15 @@ def run(args: argparse.Namespace) -> int:
     job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
     args.job_watch = job
     out = Path(args.output)
-    say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
+    status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
+    say = status_line.say
     started = OutputFile(out, args.force)       # replaced only once the recording starts
     cleanup = Cleanup(say)
     try:
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
-                         cleanup, started=started)
+                         cleanup, started=started, status_line=status_line)
     except BaseException:
         try:
             cleanup.run(failing=True)
@@ -152,11 +153,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
-    lost = writer.lost_total
-    print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"
-          f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
-          f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}",
-          file=sys.stderr)
+    say(summary(writer, tracer, out, elapsed))
     return status
 
 
@@ -172,7 +169,8 @@ def _until(batch: EventBatch, t_ns: int) -> EventBatch:
 
 def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
-            cleanup: Cleanup, *, started: OutputFile) -> tuple[int, Any, Any, float]:
+            cleanup: Cleanup, *, started: OutputFile,
+            status_line: LiveStatus | None = None) -> tuple[int, Any, Any, float]:
     """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
     happens, in reverse order). ``started.start()`` runs once the command runs (or, without
     one, once the loop starts): from then on the file is kept under its name, whatever
@@ -200,6 +198,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None and not args.system_wide:
         pids = job.roots()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
+    note = better_backends_note(tracer.name, args.backend)
+    if note:
+        say(note)
     stopped = {"tracer": False}
 
     def stop_tracer() -> None:
@@ -264,11 +265,16 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             break
         if duration is not None and now - t_start >= duration:
             break
+        if status_line is not None:
+            status_line.backend = tracer.name
+            status_line.update(now - t_start, writer)
         drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
+    if status_line is not None:
+        status_line.clear()
     writer.add_sample(sampler.sweep())
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():

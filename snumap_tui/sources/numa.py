@@ -132,7 +132,7 @@ class NumaSource:
                                 "NUMA counters unavailable)", None, {"nodes": [0]})
         if not self.nodes:
             return SourceStatus(self.name, False,
-                                f"no {NODE_DIR}/node* (kernel without CONFIG_NUMA?)",
+                                f"no /{NODE_DIR}/node* (kernel without CONFIG_NUMA?)",
                                 "none needed on a one-node machine; memory is in /proc/meminfo",
                                 {"path": str(self.root / NODE_DIR)})
         try:

@@ -48,6 +48,9 @@ K_SAMPLE_TIMES, K_INFO, K_NODE, K_NODE_SAMPLES = (kinds.K_SAMPLE_TIMES, kinds.K_
 K_HEADER_COPY = kinds.K_HEADER_COPY
 KIND_NAMES = kinds.KIND_NAMES
 MAX_RAW_LEN = kinds.MAX_RAW_LEN
+# A recording's span, its *duration* everywhere (record's summary, report, replay): from the
+# earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
+SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS)
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

@@ -314,14 +314,14 @@ class Recording:
     @property
     def t_start(self) -> int:
         """Earliest time in the recording (CLOCK_MONOTONIC ns)."""
-        ts = [h.t_min for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        ts = [h.t_min for h in self._chunks if h.kind in C.SPAN_KINDS]
         if ts:
             return int(min(ts))
         return int(self.header.get("start_monotonic_ns", 0))
 
     @property
     def t_end(self) -> int:
-        ts = [h.t_max for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        ts = [h.t_max for h in self._chunks if h.kind in C.SPAN_KINDS]
         return int(max(ts)) if ts else self.t_start
 
     # ---- samples -----------------------------------------------------------------------------

@@ -239,6 +239,16 @@ class Writer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first, last) time of what was written, as the reader's ``t_start``/``t_end``
+        will give it (chunks.SPAN_KINDS): the duration `snumap record` prints is the one
+        `snumap report` and `replay` show. Complete after ``close``."""
+        with self._lock:
+            rows = [(lo, hi) for _, kind, _, lo, hi in self._index if kind in C.SPAN_KINDS]
+        if not rows:
+            return None
+        return int(min(r[0] for r in rows)), int(max(r[1] for r in rows))
+
     @property
     def bytes_written(self) -> int:
         return self._offset
