@@ -107,7 +107,8 @@ def test_record_force_with_a_command_that_cannot_start_keeps_the_old_file(
     before = out.read_bytes()
     p = snumap("record", "--force", "-o", str(out), "--backend", "proc", "--",
                str(tmp_path / "no-such-command"))
-    one_line(p, "cannot run", "no-such-command", notes=1)     # notes: "tracing with proc"
+    # notes: "tracing with proc", and which better backends --backend proc passed over
+    one_line(p, "cannot run", "no-such-command", notes=2)
     assert out.read_bytes() == before
     assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.rec"]    # no leftover
     # A command that starts: the recording is replaced, under its own name.
