@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_runtime import (
     Cleanup,
@@ -60,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
                              "all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
 
@@ -187,6 +189,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
 
+    regions = record_regions.RegionSession(args, cmd, args.backend, say)
+    cleanup.push("stopping the region probes", regions.close)
     child = HeldChild(cmd) if cmd else None
     held = {"child": child is not None}
 
@@ -206,12 +210,14 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
+    regions.start(pids)
     sources = sources + backend_statuses()
     watch = TreeWatch(sampler, [child.pid] if child is not None else [])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
+    header["regions"] = regions.header()
     writer = Writer(out, header, force=force)
     cleanup.push(f"closing {out}", writer.close)
 
@@ -233,6 +239,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     def events(batch: Any) -> None:
         writer.add_events(batch)
         watch.update(batch)
+        regions.follow(batch)
 
     if child is not None:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
@@ -249,6 +256,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                 next_sample = now + interval
         for raw in drainer.take():
             events(tracer.decode(raw))
+        regions.poll(writer)
         if child is not None and child.exited():
             break
         if child is None and stop["sig"]:
@@ -266,6 +274,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
+    regions.finish(writer, t_stop_ns)
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
             say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")

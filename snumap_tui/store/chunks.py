@@ -43,6 +43,9 @@ KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TA
 # just before it, so a reader lists sample times without decoding every reading.
 K_SAMPLE_TIMES = 9
 KIND_NAMES[K_SAMPLE_TIMES] = "sample times"
+# Added within version 1: region enter/leave records and user markers (store/regions.py).
+K_REGIONS = 10
+KIND_NAMES[K_REGIONS] = "regions"
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

@@ -1,0 +1,339 @@
+"""Regions found by uprobes: OpenMP parallel regions, barriers and criticals, MPI calls, and any
+function named with ``--probe FILE:SYMBOL``, recorded without recompiling the program.
+
+Planning happens before the traced command runs: the command's ELF executables (``CMD`` and
+any argument that is one, such as the program ``mpirun`` starts) and every library they need
+are read; the files that export an OpenMP or MPI runtime's entry points get a uprobe and a
+uretprobe on each, the executables a pair on each outlined parallel-region body
+(``main._omp_fn.0``). Probes sit on the files' inodes, so the ranks that mpirun execs later
+hit them from their first call. When the traced tree execs a program that was not planned,
+its libraries are read then and probed (``follow``); calls before that are not seen.
+
+Hits come from every process mapping the files; those outside the traced tree are dropped
+here (the tree is learnt from the scheduling tracer's fork and exec events). A span opener's
+argument (the outlined function GOMP_parallel is given) is resolved to its symbol and
+file:line through the process's /proc/PID/maps.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.trace import elfsyms as E
+from snumap_tui.trace import region_catalog as C
+from snumap_tui.trace.events import EXEC, FORK, EventBatch
+
+PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
+MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
+MODES = ("auto", "omp", "mpi", "none")
+
+
+@dataclass
+class Site:
+    """What one probe (tag) means."""
+
+    entry: C.EntryPoint
+    ret: bool
+    rid: int                    # -1: resolved per hit from the argument
+    path: str
+
+
+@dataclass
+class Plan:
+    """The probes to open and what was found, for the user and the recording's header."""
+
+    probes: list[tuple[str, int, bool, Site]] = field(default_factory=list)
+    found: list[str] = field(default_factory=list)        # "libgomp.so.1: 8 entry points"
+    problems: list[str] = field(default_factory=list)     # what could not be probed, and why
+    files: set[str] = field(default_factory=set)
+
+
+def parse_probe(spec: str) -> tuple[str, str]:
+    """``FILE:SYMBOL`` -> (file, symbol); SnumapError when malformed or the file is gone."""
+    path, sep, sym = spec.rpartition(":")
+    if not sep or not path or not sym:
+        raise SnumapError(f"--probe {spec}: expected FILE:SYMBOL (e.g. ./solver:assemble)")
+    if not os.path.exists(path):
+        found = E.which(path)
+        if found is None:
+            raise SnumapError(f"--probe {spec}: {path}: no such file")
+        path = found
+    return os.path.realpath(path), sym
+
+
+class RegionTracer:
+    """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
+    Drainer runs ``drain`` in its thread)."""
+
+    name = "uprobes"
+
+    def __init__(self, mode: str, user_probes: list[str], names: C.RegionNames,
+                 say: Callable[[str], None]) -> None:
+        from snumap_tui.trace.uprobes import arg_columns
+
+        if mode not in MODES:
+            raise SnumapError(f"--regions {mode}: choose from {', '.join(MODES)}")
+        self.mode = mode
+        self.names = names
+        self.say = say
+        self.user = [parse_probe(p) for p in user_probes]
+        self.sites: list[Site] = []
+        self.static_rid = np.zeros(0, np.int64)
+        self.static_op = np.zeros(0, np.uint8)
+        self.uprobes: Any = None
+        self.tree: set[int] | None = set()         # None: every process (system-wide)
+        self.pending: list[np.ndarray] = []
+        self.stacks: dict[tuple[int, str], list[int]] = {}
+        self.maps: dict[int, list[E.Mapping]] = {}
+        self.resolved: dict[tuple[int, int], int] = {}
+        self.planned: set[str] = set()
+        self.found: list[str] = []
+        self.problems: list[str] = []
+        self.dropped = 0
+        self._argcol = arg_columns()
+
+    # ---- planning ---------------------------------------------------------------------------
+
+    def plan(self, binaries: list[str]) -> Plan:
+        """The probes for these executables and the libraries they need (files already
+        planned are skipped)."""
+        plan = Plan()
+        want_omp = self.mode in ("auto", "omp")
+        want_mpi = self.mode in ("auto", "mpi")
+        files: list[str] = []
+        for b in binaries:
+            for f in E.library_closure(b):
+                if f not in files and f not in self.planned:
+                    files.append(f)
+        for f in files:
+            self.planned.add(f)
+            try:
+                elf = E.load_elf(f)
+            except SnumapError as e:
+                plan.problems.append(str(e))
+                continue
+            rt = C.runtime_of(elf.by_name)
+            base = os.path.basename(f)
+            if rt is not None and ((rt[0] == "omp" and want_omp) or (rt[0] == "mpi" and want_mpi)):
+                n, missing = 0, []
+                for ep in rt[1]:
+                    sym = C.mpi_symbol(elf.by_name, ep.symbol) if ep.kind == "mpi" else \
+                        (ep.symbol if ep.symbol in elf.by_name else None)
+                    off = elf.offset_of(sym) if sym else None
+                    if off is None:
+                        missing.append(ep.symbol)
+                        continue
+                    self._add(plan, f, off, ep)
+                    n += 1
+                plan.found.append(f"{base}: {n} {rt[0].upper() if rt[0] == 'mpi' else 'OpenMP'}"
+                                  f" entry points")
+                optional = {"GOMP_parallel_start", "GOMP_parallel_end",
+                            "__kmpc_critical_with_hint", "GOMP_critical_name_start"}
+                hard = [m for m in missing if m not in optional and ep.kind != "mpi"]
+                if hard:
+                    plan.problems.append(f"{base}: no symbol for {', '.join(hard)} "
+                                         f"(stripped?): not probed")
+            if f in binaries and want_omp:
+                bodies = elf.matching(C.OUTLINED)
+                for sym in bodies:
+                    off = elf.offset_of(sym)
+                    if off is None:
+                        continue
+                    label = C.region_label(sym, elf.line_of(elf.by_name[sym]))
+                    ep = C.EntryPoint(label, "omp", "body")
+                    self._add(plan, f, off, ep)
+                if bodies:
+                    plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
+                elif elf.stripped and any("omp" in p for p in plan.found):
+                    plan.problems.append(f"{base} is stripped: its parallel regions are named "
+                                         "by address only, and threads' time inside is not seen")
+        return plan
+
+    def plan_user(self) -> Plan:
+        plan = Plan()
+        for path, sym in self.user:
+            elf = E.load_elf(path)
+            off = elf.offset_of(sym)
+            if off is None:
+                hint = " (the file is stripped)" if elf.stripped else ""
+                raise SnumapError(f"--probe {path}:{sym}: no function {sym!r} in {path}{hint}")
+            self._add(plan, path, off, C.EntryPoint(sym, "user"))
+            plan.found.append(f"{os.path.basename(path)}:{sym} (--probe)")
+        return plan
+
+    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint) -> None:
+        if any(p[0] == path and p[1] == off for p in plan.probes):
+            return
+        rid = -1 if ep.arg is not None or ep.stack else \
+            self.names.intern(ep.symbol, ep.kind, ep.role, ep.wait)
+        if ep.on_entry:
+            plan.probes.append((path, off, False, Site(ep, False, rid, path)))
+        if ep.on_return:
+            plan.probes.append((path, off, True, Site(ep, True, rid, path)))
+        plan.files.add(path)
+
+    # ---- probes -----------------------------------------------------------------------------
+
+    def attach(self, plan: Plan) -> None:
+        """Open the plan's probes; what the kernel refuses is said, the rest goes on."""
+        from snumap_tui.trace.uprobes import Probe, UprobeSet
+
+        if not plan.probes:
+            return
+        if self.uprobes is None:
+            self.uprobes = UprobeSet()
+        failed: dict[str, str] = {}
+        for path, off, ret, site in plan.probes:
+            tag = len(self.sites)
+            self.sites.append(site)
+            try:
+                self.uprobes.add(Probe(path, off, ret, tag))
+            except OSError as e:
+                failed.setdefault(f"{os.path.basename(path)}:{site.entry.symbol}", str(e))
+        for what, why in failed.items():
+            self.problems.append(f"{what}: probe not attached ({why})")
+        self.found += plan.found
+        self.problems += plan.problems
+        rid = np.array([s.rid for s in self.sites], dtype=np.int64)
+        op = np.array([C.END if s.ret else C.BEGIN for s in self.sites], dtype=np.uint8)
+        self.static_rid, self.static_op = rid, op
+
+    def start(self, binaries: list[str], roots: list[int] | None) -> list[str]:
+        """Plan and attach before the command runs; the lines that say what was found."""
+        self.tree = None if roots is None else set(roots)
+        plan = self.plan(binaries) if self.mode != "none" else Plan()
+        user = self.plan_user()
+        plan.probes += user.probes
+        plan.found += user.found
+        self.attach(plan)
+        return self.describe()
+
+    def describe(self) -> list[str]:
+        what = "; ".join(self.found) if self.found else (
+            "none found" if self.mode != "none" else "off")
+        lines = [f"regions ({self.mode}): {what}"]
+        lines += [f"regions: {p}" for p in self.problems]
+        return lines
+
+    # ---- the traced tree --------------------------------------------------------------------
+
+    def follow(self, batch: EventBatch) -> None:
+        """Learn the tree's processes from a scheduling batch; probe what new programs load."""
+        e = batch.events
+        if self.tree is not None:
+            if len(e):
+                k = e["kind"]
+                self.tree.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
+                self.tree.update(e["pid2"][k == FORK].tolist())
+            self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
+            self.tree.discard(-1)
+        if not len(e):
+            return
+        k = e["kind"]
+        for pid in sorted(set(e["pid"][k == EXEC].tolist())):
+            # The new program is mapped already (its libraries maybe not yet): enough to name
+            # its outlined functions even if the process is gone when its hits are decoded.
+            self.maps[pid] = E.read_maps(pid)
+            self._probe_new(pid)
+        # Maps stay after an exit: its last hits are decoded after the exit is seen.
+        while len(self.maps) > MAX_MAPS:
+            self.maps.pop(next(iter(self.maps)))
+
+    def _probe_new(self, pid: int) -> None:
+        if self.mode == "none":
+            return
+        try:
+            exe = os.path.realpath(f"/proc/{pid}/exe")
+        except OSError:
+            return
+        if not exe.startswith("/") or exe in self.planned or not E.is_elf(exe):
+            return
+        plan = self.plan([exe, *E.mapped_files(E.read_maps(pid))])
+        if plan.probes:
+            before = len(self.found)
+            self.attach(plan)
+            for line in self.found[before:]:
+                self.say(f"regions: {line} (found after exec of pid {pid})")
+
+    # ---- decoding ---------------------------------------------------------------------------
+
+    def drain(self) -> Any:
+        return self.uprobes.drain() if self.uprobes is not None else None
+
+    def decode(self, raw: Any) -> np.ndarray:
+        """REGION_DTYPE rows of the tree's hits in this drain (and earlier ones held back)."""
+        if self.uprobes is None:
+            return np.zeros(0, C.REGION_DTYPE)
+        rec = self.uprobes.decode(raw)
+        if self.pending:
+            rec = np.concatenate([*self.pending, rec])
+            rec = rec[np.argsort(rec["t_ns"], kind="stable")]
+            self.pending = []
+        if self.tree is not None and len(rec):
+            known = np.isin(rec["pid"], np.fromiter(self.tree, np.int64, len(self.tree)))
+            later = rec[~known]
+            if len(later):
+                young = later["t_ns"] > np.uint64(max(time.monotonic_ns() - PENDING_NS, 0))
+                self.pending = [later[young]] if young.any() else []
+                self.dropped += int((~young).sum())
+            rec = rec[known]
+        return self._regions(rec)
+
+    def _regions(self, rec: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rec), C.REGION_DTYPE)
+        if not len(rec):
+            return out
+        tag = rec["id"].astype(np.int64)
+        out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
+        out["op"] = self.static_op[tag]
+        rid = self.static_rid[tag].copy()
+        for i in np.flatnonzero(rid < 0).tolist():
+            rid[i] = self._dynamic(rec[i], self.sites[int(tag[i])])
+        keep = rid >= 0
+        out["rid"] = np.where(keep, rid, 0)
+        return out[keep]
+
+    def _dynamic(self, r: np.void, site: Site) -> int:
+        """The rid of a span opener's hit (from its argument) or closer (the opener's)."""
+        key = (int(r["tid"]), site.entry.stack or site.entry.symbol)
+        stack = self.stacks.setdefault(key, [])
+        if site.ret or not site.entry.on_entry:
+            return stack.pop() if stack else -1
+        arg = site.entry.arg
+        rid = self.names.intern(site.entry.symbol, site.entry.kind, site.entry.role)
+        if arg is not None and arg in self._argcol:
+            addr = int(r["r0" if self._argcol[arg] == 0 else "r1"])
+            rid = self._resolve(int(r["pid"]), addr, site)
+        if len(stack) < 64:
+            stack.append(rid)
+        return rid
+
+    def _resolve(self, pid: int, addr: int, site: Site) -> int:
+        got = self.resolved.get((pid, addr))
+        if got is not None:
+            return got
+        maps = self.maps.get(pid)
+        if maps is None or not any(m.start <= addr < m.end for m in maps):
+            maps = E.read_maps(pid) or maps or []
+            self.maps[pid] = maps
+        _file, sym, line = E.resolve_address(maps, addr)
+        label = C.region_label(sym, line, f"{site.entry.symbol} region at {addr:#x}")
+        rid = self.names.intern(label, site.entry.kind, "span")
+        self.resolved[(pid, addr)] = rid
+        return rid
+
+    @property
+    def lost(self) -> int:
+        return int(self.uprobes.lost) if self.uprobes is not None else 0
+
+    def close(self) -> None:
+        if self.uprobes is not None:
+            self.uprobes.close()
+            self.uprobes = None
