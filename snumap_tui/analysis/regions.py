@@ -83,6 +83,12 @@ def _per_thread(tid: np.ndarray, pid: np.ndarray, dur: np.ndarray) -> dict[int, 
     return out
 
 
+def _most_per_thread(tid: np.ndarray) -> int:
+    if not len(tid):
+        return 0
+    return int(np.unique(tid, return_counts=True)[1].max())
+
+
 def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """One dict per region name (JSON-ready), by wall time, longest first."""
     comm = comm or {}
@@ -109,15 +115,17 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         main = span if len(span) else (rest if len(rest) else body)
         dur = inst.end - inst.start
         threads = _per_thread(inst.tid[inside], inst.pid[inside], dur[inside])
+        # How many times the program ran it: a parallel region's master calls; a call or a
+        # phase made by several threads (both ranks in MPI_Barrier) counts per thread, the
+        # most any thread made; ``calls`` counts them all.
+        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids))
         if len(span):
             count = len(span)
-        elif len(rest):
-            count = len(rest)
-        elif threads:
-            count = int(max(np.bincount(np.unique(inst.tid[body], return_inverse=True)[1])))
         else:
-            count = 0
-        count += int(sum(mark_n[r] for r in rids))
+            own = rest if len(rest) else body
+            count = _most_per_thread(inst.tid[own])
+            marks_r = marks[np.isin(marks["rid"], rids)]
+            count += _most_per_thread(marks_r["tid"])
         wall_ns = union_ns(inst.start[main], inst.end[main])
         per: list[dict[str, Any]] = []
         span_ns = int(dur[span].sum()) if len(span) else 0
@@ -137,7 +145,7 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "name": name, "kind": kind, "wait": wait,
             "role": "parallel" if len(span) or len(body) else (
                 "marker" if kind == "marker" else "call"),
-            "count": count, "wall_s": wall_ns / 1e9, "imbalance": imb,
+            "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
         out.append(row)
@@ -179,6 +187,21 @@ def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[
                             f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
                             f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
     return out
+
+
+def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+    """The thread (rank) that waited most, when that is a real share of the recording."""
+    if not waits or duration_s <= 0:
+        return []
+    w = waits[0]
+    share = w["wait_s"] / duration_s
+    if share < 0.1:
+        return []
+    where = max(w["where"].items(), key=lambda kv: kv[1])
+    return [{"kind": "waiting", "tid": w["tid"],
+             "text": f"{w['comm']} (tid {w['tid']}) waited {w['wait_s']:.3f} s "
+                     f"({100 * share:.0f}% of the recording), most in {where[0]} "
+                     f"({where[1]:.3f} s)"}]
 
 
 def _what(r: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from snumap_tui.analysis.regions import (
     region_findings,
     region_stats,
     thread_waits,
+    wait_findings,
 )
 from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
 from snumap_tui.model.derive import counters
@@ -168,6 +169,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions_info"] = hdr.get("regions")
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = region_findings(report["regions"]) + \
+        wait_findings(report["waits"], report["duration_s"]) + \
         findings(report, ld, stats, lat_end, lat)
     return report
 

@@ -227,12 +227,29 @@ class UprobeSet:
                 pass
         for ring in self.rings.values():
             ring.close()
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_all(self.fds)
         self.fds, self.rings, self.leader = [], {}, {}
+
+
+def close_all(fds: list[int]) -> None:
+    """Close FDS at once: each uprobe event's close waits for an RCU grace period (~80 ms
+    measured here), so 40 probes on 2 CPUs closed one by one took 4 s; closed from parallel
+    threads, their grace periods overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def close(fd: int) -> None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    if len(fds) < 4:
+        for fd in fds:
+            close(fd)
+        return
+    with ThreadPoolExecutor(max_workers=min(64, len(fds)),
+                            thread_name_prefix="snumap-uprobe-close") as pool:
+        list(pool.map(close, fds))
 
 
 def _ioctl_ptr(fd: int, request: int, buf: ctypes.c_uint64) -> None:
