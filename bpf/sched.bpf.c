@@ -1,0 +1,279 @@
+/* snumap's scheduler tracer, CO-RE: compiled ahead of time (scripts/build_bpf.py ->
+ * sched.bpf.o), loaded through libbpf by snumap_tui/trace/libbpf.py. No kernel headers, no
+ * compiler at run time: field accesses are relocated by libbpf against /sys/kernel/btf/vmlinux.
+ *
+ * The same records, filter and reconstruction rules as bpf/sched.c (bcc's copy, for kernels
+ * without BTF); only the attachment differs. Programs are tp_btf ("BTF-enabled raw
+ * tracepoints", Linux >= 5.5): the handler gets the tracepoint's C arguments (task_struct
+ * pointers) directly, with no copy into a trace record as classic tracepoints make. The
+ * arguments follow the kernel's TP_PROTO (include/trace/events/sched.h); the prev_state the
+ * classic sched_switch event reports is computed here the way __trace_sched_switch_state() does.
+ *
+ * Settings are `const volatile` globals set by the loader before load (the verifier sees them
+ * as constants and prunes the branch not taken); the ring's size is set on the map.
+ */
+#include "kernel_types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sched_event.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile __u32 snumap_system_wide = 0;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 1 << 22);           /* the loader sets the real size */
+} events SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, __u32);
+    __type(value, __u32);                   /* tid -> tgid (0 = not known yet) */
+} tracked SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, __u32);
+    __type(value, struct snumap_task_name); /* tid -> comm at fork / exec */
+} names SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} lost SEC(".maps");
+
+/* The last switch seen on this CPU (see bpf/sched.c: switches the kernel never traced). */
+struct last_switch {
+    __u64 t_ns;
+    __u32 next;
+    __u32 used;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct last_switch);
+} lastsw SEC(".maps");
+
+static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
+                                    __s32 pid, __s32 pid2, __s64 arg)
+{
+    struct snumap_sched_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        __u32 zero = 0;
+        __u64 *n = bpf_map_lookup_elem(&lost, &zero);
+        if (n)
+            *n += 1;
+        return;
+    }
+    e->t_ns = t_ns;
+    e->arg = arg;
+    e->cpu = cpu;
+    e->tid = tid;
+    e->tid2 = tid2;
+    e->pid = pid;
+    e->pid2 = pid2;
+    e->kind = kind;
+    e->pad[0] = 0;
+    e->pad[1] = 0;
+    e->pad[2] = 0;
+    /* No wakeup: user space drains the ring on a timer (BPF_RB_NO_WAKEUP, as in sched.c). */
+    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* task_cpu(p): thread_info.cpu since 5.16, task_struct.cpu before. */
+static __always_inline __u32 task_cpu(struct task_struct *p)
+{
+    if (bpf_core_field_exists(p->thread_info.cpu))
+        return BPF_CORE_READ(p, thread_info.cpu);
+    struct task_struct___cpu *old = (void *)p;
+    return BPF_CORE_READ(old, cpu);
+}
+
+/* What the classic sched_switch event reports as prev_state (include/trace/events/sched.h,
+ * __trace_sched_switch_state, and __task_state_index in include/linux/sched.h): a preemption
+ * is TASK_REPORT_MAX (0x100); otherwise the highest TASK_REPORT bit of state | exit_state, with
+ * TASK_IDLE (0x402) reported as TASK_REPORT_IDLE (0x80) and TASK_RTLOCK_WAIT (0x1000) as
+ * TASK_UNINTERRUPTIBLE. */
+static __always_inline __s64 report_state(bool preempt, __u32 st, struct task_struct *p)
+{
+    if (preempt)
+        return 0x100;
+    __u32 s = (st | (__u32)BPF_CORE_READ(p, exit_state)) & 0x7f;
+    if ((st & 0x402) == 0x402)
+        s = 0x80;
+    if (st & 0x1000)
+        s = 2;
+    s |= s >> 1;
+    s |= s >> 2;
+    s |= s >> 4;
+    return s - (s >> 1);
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev_task,
+                                     struct task_struct *next_task, __u32 raw_state)
+{
+    __u32 prev = BPF_CORE_READ(prev_task, pid), next = BPF_CORE_READ(next_task, pid);
+    __u32 tgid = BPF_CORE_READ(prev_task, tgid);
+    __u32 cpu = bpf_get_smp_processor_id();
+    __u64 now = bpf_ktime_get_ns();
+    __s32 next_tgid = next ? BPF_CORE_READ(next_task, tgid) : 0;
+    __u64 missed_t = 0;
+    __u32 missed_from = 0;
+    __u32 zero = 0;
+    struct last_switch *ls = bpf_map_lookup_elem(&lastsw, &zero);
+    if (ls) {
+        if (ls->t_ns && ls->next != prev && prev != 0) {
+            missed_t = ls->t_ns;
+            missed_from = ls->next;
+        }
+        ls->t_ns = now;
+        ls->next = next;
+    }
+    __s32 prev_pid = prev ? (__s32)tgid : 0;
+    if (!snumap_system_wide) {
+        int prev_tracked = 0, next_tracked = 0;
+        __u32 *pv = bpf_map_lookup_elem(&tracked, &prev);
+        if (pv) {
+            prev_tracked = 1;
+            if (*pv == 0 && prev != 0)
+                *pv = tgid;
+        }
+        __u32 *nv = bpf_map_lookup_elem(&tracked, &next);
+        if (!prev_tracked) {
+            missed_t = 0;
+            if (prev)
+                prev_pid = SNUMAP_OUTSIDE;
+        }
+        if (nv) {
+            next_tracked = 1;
+        } else {
+            if (next)
+                next_tgid = SNUMAP_OUTSIDE;
+            if (!prev_tracked) {
+                /* Neither side traced: keep it only as an idle edge on a CPU the tree used. */
+                if (!ls || !ls->used || (prev != 0) == (next != 0))
+                    return 0;
+            }
+        }
+        if (ls && (prev_tracked || next_tracked))
+            ls->used = 1;
+    }
+    if (missed_t) {
+        __s32 from_pid = missed_from ? -1 : 0;
+        if (missed_from && !snumap_system_wide && !bpf_map_lookup_elem(&tracked, &missed_from))
+            from_pid = SNUMAP_OUTSIDE;
+        emit_at(missed_t, SNUMAP_SWITCH, cpu, missed_from, prev, from_pid, prev_pid, -1);
+    }
+    emit_at(now, SNUMAP_SWITCH, cpu, prev, next, prev_pid, next_tgid,
+            report_state(preempt, raw_state, prev_task));
+    return 0;
+}
+
+/* Linux >= 5.18 passes the state prev is switched out in (re-reading prev->__state could see
+ * a concurrent wakeup's TASK_RUNNING). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+    return on_switch(preempt, prev, next, prev_state);
+}
+
+/* Linux 5.8-5.17 (the loader picks one of the two): the state from the task itself. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_pre518, bool preempt, struct task_struct *prev,
+             struct task_struct *next)
+{
+    __u32 st;
+    if (bpf_core_field_exists(prev->__state)) {
+        st = BPF_CORE_READ(prev, __state);
+    } else {
+        struct task_struct___pre514 *old = (void *)prev;
+        st = (__u32)BPF_CORE_READ(old, state);
+    }
+    return on_switch(preempt, prev, next, st);
+}
+
+/* An event about one task (woken, migrated): kept when the task is traced. */
+static __always_inline int task_event(__u8 kind, __u32 cpu, struct task_struct *p, __s64 arg)
+{
+    __u32 tid = BPF_CORE_READ(p, pid);
+    __s32 tgid = BPF_CORE_READ(p, tgid);
+    if (!snumap_system_wide) {
+        __u32 *v = bpf_map_lookup_elem(&tracked, &tid);
+        if (!v)
+            return 0;
+    }
+    emit_at(bpf_ktime_get_ns(), kind, cpu, tid, 0, tgid, -1, arg);
+    return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+    return task_event(SNUMAP_WAKEUP, task_cpu(p), p, 0);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+    return task_event(SNUMAP_WAKEUP_NEW, task_cpu(p), p, 0);
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+    return task_event(SNUMAP_MIGRATE, dest_cpu, p, task_cpu(p));
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+    __u32 ptid = BPF_CORE_READ(parent, pid), ctid = BPF_CORE_READ(child, pid);
+    __u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+    if (!snumap_system_wide) {
+        if (!bpf_map_lookup_elem(&tracked, &ptid))
+            return 0;
+        bpf_map_update_elem(&tracked, &ctid, &ctgid, BPF_ANY);
+    }
+    struct snumap_task_name n = {};
+    n.tgid = ctgid;
+    n.ppid = ptgid;
+    bpf_get_current_comm(&n.comm, sizeof(n.comm));
+    bpf_map_update_elem(&names, &ctid, &n, BPF_ANY);
+    emit_at(bpf_ktime_get_ns(), SNUMAP_FORK, bpf_get_smp_processor_id(), ptid, ctid, ptgid, -1,
+            0);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p)
+{
+    __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+    if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tid))
+        return 0;
+    struct snumap_task_name n = {};
+    n.tgid = tgid;
+    bpf_get_current_comm(&n.comm, sizeof(n.comm));
+    bpf_map_update_elem(&names, &tid, &n, BPF_ANY);
+    emit_at(bpf_ktime_get_ns(), SNUMAP_EXEC, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+    __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+    /* The tid stays tracked: its last sched_switch comes after this (user space removes it). */
+    if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tid))
+        return 0;
+    emit_at(bpf_ktime_get_ns(), SNUMAP_EXIT, bpf_get_smp_processor_id(), tid, 0, tgid, -1, 0);
+    return 0;
+}
