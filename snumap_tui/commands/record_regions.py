@@ -94,6 +94,7 @@ class RegionSession:
     def header(self) -> dict[str, Any]:
         if self.tracer is not None:
             self.info["found"] = list(self.tracer.found)
+            self.info["probes"] = self.tracer.path
             self.info["problems"] = [*self.info["problems"], *self.tracer.problems]
         self.info["markers"] = self.markers is not None
         return dict(self.info)

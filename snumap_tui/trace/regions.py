@@ -75,9 +75,7 @@ class RegionTracer:
     name = "uprobes"
 
     def __init__(self, mode: str, user_probes: list[str], names: C.RegionNames,
-                 say: Callable[[str], None]) -> None:
-        from snumap_tui.trace.uprobes import arg_columns
-
+                 say: Callable[[str], None], backend: str = "auto") -> None:
         if mode not in MODES:
             raise SnumapError(f"--regions {mode}: choose from {', '.join(MODES)}")
         self.mode = mode
@@ -97,7 +95,8 @@ class RegionTracer:
         self.found: list[str] = []
         self.problems: list[str] = []
         self.dropped = 0
-        self._argcol = arg_columns()
+        self.backend = backend          # auto | ebpf | perf: how the probes are opened
+        self.path: str | None = None    # which one did
 
     # ---- planning ---------------------------------------------------------------------------
 
@@ -181,26 +180,44 @@ class RegionTracer:
 
     # ---- probes -----------------------------------------------------------------------------
 
+    def _open(self) -> Any:
+        """The eBPF path (in-kernel filter, uprobe_multi) where it works, else perf's."""
+        from snumap_tui.trace.uprobes import UprobeSet
+
+        roots = None if self.tree is None else sorted(self.tree)
+        if self.backend in ("auto", "ebpf"):
+            try:
+                from snumap_tui.trace.region_bpf import BpfUprobes
+
+                return BpfUprobes(roots)
+            except (OSError, ImportError, KeyError, ValueError) as e:
+                if self.backend == "ebpf":
+                    raise SnumapError(f"region probes: the eBPF path failed: {e}") from None
+                self.say(f"regions: eBPF path not used ({e}); perf uprobes instead")
+        return UprobeSet()
+
     def attach(self, plan: Plan) -> None:
         """Open the plan's probes; what the kernel refuses is said, the rest goes on."""
-        from snumap_tui.trace.uprobes import Probe, UprobeSet
+        from snumap_tui.trace.uprobes import Probe
 
         if not plan.probes:
             return
         if self.uprobes is None:
-            self.uprobes = UprobeSet()
-        failed: dict[str, str] = {}
+            self.uprobes = self._open()
+        probes = []
         for path, off, ret, site in plan.probes:
             tag = len(self.sites)
             self.sites.append(site)
-            try:
-                self.uprobes.add(Probe(path, off, ret, tag))
-            except OSError as e:
-                failed.setdefault(f"{os.path.basename(path)}:{site.entry.symbol}", str(e))
+            probes.append(Probe(path, off, ret, tag, site.entry.arg))
+        failed: dict[str, str] = {}
+        for p, why in self.uprobes.add_many(probes):
+            failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
+                              why)
         for what, why in failed.items():
             self.problems.append(f"{what}: probe not attached ({why})")
         self.found += plan.found
         self.problems += plan.problems
+        self.path = getattr(self.uprobes, "kind", None)
         rid = np.array([s.rid for s in self.sites], dtype=np.int64)
         op = np.array([C.END if s.ret else C.BEGIN for s in self.sites], dtype=np.uint8)
         self.static_rid, self.static_op = rid, op
@@ -218,7 +235,9 @@ class RegionTracer:
     def describe(self) -> list[str]:
         what = "; ".join(self.found) if self.found else (
             "none found" if self.mode != "none" else "off")
-        lines = [f"regions ({self.mode}): {what}"]
+        via = {"ebpf": " [eBPF uprobe_multi, filtered in the kernel]",
+               "perf": " [perf uprobes]"}.get(getattr(self.uprobes, "kind", ""), "")
+        lines = [f"regions ({self.mode}): {what}{via}"]
         lines += [f"regions: {p}" for p in self.problems]
         return lines
 
@@ -234,6 +253,7 @@ class RegionTracer:
                 self.tree.update(e["pid2"][k == FORK].tolist())
             self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
             self.tree.discard(-1)
+            self.tree.discard(-2)
         if not len(e):
             return
         k = e["kind"]
@@ -271,7 +291,7 @@ class RegionTracer:
         """REGION_DTYPE rows of the tree's hits in this drain (and earlier ones held back)."""
         if self.uprobes is None:
             return np.zeros(0, C.REGION_DTYPE)
-        rec = self.uprobes.decode(raw)
+        rec = self.uprobes.decode(raw)      # HIT rows (trace/uprobes.py)
         if self.pending:
             rec = np.concatenate([*self.pending, rec])
             rec = rec[np.argsort(rec["t_ns"], kind="stable")]
@@ -290,7 +310,7 @@ class RegionTracer:
         out = np.zeros(len(rec), C.REGION_DTYPE)
         if not len(rec):
             return out
-        tag = rec["id"].astype(np.int64)
+        tag = rec["tag"].astype(np.int64)
         out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
         out["op"] = self.static_op[tag]
         rid = self.static_rid[tag].copy()
@@ -308,9 +328,8 @@ class RegionTracer:
             return stack.pop() if stack else -1
         arg = site.entry.arg
         rid = self.names.intern(site.entry.symbol, site.entry.kind, site.entry.role)
-        if arg is not None and arg in self._argcol:
-            addr = int(r["r0" if self._argcol[arg] == 0 else "r1"])
-            rid = self._resolve(int(r["pid"]), addr, site)
+        if arg is not None and int(r["arg"]):
+            rid = self._resolve(int(r["pid"]), int(r["arg"]), site)
         if len(stack) < 64:
             stack.append(rid)
         return rid

@@ -71,6 +71,10 @@ SAMPLE_TYPE = PERF_SAMPLE_IDENTIFIER | pe.PERF_SAMPLE_TID | pe.PERF_SAMPLE_TIME 
 RECORD = np.dtype({"names": ["type", "size", "id", "pid", "tid", "t_ns", "abi", "r0", "r1"],
                    "formats": ["<u4", "<u2", "<u8", "<i4", "<i4", "<u8", "<u8", "<u8", "<u8"],
                    "offsets": [0, 6, 8, 16, 20, 24, 32, 40, 48], "itemsize": 56})
+# What both probe paths hand over (this one and trace/region_bpf.py): a hit of probe TAG by
+# thread TID of process PID, on return when RET, with the captured argument ARG (or 0).
+HIT = np.dtype([("t_ns", "<u8"), ("pid", "<i4"), ("tid", "<i4"), ("tag", "<u4"), ("ret", "u1"),
+                ("arg", "<u8")])
 LOST = np.dtype({"names": ["type", "size", "id", "lost"], "formats": ["<u4", "<u2", "<u8", "<u8"],
                  "offsets": [0, 6, 8, 16], "itemsize": 24})
 
@@ -115,11 +119,15 @@ class Probe:
     offset: int
     ret: bool
     tag: int
+    arg: int | None = None      # the argument to capture (0 or 2), if any
 
 
 class UprobeSet:
     """Probes opened on every online CPU, one ring per CPU; ``add`` may be called while the
-    traced program runs (a library found after an exec)."""
+    traced program runs (a library found after an exec). Hits of every process arrive: the
+    caller keeps the traced tree's."""
+
+    kind = "perf"
 
     def __init__(self, ring_pages: int = 512) -> None:
         t = pmu_type()
@@ -133,8 +141,22 @@ class UprobeSet:
         self.rings: dict[int, PerfRing] = {}
         self.fds: list[int] = []
         self.tag_of_id: dict[int, int] = {}
+        self.arg_of_tag: dict[int, int] = {}
+        self.ret_tags: set[int] = set()
         self.lost = 0
         self._paths: list[ctypes.Array[ctypes.c_char]] = []   # kept alive for the kernel
+
+    def track(self, pid: int) -> None:
+        """Nothing to do: this path filters in user space."""
+
+    def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
+        failed = []
+        for p in probes:
+            try:
+                self.add(p)
+            except OSError as e:
+                failed.append((p, str(e)))
+        return failed
 
     def add(self, probe: Probe) -> None:
         """Open PROBE on every CPU; OSError (PerfOpenError) when the kernel refuses it."""
@@ -169,6 +191,10 @@ class UprobeSet:
                 os.close(fd)
             raise
         self.fds += opened
+        if probe.arg is not None:
+            self.arg_of_tag[probe.tag] = probe.arg
+        if probe.ret:
+            self.ret_tags.add(probe.tag)
         for fd in opened:
             pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
 
@@ -181,17 +207,27 @@ class UprobeSet:
         return out
 
     def decode(self, raw: dict[int, bytes] | None) -> np.ndarray:
-        """The samples of a drain as RECORD rows with ``id`` replaced by the probe's tag,
-        in time order; PERF_RECORD_LOST counts go to ``lost``."""
+        """The HIT rows of a drain, in time order; PERF_RECORD_LOST counts go to ``lost``."""
         parts = []
         for buf in (raw or {}).values():
             parts.append(self._decode_ring(buf))
         if not parts:
-            return np.zeros(0, RECORD)
+            return np.zeros(0, HIT)
         rec = np.concatenate(parts)
         if len(rec) > 1:
             rec = rec[np.argsort(rec["t_ns"], kind="stable")]
-        return rec
+        out = np.zeros(len(rec), HIT)
+        out["t_ns"], out["pid"], out["tid"] = rec["t_ns"], rec["pid"], rec["tid"]
+        tag = rec["id"].astype(np.int64)
+        out["tag"] = tag
+        if self.ret_tags:
+            out["ret"] = np.isin(tag, np.fromiter(self.ret_tags, np.int64, len(self.ret_tags)))
+        cols = arg_columns()
+        for t, a in self.arg_of_tag.items():
+            m = tag == t
+            if m.any() and a in cols:
+                out["arg"][m] = rec["r0" if cols[a] == 0 else "r1"][m]
+        return out
 
     def _decode_ring(self, buf: bytes) -> np.ndarray:
         n = len(buf)
