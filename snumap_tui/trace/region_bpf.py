@@ -87,7 +87,7 @@ class BpfUprobes:
             for name in ("region_entry", "region_return"):
                 # BpfProgram has no setter for it (libbpf 1.1 knows no uprobe.multi section).
                 prog = self.obj.program(name)
-                if set_type(prog._ptr, BPF_TRACE_UPROBE_MULTI) != 0:  # noqa: SLF001
+                if set_type(prog._ptr, BPF_TRACE_UPROBE_MULTI) != 0:
                     raise OSError(22, "cannot set the uprobe_multi attach type")
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.load()
