@@ -171,9 +171,11 @@ def thread_waits(regions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
-    """The most imbalanced regions (by the time their threads lost waiting for the slowest)."""
+    """The most imbalanced regions (by the time their threads lost waiting for the slowest):
+    parallel regions, --probe functions and phases. Not MPI calls: ranks reaching MPI_Init
+    at different times is startup, and their waits are the "waiting" finding."""
     bad = [r for r in regions if r["imbalance"] is not None and r["imbalance"] >= IMBALANCED
-           and r["imbalance_waste_s"] >= MIN_WASTE_S and not r["wait"]]
+           and r["imbalance_waste_s"] >= MIN_WASTE_S and not r["wait"] and r["kind"] != "mpi"]
     bad.sort(key=lambda r: -r["imbalance_waste_s"])
     out = []
     for r in bad[:limit]:

@@ -37,6 +37,7 @@ class RegionSession:
         self.names = RegionNames()
         self.cmd = cmd
         self.mode = getattr(args, "regions", "auto") or "auto"
+        self.asked = self.mode
         self.user = list(getattr(args, "probe", []) or [])
         self.markers: Any = None
         self.tracer: Any = None
@@ -72,6 +73,8 @@ class RegionSession:
         else:
             os.environ["SNUMAP_MARKERS"] = self._old_env
         if self.tracer is None:
+            if self.asked == "none" and not self.user:
+                self.say("regions (none): off")
             return
         from snumap_tui.trace import elfsyms
         from snumap_tui.trace.uprobes import status

@@ -1,0 +1,201 @@
+"""Regions of real programs, compiled here: an OpenMP program (gcc + libgomp, clang + libomp)
+with a known number of parallel regions, one of them imbalanced; an MPI program of 2 ranks
+whose rank 1 sleeps before each barrier; a shell script writing markers. Recorded with
+``snumap record`` as a user would, checked through ``snumap report --json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from snumap_tui.trace.uprobes import pmu_type
+
+SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
+ITER = 4                 # balanced + imbalanced regions per run
+WORK_CALLS = 7
+MPI_N, MPI_SLEEP_US = 3, 200_000    # 10 % = 20 ms a barrier: room for a busy CI machine
+
+OMP_SRC = r"""
+#include <omp.h>
+#include <stdlib.h>
+static volatile double sink;
+static void spin(double ms) {
+    double t0 = omp_get_wtime();
+    while ((omp_get_wtime() - t0) * 1e3 < ms) sink += 1.0;
+}
+__attribute__((noinline)) void work(int i) { sink += i; }
+int main(void) {
+    for (int i = 0; i < %(iter)d; i++) {
+        #pragma omp parallel num_threads(2)
+        { spin(4); }
+        #pragma omp parallel num_threads(2)
+        { spin(omp_get_thread_num() == 0 ? 40 : 2); }
+    }
+    #pragma omp parallel num_threads(2)
+    {
+        spin(1);
+        #pragma omp barrier
+        spin(1);
+    }
+    for (int i = 0; i < %(work)d; i++) work(i);
+    return 0;
+}
+"""
+
+MPI_SRC = r"""
+#include <mpi.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int x = 0;               /* both ranks start the timed part together (not in MPI_Barrier) */
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < %(n)d; i++) {
+        if (rank == 1) usleep(%(us)d);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+MARKERS_SH = """#!/bin/sh
+echo "begin load" > "$SNUMAP_MARKERS"
+sleep 0.05
+echo "end load" > "$SNUMAP_MARKERS"
+echo "mark checkpoint" > "$SNUMAP_MARKERS"
+echo "this is not a marker" > "$SNUMAP_MARKERS"
+echo "end never-begun" > "$SNUMAP_MARKERS"
+echo "begin load" > "$SNUMAP_MARKERS"
+sleep 0.02
+echo "end load" > "$SNUMAP_MARKERS"
+"""
+
+needs_uprobes = pytest.mark.skipif(os.geteuid() != 0 or pmu_type() is None,
+                                   reason="uprobes need root and the uprobe PMU")
+
+
+def _compile(cc: list[str], src: str, out: Path) -> Path:
+    if shutil.which(cc[0]) is None:
+        pytest.skip(f"{cc[0]} is not installed")
+    c = out.with_suffix(".c")
+    c.write_text(src)
+    r = subprocess.run([*cc, str(c), "-o", str(out)], check=False, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{' '.join(cc)} cannot build the test program: {r.stderr[-200:]}")
+    return out
+
+
+def _record(tmp: Path, name: str, cmd: list[str], *extra: str) -> tuple[dict, str]:
+    rec = tmp / f"{name}.rec"
+    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), *extra, "--", *cmd],
+                       check=False, capture_output=True, text=True, timeout=120, cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    rep = subprocess.run([*SNUMAP, "report", str(rec), "--json"], capture_output=True,
+                         text=True, timeout=60, check=True)
+    return json.loads(rep.stdout), r.stderr
+
+
+def _by_name(report: dict) -> dict[str, dict]:
+    return {g["name"]: g for g in report["regions"]}
+
+
+def _check_omp(report: dict, barrier: str) -> None:
+    regs = _by_name(report)
+    parallel = sorted((g for g in report["regions"] if g["role"] == "parallel"),
+                      key=lambda g: g["name"])
+    assert sorted(g["count"] for g in parallel) == [1, ITER, ITER], parallel
+    assert regs[barrier]["count"] == 1 and regs[barrier]["wait"]
+    # The imbalanced region (the second in the source, line 14 or 15) is the first finding.
+    imb = max(parallel, key=lambda g: g["imbalance_waste_s"])
+    assert ":14)" in imb["name"] or ":15)" in imb["name"], imb["name"]
+    assert imb["imbalance"] > 1.5
+    first = report["findings"][0]
+    assert first["kind"] == "imbalanced_region" and first["region"] == imb["name"]
+    assert all(len(g["threads"]) == 2 for g in parallel)
+
+
+@needs_uprobes
+def test_openmp_gcc_regions_counts_and_imbalance(tmp_path: Path) -> None:
+    src = OMP_SRC % {"iter": ITER, "work": WORK_CALLS}
+    prog = _compile(["gcc", "-g", "-O1", "-fopenmp"], src, tmp_path / "omp_gcc")
+    report, err = _record(tmp_path, "gcc", [str(prog)], "--probe", f"{prog}:work")
+    assert "libgomp" in err and "OpenMP region bodies" in err
+    _check_omp(report, "GOMP_barrier")
+    regs = _by_name(report)
+    assert any(n.startswith("main._omp_fn.") and "omp_gcc.c:" in n for n in regs)
+    assert regs["work"]["count"] == WORK_CALLS and regs["work"]["kind"] == "user"
+    text = subprocess.run([*SNUMAP, "report", str(tmp_path / "gcc.rec")], capture_output=True,
+                          text=True, check=True).stdout
+    assert "Regions (by wall time" in text and "GOMP_barrier" in text
+
+
+@needs_uprobes
+def test_openmp_clang_libomp_regions(tmp_path: Path) -> None:
+    src = OMP_SRC % {"iter": ITER, "work": WORK_CALLS}
+    prog = _compile(["clang", "-g", "-O1", "-fopenmp"], src, tmp_path / "omp_clang")
+    report, err = _record(tmp_path, "clang", [str(prog)])
+    assert "libomp" in err
+    _check_omp(report, "__kmpc_barrier")
+
+
+@needs_uprobes
+def test_mpi_barrier_wait_of_the_fast_rank(tmp_path: Path) -> None:
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed")
+    prog = _compile(["mpicc", "-O1"], MPI_SRC % {"n": MPI_N, "us": MPI_SLEEP_US},
+                    tmp_path / "mpi_barrier")
+    report, err = _record(tmp_path, "mpi", ["mpirun", "-np", "2", str(prog)])
+    assert "MPI entry points" in err
+    b = _by_name(report)["MPI_Barrier"]
+    assert b["count"] == MPI_N and b["calls"] == 2 * MPI_N
+    assert _by_name(report)["MPI_Allreduce"]["count"] == 1
+    assert _by_name(report)["MPI_Init"]["count"] == 1
+    waits = sorted(t["wait_s"] for t in b["threads"])
+    injected = MPI_N * MPI_SLEEP_US / 1e6
+    fast = waits[-1]                        # the rank that did not sleep waited for the other
+    assert abs(fast - injected) <= 0.1 * injected, (fast, injected)
+    assert waits[0] < 0.5 * injected
+    assert report["findings"][0]["kind"] == "waiting"
+
+
+@needs_uprobes
+def test_shell_markers_and_bad_lines(tmp_path: Path) -> None:
+    sh = tmp_path / "markers.sh"
+    sh.write_text(MARKERS_SH)
+    sh.chmod(0o755)
+    report, err = _record(tmp_path, "markers", [str(sh)])
+    regs = _by_name(report)
+    assert regs["load"]["kind"] == "marker" and regs["load"]["count"] == 2
+    assert regs["load"]["wall_s"] >= 0.05
+    assert regs["checkpoint"]["count"] == 1
+    assert "never-begun" not in regs
+    assert "not begin/end/mark NAME" in err and "without a 'begin'" in err
+
+
+def test_probe_errors_are_one_line(tmp_path: Path) -> None:
+    for spec, msg in ((f"{tmp_path}/gone:main", "no such file"),
+                      ("nocolon", "expected FILE:SYMBOL"),
+                      (f"{sys.executable}:no_such_function_here", "no function")):
+        r = subprocess.run([*SNUMAP, "record", "-o", str(tmp_path / "x.rec"), "--probe", spec,
+                            "--", "true"], check=False, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert msg in r.stderr and "Traceback" not in r.stderr
+        assert not (tmp_path / "x.rec").exists()
+
+
+@needs_uprobes
+def test_regions_none_records_no_regions(tmp_path: Path) -> None:
+    prog = _compile(["gcc", "-O1", "-fopenmp"], OMP_SRC % {"iter": 1, "work": 1},
+                    tmp_path / "omp_none")
+    report, err = _record(tmp_path, "none", [str(prog)], "--regions", "none")
+    assert report["regions"] == [] and "regions (none): off" in err
