@@ -199,3 +199,51 @@ def test_regions_none_records_no_regions(tmp_path: Path) -> None:
                     tmp_path / "omp_none")
     report, err = _record(tmp_path, "none", [str(prog)], "--regions", "none")
     assert report["regions"] == [] and "regions (none): off" in err
+
+
+def _check_replay_by_region(rec_path: Path) -> None:
+    """The core-vs-time view coloured by region: region names in the legend, a selected
+    busy cell names its region, markers are ticks, and the keys reach them."""
+    import asyncio
+
+    from snumap_tui.store import open as open_rec
+    from snumap_tui.ui.gantt import GanttState, cell_detail, render_gantt
+    from snumap_tui.ui.replay import ReplayApp
+    from snumap_tui.ui.replay_data import load_replay
+
+    with open_rec(rec_path) as rec:
+        data = load_replay(rec)
+        assert data.regions is not None and "region" in data.modes
+        st = GanttState(data.t0, data.t1, mode="region")
+        out = render_gantt(data, st, 120, 20)
+        shown = [data.key_name("region", k) for k, _ in out.legend]
+        assert any("_omp_fn." in n for n in shown), shown
+        legend = "".join(seg.text for seg in out.lines[-1])
+        assert shown[0][:20] in legend
+        assert "▼" in "".join(seg.text for seg in out.lines[0])      # command start/exit
+        names = set(data.regions.names)
+        busy = [(r, c) for r in range(out.bins.key.shape[0])
+                for c in range(out.bins.key.shape[1]) if out.bins.key[r, c] > 0]
+        assert busy
+        st.sel_row, st.sel_col = busy[0]
+        detail = cell_detail(data, st, out.bins, 200)
+        assert any(n in detail for n in names), detail
+
+        async def go() -> None:
+            app = ReplayApp(data)
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+                await pilot.press("c", "c", "c")
+                assert app.state.mode == "region"
+                await pilot.press("end", "M")
+                assert app.cursor_t in [t for t, _ in data.ticks]
+
+        asyncio.run(go())
+
+
+@needs_uprobes
+def test_replay_by_region(tmp_path: Path) -> None:
+    prog = _compile(["gcc", "-g", "-O1", "-fopenmp"], OMP_SRC % {"iter": 2, "work": 1},
+                    tmp_path / "omp_replay")
+    _record(tmp_path, "replay", [str(prog)])
+    _check_replay_by_region(tmp_path / "replay.rec")

@@ -104,8 +104,15 @@ def layout(data: ReplayData, width: int, height: int) -> Layout:
 
 def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
     rows = data.row_iv[st.row0:st.row0 + lay.rows]
-    return bin_rows(data.intervals, rows, st.t0, st.t1, lay.cols,
+    return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
                     keymap=data.keymaps.get(st.mode), only_key=st.only_key)
+
+
+WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
+
+
+def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
+    return st.mode == "region" and data.regions is not None and key in data.regions.wait
 
 
 def _label(data: ReplayData, i: int) -> tuple[str, Style]:
@@ -121,6 +128,9 @@ def _label(data: ReplayData, i: int) -> tuple[str, Style]:
     return text.ljust(LABEL_W)[:LABEL_W], LABEL_STYLES[(lab.numa or 0) % 2]
 
 
+MARKER_GLYPH = "▼"
+
+
 def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
     line = [" "] * cols
     n = max(1, cols // 14)
@@ -130,6 +140,10 @@ def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
         for j, ch in enumerate(lab):
             if c + j < cols:
                 line[c + j] = ch
+    # Markers as ticks, over the labels (a marker says more than a time label does).
+    for t, _text in data.ticks:
+        if st.t0 <= t < st.t1:
+            line[int((t - st.t0) * cols // st.span)] = MARKER_GLYPH
     head = f"{'Pk NUMA core':<{LABEL_W - 3}}{'PU':>3}"
     return [Segment(head[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
             Segment("".join(line), AXIS_STYLE)]
@@ -218,7 +232,7 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                 if known is None:
                     known = styles[k] = Style(color=key_colour(k))
                 sty = known
-                ch = busy_glyph(b)
+                ch = WAIT_GLYPH if _is_wait(data, st, k) else busy_glyph(b)
             if c == cur_col:
                 sty = plus(sty, CURSOR)
             if r == st.sel_row and c == st.sel_col:
@@ -252,12 +266,14 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
         legend = [(int(u[j]), float(n[j]) / len(flat)) for j in order[:12]]
     leg: list[Segment] = [Segment(" ")]
     used = 1
+    room = 30 if st.mode == "region" else 18     # a region's name carries its file:line
     for k, _share in legend:
         name = data.key_name(st.mode, k)
-        piece = f"█ {name[:18]}  "
+        piece = f"█ {name[:room]}  "
         if used + len(piece) > width:
             break
-        leg += [Segment("█ ", Style(color=key_colour(k))), Segment(f"{name[:18]}  ")]
+        glyph = WAIT_GLYPH if _is_wait(data, st, k) else "█"
+        leg += [Segment(f"{glyph} ", Style(color=key_colour(k))), Segment(f"{name[:room]}  ")]
         used += len(piece)
     # Work hidden by the filter or outside the traced tree: one grey, one legend entry.
     if (g.key == OTHER).any() and used + len("· other") <= width:
@@ -277,6 +293,8 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
         return ""
     r = int(bins.rows[i])
     a, b = int(bins.edges[st.sel_col]), int(bins.edges[st.sel_col + 1])
+    if st.mode == "region" and data.regions is not None:
+        return region_detail(data, st, r, a, b, width)
     iv = data.intervals
     lo = int(np.searchsorted(iv.end[r], a, "right"))
     hi = int(np.searchsorted(iv.start[r], b, "left"))
@@ -303,6 +321,33 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
     busy = float(ns.sum()) / max(b - a, 1)
     return fit_detail(head, parts, len(u), f"; busy {busy:.0%}, {mig_s} migr in", width,
                       f"; busy {busy:.0%}")
+
+
+def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
+                  width: int | None) -> str:
+    """The selected cell by region: which regions ran there and how long (waits marked)."""
+    assert data.regions is not None
+    iv = data.regions.intervals
+    pu = data.labels[st.sel_row].pu
+    head = f"PU {pu} {fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: "
+    lo = int(np.searchsorted(iv.end[r], a, "right"))
+    hi = int(np.searchsorted(iv.start[r], b, "left"))
+    if hi <= lo:
+        return fit_detail(head, ["idle"], 1, "", width)
+    s = np.maximum(iv.start[r][lo:hi], a)
+    e = np.minimum(iv.end[r][lo:hi], b)
+    keys = iv.tid[r][lo:hi]
+    u, inv = np.unique(keys, return_inverse=True)
+    ns = np.bincount(inv, weights=(e - s))
+    order = np.argsort(-ns)
+    parts = []
+    for j in order.tolist():
+        k = int(u[j])
+        name = "other (not traced)" if k < 0 else data.regions.key_name(k)
+        wait = " (wait)" if k in data.regions.wait else ""
+        parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
+    busy = float(ns.sum()) / max(b - a, 1)
+    return fit_detail(head, parts, len(u), f"; busy {busy:.0%}", width)
 
 
 #: Entries of the cell detail when no width is given (a caller that cuts the line itself).

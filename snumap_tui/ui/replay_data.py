@@ -17,9 +17,11 @@ import numpy as np
 from snumap_tui.analysis.binning import KeyMap
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
+from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
 from snumap_tui.topology.model import Topology
 
 MODES = ("process", "thread", "group")
+REGION = "region"       # a fourth mode when the recording has regions (uprobes, markers)
 
 
 @dataclass
@@ -57,6 +59,23 @@ class ReplayData:
     lost: int = 0
     recording: Any = None                         # kept open for samples at the cursor
     cache: dict[Any, Any] = field(default_factory=dict)   # the utilisation strip of a range
+    regions: RegionTimeline | None = None         # run intervals keyed by region
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return (*MODES, REGION) if self.regions is not None else MODES
+
+    @property
+    def ticks(self) -> list[tuple[int, str]]:
+        """Markers on the time axis: the recording's own (command start/exit) and the user's
+        (mark lines, phase begins), in time order."""
+        extra = self.regions.marks if self.regions is not None else []
+        return sorted([*self.markers, *extra])
+
+    def intervals_for(self, mode: str) -> Intervals:
+        if mode == REGION and self.regions is not None:
+            return self.regions.intervals
+        return self.intervals
 
     @property
     def t0(self) -> int:
@@ -76,6 +95,8 @@ class ReplayData:
                    or self.topology.meta.get("HostName") or "?")
 
     def key_name(self, mode: str, key: int) -> str:
+        if mode == REGION and self.regions is not None:
+            return self.regions.key_name(key)
         if mode == "thread":
             return f"{self.names.get(key, '?')} {key}"
         return f"{self.key_names[mode].get(key, '?')} {key}"
@@ -198,4 +219,5 @@ def load_replay(rec: Any) -> ReplayData:
         topology=topo, intervals=iv, row_iv=row_iv, labels=labels, names=names,
         keymaps=keymaps, key_names=key_names, markers=list(getattr(rec, "markers", []) or []),
         series=_series(rec, topo) if hasattr(rec, "samples") else [],
-        lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec)
+        lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec,
+        regions=region_timeline(iv, rec.regions()) if hasattr(rec, "regions") else None)

@@ -28,7 +28,8 @@ KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
     ("h l, shift+← →", "pan a quarter of a screen"),
     ("up down pgup pgdn", "select a PU row, or a topology row"),
     ("enter, left right", "topology: fold / unfold the row"),
-    ("c", "colour by process, thread or process group"),
+    ("c", "colour by process, thread, process group or region"),
+    ("m M", "cursor to the next / previous marker (▼ on the axis)"),
     ("f", "only the selected cell's process (thread..)"),
     ("F, escape", "everyone again; close the go-to line"),
     ("? F1", "this help"),
@@ -36,7 +37,7 @@ KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
 ]
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
-         "is a synchronisation point. Strips: mem N<n> is a node's memory used without the page "
+         "is a synchronisation point; by region, ┄ is time inside a barrier or MPI wait. Strips: mem N<n> is a node's memory used without the page "
          "cache, as in the tree. Tree and heatmap: the samples at the cursor.")
 
 
