@@ -40,7 +40,7 @@ def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
                                         "start_wall_ns") if k in hdr}
         meta["approximate"] = ld.intervals.approximate
         return write_chrome(out, ld.intervals, rec.tasks, rec.markers, host=hdr.get("host"),
-                            meta=meta)
+                            meta=meta, regions=rec.regions())
     if args.table == "samples":
         return write_samples_csv(out, rec.samples())
     if args.table == "events":
