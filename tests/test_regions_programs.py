@@ -203,7 +203,7 @@ def test_shell_markers_and_bad_lines(tmp_path: Path) -> None:
     report, err = _record(tmp_path, "markers", [str(sh)])
     regs = _by_name(report)
     assert regs["load"]["kind"] == "marker" and regs["load"]["count"] == 2
-    assert regs["load"]["wall_s"] >= 0.05
+    assert regs["load"]["wall_s"] >= 0.04       # stamped when read: a busy machine delays it
     assert regs["checkpoint"]["count"] == 1
     assert "never-begun" not in regs
     assert "not begin/end/mark NAME" in err and "without a 'begin'" in err

@@ -125,7 +125,7 @@ class RegionTracer:
                 for ep in rt[1]:
                     sym = C.mpi_symbol(elf.by_name, ep.symbol) if ep.kind == "mpi" else \
                         (ep.symbol if ep.symbol in elf.by_name else None)
-                    off = elf.offset_of(sym) if sym else None
+                    off = elf.probe_offset(sym) if sym else None
                     if off is None:
                         missing.append(ep.symbol)
                         continue
@@ -142,7 +142,7 @@ class RegionTracer:
             if f in binaries and want_omp:
                 bodies = elf.matching(C.OUTLINED)
                 for sym in bodies:
-                    off = elf.offset_of(sym)
+                    off = elf.probe_offset(sym)
                     if off is None:
                         continue
                     label = C.region_label(sym, elf.line_of(elf.by_name[sym]))
@@ -159,7 +159,7 @@ class RegionTracer:
         plan = Plan()
         for path, sym in self.user:
             elf = E.load_elf(path)
-            off = elf.offset_of(sym)
+            off = elf.probe_offset(sym)
             if off is None:
                 hint = " (the file is stripped)" if elf.stripped else ""
                 raise SnumapError(f"--probe {path}:{sym}: no function {sym!r} in {path}{hint}")
