@@ -44,6 +44,7 @@ class RegionSession:
         self.drainer: Any = None
         self.info: dict[str, Any] = {"mode": self.mode, "found": [], "problems": []}
         self.rows_total = 0
+        self._next_rescan = 0.0
         self._old_env = os.environ.get("SNUMAP_MARKERS")
         if backend == "proc" and (self.user or (cmd and self.mode != "none")):
             why = ("regions need uprobes (perf_event_open), which the /proc backend does not "
@@ -93,6 +94,10 @@ class RegionSession:
         from snumap_tui.commands.record_runtime import Drainer
 
         self.drainer = Drainer(self.tracer)
+        # Not at once: until the held child execs, its maps are this Python's.
+        import time
+
+        self._next_rescan = time.monotonic() + self.RESCAN_S
 
     def header(self) -> dict[str, Any]:
         if self.tracer is not None:
@@ -106,7 +111,14 @@ class RegionSession:
         if self.tracer is not None:
             self.tracer.follow(batch)
 
+    RESCAN_S = 1.0
+
     def poll(self, writer: Any) -> None:
+        import time
+
+        if self.tracer is not None and time.monotonic() >= self._next_rescan:
+            self._next_rescan = time.monotonic() + self.RESCAN_S
+            self.tracer.rescan()
         if self.tracer is not None and self.drainer is not None:
             for raw in self.drainer.take():
                 self._write(writer, self.tracer.decode(raw))

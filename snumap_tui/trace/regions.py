@@ -266,6 +266,27 @@ class RegionTracer:
         while len(self.maps) > MAX_MAPS:
             self.maps.pop(next(iter(self.maps)))
 
+    def rescan(self, limit: int = 64) -> None:
+        """Libraries the tree mapped since (dlopen, or loaded after the exec was seen): read
+        the tree's /proc/PID/maps and probe the runtimes not planned yet. Called about once a
+        second; at most LIMIT processes a call."""
+        if self.mode == "none" or not self.tree:
+            return
+        for pid in sorted(self.tree)[-limit:]:
+            maps = E.read_maps(pid)
+            if not maps:
+                continue
+            self.maps[pid] = maps
+            new = [f for f in E.mapped_files(maps) if f not in self.planned]
+            if not new:
+                continue
+            plan = self.plan(new)
+            if plan.probes:
+                before = len(self.found)
+                self.attach(plan)
+                for line in self.found[before:]:
+                    self.say(f"regions: {line} (mapped later by pid {pid})")
+
     def _probe_new(self, pid: int) -> None:
         if self.mode == "none":
             return
