@@ -150,6 +150,11 @@ def calibrate(omp: Path, rate: float, seconds: float) -> tuple[int, int, float]:
     return n, work, got
 
 
+def pct(c: float, base: float) -> str:
+    """The slowdown of CPU time C over BASE; none for a loop of a few ms (meaningless)."""
+    return f" ({100 * (c / base - 1):+.1f} %)" if base >= 0.05 else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -188,11 +193,8 @@ def main() -> None:
             (bw, bc), (nw, nc), (aw, ac) = best["untraced"], best["none"], best["auto"]
             hit = statistics.median(hits)
             per_call = (ac - nc) / hit * 1e9 if hit else float("nan")
-            def pct(c: float) -> str:      # a loop of a few ms has no meaningful %
-                return f" ({100 * (c / bc - 1):+.1f} %)" if bc >= 0.05 else ""
-
-            rows.append([label, f"{bw:.3f} / {bc:.3f}", f"{nw:.3f} / {nc:.3f}{pct(nc)}",
-                         f"{aw:.3f} / {ac:.3f}{pct(ac)}",
+            rows.append([label, f"{bw:.3f} / {bc:.3f}", f"{nw:.3f} / {nc:.3f}{pct(nc, bc)}",
+                         f"{aw:.3f} / {ac:.3f}{pct(ac, bc)}",
                          f"{hit / units:.0f}", f"{per_call:,.0f}"])
             print(rows[-1], flush=True)
     load1 = os.getloadavg()[0]
