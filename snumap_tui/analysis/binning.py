@@ -183,12 +183,14 @@ def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndar
 
 
 def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, ncols: int,
-             keymap: KeyMap | None = None, only_key: int | None = None) -> GanttBins:
+             keymap: KeyMap | None = None, only_key: int | None = None,
+             prefer_traced: bool = False) -> GanttBins:
     """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
 
     ``keymap`` turns tids into colouring keys (None: by thread). Work outside the traced tree
     (tid ``UNTRACED``) is OTHER. ``only_key``: keep that key; other work shows as OTHER (still
-    counted as busy) and never wins a cell that key ran in.
+    counted as busy) and never wins a cell that key ran in. ``prefer_traced``: work outside
+    the traced tree never wins a cell the tree ran in (the region view: what the program did).
     """
     rows = np.asarray(rows, dtype=np.int64)
     edges = bin_edges(t0, t1, ncols)
@@ -222,7 +224,8 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
         kk = np.concatenate(all_k)
         amt = np.concatenate(all_a).astype(np.float64)
         busy = np.bincount(cell, weights=amt, minlength=ncell) / width
-        weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) if only_key is not None else amt
+        weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) \
+            if only_key is not None or prefer_traced else amt
         gcell, gkey, graw = _dominant(cell, kk, weight, amt, ncell)
         key[gcell] = np.where(gkey == _OTHER_KEY, OTHER, gkey)
         share[gcell] = graw / width[gcell]

@@ -221,13 +221,13 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
         why = "; ".join(info.get("problems") or []) or "none recorded"
         lines.append(f"  {why}"[:80])
         return lines
-    lines.append(f"  {'NAME':<34} {'KIND':<6} {'COUNT':>6} {'WALL s':>8} {'IMBAL':>6} "
-                 f"{'WAIT s':>8}")
+    lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+                 f"{'WAIT s':>7}")
     for g in regs[:top]:
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
-        name = g["name"] if len(g["name"]) <= 34 else g["name"][:33] + "…"
-        lines.append(f"  {name:<34} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>8.3f} "
-                     f"{imb:>6} {g['wait_s']:>8.3f}")
+        name = g["name"] if len(g["name"]) <= 39 else g["name"][:38] + "…"
+        lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
+                     f"{imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
     waits = r.get("waits") or []

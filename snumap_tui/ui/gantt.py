@@ -105,7 +105,8 @@ def layout(data: ReplayData, width: int, height: int) -> Layout:
 def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
     rows = data.row_iv[st.row0:st.row0 + lay.rows]
     return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
-                    keymap=data.keymaps.get(st.mode), only_key=st.only_key)
+                    keymap=data.keymaps.get(st.mode), only_key=st.only_key,
+                    prefer_traced=st.mode == "region")
 
 
 WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
