@@ -31,6 +31,7 @@ from _report import median_ms, table, write_section
 from snumap_tui.model.derive import derive
 from snumap_tui.model.sample import Sample
 from snumap_tui.model.sampler import Sampler
+from snumap_tui.sources import IO_SOURCE_NAMES
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.build import load_topology
 
@@ -107,9 +108,11 @@ def measure(label: str, sampler: Sampler, stat_path: Path, runs: int) -> list[ob
     with_tasks = median_ms(sampler.frame, runs)
     no_tasks = _without(sampler, {"tasks"}, runs)
     no_freq = _without(sampler, {"tasks", "freq"}, runs)
+    no_io = _without(sampler, {"tasks", *IO_SOURCE_NAMES}, runs)
     reads = ", ".join(f"{k} {v:.3f}" for k, v in per_source.items())
     return [label, len(topo.pus), len(topo), f"{raw_read:.3f}", f"{parse:.3f}", reads,
-            f"{derive_ms:.3f}", f"**{no_tasks:.3f}**", f"{no_freq:.3f}", f"{with_tasks:.3f}"]
+            f"{derive_ms:.3f}", f"**{no_tasks:.3f}**", f"{no_freq:.3f}", f"{no_io:.3f}",
+            f"{with_tasks:.3f}"]
 
 
 def _without(sampler: Sampler, names: set[str], runs: int) -> float:
@@ -120,6 +123,13 @@ def _without(sampler: Sampler, names: set[str], runs: int) -> float:
         return median_ms(sampler.frame, runs)
     finally:
         sampler._active.extend(out)
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def main() -> int:
@@ -135,10 +145,19 @@ def main() -> int:
     live.close()
     print(rows[-1], flush=True)
     from fakefs import FakeRoot
+    from fakeio import FakeIo
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
             nodes = 8 if n >= 128 else 2
             fake = FakeRoot(Path(tmp) / f"fs{n}", cpus=n, nodes=nodes, packages=2)
+            # I/O as on an HPC node: a NIC and an NVMe disk per package, an HCA on the
+            # second, and lo (hwloc places them from the fake sysfs, the sources read them).
+            io = FakeIo(fake.root, {k: fake.cpus_of_node(k) for k in range(nodes)})
+            io.add_nic("lo", None)
+            for pkg, node in ((0, 0), (1, nodes // 2)):
+                io.add_nic(f"eth{pkg}", f"0000:{2 + 0x80 * pkg:02x}:00.0", numa=node)
+                io.add_disk(f"nvme{pkg}n1", f"0000:{3 + 0x80 * pkg:02x}:00.0", numa=node)
+            io.add_hca("mlx5_0", "0000:84:00.0", numa=nodes // 2)
             ftopo = load_topology(fsroot=fake.root)
             from snumap_tui.model.sampler import default_sources
             srcs, _ = default_sources(fake.root)
@@ -151,7 +170,8 @@ def main() -> int:
             print(rows[-1], flush=True)
     header = ["machine", "PUs", "objects", "/proc/stat read (floor)", "procstat read+parse",
               "each source's read", "derive (no tasks)", "full sweep, no tasks",
-              "full sweep, no tasks, no freq", "full sweep with tasks"]
+              "full sweep, no tasks, no freq", "full sweep, no tasks, no I/O",
+              "full sweep with tasks"]
     body = table(header, rows) + (
         "\nAll in ms, medians. *full sweep, no tasks* = read every source but the process "
         "list + derive + aggregation to every object: the number the 2 ms budget at 384 PUs "
@@ -161,7 +181,11 @@ def main() -> int:
         "sweep). *with tasks* adds the process list (/proc/PID/stat per "
         "process, task/*/stat of those that ran, status every 5 s) and the process rows (this machine: all its processes; fake trees: 4 processes). Fake "
         "trees: the perf source is generated readings (no syscalls), the other sources read "
-        "the fake files. The machine is shared with other jobs, so medians carry noise.\n")
+        "the fake files. *no I/O* leaves out the I/O sources (net, ib, disk, gpu: this "
+        "machine has eth0, lo, two ifb and vda, loops; the fake trees two NICs, lo, an HCA "
+        "and two NVMe disks), so the I/O's cost is the difference with *no tasks*. The machine "
+        f"is shared with other jobs (load average {load_average()} when the run ended), so "
+        "medians carry noise.\n")
     print(body)
     if not args.no_write:
         write_section("sweep", "One full sweep: read + derive + aggregate", body)

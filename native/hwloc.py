@@ -340,6 +340,14 @@ def memory_children(obj: Obj) -> Iterator[Obj]:
         c = c.contents.next_sibling
 
 
+def io_children(obj: Obj) -> Iterator[Obj]:
+    """obj->io_first_child, then next_sibling: bridges, PCI devices and OS devices."""
+    c = obj.io_first_child
+    while c:
+        yield c.contents
+        c = c.contents.next_sibling
+
+
 def normal_children(obj: Obj) -> Iterator[Obj]:
     """obj->first_child, then next_sibling (I/O and Misc children live in other lists)."""
     c = obj.first_child
@@ -407,11 +415,13 @@ class DistanceMatrix:
 class HwlocTopology:
     """An owned hwloc_topology_t; use as a context manager so it is always destroyed.
 
-    Filters are set the way ``lstopo`` shows a machine without I/O: instruction caches and
-    memory-side caches kept, I/O objects dropped, Misc objects dropped (they carry no CPUs).
+    Filters are set the way ``lstopo`` shows a machine: instruction caches and memory-side
+    caches kept, I/O objects kept when they are important (lstopo's default: host bridges and
+    PCI bridges with something below, PCI devices of common classes, OS devices), none with
+    ``io=False`` (lstopo --no-io); Misc objects dropped (they carry no CPUs).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, io: bool = True) -> None:
         self._lib = lib()
         handle = c_void_p()
         if self._lib.hwloc_topology_init(ctypes.byref(handle)) != 0:
@@ -421,7 +431,8 @@ class HwlocTopology:
         L = self._lib
         L.hwloc_topology_set_icache_types_filter(handle, FILTER_KEEP_ALL)
         L.hwloc_topology_set_type_filter(handle, OBJ_MEMCACHE, FILTER_KEEP_ALL)
-        L.hwloc_topology_set_io_types_filter(handle, FILTER_KEEP_NONE)
+        L.hwloc_topology_set_io_types_filter(handle,
+                                             FILTER_KEEP_IMPORTANT if io else FILTER_KEEP_NONE)
         L.hwloc_topology_set_type_filter(handle, OBJ_MISC, FILTER_KEEP_NONE)
 
     def __enter__(self) -> HwlocTopology:  # noqa: PYI034 (py3.10 has no typing.Self)

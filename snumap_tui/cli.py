@@ -21,8 +21,10 @@ COMMANDS: dict[str, str] = {
     "record": "record metrics and every scheduling event into a crash-safe file",
     "replay": "show a recording again, with a time cursor and a core-vs-time view",
     "report": "summary of a recording (text or --json)",
+    "merge": "merge the recordings of a job's nodes into one recording",
     "export": "export a recording as a Chrome trace or CSV",
     "topo": "the topology as a text tree or JSON",
+    "exporter": "serve the live counters to Prometheus (OpenMetrics) or a node_exporter textfile",
     "probe": "what this machine offers (PMU, RAPL, NUMA, eBPF, ...), and how to fix what is missing",
 }
 

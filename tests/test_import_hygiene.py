@@ -9,7 +9,8 @@ import sys
 
 import snumap_tui
 
-HEADLESS = ("topology", "sources", "model", "trace", "store", "analysis", "native", "export")
+HEADLESS = ("topology", "sources", "model", "trace", "store", "analysis", "native", "export",
+            "exporter")
 
 
 def _modules() -> list[str]:

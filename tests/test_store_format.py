@@ -160,9 +160,9 @@ def test_the_hand_built_file_also_reads_without_its_index(tmp_path: Path) -> Non
 
 def test_a_newer_version_is_refused_with_a_clear_line(tmp_path: Path) -> None:
     data = frozen_v1_file()
-    path = tmp_path / "v2.rec"
-    path.write_bytes(preamble(2) + data[16:])
-    with pytest.raises(SnumapError, match=r"newer snumap \(format 2\).*up to 1"):
+    path = tmp_path / "v3.rec"      # format 2 is a merged recording of several nodes
+    path.write_bytes(preamble(3) + data[16:])
+    with pytest.raises(SnumapError, match=r"newer snumap \(format 3\).*up to 2"):
         store.open(path)
 
 

@@ -44,17 +44,28 @@ def recording_cpus(topology: Topology) -> np.ndarray:
     return np.array(sorted(topology.pu_os_indexes), dtype=np.int64)
 
 
-def _windows(rec: Any) -> list[tuple[int | None, int | None]]:
+Window = tuple[Any, ...]      # (t0, t1) or, for a job of several nodes, (None, None, slice)
+NODE_WINDOW_CHUNKS = 4
+
+
+def _windows(rec: Any) -> list[Window]:
     """Time windows that follow the recording's event chunks (one chunk each when chunks do
-    not overlap in time), so the columns asked for can change from one window to the next."""
+    not overlap in time), so the columns asked for can change from one window to the next.
+
+    A job merged from several nodes has its nodes' chunks overlapping in time: there, windows
+    are runs of chunks in file order, each decoded once. Intervals need each CPU's events in
+    time order only, and every CPU's events are one node's, in order in the file."""
     chunks = getattr(rec, "event_chunks", None)
     if not chunks:
         return [(None, None)]
+    if getattr(rec, "nodes", None) is not None:
+        k = NODE_WINDOW_CHUNKS
+        return [(None, None, slice(i, i + k)) for i in range(0, len(chunks), k)]
     edges = sorted({int(c[0]) for c in chunks})
     return [(lo, hi) for lo, hi in zip([None, *edges[1:]], [*edges[1:], None])]
 
 
-def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
+def _prefetched(rec: Any, windows: list[Window],
                 fields_now: Callable[[], tuple[str, ...]]
                 ) -> Iterator[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
     """The decoded chunks of each window, the next window decoded in a worker thread while the
@@ -64,30 +75,31 @@ def _prefetched(rec: Any, windows: list[tuple[int | None, int | None]],
     ``fields_now()`` says which columns the caller needs at this point; the next window is
     decoded with the answer given when it was requested, and decoded again if the answer has
     grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``)."""
-    def read(lo: int | None, hi: int | None, fields: tuple[str, ...]
-             ) -> list[dict[str, np.ndarray]]:
-        return list(rec.iter_event_columns(fields, lo, hi))
+    def read(window: Window, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+        if len(window) > 2:
+            return list(rec.iter_event_columns(fields, chunks=window[2]))
+        return list(rec.iter_event_columns(fields, window[0], window[1]))
 
     if len(windows) < 2:
-        for lo, hi in windows:
+        for w in windows:
             f = fields_now()
-            yield f, read(lo, hi, f)
+            yield f, read(w, f)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snumap-decode") as pool:
         f = fields_now()
-        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, *windows[0], f)
+        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, windows[0], f)
         for i in range(len(windows)):
             got, got_f = pending.result(), f
             if i + 1 < len(windows):
                 f = fields_now()
-                pending = pool.submit(read, *windows[i + 1], f)
+                pending = pool.submit(read, windows[i + 1], f)
             yield got_f, got
             # The consumer has fed this window: if it now needs more columns than were
             # decoded for the next one, decode that one again (rare: a CPU with no switch yet).
             if i + 1 < len(windows) and not set(fields_now()) <= set(f):
                 pending.result()
                 f = fields_now()
-                pending = pool.submit(read, *windows[i + 1], f)
+                pending = pool.submit(read, windows[i + 1], f)
 
 
 def load(rec: Any, *, details: bool = False) -> Loaded:

@@ -212,7 +212,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     lines += ["", "Processes (by run time):",
               f"  {'PID':>7} {'COMM':<16} {'THR':>4} {'RUN s':>9} {'MIGR':>6}  PUs"]
     for p in r["processes"][:top]:
-        lines.append(f"  {_fmt_pid(p['pid']):>7} {p['comm'][:16]:<16} {p['threads']:>4} "
+        lines.append(f"  {p.get('label') or _fmt_pid(p['pid']):>7} {p['comm'][:16]:<16} {p['threads']:>4} "
                      f"{_fmt_s(p['runtime_s']):>9} {p['migrations']:>6}  {p['pus'][:30]}")
     lines += ["", "Threads (by run time; run-queue latency wakeup->switch-in, us):",
               (f"  {'TID':>7} {'COMM':<15} {'RUN s':>8} {'MIGR':>5} {'XNUMA':>5} "
@@ -221,7 +221,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
         lat = t["runqueue_latency_us"]
         p50 = _fmt_us(lat["p50"]) if lat else "-"
         p99 = _fmt_us(lat["p99"]) if lat else "-"
-        lines.append(f"  {t['tid']:>7} {t['comm'][:15]:<15} {_fmt_s(t['runtime_s']):>8} "
+        lines.append(f"  {t.get('label') or t['tid']:>7} {t['comm'][:15]:<15} {_fmt_s(t['runtime_s']):>8} "
                      f"{t['migrations']:>5} {t['numa_migrations']:>5} {p50:>7} {p99:>8}  "
                      f"{t['pus'][:22]}")
         if len(t["numa"]) > 1:

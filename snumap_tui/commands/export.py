@@ -39,8 +39,12 @@ def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
         meta = {k: hdr.get(k) for k in ("host", "kernel", "backend", "command",
                                         "start_wall_ns") if k in hdr}
         meta["approximate"] = ld.intervals.approximate
+        table = getattr(rec, "nodes", None)      # a job merged from several nodes
+        nodes = [(n, int(e.get("cpu_base", 0))) for n, e in zip(table.names, table.nodes)] \
+            if table is not None else None
         return write_chrome(out, ld.intervals, rec.tasks, rec.markers, host=hdr.get("host"),
-                            meta=meta, regions=rec.regions())
+                            meta=meta, nodes=nodes, label=table.label if table else str,
+                            regions=rec.regions())
     if args.table == "samples":
         return write_samples_csv(out, rec.samples())
     if args.table == "events":

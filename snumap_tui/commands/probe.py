@@ -28,6 +28,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Frequency", ("freq", "msr-pmu")),
     ("Energy", ("rapl:powercap", "rapl:perf", "rapl")),
     ("Memory", ("numa", "numa_maps")),
+    ("I/O", ("net", "ib", "disk", "gpu")),
     ("Scheduling events", ("tracepoints", "trace:bcc", "kernel-headers", "btf")),
     ("Privileges", ("perf_event_paranoid", "cap:CAP_PERFMON", "cap:CAP_BPF",
                     "cap:CAP_SYS_ADMIN")),
@@ -91,6 +92,9 @@ TREE_NEEDS: dict[str, tuple[str, ...]] = {
     "rapl:perf": ("sys/bus/event_source/devices/power",),
     "rapl": ("sys/class/powercap", "sys/bus/event_source/devices/power"),
     "numa": ("sys/devices/system/node",),
+    "net": ("sys/class/net",),
+    "ib": ("sys/class/infiniband",),
+    "disk": ("proc/diskstats",),
 }
 
 
@@ -116,7 +120,7 @@ def for_gathered_tree(s: SourceStatus, root: Path) -> SourceStatus:
 
 def collect(args: argparse.Namespace) -> list[SourceStatus]:
     """Every check, in section order."""
-    from snumap_tui.sources import all_sources
+    from snumap_tui.sources import IO_SOURCE_NAMES, all_sources
     from snumap_tui.sources import system as sysck
     from snumap_tui.sources._io import is_live
     from snumap_tui.sources.perf import PerfSource
@@ -128,7 +132,7 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
     live = is_live(root)
     out: list[SourceStatus] = [hwloc_status(args)]
     sources = {s.name: s for s in all_sources(root, names=("procstat", "freq", "numa",
-                                                            "tasks"))}
+                                                            "tasks", *IO_SOURCE_NAMES))}
     perf = PerfSource(root)
     try:
         out.append(sources["procstat"].status())
@@ -140,6 +144,7 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
         out.extend(rapl_statuses(root))
         out.append(sources["numa"].status())
         out.append(sysck.numa_maps_status(root))
+        out.extend(sources[n].status() for n in IO_SOURCE_NAMES)
         out.append(sysck.tracepoint_status(root))
         out.append(bcc_status(live))
         out.append(sysck.kernel_headers_status(root))

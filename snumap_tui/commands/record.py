@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
+from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_runtime import (
     Cleanup,
     Drainer,
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
                              "all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    add_job_argument(parser)
     record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
@@ -134,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
         if getattr(args, "buffer_size", None) else None
+    job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
+    args.job_watch = job
     out = Path(args.output)
     say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
     created = check_output(out, args.force)
@@ -201,6 +205,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
 
     cleanup.push("abandoning the command", abandon)
     pids = None if (child is None or args.system_wide) else [child.pid]
+    job = getattr(args, "job_watch", None)
+    if job is not None and not args.system_wide:
+        pids = job.roots()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
     stopped = {"tracer": False}
 
@@ -217,9 +224,13 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
+    if job is not None:
+        header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()
     writer = Writer(out, header, force=force)
     cleanup.push(f"closing {out}", writer.close)
+    if job is not None:
+        job.start(writer)
 
     stop = {"sig": 0}
 
@@ -254,12 +265,15 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             next_sample += interval
             if next_sample < now:
                 next_sample = now + interval
-        for raw in drainer.take():
+        raws = drainer.take()
+        # --job: the processes the job started by now are followed before these are decoded
+        job_over = job is not None and job.poll(writer, tracer, say)
+        for raw in raws:
             events(tracer.decode(raw))
         regions.poll(writer)
         if child is not None and child.exited():
             break
-        if child is None and stop["sig"]:
+        if (child is None and stop["sig"]) or job_over:
             break
         if duration is not None and now - t_start >= duration:
             break
@@ -269,6 +283,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
     writer.add_sample(sampler.sweep())
+    if job is not None:
+        job.finish(writer)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

@@ -63,12 +63,17 @@ def writing(where: str) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
     from snumap_tui.analysis.report import build_report, format_report
 
     with open_readable(args.file) as rec:
         report = build_report(rec)
+        job = job_section(rec, report)
+        label_nodes(rec, report)
+    if job is not None:
+        report["job"] = job
     text = json.dumps(report, indent=1) + "\n" if args.json \
-        else format_report(report, top=args.top)
+        else format_report(report, top=args.top) + ("\n" + format_job(job) if job else "")
     with writing("standard output"):
         sys.stdout.write(text)
         sys.stdout.flush()        # a full disk shows here, not at exit without a name

@@ -73,6 +73,17 @@ class LiveFeed:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
         self.sampler.watch_pids(() if pid is None else (pid,))
 
+    def process_io(self, pid: int) -> tuple[list[Any], list[Any]]:
+        """The GPUs and adapters ``pid`` has open and whether its threads run near them
+        (model/process_io.py); nothing for another machine's topology."""
+        if self.origin is not None and self.origin[0] == "topology":
+            return [], []
+        from snumap_tui.model.process_io import process_io
+
+        last = self.sampler.last
+        tasks = last.readings.get("tasks") if last is not None else None
+        return process_io(self.sampler.topology, self.root, pid, tasks)
+
     def watch_counters(self, pid: int | None) -> None:
         """Per-thread perf counters on this process (context switches, migrations, page
         faults; IPC where the PMU counts) for the details pane; None closes them."""

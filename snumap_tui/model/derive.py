@@ -27,6 +27,7 @@ import numpy as np
 from snumap_tui.model.aggregate import Plan, plan_for
 from snumap_tui.model.evaluate import compiled
 from snumap_tui.model.frame import Frame
+from snumap_tui.model.iorates import IoRow, io_counters
 from snumap_tui.model.metrics import Catalogue, default_catalogue, perf_counter_name
 from snumap_tui.model.sample import Sample
 from snumap_tui.model.taskrows import derive_tasks
@@ -63,6 +64,7 @@ class Counters:
         self.obj: dict[str, np.ndarray] = {}
         self.scalars: dict[str, float] = {}
         self.flags: dict[str, set[str]] = {}
+        self.io: list[IoRow] = []     # one row per I/O device (model/iorates.py)
 
     @property
     def pu(self) -> dict[str, np.ndarray]:
@@ -343,6 +345,7 @@ def counters(prev: Sample, cur: Sample, topology: Topology) -> Counters:
     _freq(prev, cur, c, dt)
     _rapl(prev, cur, c)
     _numa(prev, cur, c)
+    c.io = io_counters(prev, cur, topology, dt, c.attach)
     return c
 
 
@@ -387,7 +390,7 @@ def derive(prev: Sample, cur: Sample, topology: Topology,
     dt = scalars["dt"]
     tasks = derive_tasks(_r(prev, "tasks"), _r(cur, "tasks"), dt, scalars.get("hz"))
     return Frame(t_ns=cur.t_ns, wall_ns=cur.wall_ns, dt_s=dt if not math.isnan(dt) else 0.0,
-                 topology=topology, values=ordered, tasks=tasks, flags=flags)
+                 topology=topology, values=ordered, tasks=tasks, flags=flags, io=c.io)
 
 
 __all__ = ["TICK_COLUMNS", "Counters", "counters", "derive"]

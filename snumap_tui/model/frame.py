@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
+    from snumap_tui.model.iorates import IoRow
     from snumap_tui.sources.base import SourceStatus
     from snumap_tui.topology.model import Topology
 
@@ -56,6 +57,8 @@ class Frame:
     sources: dict[str, SourceStatus] = field(default_factory=dict)
     # Per-metric flags, e.g. {"ipc": {"multiplexed"}}.
     flags: dict[str, set[str]] = field(default_factory=dict)
+    # One row per NIC, InfiniBand port, disk and GPU, with its rates and where it sits.
+    io: Sequence[IoRow] = field(default_factory=list)
 
     def get(self, metric: str, obj_id: int) -> float | None:
         arr = self.values.get(metric)
@@ -89,4 +92,5 @@ class Frame:
             "tasks": [t.__dict__ | {"affinity": sorted(t.affinity)} for t in self.tasks],
             "sources": {k: s.to_dict() for k, s in self.sources.items()},
             "flags": {k: sorted(v) for k, v in self.flags.items()},
+            **({"io": [dict(r.__dict__) for r in self.io]} if self.io else {}),
         }

@@ -28,6 +28,7 @@ import numpy as np
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.model.expr import Expr, parse
+from snumap_tui.model.iometrics import IO_COUNTERS, io_metrics
 
 # ---- counters -----------------------------------------------------------------------------
 # name -> (scope, description). Scope "pu": one value per PU, summed (or averaged) over an
@@ -94,6 +95,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
     # One per frame.
     "dt": (SCALAR, "seconds between the two samples"),
     "hz": (SCALAR, "USER_HZ ticks per second"),
+    # NICs, InfiniBand ports, disks and GPUs where they attach (model/iometrics.py).
+    **IO_COUNTERS,
 }
 
 
@@ -323,6 +326,7 @@ def _builtin() -> list[Metric]:
         m("numa_remote_pct", "100 * other_node / (local_node + other_node)", unit="%",
           group="memory", description="pages allocated here for processes running elsewhere",
           thresholds=(_t(">", 20, "warn", "memory allocated from remote PUs"),)),
+        *io_metrics(m),
     ]
 
 

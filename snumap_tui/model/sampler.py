@@ -239,12 +239,13 @@ class Sampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, callback: Callable[[Frame], None], *,
+    def start(self, callback: Callable[[Frame], None] | None, *,
               on_sample: Callable[[Sample], None] | None = None,
               on_error: Callable[[BaseException], None] | None = None) -> None:
         """Deliver a Frame to ``callback`` every interval, from a daemon thread. ``on_sample``
-        gets every raw Sample (the recorder stores those); an exception stops the runner and
-        goes to ``on_error`` (kept in ``self.error`` either way)."""
+        gets every raw Sample (the recorder stores those; the exporter adds them up); with
+        no ``callback`` no Frame is derived at all. An exception stops the runner and goes
+        to ``on_error`` (kept in ``self.error`` either way)."""
         if self.running:
             raise RuntimeError("sampler already running")
         self._stopping = False
@@ -255,7 +256,7 @@ class Sampler:
                                         name="snumap-sampler", daemon=True)
         self._thread.start()
 
-    def _run(self, callback: Callable[[Frame], None],
+    def _run(self, callback: Callable[[Frame], None] | None,
              on_sample: Callable[[Sample], None] | None,
              on_error: Callable[[BaseException], None] | None) -> None:
         try:
@@ -270,10 +271,10 @@ class Sampler:
             while not self._stopping:
                 with self._lock:
                     sample = self._sweep()
-                    frame = self._derive()
+                    frame = self._derive() if callback is not None else None
                 if on_sample is not None:
                     on_sample(sample)
-                if frame is not None:
+                if frame is not None and callback is not None:
                     callback(frame)
                 due += gap
                 if short_left > 0 and not self._has_util(frame):

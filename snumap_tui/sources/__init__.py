@@ -13,7 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.sources._io import Reader
     from snumap_tui.sources.base import Source
 
-SOURCE_NAMES = ("procstat", "perf", "freq", "rapl", "numa", "tasks")
+SOURCE_NAMES = ("procstat", "perf", "freq", "rapl", "numa", "tasks", "net", "ib", "disk", "gpu")
+# The I/O sources (NICs, InfiniBand ports, block devices, GPUs): sources/io_sources.py.
+IO_SOURCE_NAMES = ("net", "ib", "disk", "gpu")
 
 
 def all_sources(root: Path | str = Path("/"), topology: Any = None,
@@ -24,6 +26,7 @@ def all_sources(root: Path | str = Path("/"), topology: Any = None,
     accepted for sources that will want it (none does yet: they find PUs in sysfs)."""
     from snumap_tui.sources._io import read_text
     from snumap_tui.sources.freq import FreqSource
+    from snumap_tui.sources.io_sources import IO_SOURCES
     from snumap_tui.sources.numa import NumaSource
     from snumap_tui.sources.perf import PerfSource
     from snumap_tui.sources.procstat import ProcStatSource
@@ -33,5 +36,6 @@ def all_sources(root: Path | str = Path("/"), topology: Any = None,
     r = reader or read_text
     root = Path(root)
     ctors: dict[str, Any] = {"procstat": ProcStatSource, "perf": PerfSource, "freq": FreqSource,
-                             "rapl": RaplSource, "numa": NumaSource, "tasks": TasksSource}
+                             "rapl": RaplSource, "numa": NumaSource, "tasks": TasksSource,
+                             **IO_SOURCES}
     return [ctors[n](root, reader=r) for n in names]

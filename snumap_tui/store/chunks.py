@@ -43,8 +43,20 @@ KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TA
 # just before it, so a reader lists sample times without decoding every reading.
 K_SAMPLE_TIMES = 9
 KIND_NAMES[K_SAMPLE_TIMES] = "sample times"
+# Node facts learnt while recording (a job's processes and ranks, the clock offset at the end):
+# a map with "t_ns" and "what" (docs/format.md, "Info chunk").
+K_INFO = 10
+KIND_NAMES[K_INFO] = "info"
+# Version 2 (merged recordings of several nodes): the events, samples and sample-times chunks
+# after a node chunk belong to that node (a map {"node": k}, k into the header's "nodes").
+K_NODE = 11
+KIND_NAMES[K_NODE] = "node"
+# A node's samples in a merged recording: a samples chunk copied as is (its own times; the
+# node's shift applies), under another kind so that readers of one machine's metrics skip it.
+K_NODE_SAMPLES = 12
+KIND_NAMES[K_NODE_SAMPLES] = "node samples"
 # Added within version 1: region enter/leave records and user markers (store/regions.py).
-K_REGIONS = 10
+K_REGIONS = 13
 KIND_NAMES[K_REGIONS] = "regions"
 
 # Payload codecs (the u8 "codec" field).
@@ -113,6 +125,15 @@ def pack_chunk(kind: int, payload: bytes, *, count: int = 0, t_min: int = 0, t_m
                              t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
                              crc32(payload), 0)[:40]
     return head + struct.pack("<I", crc32(head)) + payload
+
+
+def reheaded(h: ChunkHeader, t_min: int, t_max: int, kind: int | None = None) -> bytes:
+    """The 44-byte header of chunk ``h`` with new times (payload and its CRC unchanged): how
+    a merge copies a chunk onto another time base without touching its payload."""
+    head = CHUNK_HEADER.pack(CHUNK_MAGIC, h.kind if kind is None else kind, h.codec, 0,
+                             h.payload_len, h.raw_len, h.count, t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
+                             h.payload_crc, 0)[:40]
+    return head + struct.pack("<I", crc32(head))
 
 
 def parse_chunk_header(data: Buffer, offset: int) -> ChunkHeader | None:

@@ -26,13 +26,15 @@ from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
-from snumap_tui.store.writer import FORMAT_VERSION
+from snumap_tui.store.nodes import NodeTable
+from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 
 # Versions this reader understands: each maps to the decoders of that version's chunk
 # payloads. Format 1 is the first; a new version adds an entry and keeps the old ones.
-SUPPORTED_VERSIONS = (1,)
+# Format 2 is format 1 plus node chunks (recordings merged from several nodes).
+SUPPORTED_VERSIONS = (1, 2)
 
 
 def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording:
@@ -76,9 +78,9 @@ class Recording:
         self._tls = threading.local()
         self.version = C.parse_preamble(data, len(data))
         if self.version not in SUPPORTED_VERSIONS:
-            if self.version > FORMAT_VERSION:
+            if self.version > MERGED_VERSION:
                 raise SnumapError(f"written by a newer snumap (format {self.version}); this one "
-                                  f"reads formats up to {FORMAT_VERSION}")
+                                  f"reads formats up to {MERGED_VERSION}")
             raise SnumapError(f"unknown recording format {self.version}")
         self.damaged: list[str] = []
         self.complete = False
@@ -96,8 +98,12 @@ class Recording:
         self.task_history: list[TaskInfo] = []
         self.lost: dict[int, int] = {}
         self.markers: list[tuple[int, str]] = []
+        self.infos: list[dict[str, Any]] = []     # info chunks (docs/format.md), file order
         self._sample_times: np.ndarray | None = None
         self._read_small_chunks()
+        # Version 2: which node each events chunk belongs to, and how its events map onto
+        # the merged time base, PUs and task ids (store/nodes.py).
+        self.nodes = NodeTable.of(self) if self.version >= 2 else None
 
     @property
     def _dctx(self) -> zstandard.ZstdDecompressor:
@@ -188,6 +194,10 @@ class Recording:
             elif h.kind == C.K_MARKERS:
                 for t, text in self._payload(h) or []:
                     self.markers.append((int(t), str(text)))
+            elif h.kind == C.K_INFO:
+                v = self._payload(h)
+                if isinstance(v, dict):
+                    self.infos.append(v)
         if not self.header:
             self.damaged.append("the recording header chunk is missing or damaged: "
                                 "no topology or host information")
@@ -316,8 +326,8 @@ class Recording:
         return [h for h, k in zip(self._ev_chunks, keep.tolist()) if k]
 
     def iter_event_columns(self, fields: tuple[str, ...] = EVENT_FIELDS,
-                           t0: int | None = None, t1: int | None = None
-                           ) -> Iterator[dict[str, np.ndarray]]:
+                           t0: int | None = None, t1: int | None = None, *,
+                           chunks: slice | None = None) -> Iterator[dict[str, np.ndarray]]:
         """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory).
 
         ``t_ns`` is always included. Chunks come in file order; each is sorted by time, and
@@ -328,7 +338,9 @@ class Recording:
         need = tuple(fields) if "t_ns" in fields else ("t_ns", *fields)
         lo = None if t0 is None else np.uint64(max(int(t0), 0))
         hi = None if t1 is None else np.uint64(max(int(t1), 0))
-        for h in self._chunks_in(t0, t1):
+        # ``chunks``: these events chunks in file order (a merged recording's nodes overlap in
+        # time, so a time window would decode every chunk once per window it overlaps).
+        for h in (self._ev_chunks[chunks] if chunks is not None else self._chunks_in(t0, t1)):
             v = self._payload(h)
             if v is None:
                 continue
@@ -336,6 +348,8 @@ class Recording:
                 if int(v["n"]) != h.count:
                     raise ValueError(f"{v['n']} events inside, {h.count} in its header")
                 cols = decode_event_columns(v, need)
+                if self.nodes is not None:
+                    cols = self.nodes.transform(h.offset, cols)
             except (KeyError, ValueError, TypeError) as e:
                 note = f"undecodable events chunk at byte {h.offset} skipped ({e})"
                 if note not in self.damaged:

@@ -30,6 +30,7 @@ from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 from snumap_tui.trace.rows import concat_rows, copy_rows, take_rows
 
 FORMAT_VERSION = 1
+MERGED_VERSION = 2      # recordings of several nodes (docs/format.md, version 2)
 
 
 class Writer:
@@ -45,8 +46,10 @@ class Writer:
 
     def __init__(self, path: str | Path, header: dict[str, Any], *, force: bool = False,
                  flush_interval: float = 0.5, sync_interval: float = 0.5,
-                 max_chunk_events: int = 65536, level: int = 3, autoflush: bool = True) -> None:
+                 max_chunk_events: int = 65536, level: int = 3, autoflush: bool = True,
+                 version: int = FORMAT_VERSION) -> None:
         self.path = Path(path)
+        self.version = version
         self.flush_interval = flush_interval
         self.sync_interval = sync_interval
         self.max_chunk_events = max_chunk_events
@@ -69,6 +72,7 @@ class Writer:
         self._closed = False
         self.events_written = 0
         self.lost_total = 0
+        self.tid_max = 0                       # largest task id in any event (record --job)
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
         try:
@@ -79,7 +83,7 @@ class Writer:
             raise SnumapError(f"cannot create {self.path}: {e.strerror}") from None
         hdr = dict(header)
         hdr.setdefault("format", "snumap-recording")
-        hdr["format_version"] = FORMAT_VERSION
+        hdr["format_version"] = version
         hdr.setdefault("start_monotonic_ns", time.monotonic_ns())
         hdr.setdefault("start_wall_ns", time.time_ns())
         self.header = hdr
@@ -90,7 +94,7 @@ class Writer:
             raise SnumapError(f"recording header is not serialisable: {e}") from None
         t = int(hdr["start_monotonic_ns"])
         try:
-            self._write(C.pack_preamble(FORMAT_VERSION), kind=None)
+            self._write(C.pack_preamble(version), kind=None)
             self._write_chunk(C.K_HEADER, body, count=1, t_min=t, t_max=t)
             self._sync()
         except SnumapError:
@@ -123,8 +127,12 @@ class Writer:
                     ev = ev.astype(EVENT_DTYPE)
                 self._events.append(ev)
                 self._n_buffered += ev.size
+                self.tid_max = max(self.tid_max, *(int(ev[f].max()) for f in
+                                                   ("tid", "tid2", "pid", "pid2")))
                 self._last_t = max(self._last_t, int(ev["t_ns"].max()))
             self._tasks.extend(batch.tasks)
+            for t in batch.tasks:
+                self.tid_max = max(self.tid_max, int(t.tid), int(t.pid), int(t.ppid))
             for cpu, n in batch.lost.items():
                 if n:
                     self._lost[int(cpu)] = self._lost.get(int(cpu), 0) + int(n)
@@ -163,6 +171,26 @@ class Writer:
         self._write_chunk(K_REGIONS, codec.encode(value), count=len(got[0]), t_min=t_min,
                           t_max=t_max)
         self.regions_written += len(got[0])
+
+    def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
+        """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
+        are rare (a job's new processes, the closing clock reading)."""
+        with self._lock:
+            self._check()
+            payload = codec.encode({"t_ns": int(t_ns), "what": str(what), **value})
+            self._write_chunk(C.K_INFO, payload, count=1, t_min=int(t_ns), t_max=int(t_ns))
+
+    def add_raw_chunk(self, kind: int, blob: bytes, *, count: int, t_min: int,
+                      t_max: int, events: int = 0) -> None:
+        """A complete chunk (header + payload) built elsewhere, e.g. copied by a merge, written
+        after everything buffered."""
+        with self._lock:
+            self._check()
+            self.flush()
+            at = self._offset
+            self._write(blob, kind=kind)
+            self._index.append((at, kind, count, t_min, t_max))
+            self.events_written += events
 
     def flush_if_due(self) -> None:
         """Flush when the oldest buffered item is ``flush_interval`` old; sync when due."""

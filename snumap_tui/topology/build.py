@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.topology.build_io import walk_io
 from snumap_tui.topology.model import Topology
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,10 +131,11 @@ def _object_dict(hw: Any, o: Any) -> dict[str, Any]:
     return d
 
 
-def walk_hwloc(hw: Any, root: Any) -> tuple[list[dict[str, Any]], list[int | None],
-                                             list[list[int]]]:
+def walk_hwloc(hw: Any, root: Any, io_roots: list[tuple[int, Any]] | None = None
+               ) -> tuple[list[dict[str, Any]], list[int | None], list[list[int]]]:
     """Flatten hwloc's tree in the model's order: depth first, memory children (NUMA nodes,
-    memory-side caches) before normal children; I/O and Misc children are left out."""
+    memory-side caches) before normal children; Misc children are left out, and I/O children
+    too, but the objects that have some are listed in ``io_roots`` with their ids."""
     raw: list[dict[str, Any]] = []
     parents: list[int | None] = []
     kids: list[list[int]] = []
@@ -147,6 +149,8 @@ def walk_hwloc(hw: Any, root: Any) -> tuple[list[dict[str, Any]], list[int | Non
         kids.append([])
         if parent is not None:
             kids[parent].append(my_id)
+        if io_roots is not None and o.io_arity:
+            io_roots.append((my_id, o))
         children = list(hw.memory_children(o)) + list(hw.normal_children(o))
         stack.extend((c, my_id) for c in reversed(children))
     return raw, parents, kids
@@ -174,10 +178,10 @@ def _fail(what: str, lines: list[str], fallback: str) -> SnumapError:
 
 
 def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
-                  fsroot: str | Path | None = None) -> Topology:
+                  fsroot: str | Path | None = None, io: bool = True) -> Topology:
     """The topology of this machine (all None), an hwloc XML file, a synthetic description, or
     a gathered /sys + /proc tree. A snumap JSON topology (``snumap topo --json``) is accepted
-    in place of XML and read without hwloc."""
+    in place of XML and read without hwloc. ``io=False`` leaves the I/O objects out."""
     given = [n for n, v in (("--topology", xml), ("--synthetic", synthetic),
                             ("--fsroot", fsroot)) if v is not None]
     if len(given) > 1:
@@ -207,7 +211,7 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
 
     from snumap_tui.native import hwloc as hw  # lazily: only loading needs the library
 
-    with hw.HwlocTopology() as topo:
+    with hw.HwlocTopology(io=io) as topo:
         env: dict[str, str] | None = None
         if xml is not None:
             source, kind = str(xml), "xml"
@@ -246,6 +250,8 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
             if rc != 0:
                 raise _fail(f"hwloc could not read the topology of {source}", lines,
                             "hwloc_topology_load failed")
-        raw, parents, kids = walk_hwloc(hw, topo.root())
+        io_roots: list[tuple[int, Any]] = []
+        raw, parents, kids = walk_hwloc(hw, topo.root(), io_roots)
         extra = _extras(hw, topo, raw[0], source, kind)
+        extra["io"] = walk_io(hw, io_roots, raw)
     return Topology.from_flat(raw, parents, kids, extra)

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from snumap_tui.topology.io import IoObject, io_from_dicts, io_to_dicts
+
 FORMAT_VERSION = 1
 
 CACHE_TYPES = ("L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache",
@@ -112,6 +114,9 @@ class Topology:
     # Machine-level facts (hwloc's root infos: OSName, OSRelease, HostName, Architecture, ...)
     # plus where it came from ("source": "this machine", an XML path, a synthetic string).
     meta: Mapping[str, str] = field(default_factory=dict)
+    # Bridges, PCI devices and OS devices (topology/io.py); empty in recordings made before
+    # snumap kept them, and for synthetic topologies.
+    io: tuple[IoObject, ...] = ()
     # Derived lookups, built once.
     _by_type: dict[str, tuple[TopoObject, ...]] = field(default_factory=dict, init=False,
                                                         repr=False, compare=False)
@@ -277,6 +282,7 @@ class Topology:
                           "infos": [list(kv) for kv in k.infos]} for k in self.cpukinds],
             "distances": [{"name": d.name, "kind": d.kind, "nodes": list(d.nodes),
                            "values": [list(r) for r in d.values]} for d in self.distances],
+            **({"io": io_to_dicts(self.io)} if self.io else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -339,7 +345,7 @@ class Topology:
                                 tuple(tuple(r) for r in d["values"]))
                       for d in extra.get("distances", ()))
         return cls(objects=tuple(objs), cpukinds=kinds, distances=dists,
-                   meta=dict(extra.get("meta", {})))
+                   meta=dict(extra.get("meta", {})), io=io_from_dicts(extra.get("io", ())))
 
     @classmethod
     def from_json(cls, text: str) -> Topology:

@@ -348,6 +348,10 @@ class _Renderer:
         inner = outer if count == 1 else what
         lasts = [self.descend(m, n) for inst in instances for m in inst]
         self.render_children([self.topo.children_of(x) for x in lasts], depth + 1, inner, lasts)
+        if self.full and self.topo.io:     # folded, the I/O is a section after the tree
+            from snumap_tui.topology.render_io import tree_lines
+
+            self.lines.extend(tree_lines(self.topo, last.id, depth + 1, self.width))
 
     def render_children(self, kid_lists: list[list[TopoObject]], depth: int,
                         outer: str | None, parents: list[TopoObject]) -> None:
@@ -445,4 +449,8 @@ def render_tree(topo: Topology, full: bool = False, width: int = 80) -> list[str
 
 
 def render(topo: Topology, full: bool = False, width: int = 80) -> str:
-    return "\n".join(summary_lines(topo, width) + [""] + render_tree(topo, full, width)) + "\n"
+    from snumap_tui.topology.render_io import folded_lines
+
+    io = [] if full or not topo.io else [""] + folded_lines(topo, width)
+    return "\n".join(summary_lines(topo, width) + [""] + render_tree(topo, full, width)
+                     + io) + "\n"

@@ -52,3 +52,9 @@ class Tracer(ABC):
 
     @abstractmethod
     def stop(self) -> EventBatch: ...
+
+    def follow(self, pids: Iterable[int]) -> bool:
+        """Add PIDS and their trees to a tracer started on roots (``record --job``: a new job
+        step's tasks are forked by slurmd, not by a traced process). False where the backend
+        cannot; a system-wide tracer sees them anyway and returns True."""
+        return False

@@ -150,6 +150,17 @@ class BccTracer(Tracer):
         self._ring = BpfRingReader(b[b"events"].map_fd, pages * os.sysconf("SC_PAGE_SIZE"),
                                    rec_dtype)
 
+    def follow(self, pids: Iterable[int]) -> bool:
+        b = self._bpf
+        if self._system_wide or b is None:
+            return b is not None
+        tracked = b[b"tracked"]
+        for pid in tree_of(list(pids)):
+            for tid in threads_of(pid) or [pid]:
+                tracked[tracked.Key(tid)] = tracked.Leaf(pid)
+                self._tasks.learn(tid, tgid=pid)
+        return True
+
     def _release(self) -> None:
         """Unmap the ring, detach the programs and free the BPF object (its maps, program
         fds); each step on its own so that one failing does not leave the rest attached. Safe

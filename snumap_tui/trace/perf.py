@@ -187,6 +187,15 @@ class PerfTracer(Tracer):
             self._close()
             raise
 
+    def follow(self, pids: Iterable[int]) -> bool:
+        if self._tracked is None:
+            return True
+        for pid in tree_of(list(pids)):
+            for tid in threads_of(pid) or [pid]:
+                self._tracked.add(tid)
+                self._tasks.learn(tid, tgid=pid)
+        return True
+
     def _open(self, cpus: list[int]) -> None:
         """The events of CPUS, disabled, each CPU's redirected into its first one's ring."""
         for cpu in cpus:

@@ -64,6 +64,11 @@ class ProcTracer(Tracer):
                             "approximate: CPU time per thread at each interval, charged to its "
                             "last CPU" if ok else "/proc is not mounted", None)
 
+    def follow(self, pids: Iterable[int]) -> bool:
+        if self._roots is not None:
+            self._roots.extend(p for p in pids if p not in self._roots)
+        return True
+
     def _pids(self) -> list[int]:
         if self._roots is None:
             return [int(p.name) for p in self.proc.iterdir() if p.name.isdigit()]

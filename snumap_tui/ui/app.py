@@ -14,6 +14,7 @@ dropped frames still count there. Only the visible view is redrawn per frame.
 | + -        | interval |
 | s g /      | sort, group, filter processes |
 | i          | sources and why they are unavailable |
+| o          | unfold / fold the I/O rows (NICs, disks, GPUs) under their NUMA nodes |
 | ? F1       | help |
 | q ctrl+c   | quit |
 """
@@ -38,6 +39,7 @@ from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.hostinfo import HostInfo
+from snumap_tui.ui.io_detail import ProcessIoLines
 from snumap_tui.ui.metricspec import (
     MetricView,
     heatmap_metrics,
@@ -143,6 +145,7 @@ class TopApp(App[int]):
         Binding("slash", "filter", "Filter", show=False),
         Binding("escape", "clear_filter", show=False),
         Binding("i", "sources", "Sources"),
+        Binding("o", "toggle_io", "I/O", show=False),
     ]
 
     view: reactive[str] = reactive("topology")
@@ -183,6 +186,7 @@ class TopApp(App[int]):
         self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int]] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
+        self._process_io = ProcessIoLines()
         # Set by on_mount: before it there are no widgets to draw into, so a frame pushed or a
         # view chosen before the app runs is only stored (App.is_mounted is a method that
         # takes a widget, not this flag).
@@ -389,9 +393,14 @@ class TopApp(App[int]):
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()
-        panel.show_detail(task_detail(self.topology, selected, self.size.width,
-                                      counting=selected is not None
-                                      and selected.pid == self.counted_pid))
+        detail = task_detail(self.topology, selected, self.size.width,
+                             counting=selected is not None and selected.pid == self.counted_pid)
+        devices = self._process_io.text(self.feed, selected.pid if selected else None,
+                                        self.size.width)
+        if devices is not None:                 # its GPUs and adapters (ui/io_detail.py)
+            detail.append("\n")
+            detail.append_text(devices)
+        panel.show_detail(detail)
         title = (f"sort {self.sort_key} · group {self.group_mode}"
                  + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
         if panel.border_title != title:
@@ -513,6 +522,11 @@ class TopApp(App[int]):
             if self.view == "processes":
                 self.query_one("#proc-table", DataTable).focus()
             self._redraw()
+
+    def action_toggle_io(self) -> None:
+        """Unfold (or fold) the I/O rows under every NUMA node of the tree."""
+        self.view = "topology"
+        self.query_one(TopologyTable).toggle_io()
 
     def action_sources(self) -> None:
         self.push_screen(SourcesScreen(self.frame.sources if self.frame else {}))

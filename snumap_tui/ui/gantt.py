@@ -23,6 +23,7 @@ from rich.style import Style
 
 from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilisation
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
+from snumap_tui.analysis.noderows import fold_bins
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
 
@@ -104,6 +105,8 @@ def layout(data: ReplayData, width: int, height: int) -> Layout:
 
 def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
     rows = data.row_iv[st.row0:st.row0 + lay.rows]
+    if (rows < 0).any():              # folded nodes: bin their PUs, one row per node
+        return _folded_bins(data, st, lay, rows)
     return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
                     keymap=data.keymaps.get(st.mode), only_key=st.only_key,
                     prefer_traced=st.mode == "region")
@@ -116,8 +119,42 @@ def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
     return st.mode == "region" and data.regions is not None and key in data.regions.wait
 
 
+def _folded_bins(data: ReplayData, st: GanttState, lay: Layout, rows: np.ndarray) -> GanttBins:
+    labs = data.labels[st.row0:st.row0 + len(rows)]
+    groups: list[list[int]] = []
+    flat: list[int] = []
+    for r, lab in zip(rows.tolist(), labs):
+        members = list(lab.members) if r < 0 else [r]
+        groups.append(list(range(len(flat), len(flat) + len(members))))
+        flat += members
+    g = bin_rows(data.intervals_for(st.mode), np.array(flat, dtype=np.int64), st.t0, st.t1,
+                 lay.cols, keymap=data.keymaps.get(st.mode), only_key=st.only_key,
+                 prefer_traced=st.mode == "region")
+    return fold_bins(g, groups, np.array([r if r >= 0 else (lab.members or (0,))[0]
+                                          for r, lab in zip(rows.tolist(), labs)]))
+
+
+def _node_label(data: ReplayData, i: int) -> tuple[str, Style]:
+    lab = data.labels[i]
+    prev = data.labels[i - 1] if i > 0 else None
+    style = LABEL_STYLES[data.nodes.index(lab.node) % 2 if lab.node in data.nodes else 0]
+    if lab.members:
+        text = f"▸ {lab.node} ({len(lab.members)} PUs)"
+        return text.ljust(LABEL_W)[:LABEL_W], style + Style(bold=True)
+    first = prev is None or prev.node != lab.node
+    name = f"▾{lab.node}"[:5] if first else ""
+    pk = f"P{lab.package}" if lab.package is not None and (
+        first or prev is None or prev.package != lab.package) else ""
+    nd = f"N{lab.numa}" if lab.numa is not None and (
+        first or prev is None or prev.numa != lab.numa or pk) else ""
+    text = f"{name:<5}{pk:<3}{nd:<3}{lab.pu:>4}"
+    return text.ljust(LABEL_W)[:LABEL_W], style
+
+
 def _label(data: ReplayData, i: int) -> tuple[str, Style]:
     lab = data.labels[i]
+    if lab.node is not None:
+        return _node_label(data, i)
     prev = data.labels[i - 1] if i > 0 else None
     pk = f"P{lab.package}" if lab.package is not None and (
         prev is None or prev.package != lab.package) else ""
@@ -146,6 +183,8 @@ def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
         if st.t0 <= t < st.t1:
             line[int((t - st.t0) * cols // st.span)] = MARKER_GLYPH
     head = f"{'Pk NUMA core':<{LABEL_W - 3}}{'PU':>3}"
+    if data.labels and data.labels[0].node is not None:
+        head = f"{'Node Pk N':<{LABEL_W - 3}}{'PU':>3}"
     return [Segment(head[:LABEL_W].ljust(LABEL_W), AXIS_STYLE), Segment(" "),
             Segment("".join(line), AXIS_STYLE)]
 
@@ -294,6 +333,12 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
         return ""
     r = int(bins.rows[i])
     a, b = int(bins.edges[st.sel_col]), int(bins.edges[st.sel_col + 1])
+    if data.labels[st.sel_row].members:
+        lab = data.labels[st.sel_row]
+        busy = float(bins.busy[i, st.sel_col])
+        return (f"node {lab.node} ({len(lab.members)} PUs, folded) "
+                f"{fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: busy {busy:.0%}; "
+                "n unfolds it")
     if st.mode == "region" and data.regions is not None:
         return region_detail(data, st, r, a, b, width)
     iv = data.intervals

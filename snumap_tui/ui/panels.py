@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import groupby
+from typing import Any
 
+from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,6 +22,7 @@ from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
+from snumap_tui.ui.io_rows import strip_lines
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
@@ -142,9 +145,13 @@ class HeatmapPanel(VerticalScroll):
         # the screen less the header and footer is close; on_resize lays it out again.
         height = self.size.height or (self.app.size.height - 3 if self.is_attached else 21)
         self._last = (topo, frame, view, tuple(highlight), mark)
-        self.query_one("#heatmap-body", Static).update(
-            Heatmap(topo, values, view, height=max(4, height), highlight=highlight,
-                    mark=mark, mem=lambda node: node_memory(frame, node)))
+        # The I/O strip under the map: a line per NUMA node with devices (ui/io_rows.py).
+        width = self.size.width or (self.app.size.width if self.is_attached else 80)
+        strip = strip_lines(frame, topo, max(20, width - 1))[:max(0, height // 4)]
+        heat = Heatmap(topo, values, view, height=max(4, height - len(strip)),
+                       highlight=highlight, mark=mark, mem=lambda node: node_memory(frame, node))
+        body: Any = heat if not strip else Group(heat, Text("\n".join(strip)))
+        self.query_one("#heatmap-body", Static).update(body)
 
     def on_resize(self) -> None:
         last = getattr(self, "_last", None)
@@ -287,7 +294,7 @@ class ProcessPanel(Vertical):
     ProcessPanel > Input { display: none; height: 3; }
     ProcessPanel.-filtering > Input { display: block; }
     ProcessPanel > ProcessTable { height: 1fr; }
-    ProcessPanel > #proc-detail { height: 3; }
+    ProcessPanel > #proc-detail { height: auto; max-height: 6; }
     """
 
     def compose(self) -> ComposeResult:

@@ -158,6 +158,8 @@ class ReplayApp(App[int]):
         Binding("f", "filter", "Filter", show=False),
         Binding("F,escape", "clear_filter", "Clear", show=False),
         Binding("g", "goto", "Go to"),
+        Binding("n", "fold_node", "Fold node", show=False),
+        Binding("N", "fold_node(True)", "Fold all", show=False),
         Binding("tab", "next_view", "View", priority=True),
         Binding("1", "view('topology')", "Tree", show=False),
         Binding("2", "view('heatmap')", "Heat", show=False),
@@ -416,6 +418,21 @@ class ReplayApp(App[int]):
         cur = modes.index(self.state.mode) if self.state.mode in modes else -1
         self.state.mode = modes[(cur + 1) % len(modes)]
         self.state.only_key = None
+        self._redraw()
+
+    def action_fold_node(self, every: bool = False) -> None:
+        """A job of several nodes: fold the selected row's node into one row (or open it);
+        N: every node, like the selected one."""
+        labels = self.data.labels
+        if not labels or labels[0].node is None:
+            return
+        node = labels[min(self.state.sel_row, len(labels) - 1)].node
+        on = node not in self.data.folded
+        self.data.fold(None if every else node, fold=on)
+        new = self.data.labels
+        first = next((i for i, lab in enumerate(new) if lab.node == node), 0)
+        self.state.sel_row = first
+        self.state.row0 = min(self.state.row0, first)
         self._redraw()
 
     def action_filter(self) -> None:

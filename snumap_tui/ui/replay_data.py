@@ -18,6 +18,7 @@ from snumap_tui.analysis.binning import KeyMap
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
+from snumap_tui.analysis.noderows import node_rows
 from snumap_tui.topology.model import Topology
 
 MODES = ("process", "thread", "group")
@@ -30,6 +31,8 @@ class RowLabel:
     numa: int | None
     core: int | None
     pu: int
+    node: str | None = None               # a job's node (merged recordings)
+    members: tuple[int, ...] = ()         # a folded node: the Intervals rows of its PUs
 
 
 @dataclass
@@ -76,6 +79,34 @@ class ReplayData:
         if mode == REGION and self.regions is not None:
             return self.regions.intervals
         return self.intervals
+    folded: set[str] = field(default_factory=set)         # nodes shown as one row
+    all_rows: tuple[list[RowLabel], np.ndarray] | None = None   # unfolded labels, row_iv
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(dict.fromkeys(lab.node for lab in (self.all_rows or (self.labels,))[0]
+                                  if lab.node is not None))
+
+    def fold(self, node: str | None, *, fold: bool | None = None) -> None:
+        """Fold (or unfold, or toggle with ``fold=None``) NODE's PU rows into one row; None:
+        every node, following the first."""
+        from snumap_tui.analysis.noderows import NodeRow, display
+
+        if self.all_rows is None:
+            self.all_rows = (list(self.labels), self.row_iv.copy())
+        labels, row_iv = self.all_rows
+        names = self.nodes if node is None else [node]
+        if not names:
+            return
+        on = fold if fold is not None else names[0] not in self.folded
+        self.folded = (self.folded | set(names)) if on else (self.folded - set(names))
+        rows = [NodeRow(lab.node, lab.package, lab.numa, lab.core, lab.pu) for lab in labels]
+        shown, idx = display(rows, self.folded)
+        self.labels = [labels[i] if i >= 0 else
+                       RowLabel(None, None, None, -1, r.node,
+                                tuple(int(row_iv[m]) for m in r.members))
+                       for r, i in zip(shown, idx)]
+        self.row_iv = np.array([int(row_iv[i]) if i >= 0 else -1 for i in idx], dtype=np.int64)
 
     @property
     def t0(self) -> int:
@@ -97,9 +128,11 @@ class ReplayData:
     def key_name(self, mode: str, key: int) -> str:
         if mode == REGION and self.regions is not None:
             return self.regions.key_name(key)
+        table = getattr(self.recording, "nodes", None)
+        shown = table.label(key) if table is not None else key   # node:tid in a merged job
         if mode == "thread":
-            return f"{self.names.get(key, '?')} {key}"
-        return f"{self.key_names[mode].get(key, '?')} {key}"
+            return f"{self.names.get(key, '?')} {shown}"
+        return f"{self.key_names[mode].get(key, '?')} {shown}"
 
 
 def row_labels(topology: Topology) -> tuple[list[int], list[RowLabel]]:
@@ -203,6 +236,9 @@ def load_replay(rec: Any) -> ReplayData:
     iv = ld.intervals
     topo = ld.topology
     pus, labels = row_labels(topo)
+    per_node = node_rows(topo)
+    if per_node is not None:
+        labels = [RowLabel(r.package, r.numa, r.core, r.pu, r.node) for r in per_node]
     row_iv = np.searchsorted(iv.cpus, np.array(pus, dtype=np.int64))
     tasks = dict(getattr(rec, "tasks", {}) or {})
     names = {tid: info.comm for tid, info in tasks.items()}

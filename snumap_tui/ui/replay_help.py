@@ -28,10 +28,12 @@ KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
     ("h l, shift+← →", "pan a quarter of a screen"),
     ("up down pgup pgdn", "select a PU row, or a topology row"),
     ("enter, left right", "topology: fold / unfold the row"),
+    ("o", "topology: unfold / fold the I/O rows (NICs, disks, GPUs)"),
     ("c", "colour by process, thread, process group or region"),
     ("m M", "cursor to the next / previous marker (▼ on the axis)"),
     ("f", "only the selected cell's process (thread..)"),
     ("F, escape", "everyone again; close the go-to line"),
+    ("n N", "a job's nodes: fold / open the selected node, or all"),
     ("? F1", "this help"),
     ("q, ctrl+c", "quit"),
 ]

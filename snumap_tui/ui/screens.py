@@ -28,6 +28,7 @@ HELP = [
     ("up/down", "move the cursor (topology row, process)"),
     ("enter, ← →", "fold / unfold a topology row"),
     ("i", "sources: which are live, why not, the fix"),
+    ("o", "I/O rows (NICs, disks, GPUs) under their NUMA nodes: unfold / fold"),
     ("? F1 / q", "this help / quit"),
 ]
 

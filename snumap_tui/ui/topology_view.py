@@ -10,6 +10,7 @@ Topology and Frames, never a sampler, so replay reuses it.
 | enter        | fold / unfold the row                |
 | right / left | unfold / fold (left on a leaf: go to the parent) |
 | home / end   | first / last row                     |
+| o            | unfold / fold the I/O rows of every NUMA node |
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from textual.strip import Strip
 
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.io_rows import DEVICE_BASE, SUMMARY_BASE, io_row_problem, io_row_text
 from snumap_tui.ui.metricspec import view_for
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
 from snumap_tui.ui.tree_rows import (
@@ -65,6 +67,8 @@ def header_text(width: int) -> Text:
 def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False) -> Text:
     """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
     name_w, bar_w = column_widths(width)
+    if row.io:
+        return io_text(frame, row, width, name_w)
     cells = row_cells(frame, row)
     t = Text("●" if marked else " ", style=MARK_STYLE)
     twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
@@ -93,6 +97,25 @@ def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False
     return t
 
 
+def io_text(frame: Frame | None, row: TreeRow, width: int, name_w: int) -> Text:
+    """An I/O row (ui/io_rows.py): its label, then the device's (or the place's) rates where
+    the CPU columns are."""
+    t = Text(" ")
+    twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
+    name = "  " * row.indent + twisty + row.label
+    label = Text(name, style="italic")
+    if row.note and len(name) + 3 + len(row.note) <= name_w:
+        label.append("  " + row.note, style=NA_STYLE)
+    label.truncate(name_w, pad=True)
+    t.append_text(label)
+    t.append(" ")
+    nums = io_row_text(frame, frame.topology, row) if frame is not None else ""
+    hot = frame is not None and io_row_problem(frame, frame.topology, row)
+    t.append(nums, style=NA_STYLE if nums in ("", "n/a") else PROBLEM_STYLE if hot else "")
+    t.truncate(width)
+    return t
+
+
 class TopologyTable(ScrollView, can_focus=True):
     """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
 
@@ -106,6 +129,7 @@ class TopologyTable(ScrollView, can_focus=True):
         Binding("enter", "toggle_fold", "Fold", show=False),
         Binding("right,l", "expand", show=False),
         Binding("left,h", "collapse", show=False),
+        Binding("o", "toggle_io", "I/O", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -265,6 +289,21 @@ class TopologyTable(ScrollView, can_focus=True):
         else:
             self.collapsed.difference_update(chain_ids(self.topology, row.key))
         self._rebuild()
+
+    def toggle_io(self) -> None:
+        """Unfold every place's I/O rows, or fold them all when none is folded."""
+        keys = {r.key for r in visible_rows(self.topology, set())
+                if DEVICE_BASE < r.key <= SUMMARY_BASE}
+        if not keys:
+            return
+        if keys & self.collapsed:
+            self.collapsed -= keys
+        else:
+            self.collapsed |= keys
+        self._rebuild()
+
+    def action_toggle_io(self) -> None:
+        self.toggle_io()
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology, TopoObject
+from snumap_tui.ui.io_rows import default_io_collapsed, with_io_rows
 from snumap_tui.ui.metricspec import fmt_bytes, resolve
 
 
@@ -29,6 +30,8 @@ class TreeRow:
     expandable: bool
     expanded: bool
     pu_range: tuple[int, int]
+    # I/O rows (ui/io_rows.py): the Topology.io indexes of the devices the row stands for.
+    io: tuple[int, ...] = ()
 
 
 def _size(n: int | None) -> str:
@@ -90,7 +93,7 @@ def default_collapsed(topo: Topology) -> set[int]:
             if o.type in ("L3Cache", "L2Cache", "L1Cache") and len(o.cpuset) > 1 and any(
                     k.type == "Core" for k in topo.walk(o)):
                 keys.add(o.id)
-    return keys
+    return keys | default_io_collapsed(topo)
 
 
 def visible_rows(topo: Topology, collapsed: Iterable[int] = ()) -> list[TreeRow]:
@@ -126,7 +129,7 @@ def visible_rows(topo: Topology, collapsed: Iterable[int] = ()) -> list[TreeRow]
                 visit(k, indent + 1)
 
     visit(topo.root, 0)
-    return rows
+    return with_io_rows(topo, rows, coll)
 
 
 def _memkind(n: TopoObject) -> str:
@@ -134,7 +137,10 @@ def _memkind(n: TopoObject) -> str:
 
 
 def chain_ids(topo: Topology, key: int) -> list[int]:
-    """Every object id folded into the row ``key`` (what collapsing toggles)."""
+    """Every object id folded into the row ``key`` (what collapsing toggles); an I/O row's
+    key is its own."""
+    if key < 0:
+        return [key]
     return [o.id for o in _chain(topo, topo[key])]
 
 
@@ -186,6 +192,7 @@ MEM_HEAD = "mem used/total"
 
 def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str]:
     """The tree as plain text lines (batch mode): label, CPU %, IPC, GHz, W, memory."""
+    from snumap_tui.ui.io_rows import io_row_text
     from snumap_tui.ui.metricspec import view_for
 
     topo = frame.topology
@@ -193,8 +200,11 @@ def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str
     views = {c: view_for(c) for c in COLUMNS}
     lines = [f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  {MEM_HEAD}"]
     for r in rows:
-        cells = row_cells(frame, r)
         name = ("  " * r.indent + r.label)[:34]
+        if r.io:
+            lines.append(f"{name:<34} {io_row_text(frame, topo, r)}".rstrip())
+            continue
+        cells = row_cells(frame, r)
         nums = " ".join(views[c].fmt(cells[c]) for c in COLUMNS)
         lines.append(f"{name:<34} {nums}  {memory_text(cells['mem_used'], cells['mem_total'])}"
                      .rstrip())

@@ -1,0 +1,151 @@
+"""The job part of `snumap report`: per node and per MPI rank, and how unequal they are.
+
+Built on the report's per-process run times (analysis/report.py) and the recording's
+``job processes`` info chunks (commands/record_job.py), which say for each process of the job
+its node, job step and MPI rank. Imbalance is given two ways: ``max/mean`` of the run times and
+the percent imbalance ``(max - mean) / max`` (how much of the slowest one's time the others
+would save if the work were spread evenly), for nodes and for ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _imbalance(values: list[float]) -> dict[str, float] | None:
+    if len(values) < 2 or max(values) <= 0:
+        return None
+    mean = sum(values) / len(values)
+    return {"max_over_mean": max(values) / mean if mean else float("inf"),
+            "percent": 100.0 * (max(values) - mean) / max(values),
+            "min_s": min(values), "max_s": max(values), "mean_s": mean}
+
+
+def job_processes(rec: Any) -> list[dict[str, Any]]:
+    """Every process of the job the recording knows: {pid (merged id), local_pid, node, step,
+    rank, rank_var, comm}; the first time a pid was seen wins."""
+    out: dict[int, dict[str, Any]] = {}
+    default_node = str(rec.header.get("node") or rec.header.get("host") or "?")
+    for info in getattr(rec, "infos", []):
+        if info.get("what") != "job processes":
+            continue
+        cols = list(info.get("columns", []))
+        for row in info.get("rows", []):
+            d = dict(zip(cols, row))
+            pid = int(d.get("pid", -1))
+            if pid in out:
+                continue
+            rank = int(d.get("rank", -1))
+            out[pid] = {"pid": pid, "local_pid": int(d.get("local_pid", pid)),
+                        "node": str(d.get("node") or info.get("node") or default_node),
+                        "step": str(d.get("step", "")), "comm": str(d.get("comm", "")),
+                        "rank": rank if rank >= 0 else None,
+                        "rank_var": d.get("rank_var") or None}
+    return list(out.values())
+
+
+def label_nodes(rec: Any, report: dict[str, Any]) -> None:
+    """In a merged job, name each process and thread by its node: ``node``, its own
+    ``local_pid``/``local_tid``, and ``label`` ("n2:1234", what the text form shows)."""
+    table = getattr(rec, "nodes", None)
+    if table is None:
+        return
+    for key, field in (("processes", "pid"), ("tasks", "tid")):
+        for row in report.get(key, []):
+            node, local = table.split_tid(int(row[field]))
+            if node is not None:
+                row["node"], row[f"local_{field}"] = node, local
+                row["label"] = f"{node}:{local}"
+
+
+def job_section(rec: Any, report: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``job`` key of the report, or None for a recording of no job and of one node."""
+    table = getattr(rec, "nodes", None)
+    procs = job_processes(rec)
+    if table is None and not procs:
+        return None
+    names = table.names if table is not None else [
+        str(rec.header.get("node") or rec.header.get("host") or "?")]
+    runtime = {int(p["pid"]): float(p["runtime_s"]) for p in report.get("processes", [])}
+    pus = {int(p["pid"]): p.get("pus", "") for p in report.get("processes", [])}
+
+    def node_of_pid(pid: int) -> str:
+        if table is None:
+            return names[0]
+        k = table.node_of_tid(pid)
+        return names[k] if k is not None else "?"
+
+    def node_of_cpu(cpu: int) -> str:
+        if table is None:
+            return names[0]
+        k = table.node_of_cpu(cpu)
+        return names[k] if k is not None else "?"
+
+    nodes: dict[str, dict[str, Any]] = {n: {"node": n, "runtime_s": 0.0, "processes": 0,
+                                            "ranks": 0, "busy": []} for n in names}
+    for pid, rt in runtime.items():
+        d = nodes.setdefault(node_of_pid(pid), {"node": node_of_pid(pid), "runtime_s": 0.0,
+                                                "processes": 0, "ranks": 0, "busy": []})
+        d["runtime_s"] += rt
+        d["processes"] += 1
+    for c in report.get("cpus", []):
+        nodes.setdefault(node_of_cpu(int(c["cpu"])), {"node": node_of_cpu(int(c["cpu"])),
+                         "runtime_s": 0.0, "processes": 0, "ranks": 0, "busy": []}
+                         )["busy"].append(float(c.get("busy_pct", 0.0)))
+    ranks = []
+    for p in procs:
+        if p["rank"] is None:
+            continue
+        ranks.append({**p, "runtime_s": runtime.get(p["pid"], 0.0),
+                      "pus": pus.get(p["pid"], ""), "node": p["node"]})
+        if p["node"] in nodes:
+            nodes[p["node"]]["ranks"] += 1
+    ranks.sort(key=lambda r: (r["rank"], r["node"]))
+    node_rows = []
+    entries = {str(n.get("node")): n for n in (table.nodes if table is not None else [])}
+    for name, d in nodes.items():
+        busy = d.pop("busy")
+        e = entries.get(name, {})
+        node_rows.append({**d, "busy_pct": sum(busy) / len(busy) if busy else None,
+                          "pus": len(busy), "align_error_ns": e.get("align_error_ns"),
+                          "align_how": e.get("align_how"), "shift_ns": e.get("shift_ns", 0)})
+    job = rec.header.get("job") or {}
+    return {"id": job.get("id"), "system": job.get("system"), "nodes": node_rows,
+            "ranks": ranks,
+            "imbalance": {"nodes": _imbalance([n["runtime_s"] for n in node_rows]),
+                          "ranks": _imbalance([r["runtime_s"] for r in ranks])}}
+
+
+def _fmt_err(ns: Any) -> str:
+    if ns is None:
+        return "unknown"
+    return f"±{ns / 1e3:.1f} us" if ns < 1e6 else f"±{ns / 1e6:.2f} ms"
+
+
+def _fmt_imb(d: dict[str, float] | None) -> str:
+    if not d:
+        return "n/a (fewer than 2)"
+    return (f"max/mean {d['max_over_mean']:.2f}, {d['percent']:.0f}% "
+            f"(min {d['min_s']:.3f} s, max {d['max_s']:.3f} s)")
+
+
+def format_job(j: dict[str, Any]) -> str:
+    title = f"Job {j['id']}" if j.get("id") else "Job"
+    lines = [f"{title}: {len(j['nodes'])} node(s), {len(j['ranks'])} rank(s)", "",
+             "Nodes:",
+             f"  {'NODE':<14}{'PUS':>4}{'BUSY%':>7}{'PROCS':>6}{'RANKS':>6}{'RUN s':>9}  ALIGN"]
+    for n in j["nodes"]:
+        busy = f"{n['busy_pct']:.1f}" if n["busy_pct"] is not None else "-"
+        lines.append(f"  {n['node']:<14}{n['pus']:>4}{busy:>7}{n['processes']:>6}"
+                     f"{n['ranks']:>6}{n['runtime_s']:>9.3f}  {_fmt_err(n['align_error_ns'])}")
+    lines.append(f"  imbalance across nodes: {_fmt_imb(j['imbalance']['nodes'])}")
+    lines += ["", "Ranks:",
+              f"  {'RANK':>5}  {'NODE':<14}{'PID':>8}  {'COMM':<14}{'RUN s':>9}  PUs  (from)"]
+    for r in j["ranks"]:
+        lines.append(f"  {r['rank']:>5}  {r['node']:<14}{r['local_pid']:>8}  "
+                     f"{r['comm'][:14]:<14}{r['runtime_s']:>9.3f}  {r['pus']}  "
+                     f"({r['rank_var']})")
+    if not j["ranks"]:
+        lines.append("  (no process with PMI_RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID seen)")
+    lines.append(f"  imbalance across ranks: {_fmt_imb(j['imbalance']['ranks'])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,183 @@
+"""`snumap record --job [JOBID]`: record the processes of a batch job on this node.
+
+Started once per node of a running job (``srun --overlap --jobid J --ntasks-per-node=1 snumap
+record --job -o job-%j-%N.rec``), each recorder traces its node's processes of the job: those
+there at the start, and every process the job starts later (a new step's tasks are forked by
+slurmd, not by a traced process, so the job is rescanned every ``SCAN_S`` and the tracer told
+to follow what is new). The recording ends when the job's processes on this node are gone
+(the batch script and the extern step outlive every step, so once an application step has
+been seen and none has run for ``STEP_GAP_S``, only they remaining also ends it: the next step
+of a script starts well within that), at ``--duration``, or on SIGTERM/SIGINT (what Slurm
+sends a step when the job ends).
+
+What it adds to the recording (docs/format.md): header keys ``job``, ``node``, ``boot_id``,
+``pid_max`` and ``clock_start``; info chunks ``job processes`` (pid, step, rank) as processes
+appear, and ``clock end`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.sources.clocksync import clock_reading
+from snumap_tui.sources.jobprocs import JobProc, JobScanner, current_job, node_name
+
+SCAN_S = 0.09     # about every pass of record's loop (POLL_S)
+LONG_LIVED_STEPS = ("batch", "extern")
+STEP_GAP_S = 3.0
+
+
+def add_job_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job", nargs="?", const="", default=None, metavar="JOBID",
+                        help="record the processes of batch job JOBID on this node (default "
+                             "$SLURM_JOB_ID, or $PBS_JOBID) until they end; %%j and %%N in -o "
+                             "become the job id and this node's name")
+
+
+def expand_output(pattern: str, jobid: str, node: str) -> str:
+    """``%j`` -> job id, ``%N`` -> node name, ``%%`` -> ``%`` (as in sbatch's --output)."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "%" and i + 1 < len(pattern) and pattern[i + 1] in "jN%":
+            out.append({"j": jobid, "N": node, "%": "%"}[pattern[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def job_backend(backend: str) -> str:
+    """``auto`` means perf first for a job: a new step's tasks are forked by slurmd, outside
+    the traced tree, and are followed from the next rescan on; perf filters in user space, after
+    that rescan, so it keeps their first events, where bcc's filter in the kernel has dropped
+    them already. An explicit backend is kept (bcc loses a new step's first ~0.1 s)."""
+    if backend != "auto":
+        return backend
+    from snumap_tui.trace.perf import PerfTracer
+
+    return "perf" if PerfTracer.status().available else "auto"
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+class JobWatch:
+    """The job side of one ``record --job`` run (hooked into commands/record.py)."""
+
+    def __init__(self, system: str, jobid: str, node: str, own_step: str | None) -> None:
+        self.system, self.jobid, self.node = system, jobid, node
+        excluded = (own_step,) if own_step else ()
+        self.scanner = JobScanner(system, jobid, node=node, exclude_steps=excluded)
+        self.procs: dict[int, JobProc] = {}
+        self.app_steps_seen: set[str] = set()
+        self._next_scan = 0.0
+        self._steps_gone_at: float | None = None
+        self.cannot_follow = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> JobWatch | None:
+        """None without ``--job``; else the watch, ``args.output`` expanded. Refuses (one line)
+        outside a job, or with a command."""
+        if getattr(args, "job", None) is None:
+            return None
+        cmd = [c for c in (args.cmd or []) if c != "--"]
+        if cmd:
+            raise SnumapError("--job records the processes a job already runs and takes no "
+                              "command; to record a step, start the recorder beside it: "
+                              "srun --overlap --ntasks-per-node=1 snumap record --job "
+                              "-o job-%j-%N.rec &  then  srun ./app")
+        env = dict(os.environ)
+        mine = current_job(env)
+        if args.job:
+            system = mine[0] if mine else ("pbs" if "." in args.job else "slurm")
+            jobid = args.job
+        elif mine:
+            system, jobid = mine
+        else:
+            raise SnumapError("--job without JOBID needs to run inside a job ($SLURM_JOB_ID or "
+                              "$PBS_JOBID is not set): give the job id, or start it with srun "
+                              "--overlap --jobid JOBID")
+        own = env.get("SLURM_STEP_ID") if mine and mine[1] == jobid else None
+        node = node_name(env)
+        args.output = expand_output(args.output, jobid, node)
+        args.backend = job_backend(getattr(args, "backend", "auto"))
+        watch = cls(system, jobid, node, own)
+        new, _alive = watch.scanner.scan()
+        watch._learn(new)
+        return watch
+
+    # ---- hooks ------------------------------------------------------------------------------
+
+    def roots(self) -> list[int]:
+        return sorted(self.procs)
+
+    def header(self) -> dict[str, Any]:
+        return {"job": {"system": self.system, "id": self.jobid}, "node": self.node,
+                "host": self.node, "hostname": socket.gethostname(),
+                "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+                "pid_max": int(_read("/proc/sys/kernel/pid_max") or 4194304),
+                "clock_start": clock_reading()}
+
+    def start(self, writer: Any) -> None:
+        self._write_procs(writer, list(self.procs.values()))
+
+    def poll(self, writer: Any, tracer: Any, say: Any) -> bool:
+        """Rescan when due; follow and record new processes. True when the job is over here."""
+        now = time.monotonic()
+        if now < self._next_scan:
+            return False
+        self._next_scan = now + SCAN_S
+        new, alive = self.scanner.scan()
+        if new:
+            self._learn(new)
+            if not tracer.follow([p.pid for p in new]) and not self.cannot_follow:
+                self.cannot_follow = True
+                say(f"the {tracer.name} backend cannot follow processes the job starts later; "
+                    "use --backend bcc, perf or proc")
+            self._write_procs(writer, new)
+        steps = self.scanner.steps_alive()
+        if not alive:
+            return bool(self.procs)
+        if not self.app_steps_seen or steps - set(LONG_LIVED_STEPS):
+            self._steps_gone_at = None
+            return False
+        # Only the batch script and the extern step are left: a job of several steps starts
+        # the next one within moments; end after STEP_GAP_S without one.
+        if self._steps_gone_at is None:
+            self._steps_gone_at = now
+        return now - self._steps_gone_at >= STEP_GAP_S
+
+    def finish(self, writer: Any) -> None:
+        reading = clock_reading()
+        # tid_max: the merge qualifies this node's task ids with a base this far apart
+        # (pid_max, 4 M on most nodes, would spread a job's ids over a sparse range)
+        writer.add_info(reading["t_monotonic_ns"], "clock end",
+                        {"clock": reading, "tid_max": int(writer.tid_max)})
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _learn(self, new: list[JobProc]) -> None:
+        for p in new:
+            self.procs[p.pid] = p
+            if p.step not in LONG_LIVED_STEPS:
+                self.app_steps_seen.add(p.step)
+
+    def _write_procs(self, writer: Any, procs: list[JobProc]) -> None:
+        if not procs:
+            return
+        rows = [[p.pid, p.comm, p.step, p.node or self.node,
+                 -1 if p.rank is None else p.rank, p.rank_var or ""] for p in procs]
+        writer.add_info(time.monotonic_ns(), "job processes", {
+            "columns": ["pid", "comm", "step", "node", "rank", "rank_var"], "rows": rows})

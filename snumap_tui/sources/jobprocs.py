@@ -1,0 +1,185 @@
+"""The processes of one batch job on this node, their job step and their MPI rank.
+
+A process belongs to job J when its cgroup says so (sources/jobs.py knows Slurm's cgroup v1
+``/slurm/uid_U/job_J/step_S/...`` and v2 ``/system.slice/slurmstepd.scope/job_J/step_S/...``
+layouts and PBS's) or, where Slurm tracks processes without cgroups (proctrack/linuxproc,
+pgid), when its environment (proc(5): /proc/PID/environ, NUL-separated ``KEY=VALUE``) carries
+``SLURM_JOB_ID=J`` (``PBS_JOBID=J`` under PBS/Torque).
+
+Several slurmd may share one host (``--enable-multiple-slurmd``, test clusters): a job's tasks
+carry ``SLURMD_NODENAME``, so a recorder started by srun on node N keeps only N's processes.
+
+The MPI rank comes from the environment the launcher gave each rank: ``PMI_RANK`` (MPICH,
+Intel MPI, Slurm's PMI2), ``OMPI_COMM_WORLD_RANK`` (Open MPI), else ``SLURM_PROCID`` (the task
+number of a plain srun step). Reading another user's environ needs root or the same uid
+(ptrace access mode read): what cannot be read is "no rank", never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from snumap_tui.sources.jobs import detect_job, parse_cgroup
+
+RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+_STEP = re.compile(r"/step_([^/]+)")
+
+
+def parse_environ(data: bytes) -> dict[str, str]:
+    """/proc/PID/environ -> {KEY: VALUE} (undecodable bytes kept as surrogates)."""
+    out: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        if b"=" in item:
+            k, v = item.split(b"=", 1)
+            out[k.decode("utf-8", "surrogateescape")] = v.decode("utf-8", "surrogateescape")
+    return out
+
+
+def rank_of(env: dict[str, str]) -> tuple[int, str] | None:
+    """(rank, the variable it came from), the first of RANK_VARS that holds an integer."""
+    for var in RANK_VARS:
+        v = env.get(var, "").strip()
+        if v.isdigit():
+            return int(v), var
+    return None
+
+
+def job_of(groups: dict[str, str], env: dict[str, str]) -> str | None:
+    """"slurm:J" / "pbs:J" from the cgroup, else from the environment."""
+    found = detect_job(groups)
+    if found and not found.startswith("systemd:"):
+        return found
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm:{env['SLURM_JOB_ID']}"
+    if env.get("PBS_JOBID"):
+        return f"pbs:{env['PBS_JOBID']}"
+    return None
+
+
+def step_of(groups: dict[str, str], env: dict[str, str]) -> str:
+    """The job step: ``step_S`` of the cgroup path, else ``SLURM_STEP_ID``, else "batch" (the
+    batch script and what it starts outside srun carry no step id)."""
+    for path in groups.values():
+        m = _STEP.search(path)
+        if m:
+            return m.group(1)
+    return env.get("SLURM_STEP_ID") or "batch"
+
+
+def same_job(found: str | None, system: str, jobid: str) -> bool:
+    """Whether FOUND ("slurm:1234", "pbs:1234.server") is job JOBID of SYSTEM (a PBS id
+    matches with or without its ".server" suffix)."""
+    if not found:
+        return False
+    sysname, _, jid = found.partition(":")
+    if sysname != system:
+        return False
+    return jid == jobid or jid.split(".")[0] == jobid.split(".")[0]
+
+
+def current_job(env: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """(system, job id) of the job this process runs in, from its environment."""
+    env = dict(os.environ) if env is None else env
+    if env.get("SLURM_JOB_ID"):
+        return "slurm", env["SLURM_JOB_ID"]
+    if env.get("PBS_JOBID"):
+        return "pbs", env["PBS_JOBID"]
+    return None
+
+
+def node_name(env: dict[str, str] | None = None) -> str:
+    """This node's name as the batch system knows it (``SLURMD_NODENAME``), else the short
+    host name: the two agree on real clusters; on one host running several slurmd only the
+    first tells the nodes apart."""
+    env = dict(os.environ) if env is None else env
+    return env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+@dataclass(frozen=True)
+class JobProc:
+    pid: int
+    comm: str
+    step: str
+    node: str | None          # SLURMD_NODENAME of the process, when it has one
+    rank: int | None
+    rank_var: str | None
+
+
+class JobScanner:
+    """Finds the processes of job JOBID on node NODE in /proc, reading each pid once."""
+
+    def __init__(self, system: str, jobid: str, *, node: str | None = None,
+                 exclude_steps: tuple[str, ...] = (), proc: Path = Path("/proc")) -> None:
+        self.system, self.jobid, self.node = system, jobid, node
+        self.exclude_steps = exclude_steps
+        self.proc = proc
+        self._seen: dict[int, JobProc | None] = {}
+        self._own = {os.getpid(), os.getppid()}
+
+    def classify(self, pid: int) -> JobProc | None:
+        base = self.proc / str(pid)
+        try:
+            groups = parse_cgroup((base / "cgroup").read_text())
+        except OSError:
+            return None
+        try:
+            env = parse_environ((base / "environ").read_bytes())
+        except OSError:
+            env = {}
+        if not same_job(job_of(groups, env), self.system, self.jobid):
+            return None
+        node = env.get("SLURMD_NODENAME")
+        if self.node and node and node != self.node:
+            return None
+        step = step_of(groups, env)
+        if step in self.exclude_steps:
+            return None
+        try:
+            comm = (base / "comm").read_text().strip()
+        except OSError:
+            comm = "?"
+        r = rank_of(env)
+        if r and r[1] == "SLURM_PROCID" and step in ("batch", "extern"):
+            r = None        # the batch script is task 0 of no MPI job
+        return JobProc(pid, comm, step, node, r[0] if r else None, r[1] if r else None)
+
+    def scan(self) -> tuple[list[JobProc], list[int]]:
+        """(job processes not seen before, job pids alive now)."""
+        new: list[JobProc] = []
+        alive: list[int] = []
+        try:
+            pids = [int(p.name) for p in self.proc.iterdir() if p.name.isdigit()]
+        except OSError:
+            return new, alive
+        live = set(pids)
+        for pid in list(self._seen):
+            if pid not in live:
+                del self._seen[pid]
+        for pid in pids:
+            if pid in self._own:
+                continue
+            if pid not in self._seen:
+                jp = self.classify(pid)
+                if jp is None and self._pre_exec(pid):
+                    continue          # slurmstepd's child before its exec: look again later
+                self._seen[pid] = jp
+                if jp is not None:
+                    new.append(jp)
+            if self._seen[pid] is not None:
+                alive.append(pid)
+        return new, alive
+
+    def _pre_exec(self, pid: int) -> bool:
+        """A task slurmstepd forked has slurmstepd's name, environment and (until slurmstepd
+        moves it) cgroup until it execs the job's program: not yet classifiable."""
+        try:
+            return (self.proc / str(pid) / "comm").read_text().strip() == "slurmstepd"
+        except OSError:
+            return False
+
+    def steps_alive(self) -> set[str]:
+        return {jp.step for jp in self._seen.values() if jp is not None}

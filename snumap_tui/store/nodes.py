@@ -1,0 +1,100 @@
+"""The nodes of a merged recording (format version 2, docs/format.md) and how each node's
+events map onto the job's time base, PUs and task ids.
+
+A merge copies every node's events chunks unchanged (only their headers' times move), after a
+node chunk naming the node; the header's ``nodes`` list says, per node, what a reader adds:
+``shift_ns`` to times, ``cpu_base`` to PU numbers, ``tid_base`` to every task id and process
+id above 0 (0 is the idle task; -1 and -2 are markers, events.py). So a task of node k is
+``tid_base[k] + tid`` everywhere in the merged recording: unique across nodes, and the node and
+local tid come back with ``split_tid``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.store import chunks as C
+
+_TASK_FIELDS = ("tid", "tid2", "pid", "pid2")
+
+
+@dataclass
+class NodeTable:
+    nodes: list[dict[str, Any]]
+    chunk_node: dict[int, int] = field(default_factory=dict)   # chunk offset -> node
+
+    @classmethod
+    def of(cls, rec: Any) -> NodeTable:
+        table = cls(list(rec.header.get("nodes") or []))
+        cur: int | None = None
+        for h in rec._chunks:
+            if h.kind == C.K_NODE:
+                v = rec._payload(h)
+                cur = int(v["node"]) if isinstance(v, dict) and "node" in v else None
+                if cur is not None and not 0 <= cur < len(table.nodes):
+                    cur = None
+            elif h.kind in (C.K_EVENTS, C.K_NODE_SAMPLES) and cur is not None:
+                table.chunk_node[h.offset] = cur
+        return table
+
+    @property
+    def names(self) -> list[str]:
+        return [str(n.get("node") or n.get("host") or f"node{i}")
+                for i, n in enumerate(self.nodes)]
+
+    def transform(self, offset: int, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        k = self.chunk_node.get(offset)
+        if k is None:
+            return cols
+        n = self.nodes[k]
+        out = dict(cols)
+        shift = int(n.get("shift_ns", 0))
+        if shift and "t_ns" in out:
+            out["t_ns"] = (out["t_ns"].astype(np.int64) + shift).astype(np.uint64)
+        base = int(n.get("cpu_base", 0))
+        if base and "cpu" in out:
+            out["cpu"] = out["cpu"] + np.uint32(base)
+        tb = int(n.get("tid_base", 0))
+        if tb:
+            for f in _TASK_FIELDS:
+                if f in out:
+                    a = out[f]
+                    out[f] = np.where(a > 0, a + np.int32(tb), a).astype(a.dtype)
+        if "kind" in out and "arg" in out and base:
+            # MIGRATE's arg is the CPU it came from (events.py)
+            mig = out["kind"] == 4
+            if mig.any():
+                arg = out["arg"].copy()
+                arg[mig] += base
+                out["arg"] = arg
+        return out
+
+    def tid_bases(self) -> np.ndarray:
+        return np.array([int(n.get("tid_base", 0)) for n in self.nodes], dtype=np.int64)
+
+    def cpu_bases(self) -> np.ndarray:
+        return np.array([int(n.get("cpu_base", 0)) for n in self.nodes], dtype=np.int64)
+
+    def node_of_tid(self, tid: int) -> int | None:
+        if tid <= 0 or not self.nodes:
+            return None
+        return int(np.searchsorted(self.tid_bases(), tid, side="right") - 1)
+
+    def node_of_cpu(self, cpu: int) -> int | None:
+        if not self.nodes:
+            return None
+        return int(np.searchsorted(self.cpu_bases(), cpu, side="right") - 1)
+
+    def split_tid(self, tid: int) -> tuple[str | None, int]:
+        """(node name, the tid on that node) of a merged tid."""
+        k = self.node_of_tid(tid)
+        if k is None:
+            return None, tid
+        return self.names[k], tid - int(self.nodes[k].get("tid_base", 0))
+
+    def label(self, tid: int) -> str:
+        node, local = self.split_tid(tid)
+        return f"{node}:{local}" if node is not None else str(tid)

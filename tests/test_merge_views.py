@@ -1,0 +1,103 @@
+"""A merged job in replay (rows node > package > NUMA > core, nodes folded), in the Chrome
+export (one machine per node) and in the report text."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+from snumap_tui import store
+from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
+from snumap_tui.analysis.load import load
+from snumap_tui.analysis.report import build_report, format_report
+from snumap_tui.export.chrome import write_chrome
+from snumap_tui.store.merge import merge
+from snumap_tui.ui.gantt import GanttState, render_gantt
+from snumap_tui.ui.replay_data import load_replay
+
+sys.path.insert(0, str(Path(__file__).parent))
+from jobrecs import WALL, node_rec
+
+
+def merged(tmp_path: Path) -> Path:
+    a = node_rec(tmp_path / "a.rec", "cn1", 10**9, WALL, rank_pids={0: 500, 1: 501})
+    b = node_rec(tmp_path / "b.rec", "cn2", 3 * 10**9, WALL - 2 * 10**9,
+                 rank_pids={2: 500, 3: 502}, runs={2: [(0, 10_000_000), (20_000_000,
+                                                                     40_000_000)]})
+    merge([a, b], tmp_path / "job.rec")
+    return tmp_path / "job.rec"
+
+
+def rank2_key(data: object) -> int:
+    """The process key of rank 2 (pid 500 on cn2) in the merged ids."""
+    table = data.recording.nodes                     # type: ignore[attr-defined]
+    return int(table.nodes[1]["tid_base"]) + 500
+
+
+def text(lines: list) -> list[str]:
+    return ["".join(s.text for s in line) for line in lines]
+
+
+def test_replay_rows_by_node_and_folding(tmp_path: Path) -> None:
+    with store.open(merged(tmp_path)) as rec:
+        data = load_replay(rec)
+        assert [(lab.node, lab.package, lab.pu) for lab in data.labels] == [
+            ("cn1", 0, 0), ("cn1", 0, 1), ("cn2", 0, 0), ("cn2", 0, 1)]
+        st = GanttState(data.t0, data.t1)
+        out = text(render_gantt(data, st, 80, 12).lines)
+        assert out[0].startswith("Node Pk N")
+        assert out[1].startswith("▾cn1 P0 N0    0") and out[3].startswith("▾cn2 P0 N0    0")
+        assert "rank2 cn2:500" in out[-1] or "cn2:500" in " ".join(out)
+        data.fold("cn1", fold=True)
+        assert [lab.node for lab in data.labels] == ["cn1", "cn2", "cn2"]
+        assert data.labels[0].members and data.row_iv[0] == -1
+        r = render_gantt(data, st, 80, 12)
+        lines = text(r.lines)
+        assert lines[1].startswith("▸ cn1 (2 PUs)")
+        # the folded row: both PUs of cn1 ran the first 10 ms of the 40 ms, then idle
+        assert r.bins.busy[0, 0] == 1.0 and r.bins.busy[0, -1] == 0.0
+        assert r.bins.key[0, 0] >= 0
+        data.fold(None, fold=True)
+        assert len(data.labels) == 2
+        r = render_gantt(data, st, 80, 12)
+        # cn2 from 20 to 40 ms: rank 2 on one of its two PUs -> half busy, rank 2's colour
+        col = r.bins.busy.shape[1] * 3 // 4
+        assert r.bins.busy[1, col] == 0.5 and r.bins.key[1, col] == rank2_key(data)
+        data.fold(None, fold=False)
+        assert len(data.labels) == 4 and (data.row_iv >= 0).all()
+
+
+def test_chrome_export_keeps_one_machine_per_node(tmp_path: Path) -> None:
+    with store.open(merged(tmp_path)) as rec:
+        table = rec.nodes
+        nodes = [(n, int(e["cpu_base"])) for n, e in zip(table.names, table.nodes)]
+        buf = io.StringIO()
+        write_chrome(buf, load(rec).intervals, rec.tasks, rec.markers, nodes=nodes,
+                     label=table.label)
+    ev = json.loads(buf.getvalue())["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert procs == {1: "CPUs of cn1", 2: "CPUs of cn2"}
+    tracks = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "X"}
+    assert tracks == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    names = {e["name"] for e in ev if e["ph"] == "X"}
+    assert {"rank0 cn1:500", "rank2 cn2:500", "rank3 cn2:502"} <= names
+
+
+def test_report_text_of_a_job(tmp_path: Path) -> None:
+    with store.open(merged(tmp_path)) as rec:
+        report = build_report(rec)
+        job = job_section(rec, report)
+        label_nodes(rec, report)
+    assert job is not None
+    procs = format_report(report).split("Processes (by run time):")[1].split("Threads")[0]
+    assert procs.index("cn2:500") < procs.index("cn1:500")        # 30 ms before 10 ms
+    assert "cn2:502" in procs and "cn1:501" in procs
+    out = format_job(job)
+    assert "Job 42: 2 node(s), 4 rank(s)" in out
+    assert "imbalance across ranks: max/mean 2.00, 50%" in out   # 30 ms vs a mean of 15
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(("0 ", "1 ", "2 ",
+                                                                               "3 "))]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("0", "cn1", "500"), ("1", "cn1", "501"),
+                                                  ("2", "cn2", "500"), ("3", "cn2", "502")]
