@@ -91,13 +91,19 @@ class RegionSession:
             return
         for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots):
             self.say(line)
-        from snumap_tui.commands.record_runtime import Drainer
-
-        self.drainer = Drainer(self.tracer)
+        self._drain_if_probed()
         # Not at once: until the held child execs, its maps are this Python's.
         import time
 
         self._next_rescan = time.monotonic() + self.RESCAN_S
+
+    def _drain_if_probed(self) -> None:
+        """The drain thread, once there are probes to drain (none: no thread waking every
+        10 ms for nothing, e.g. a system-wide recording)."""
+        if self.drainer is None and self.tracer is not None and self.tracer.uprobes is not None:
+            from snumap_tui.commands.record_runtime import Drainer
+
+            self.drainer = Drainer(self.tracer)
 
     def header(self) -> dict[str, Any]:
         if self.tracer is not None:
@@ -119,6 +125,7 @@ class RegionSession:
         if self.tracer is not None and time.monotonic() >= self._next_rescan:
             self._next_rescan = time.monotonic() + self.RESCAN_S
             self.tracer.rescan()
+            self._drain_if_probed()
         if self.tracer is not None and self.drainer is not None:
             for raw in self.drainer.take():
                 self._write(writer, self.tracer.decode(raw))

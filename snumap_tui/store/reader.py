@@ -25,8 +25,8 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
-from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.nodes import NodeTable
+from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo

@@ -17,8 +17,8 @@ import numpy as np
 from snumap_tui.analysis.binning import KeyMap
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
-from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
 from snumap_tui.analysis.noderows import node_rows
+from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
 from snumap_tui.topology.model import Topology
 
 MODES = ("process", "thread", "group")
