@@ -257,6 +257,8 @@ class RegionTracer:
         if not len(e):
             return
         k = e["kind"]
+        if self.tree is None:
+            return
         for pid in sorted(set(e["pid"][k == EXEC].tolist())):
             # The new program is mapped already (its libraries maybe not yet): enough to name
             # its outlined functions even if the process is gone when its hits are decoded.
@@ -288,7 +290,10 @@ class RegionTracer:
                     self.say(f"regions: {line} (mapped later by pid {pid})")
 
     def _probe_new(self, pid: int) -> None:
-        if self.mode == "none":
+        # A system-wide recording sees every exec of the machine: reading each new program's
+        # ELF files there would stall the recorder (a compiler's exec burst); only the traced
+        # tree's programs are planned.
+        if self.mode == "none" or self.tree is None:
             return
         try:
             exe = os.path.realpath(f"/proc/{pid}/exe")
