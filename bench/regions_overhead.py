@@ -23,16 +23,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import table, write_section
 
-OMP = r"""
-#include <omp.h>
-#include <stdio.h>
-#include <stdlib.h>
+# CPU seconds of the whole process (every thread), for the programs below.
+CPU_C = r"""
 #include <sys/resource.h>
 static double cpu(void) {
     struct rusage r;
     getrusage(RUSAGE_SELF, &r);
     return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
 }
+"""
+OMP = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 int main(int argc, char **argv) {
     long n = atol(argv[1]), work = atol(argv[2]);
     double t0 = omp_get_wtime(), c0 = cpu();
@@ -67,12 +70,6 @@ PINGPONG = r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-static double cpu(void) {
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
 int main(int argc, char **argv) {
     int rank, n = atoi(argv[1]);
     char buf[8] = {0};
@@ -105,8 +102,8 @@ def build(tmp: Path) -> tuple[Path, Path]:
                     str(tmp / "calls")], check=True)
     subprocess.run(["gcc", "-O0", "-fcf-protection=full", str(tmp / "calls.c"), "-o",
                     str(tmp / "calls_push")], check=True)
-    (tmp / "omp.c").write_text(OMP)
-    (tmp / "pp.c").write_text(PINGPONG)
+    (tmp / "omp.c").write_text(CPU_C + OMP)
+    (tmp / "pp.c").write_text(CPU_C + PINGPONG)
     subprocess.run(["gcc", "-O1", "-fopenmp", str(tmp / "omp.c"), "-o", str(tmp / "omp")],
                    check=True)
     subprocess.run(["mpicc", "-O1", str(tmp / "pp.c"), "-o", str(tmp / "pp")], check=True)
