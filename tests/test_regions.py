@@ -95,6 +95,9 @@ def test_region_stats_imbalance_and_waits() -> None:
     assert r["count"] == 3 and r["kind"] == "omp"
     assert r["imbalance"] == pytest.approx(270 / 150)
     assert r["wall_s"] == pytest.approx(285e-9)
+    # The closing barrier: from each body's end to its span's end.
+    waits = {t["tid"]: t["wait_s"] for t in r["threads"]}
+    assert waits == {1: pytest.approx(12e-9), 2: pytest.approx(249e-9)}
     b = next(s for s in stats if s["name"] == "MPI_Barrier")
     assert b["count"] == 1 and b["calls"] == 2 and b["wait_s"] == pytest.approx(111e-9)
     f = region_findings(stats)

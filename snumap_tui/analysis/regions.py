@@ -83,6 +83,29 @@ def _per_thread(tid: np.ndarray, pid: np.ndarray, dur: np.ndarray) -> dict[int, 
     return out
 
 
+def _end_barrier_wait(inst: Instances, span: np.ndarray, body: np.ndarray) -> dict[int, int]:
+    """Per thread, the time from the end of its body to the end of the span it ran in: the
+    wait in the region's closing barrier (a thread that started late does not count its
+    start-up as waiting). A body outside every span of its process counts nothing."""
+    out: dict[int, int] = {}
+    for pid in np.unique(inst.pid[span]).tolist():
+        sp = span[inst.pid[span] == pid]
+        sp = sp[np.argsort(inst.start[sp], kind="stable")]
+        bo = body[inst.pid[body] == pid]
+        if not len(bo):
+            continue
+        s_start, s_end = inst.start[sp], inst.end[sp]
+        b_end = inst.end[bo]
+        # The latest span of the process starting at or before the body.
+        j = np.searchsorted(s_start, inst.start[bo], "right") - 1
+        jc = np.clip(j, 0, len(sp) - 1)
+        ok = (j >= 0) & (b_end <= s_end[jc])
+        w = np.where(ok, s_end[jc] - b_end, 0)
+        for t, x in zip(inst.tid[bo].tolist(), w.tolist()):
+            out[int(t)] = out.get(int(t), 0) + int(x)
+    return out
+
+
 def _most_per_thread(tid: np.ndarray) -> int:
     if not len(tid):
         return 0
@@ -128,14 +151,9 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             count += _most_per_thread(marks_r["tid"])
         wall_ns = union_ns(inst.start[main], inst.end[main])
         per: list[dict[str, Any]] = []
-        span_ns = int(dur[span].sum()) if len(span) else 0
+        end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
         for tid, (pid, ns) in sorted(threads.items()):
-            if wait:
-                w = ns
-            elif len(span) and len(body):
-                w = max(span_ns - ns, 0)
-            else:
-                w = 0
+            w = ns if wait else end_wait.get(tid, 0)
             per.append({"tid": tid, "pid": pid, "comm": comm.get(tid, "?"),
                         "inside_s": ns / 1e9, "wait_s": w / 1e9})
         busy = np.array([p["inside_s"] for p in per])
