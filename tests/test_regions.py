@@ -90,7 +90,9 @@ def test_region_stats_imbalance_and_waits() -> None:
                  (t + 2, 2, BEGIN, body), (t + 12, 2, END, body), (t + 95, 1, END, span)]
     spec += [(5000, 1, BEGIN, bar), (5100, 1, END, bar), (5090, 2, BEGIN, bar),
              (5101, 2, END, bar)]
-    stats = region_stats(Regions(rows(spec), names.items))
+    r_all = rows(spec)
+    r_all["pid"] = 1                   # two threads of one process
+    stats = region_stats(Regions(r_all, names.items))
     r = next(s for s in stats if s["name"] == "r (a.c:3)")
     assert r["count"] == 3 and r["kind"] == "omp"
     assert r["imbalance"] == pytest.approx(270 / 150)
