@@ -129,6 +129,10 @@ class RegionSession:
         if self.tracer is not None and self.drainer is not None:
             for raw in self.drainer.take():
                 self._write(writer, self.tracer.decode(raw))
+            for t, text in self.tracer.notes:
+                self.say(text)
+                writer.add_marker(t, text)
+            self.tracer.notes.clear()
         if self.markers is not None:
             self._write(writer, self.markers.take())
 

@@ -77,6 +77,7 @@ class BpfUprobes:
 
         self.obj: Any = libbpf.BpfObject.open(object_path())
         self.links: list[int] = []
+        self.by_group: dict[str, list[int]] = defaultdict(list)
         self.lost = 0
         self._arg: dict[int, int] = {}
         try:
@@ -106,12 +107,13 @@ class BpfUprobes:
         self.tracked.update(struct.pack("<I", pid), struct.pack("<I", 1))
 
     def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
-        """Attach PROBES (one link per file and direction); the ones refused, with why."""
-        groups: dict[tuple[str, bool], list[Probe]] = defaultdict(list)
+        """Attach PROBES (one link per file, direction and group); the ones refused, with
+        why."""
+        groups: dict[tuple[str, bool, str], list[Probe]] = defaultdict(list)
         for p in probes:
-            groups[(p.path, p.ret)].append(p)
+            groups[(p.path, p.ret, p.group)].append(p)
         failed = []
-        for (path, ret), ps in groups.items():
+        for (path, ret, group), ps in groups.items():
             cookies = [(p.tag << 2) | ({0: 1, 2: 3}.get(p.arg, 0) if p.arg is not None else 0)
                        for p in ps]
             try:
@@ -121,7 +123,16 @@ class BpfUprobes:
                 failed += [(p, str(e)) for p in ps]
                 continue
             self.links.append(fd)
+            self.by_group[group].append(fd)
         return failed
+
+    def detach(self, group: str) -> None:
+        """Detach every probe of GROUP (their links; one grace period for all)."""
+        from snumap_tui.trace.uprobes import close_all
+
+        fds = self.by_group.pop(group, [])
+        self.links = [fd for fd in self.links if fd not in fds]
+        close_all(fds)
 
     def drain(self) -> Any:
         recs = self.ring.read()

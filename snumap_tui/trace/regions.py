@@ -31,6 +31,12 @@ from snumap_tui.trace import region_catalog as C
 from snumap_tui.trace.events import EXEC, FORK, EventBatch
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
+# Above this many region-body hits a second the body probes are detached (the rest of the
+# recording keeps every span, call and count; per-thread times come from the time before):
+# a body's entry is usually single-stepped by the kernel, ~14 us a hit measured here
+# (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
+BODY_BUDGET = 10_000
+BODY_WINDOW_NS = 500_000_000
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
 MODES = ("auto", "omp", "mpi", "none")
 
@@ -97,6 +103,10 @@ class RegionTracer:
         self.dropped = 0
         self.backend = backend          # auto | ebpf | perf: how the probes are opened
         self.path: str | None = None    # which one did
+        self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
+        self._body_tags = np.zeros(0, np.int64)
+        self._window = (0, 0)           # (start t_ns, body hits since)
+        self.bodies_off_at: int | None = None
 
     # ---- planning ---------------------------------------------------------------------------
 
@@ -208,7 +218,8 @@ class RegionTracer:
         for path, off, ret, site in plan.probes:
             tag = len(self.sites)
             self.sites.append(site)
-            probes.append(Probe(path, off, ret, tag, site.entry.arg))
+            probes.append(Probe(path, off, ret, tag, site.entry.arg,
+                                "body" if site.entry.role == "body" else ""))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -221,6 +232,8 @@ class RegionTracer:
         rid = np.array([s.rid for s in self.sites], dtype=np.int64)
         op = np.array([C.END if s.ret else C.BEGIN for s in self.sites], dtype=np.uint8)
         self.static_rid, self.static_op = rid, op
+        self._body_tags = np.array([i for i, s in enumerate(self.sites)
+                                    if s.entry.role == "body"], dtype=np.int64)
 
     def start(self, binaries: list[str], roots: list[int] | None) -> list[str]:
         """Plan and attach before the command runs; the lines that say what was found."""
@@ -330,7 +343,32 @@ class RegionTracer:
                 self.pending = [later[young]] if young.any() else []
                 self.dropped += int((~young).sum())
             rec = rec[known]
+        self._budget(rec)
         return self._regions(rec)
+
+    def _budget(self, rec: np.ndarray) -> None:
+        """Detach the body probes when they hit more than BODY_BUDGET times a second."""
+        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec):
+            return
+        n = int(np.isin(rec["tag"], self._body_tags).sum())
+        t0, hits = self._window
+        if not t0:
+            t0 = int(rec["t_ns"][0])
+        hits += n
+        t1 = int(rec["t_ns"][-1])
+        if t1 - t0 >= BODY_WINDOW_NS:
+            rate = hits * 1e9 / (t1 - t0)
+            if rate > BODY_BUDGET:
+                self.uprobes.detach("body")
+                self.bodies_off_at = t1
+                text = (f"regions: parallel-region bodies detached after {rate:,.0f} hits/s "
+                        f"(budget {BODY_BUDGET:,}): counts, spans and calls stay exact, "
+                        "threads' time inside comes from before this point")
+                self.notes.append((t1, text))
+                self.problems.append(text.removeprefix("regions: "))
+                return
+            t0, hits = t1, 0
+        self._window = (t0, hits)
 
     def _regions(self, rec: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rec), C.REGION_DTYPE)

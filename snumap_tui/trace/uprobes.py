@@ -120,6 +120,7 @@ class Probe:
     ret: bool
     tag: int
     arg: int | None = None      # the argument to capture (0 or 2), if any
+    group: str = ""             # probes detached together (``detach``): "body" for region bodies
 
 
 class UprobeSet:
@@ -143,6 +144,7 @@ class UprobeSet:
         self.tag_of_id: dict[int, int] = {}
         self.arg_of_tag: dict[int, int] = {}
         self.ret_tags: set[int] = set()
+        self.by_group: dict[str, list[int]] = {}
         self.lost = 0
         self._paths: list[ctypes.Array[ctypes.c_char]] = []   # kept alive for the kernel
 
@@ -191,12 +193,25 @@ class UprobeSet:
                 os.close(fd)
             raise
         self.fds += opened
+        self.by_group.setdefault(probe.group, []).extend(opened)
         if probe.arg is not None:
             self.arg_of_tag[probe.tag] = probe.arg
         if probe.ret:
             self.ret_tags.add(probe.tag)
         for fd in opened:
             pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
+
+    def detach(self, group: str) -> None:
+        """Close the events of GROUP's probes (ring leaders stay: other probes write there)."""
+        leaders = set(self.leader.values())
+        fds = [fd for fd in self.by_group.pop(group, []) if fd not in leaders]
+        for fd in fds:
+            try:
+                pe.ioctl(fd, pe.PERF_EVENT_IOC_DISABLE)
+            except OSError:
+                pass
+        self.fds = [fd for fd in self.fds if fd not in fds]
+        close_all(fds)
 
     def drain(self) -> dict[int, bytes]:
         out = {}
