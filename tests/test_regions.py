@@ -175,3 +175,33 @@ def test_phase_helper_costs_nothing_without_recording_and_writes_with_one() -> N
     ops = [(names[int(r["rid"])].name, int(r["op"])) for r in got]
     assert ops == [("assemble", BEGIN), ("half", MARK), ("assemble", END)]
     assert len(set(got["tid"].tolist())) == 1 and int(got["tid"][0]) > 0
+
+
+def test_body_probes_detached_above_the_budget() -> None:
+    from snumap_tui.trace import region_catalog as C
+    from snumap_tui.trace.regions import BODY_BUDGET, RegionTracer, Site
+    from snumap_tui.trace.uprobes import HIT
+
+    class Fake:
+        def __init__(self) -> None:
+            self.detached: list[str] = []
+
+        def detach(self, group: str) -> None:
+            self.detached.append(group)
+
+    def hits(rate: float, seconds: float) -> np.ndarray:
+        n = int(rate * seconds)
+        h = np.zeros(n, HIT)
+        h["t_ns"] = 10**9 + (np.arange(n) * (1e9 / rate)).astype(np.int64)
+        h["tag"] = 0
+        return h
+
+    for rate, off in ((BODY_BUDGET / 2, False), (BODY_BUDGET * 3, True)):
+        tr = RegionTracer("omp", [], RegionNames(), lambda s: None)
+        tr.sites = [Site(C.EntryPoint("main._omp_fn.0", "omp", "body"), False, 0, "/x")]
+        tr._body_tags = np.array([0])
+        fake = tr.uprobes = Fake()
+        for part in np.array_split(hits(rate, 1.2), 6):
+            tr._budget(part)
+        assert (fake.detached == ["body"]) == off
+        assert (tr.bodies_off_at is not None) == off and (len(tr.notes) == 1) == off
