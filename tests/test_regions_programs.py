@@ -284,3 +284,17 @@ def test_replay_by_region(tmp_path: Path) -> None:
                     tmp_path / "omp_replay")
     _record(tmp_path, "replay", [str(prog)])
     _check_replay_by_region(tmp_path / "replay.rec")
+
+
+@needs_uprobes
+def test_stripped_program_is_said_and_still_counted(tmp_path: Path) -> None:
+    prog = _compile(["gcc", "-O1", "-fopenmp"], OMP_SRC % {"iter": 2, "work": 1},
+                    tmp_path / "omp_stripped")
+    if shutil.which("strip") is None:
+        pytest.skip("strip (binutils) is not installed")
+    subprocess.run(["strip", str(prog)], check=True)
+    report, err = _record(tmp_path, "stripped", [str(prog)])
+    assert "omp_stripped is stripped" in err
+    spans = [g for g in report["regions"] if g["role"] == "parallel"]
+    # No body names: the regions are named by address, still counted by GOMP_parallel.
+    assert sorted(g["count"] for g in spans) == [1, 2, 2], spans

@@ -121,6 +121,7 @@ class RegionTracer:
             for f in E.library_closure(b):
                 if f not in files and f not in self.planned:
                     files.append(f)
+        stripped: list[str] = []
         for f in files:
             self.planned.add(f)
             try:
@@ -145,7 +146,7 @@ class RegionTracer:
                                   f" entry points")
                 optional = {"GOMP_parallel_start", "GOMP_parallel_end",
                             "__kmpc_critical_with_hint", "GOMP_critical_name_start"}
-                hard = [m for m in missing if m not in optional and ep.kind != "mpi"]
+                hard = [m for m in missing if m not in optional]
                 if hard:
                     plan.problems.append(f"{base}: no symbol for {', '.join(hard)} "
                                          f"(stripped?): not probed")
@@ -160,9 +161,12 @@ class RegionTracer:
                     self._add(plan, f, off, ep)
                 if bodies:
                     plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
-                elif elf.stripped and any("omp" in p for p in plan.found):
-                    plan.problems.append(f"{base} is stripped: its parallel regions are named "
-                                         "by address only, and threads' time inside is not seen")
+                elif elf.stripped:
+                    stripped.append(base)
+        if stripped and any("OpenMP entry" in f for f in (*plan.found, *self.found)):
+            for base in stripped:
+                plan.problems.append(f"{base} is stripped: its parallel regions are named by "
+                                     "address only, and threads' time inside is not seen")
         return plan
 
     def plan_user(self) -> Plan:
