@@ -19,6 +19,7 @@ import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -285,9 +286,52 @@ def resolve_needed(name: str, runpath: list[str]) -> str | None:
     return None
 
 
-def library_closure(path: str, limit: int = 200) -> list[str]:
+def needed_of(path: str) -> tuple[list[str], list[str]]:
+    """(DT_NEEDED, RUNPATH) of an ELF file, read from its dynamic section alone (cheap: no
+    symbol tables), cached like ``load_elf``."""
+    need_elftools()
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [], []
+    key = (path, st.st_ino, int(st.st_mtime_ns))
+    got = _NEEDED.get(key)
+    if got is not None:
+        return got
+    needed: list[str] = []
+    runpath: list[str] = []
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return [], []
+            f.seek(0)
+            for sec in ELFFile(f).iter_sections():
+                if isinstance(sec, DynamicSection):
+                    for tag in sec.iter_tags():
+                        if tag.entry.d_tag == "DT_NEEDED":
+                            needed.append(str(getattr(tag, "needed", "")))
+                        elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
+                            v = getattr(tag, "runpath", None) or getattr(tag, "rpath", "")
+                            origin = os.path.dirname(os.path.abspath(path))
+                            runpath += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                                        for d in str(v).split(":") if d]
+    except (ELFError, OSError):
+        return [], []
+    _NEEDED[key] = (needed, runpath)
+    return needed, runpath
+
+
+_NEEDED: dict[tuple[str, int, int], tuple[list[str], list[str]]] = {}
+
+
+def library_closure(path: str, limit: int = 200, keep: Any = None) -> list[str]:
     """PATH and every shared library it needs, transitively (DT_NEEDED resolved as the dynamic
-    loader would, closely enough to find the OpenMP and MPI runtimes), real paths."""
+    loader would, closely enough to find the OpenMP and MPI runtimes), real paths; with KEEP
+    (a predicate on a path) only those it keeps are returned (the walk goes on through all)."""
     todo = [os.path.realpath(path)]
     seen: list[str] = []
     while todo and len(seen) < limit:
@@ -295,15 +339,12 @@ def library_closure(path: str, limit: int = 200) -> list[str]:
         if p in seen:
             continue
         seen.append(p)
-        try:
-            e = load_elf(p)
-        except SnumapError:
-            continue
-        for n in e.needed:
-            r = resolve_needed(n, e.runpath)
+        needed, runpath = needed_of(p)
+        for n in needed:
+            r = resolve_needed(n, runpath)
             if r and r not in seen:
                 todo.append(r)
-    return seen
+    return [p for p in seen if keep is None or keep(p)]
 
 
 def which(cmd: str) -> str | None:

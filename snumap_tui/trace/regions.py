@@ -18,6 +18,7 @@ file:line through the process's /proc/PID/maps.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,11 @@ PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait 
 # (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
 BODY_BUDGET = 10_000
 BODY_WINDOW_NS = 500_000_000
-MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
+MAX_MAPS = 4096
+RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
+# Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
+# (GNU, LLVM, Intel, MPICH, Open MPI, Intel MPI, MVAPICH).
+RUNTIME_NAME = re.compile(r"^lib(g?omp|iomp5|mpi|mpich|pmpi|mpi_\w+|open-(pal|rte))[.\d_-]")                 # processes whose maps are kept to name their regions
 MODES = ("auto", "omp", "mpi", "none")
 
 
@@ -59,6 +64,11 @@ class Plan:
     found: list[str] = field(default_factory=list)        # "libgomp.so.1: 8 entry points"
     problems: list[str] = field(default_factory=list)     # what could not be probed, and why
     files: set[str] = field(default_factory=set)
+
+
+def _runtime_or(binary: str) -> Callable[[str], bool]:
+    real = os.path.realpath(binary)
+    return lambda f: f == real or bool(RUNTIME_NAME.search(os.path.basename(f)))
 
 
 def parse_probe(spec: str) -> tuple[str, str]:
@@ -110,15 +120,17 @@ class RegionTracer:
 
     # ---- planning ---------------------------------------------------------------------------
 
-    def plan(self, binaries: list[str]) -> Plan:
-        """The probes for these executables and the libraries they need (files already
-        planned are skipped)."""
+    def plan(self, binaries: list[str], closure: bool = True) -> Plan:
+        """The probes for these executables and (with CLOSURE) the libraries they need; files
+        already planned are skipped."""
         plan = Plan()
         want_omp = self.mode in ("auto", "omp")
         want_mpi = self.mode in ("auto", "mpi")
         files: list[str] = []
         for b in binaries:
-            for f in E.library_closure(b):
+            # The libraries of the closure are read only when named like a runtime (their
+            # closure is walked through DT_NEEDED all the same): every ELF read is ~50 ms.
+            for f in (E.library_closure(b, keep=_runtime_or(b)) if closure else [b]):
                 if f not in files and f not in self.planned:
                     files.append(f)
         stripped: list[str] = []
@@ -291,15 +303,24 @@ class RegionTracer:
         second; at most LIMIT processes a call."""
         if self.mode == "none" or not self.tree:
             return
+        deadline = time.monotonic() + RESCAN_BUDGET_S
         for pid in sorted(self.tree)[-limit:]:
+            if time.monotonic() > deadline:
+                break                       # the rest at the next call: never stall the loop
             maps = E.read_maps(pid)
             if not maps:
                 continue
             self.maps[pid] = maps
-            new = [f for f in E.mapped_files(maps) if f not in self.planned]
+            files = E.mapped_files(maps)
+            # The program itself (its outlined bodies) and libraries named like a runtime:
+            # reading every mapped library's ELF (libc, libpython...) took the recorder's
+            # main loop half a second, long enough to miss a job's rank starting.
+            new = [f for i, f in enumerate(files) if f not in self.planned and
+                   (i == 0 or RUNTIME_NAME.search(os.path.basename(f)))]
+            self.planned.update(f for f in files if f not in new)
             if not new:
                 continue
-            plan = self.plan(new)
+            plan = self.plan(new, closure=False)
             if plan.probes:
                 before = len(self.found)
                 self.attach(plan)
