@@ -9,6 +9,10 @@
  * arguments follow the kernel's TP_PROTO (include/trace/events/sched.h); the prev_state the
  * classic sched_switch event reports is computed here the way __trace_sched_switch_state() does.
  *
+ * The task_struct arguments are BTF pointers the verifier trusts: fields are read directly (one
+ * CO-RE-relocated load each, no bpf_probe_read_kernel call); BPF_CORE_READ remains only for the
+ * fields of older layouts.
+ *
  * Settings are `const volatile` globals set by the loader before load (the verifier sees them
  * as constants and prunes the branch not taken); the ring's size is set on the map.
  */
@@ -92,7 +96,7 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
 static __always_inline __u32 task_cpu(struct task_struct *p)
 {
     if (bpf_core_field_exists(p->thread_info.cpu))
-        return BPF_CORE_READ(p, thread_info.cpu);
+        return p->thread_info.cpu;
     struct task_struct___cpu *old = (void *)p;
     return BPF_CORE_READ(old, cpu);
 }
@@ -106,7 +110,7 @@ static __always_inline __s64 report_state(bool preempt, __u32 st, struct task_st
 {
     if (preempt)
         return 0x100;
-    __u32 s = (st | (__u32)BPF_CORE_READ(p, exit_state)) & 0x7f;
+    __u32 s = (st | (__u32)p->exit_state) & 0x7f;
     if ((st & 0x402) == 0x402)
         s = 0x80;
     if (st & 0x1000)
@@ -120,11 +124,11 @@ static __always_inline __s64 report_state(bool preempt, __u32 st, struct task_st
 static __always_inline int on_switch(bool preempt, struct task_struct *prev_task,
                                      struct task_struct *next_task, __u32 raw_state)
 {
-    __u32 prev = BPF_CORE_READ(prev_task, pid), next = BPF_CORE_READ(next_task, pid);
-    __u32 tgid = BPF_CORE_READ(prev_task, tgid);
+    __u32 prev = prev_task->pid, next = next_task->pid;
+    __u32 tgid = prev_task->tgid;
     __u32 cpu = bpf_get_smp_processor_id();
     __u64 now = bpf_ktime_get_ns();
-    __s32 next_tgid = next ? BPF_CORE_READ(next_task, tgid) : 0;
+    __s32 next_tgid = next ? next_task->tgid : 0;
     __u64 missed_t = 0;
     __u32 missed_from = 0;
     __u32 zero = 0;
@@ -193,7 +197,7 @@ int BPF_PROG(sched_switch_pre518, bool preempt, struct task_struct *prev,
 {
     __u32 st;
     if (bpf_core_field_exists(prev->__state)) {
-        st = BPF_CORE_READ(prev, __state);
+        st = prev->__state;
     } else {
         struct task_struct___pre514 *old = (void *)prev;
         st = (__u32)BPF_CORE_READ(old, state);
@@ -204,8 +208,8 @@ int BPF_PROG(sched_switch_pre518, bool preempt, struct task_struct *prev,
 /* An event about one task (woken, migrated): kept when the task is traced. */
 static __always_inline int task_event(__u8 kind, __u32 cpu, struct task_struct *p, __s64 arg)
 {
-    __u32 tid = BPF_CORE_READ(p, pid);
-    __s32 tgid = BPF_CORE_READ(p, tgid);
+    __u32 tid = p->pid;
+    __s32 tgid = p->tgid;
     if (!snumap_system_wide) {
         __u32 *v = bpf_map_lookup_elem(&tracked, &tid);
         if (!v)
@@ -236,8 +240,8 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-    __u32 ptid = BPF_CORE_READ(parent, pid), ctid = BPF_CORE_READ(child, pid);
-    __u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+    __u32 ptid = parent->pid, ctid = child->pid;
+    __u32 ptgid = parent->tgid, ctgid = child->tgid;
     if (!snumap_system_wide) {
         if (!bpf_map_lookup_elem(&tracked, &ptid))
             return 0;
@@ -256,7 +260,7 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p)
 {
-    __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+    __u32 tid = p->pid, tgid = p->tgid;
     if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tid))
         return 0;
     struct snumap_task_name n = {};
@@ -270,7 +274,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
-    __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+    __u32 tid = p->pid, tgid = p->tgid;
     /* The tid stays tracked: its last sched_switch comes after this (user space removes it). */
     if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tid))
         return 0;

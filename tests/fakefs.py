@@ -295,6 +295,17 @@ class FakeRoot:
             os.chmod(p, 0o600)
             p.write_text(text)
             os.chmod(p, 0)
+        elif p.is_file():
+            # Rewritten in place, never truncated first: a reader on another thread (a
+            # sampler while a test advances the counters) must not find /proc/stat empty,
+            # and sources that keep a file open and pread it keep the same inode.
+            data = text.encode()
+            fd = os.open(p, os.O_WRONLY)
+            try:
+                os.write(fd, data)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
         else:
             p.write_text(text)
 

@@ -16,6 +16,7 @@ raises ``SlurmUnavailable`` with the daemons' own log lines when they do not com
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -47,8 +48,10 @@ def free_ports(n: int) -> list[int]:
 
 
 class SlurmCluster:
-    def __init__(self, workdir: Path, nodes: int = 2, cpus: int = 2) -> None:
+    def __init__(self, workdir: Path, nodes: int = 2, cpus: int = 2,
+                 proctrack: str = "linuxproc") -> None:
         self.dir = Path(workdir)
+        self.proctrack = proctrack
         self.nodes = [f"n{i + 1}" for i in range(nodes)]
         self.cpus = cpus
         self.host = socket.gethostname().split(".")[0]
@@ -95,6 +98,9 @@ class SlurmCluster:
         self.munge_socket = d / "munge" / "munge.sock"
         conf = d / "slurm.conf"
         conf.write_text(self.config())
+        # proctrack/cgroup: Slurm's own cgroup tree (v1 or v2, whatever this machine mounts)
+        (d / "cgroup.conf").write_text("CgroupAutomount=no\nConstrainCores=no\n"
+                                       "ConstrainRAMSpace=no\n")
         self.env = {**os.environ, "SLURM_CONF": str(conf)}
         for k in [k for k in self.env if k.startswith(("SLURM_", "SBATCH_", "SRUN_"))]:
             if k != "SLURM_CONF":
@@ -132,12 +138,12 @@ class SlurmCluster:
             f"SlurmdPidFile={d / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            f"ProctrackType=proctrack/{self.proctrack}", "TaskPlugin=task/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/builtin", "MpiDefault=none",
             "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none", "ReturnToService=2",
-            "SlurmdParameters=config_overrides", "KillWait=5", "MinJobAge=60",
+            "SlurmdParameters=config_overrides", "KillWait=30", "MinJobAge=60",
             "SlurmdTimeout=60", "SlurmctldTimeout=60", "InactiveLimit=0",
             "PrologFlags=Contain",
         ]
@@ -149,7 +155,51 @@ class SlurmCluster:
         return "\n".join(lines) + "\n"
 
     def stop(self) -> None:
-        """End the daemons this helper started (SIGTERM, then SIGKILL), slurmd first."""
+        """End what this cluster started: its jobs (scancel, then the step daemons that still
+        carry this cluster's SLURM_CONF, e.g. an extern step), the daemons (SIGTERM, then
+        SIGKILL; slurmd first), and the cgroups proctrack/cgroup made for its nodes."""
+        if "slurmctld" in self.procs and self.procs["slurmctld"].poll() is None:
+            self.run(["scancel", "--full", "--partition=test"], check=False, timeout=20)
+            end = time.monotonic() + 10
+            while self._stepds() and time.monotonic() < end:
+                time.sleep(0.2)
+        for pid in self._stepds():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self._stop_daemons()
+        self._remove_cgroups()
+
+    def _stepds(self) -> list[int]:
+        """slurmstepd processes of this cluster (slurmd passes its environment on to them)."""
+        conf = f"SLURM_CONF={self.dir / 'slurm.conf'}".encode()
+        out = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if (p / "comm").read_text().strip() != "slurmstepd":
+                    continue
+                if conf in (p / "environ").read_bytes().split(b"\0"):
+                    out.append(int(p.name))
+            except OSError:
+                continue
+        return out
+
+    def _remove_cgroups(self) -> None:
+        if self.proctrack != "cgroup":
+            return
+        for n in self.nodes:
+            for top in Path("/sys/fs/cgroup").glob(f"*/slurm_{n}"):
+                for d in sorted((x for x in top.rglob("*") if x.is_dir()),
+                                key=lambda x: -len(x.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    top.rmdir()
+
+    def _stop_daemons(self) -> None:
         order = sorted(self.procs, key=lambda k: (k == "munged", k == "slurmctld"))
         for name in order:
             p = self.procs[name]
@@ -254,32 +304,42 @@ srun --mpi=pmi2 -n{ranks} {app}
 """
 
 
-def readme_line() -> str:
-    """The line of README.md that records every node of a running job."""
+def readme_line(prefix: str = "srun --overlap --jobid") -> str:
+    """The line of README.md starting with PREFIX (default: the one that records every node
+    of a running job)."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     lines = [ln.strip() for ln in text.splitlines()
-             if ln.strip().startswith("srun --overlap --jobid")]
+             if ln.strip().startswith(prefix)]
     if not lines:
-        raise RuntimeError("README.md lost its `srun --overlap --jobid ...` line")
+        raise RuntimeError(f"README.md lost its `{prefix} ...` line")
     return lines[0].split("#")[0].strip()
 
 
-def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
-    """On a fresh two-node cluster: an MPI job (MPICH over Slurm's PMI2) of RANKS ranks, each
+def cgroup_unavailable() -> str | None:
+    """Why proctrack/cgroup cannot run here (None when it can): Slurm 22.05's cgroup/v1 needs
+    the v1 freezer hierarchy; its cgroup/v2 asks systemd (over D-Bus) for a scope."""
+    if Path("/sys/fs/cgroup/freezer").is_dir():
+        return None
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        if not Path("/run/systemd/system").is_dir():
+            return "cgroup v2 without systemd: Slurm's cgroup/v2 needs systemd for its scope"
+        return None
+    return "no cgroup v1 freezer hierarchy and no cgroup v2 mounted"
+
+
+def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4,
+                     proctrack: str = "linuxproc") -> tuple[list[Path], str]:
+    """On a fresh two-node cluster (Slurm finding the job's processes with PROCTRACK, linuxproc or
+    cgroup): an MPI job (MPICH over Slurm's PMI2) of RANKS ranks, each
     spinning ``0.15 * (rank + 1)`` s, recorded on both nodes with the README's line while it
     runs. Returns the two recordings and the recorders' output. Raises SlurmUnavailable where
     Slurm (or mpicc) cannot run here."""
-    if shutil.which("mpicc") is None:
-        raise SlurmUnavailable("mpicc not installed (apt install mpich libmpich-dev)")
-    app = workdir / "mpi_app"
-    (workdir / "app.c").write_text(APP)
-    subprocess.run(["mpicc", "-O1", "-o", str(app), str(workdir / "app.c")], check=True,
-                   timeout=60)
+    app = _mpi_app(workdir)
     go = workdir / "go"
     job = workdir / "job.sh"
     job.write_text(JOB.format(go=go, app=app, ranks=ranks))
     job.chmod(0o755)
-    cl = SlurmCluster(workdir / "cluster", nodes=2)
+    cl = SlurmCluster(workdir / "cluster", nodes=2, proctrack=proctrack)
     cl.start()
     try:
         jobid = cl.run(["sbatch", "--parsable", "-N2", f"-n{ranks}", "-o",
@@ -307,3 +367,44 @@ def run_recorded_job(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[li
     finally:
         cl.stop()
     return sorted(workdir.glob(f"job-{jobid}-*.rec")), out
+
+
+BATCH = """#!/bin/sh
+{record}
+sleep 5
+srun --mpi=pmi2 -n{ranks} {app}
+srun --mpi=pmi2 -n2 -N2 {app}
+"""
+
+
+def run_batch_form(workdir: Path, snumap: Path, *, ranks: int = 4) -> tuple[list[Path], str]:
+    """The README's batch-script form: recorders started by the script itself, then two MPI
+    steps; the recorders end with the job."""
+    app = _mpi_app(workdir)
+    record = readme_line("srun --overlap -n").split("#")[0].strip()
+    record = record.replace("snumap ", f"{snumap} ", 1).replace("-o job-", f"-o {workdir}/job-")
+    job = workdir / "batch.sh"
+    job.write_text(BATCH.format(record=record, ranks=ranks, app=app))
+    job.chmod(0o755)
+    cl = SlurmCluster(workdir / "cluster", nodes=2)
+    cl.start()
+    try:
+        jobid = cl.run(["sbatch", "--parsable", "-N2", f"-n{ranks}", "-o",
+                        str(workdir / "out-%j"), str(job)]).stdout.strip().split(";")[0]
+        state = cl.wait_job(jobid, timeout=120)
+        out = (workdir / f"out-{jobid}").read_text()
+        if state != "COMPLETED":
+            raise RuntimeError(f"job {jobid} ended {state}:\n{out}\n{cl.logs()}")
+    finally:
+        cl.stop()
+    return sorted(workdir.glob(f"job-{jobid}-*.rec")), out
+
+
+def _mpi_app(workdir: Path) -> Path:
+    if shutil.which("mpicc") is None:
+        raise SlurmUnavailable("mpicc not installed (apt install mpich libmpich-dev)")
+    app = workdir / "mpi_app"
+    (workdir / "app.c").write_text(APP)
+    subprocess.run(["mpicc", "-O1", "-o", str(app), str(workdir / "app.c")], check=True,
+                   timeout=60)
+    return app

@@ -18,6 +18,7 @@ import pytest
 
 from snumap_tui.analysis.synth import synthetic_topology, write_recording
 from snumap_tui.cli import main
+from snumap_tui.export.chrome import CPU_PID, METRICS_PID
 from snumap_tui.model.sample import Sample
 from snumap_tui.trace.events import OUTSIDE, SWITCH
 from tests.test_analysis import EXPECTED, SCENARIO, T0, T1, make_events
@@ -41,24 +42,82 @@ def test_chrome_trace_has_one_track_per_cpu_and_the_known_slices(
     doc = json.loads(out.read_text())
     evs = doc["traceEvents"]
     for e in evs:
-        assert e["ph"] in ("X", "M", "i") and isinstance(e["pid"], int)
+        assert e["ph"] in ("X", "M", "i", "C") and isinstance(e["pid"], int)
         assert isinstance(e["tid"], int) and isinstance(e["name"], str)
         if e["ph"] == "X":
             assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
-    tracks = {e["tid"]: e["args"]["name"] for e in evs if e["name"] == "thread_name"}
+    tracks = {e["tid"]: e["args"]["name"] for e in evs
+              if e["name"] == "thread_name" and e["pid"] == CPU_PID}
     assert tracks == {1: "CPU 0", 2: "CPU 1"}
+    # One time base: ts is the recording's CLOCK_MONOTONIC clock in microseconds.
     for cpu, want in EXPECTED.items():
-        got = [(round(e["ts"] * 1e3) + T0, round((e["ts"] + e["dur"]) * 1e3) + T0,
-                e["args"]["tid"]) for e in evs if e["ph"] == "X" and e["tid"] == cpu + 1]
+        got = [(round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3),
+                e["args"]["tid"]) for e in evs
+               if e["ph"] == "X" and e["pid"] == CPU_PID and e["tid"] == cpu + 1]
         assert got == want
-    names = {e["name"] for e in evs if e["ph"] == "X"}
+    names = {e["name"] for e in evs if e["ph"] == "X" and e["pid"] == CPU_PID}
     assert names == {"solver 101", "solver-w 102", "io 201"}
+    # Per-thread tracks: each thread's intervals under its real pid and tid, named by CPU.
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
+               if e["name"] == "thread_name" and e["pid"] != CPU_PID}
+    assert threads == {(100, 101): "solver 101", (100, 102): "solver-w 102", (200, 201): "io 201"}
+    procs = {e["pid"]: e["args"]["name"] for e in evs if e["name"] == "process_name"}
+    assert procs[100] == "?" or procs[100] in ("solver", "pid 100")
+    mine = sorted((round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3), e["name"])
+                  for e in evs if e["ph"] == "X" and e["tid"] == 101 and e["pid"] == 100)
+    assert mine == [(2000, 5000, "CPU 0"), (6000, 10000, "CPU 1")]
     assert [e["name"] for e in evs if e["ph"] == "i"] == ["start", "exit 0"]
     assert doc["otherData"]["host"] == "h"
+    assert "CLOCK_MONOTONIC" in doc["otherData"]["time_base"]
+
+
+def test_chrome_counter_tracks(tmp_path: Path) -> None:
+    from tests.test_export_perfetto import _samples
+
+    rec = write_recording(tmp_path / "c.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                          make_events(SCENARIO), tasks=TASKS, samples=_samples())
+    out = tmp_path / "c.json"
+    assert main(["export", str(rec), "--format", "chrome", "-o", str(out)]) == 0
+    evs = json.loads(out.read_text())["traceEvents"]
+    got = [(e["name"], round(e["ts"] * 1e3), e["args"]["value"]) for e in evs if e["ph"] == "C"]
+    assert [g for g in got if g[0] == "PU 0 utilisation %"] == [
+        ("PU 0 utilisation %", T0 + 2000, 50.0), ("PU 0 utilisation %", T0 + 3000, 100.0)]
+    assert {e["pid"] for e in evs if e["ph"] == "C"} == {METRICS_PID}
+
+
+def test_chrome_refuses_big_recordings_and_names_perfetto(
+        recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from snumap_tui.commands import export as cmd
+
+    monkeypatch.setattr(cmd, "CHROME_MAX_EVENTS", 5)
+    out = tmp_path / "big.json"
+    assert main(["export", str(recording), "--format", "chrome", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--format perfetto" in err[0] and "8 events" in err[0]
+    assert not out.exists()
+    assert main(["export", str(recording), "--format", "chrome", "-o", str(out),
+                 "--force"]) == 0
+    assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_without_o_the_output_is_named_after_the_input(
+        recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for fmt, name in (("chrome", "known.json"), ("csv", "known.csv"),
+                      ("perfetto", "known.pftrace"), ("parquet", "known.parquet")):
+        assert main(["export", str(recording), "--format", fmt]) == 0
+        assert (recording.parent / name).exists(), fmt
+        assert capsys.readouterr().out == ""          # nothing on the terminal
+        assert main(["export", str(recording), "--format", fmt]) == 2   # never overwritten
+        assert "already exists" in capsys.readouterr().err
+    assert main(["export", str(recording), "--format", "csv", "--table", "samples"]) == 0
+    assert (recording.parent / "known.samples.csv").exists()
+    assert main(["export", str(recording), "--format", "perfetto", "-o", "-"]) == 2
+    assert "standard output" in capsys.readouterr().err
 
 
 def test_csv_intervals_parse_back(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["export", str(recording), "--format", "csv"]) == 0
+    assert main(["export", str(recording), "--format", "csv", "-o", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     got = {c: [(int(r["start_ns"]), int(r["end_ns"]), int(r["tid"])) for r in rows
                if int(r["cpu"]) == c] for c in (0, 1)}
@@ -69,13 +128,13 @@ def test_csv_intervals_parse_back(recording: Path, capsys: pytest.CaptureFixture
 
 
 def test_csv_samples_and_events(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["export", str(recording), "--format", "csv", "--table", "samples"]) == 0
+    assert main(["export", str(recording), "--format", "csv", "--table", "samples", "-o", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     ticks = {r["index"]: int(r["value"]) for r in rows if r["field"] == "ticks"}
     assert ticks == {"0.0": 1, "0.1": 2, "1.0": 3, "1.1": 4}
     nan = [r for r in rows if r["field"] == "energy_uj"]
     assert nan and nan[0]["value"] == ""          # unreadable stays empty, never 0
-    assert main(["export", str(recording), "--format", "csv", "--table", "events"]) == 0
+    assert main(["export", str(recording), "--format", "csv", "--table", "events", "-o", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == len(SCENARIO)
     assert [r["kind"] for r in rows[:2]] == ["wakeup", "switch"]
@@ -97,10 +156,12 @@ def _cut(src: Path, dst: Path, size: int) -> Path:
 
 def test_export_of_a_truncated_recording_warns_what_was_skipped(
         recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Cut inside the events chunk, 70 % into the file (as a crash during `record` leaves it):
-    # rc 0, the rows that survive are written, and stderr says which part was skipped.
-    size = recording.stat().st_size
-    cut = _cut(recording, tmp_path / "cut.rec", int(size * 0.7))
+    # Cut inside the events chunk (as a crash during `record` leaves it): rc 0, the rows
+    # that survive are written, and stderr says which part was skipped.
+    from snumap_tui.store import chunks as C
+
+    ev = next(h for h in C.scan(recording.read_bytes()).chunks if h.kind == C.K_EVENTS)
+    cut = _cut(recording, tmp_path / "cut.rec", (ev.offset + ev.end) // 2)
     out = tmp_path / "cut.csv"
     assert main(["export", str(cut), "--format", "csv", "-o", str(out)]) == 0
     err = capsys.readouterr().err.splitlines()
@@ -117,7 +178,7 @@ def test_export_of_a_truncated_recording_warns_what_was_skipped(
 def test_a_100_byte_recording_says_it_is_truncated(
         recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stub = _cut(recording, tmp_path / "stub.rec", 100)
-    for argv in (["export", str(stub), "--format", "chrome"], ["report", str(stub)],
+    for argv in (["export", str(stub), "--format", "chrome", "-o", "-"], ["report", str(stub)],
                  ["report", str(stub), "--json"]):
         assert main(argv) == 2
         out = capsys.readouterr()
@@ -144,12 +205,13 @@ def test_untraced_time_is_named_other_in_chrome_and_csv(
                           make_events(rows), tasks=TASKS, markers=[(T0, "start")])
     out = tmp_path / "trace.json"
     assert main(["export", str(rec), "--format", "chrome", "-o", str(out)]) == 0
-    slices = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
+    slices = [e for e in json.loads(out.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["pid"] == CPU_PID]
     other = [e for e in slices if e["args"]["tid"] == -2]
     assert [(e["name"], e["tid"]) for e in other] == [("other (not traced)", 2)]
     assert {e["name"] for e in slices} == {"solver 101", "solver-w 102", "other (not traced)"}
     capsys.readouterr()
-    assert main(["export", str(rec), "--format", "csv"]) == 0
+    assert main(["export", str(rec), "--format", "csv", "-o", "-"]) == 0
     got = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [(r["cpu"], r["tid"], r["comm"]) for r in got if r["tid"] == "-2"] == [
         ("1", "-2", "other (not traced)")]

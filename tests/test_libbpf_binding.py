@@ -199,8 +199,8 @@ def test_unprivileged_load_says_what_is_missing() -> None:
     obj = d / "sched.bpf.o"
     shutil.copy(REPO / "bpf" / "sched.bpf.o", obj)
     obj.chmod(0o644)
-    code = ("import sys; sys.path.insert(0, sys.argv[2])\n"
-            "import libbpf as L\n"
+    code = ("import sys\n"
+            "from snumap_tui.native import libbpf as L\n"
             "o = L.BpfObject.open(sys.argv[1])\n"
             "try:\n    o.load()\nexcept L.BpfError as e:\n    print(e.errno, e)\n")
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",

@@ -202,3 +202,26 @@ def test_job_scanner_sees_a_task_after_its_exec(tmp_path: Path) -> None:
     assert [(p.pid, p.comm, p.step, p.rank, p.rank_var) for p in new] == [
         (11, "app", "0", 2, "PMI_RANK")]
     assert sorted(alive) == [11, 13] and sc.steps_alive() == {"0", "batch"}
+
+
+def test_job_scanner_follows_the_step_daemons_of_a_single_slurmd(tmp_path: Path) -> None:
+    """With one slurmd on the host, the job's step daemons are followed (their tasks are
+    then traced from their fork), except the recorder's own step's."""
+    from snumap_tui.sources.jobprocs import JobScanner
+
+    for pid, comm, cmd in ((2, "slurmd", b"slurmd\0-D\0"), (3, "slurmstepd", b"slurmstepd: [5.0]\0"),
+                           (4, "slurmstepd", b"slurmstepd: [5.1]\0"),
+                           (6, "slurmstepd", b"slurmstepd: [6.0]\0")):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "comm").write_text(comm + "\n")
+        (d / "cmdline").write_bytes(cmd)
+        (d / "environ").write_bytes(b"")
+        (d / "cgroup").write_text("0::/\n")
+    sc = JobScanner("slurm", "5", exclude_steps=("0",), proc=tmp_path)
+    assert sc.scan() == ([], []) and sc.stepds == [4]
+    sc.scan()
+    assert sc.stepds == []                       # each is handed over once
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "comm").write_text("slurmd\n")
+    assert JobScanner("slurm", "5", proc=tmp_path).stepd_prefix is None   # two slurmd

@@ -12,7 +12,7 @@ from snumap_tui import store
 from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
 from snumap_tui.analysis.load import load
 from snumap_tui.analysis.report import build_report, format_report
-from snumap_tui.export.chrome import write_chrome
+from snumap_tui.export.chrome import CPU_PID, write_chrome
 from snumap_tui.store.merge import merge
 from snumap_tui.ui.gantt import GanttState, render_gantt
 from snumap_tui.ui.replay_data import load_replay
@@ -77,12 +77,17 @@ def test_chrome_export_keeps_one_machine_per_node(tmp_path: Path) -> None:
         write_chrome(buf, load(rec).intervals, rec.tasks, rec.markers, nodes=nodes,
                      label=table.label)
     ev = json.loads(buf.getvalue())["traceEvents"]
-    procs = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
-    assert procs == {1: "CPUs of cn1", 2: "CPUs of cn2"}
-    tracks = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "X"}
-    assert tracks == {(1, 1), (1, 2), (2, 1), (2, 2)}
-    names = {e["name"] for e in ev if e["ph"] == "X"}
+    # The PUs' processes (CPU_PID + node index; the threads' own tracks use their pids).
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e["name"] == "process_name" and e["pid"] >= CPU_PID}
+    assert procs == {CPU_PID: "CPUs of cn1", CPU_PID + 1: "CPUs of cn2"}
+    cpu_slices = [e for e in ev if e["ph"] == "X" and e["pid"] >= CPU_PID]
+    tracks = {(e["pid"] - CPU_PID, e["tid"]) for e in cpu_slices}
+    assert tracks == {(0, 1), (0, 2), (1, 1), (1, 2)}
+    names = {e["name"] for e in cpu_slices}
     assert {"rank0 cn1:500", "rank2 cn2:500", "rank3 cn2:502"} <= names
+    threads = {e["args"]["name"] for e in ev if e["name"] == "thread_name" and e["pid"] < CPU_PID}
+    assert {"rank0 cn1:500", "rank3 cn2:502"} <= threads
 
 
 def test_report_text_of_a_job(tmp_path: Path) -> None:
@@ -101,3 +106,55 @@ def test_report_text_of_a_job(tmp_path: Path) -> None:
                                                                                "3 "))]
     assert [(r[0], r[1], r[2]) for r in rows] == [("0", "cn1", "500"), ("1", "cn1", "501"),
                                                   ("2", "cn2", "500"), ("3", "cn2", "502")]
+
+
+def test_a_rank_of_several_processes_is_one_row() -> None:
+    """A rank's child inherits its PMI_RANK: one row per rank, its processes' time summed,
+    the busiest one's pid shown."""
+    from types import SimpleNamespace
+
+    rows = [[10, "app", "1", "a", 0, "PMI_RANK"], [11, "app", "1", "a", 0, "PMI_RANK"],
+            [12, "app", "1", "a", 1, "PMI_RANK"]]
+    rec = SimpleNamespace(nodes=None, header={"node": "a", "job": {"id": "9"}}, infos=[
+        {"what": "job processes", "columns": ["pid", "comm", "step", "node", "rank",
+                                              "rank_var"], "rows": rows}])
+    report = {"processes": [{"pid": 10, "runtime_s": 0.1, "pus": "0"},
+                            {"pid": 11, "runtime_s": 0.3, "pus": "1"},
+                            {"pid": 12, "runtime_s": 0.2, "pus": "0"}], "cpus": []}
+    job = job_section(rec, report)
+    assert job is not None
+    got = [(r["rank"], r["local_pid"], round(r["runtime_s"], 6), r["processes"])
+           for r in job["ranks"]]
+    assert got == [(0, 11, 0.4, 2), (1, 12, 0.2, 1)]
+    assert job["nodes"][0]["ranks"] == 2
+
+
+def test_a_node_ends_where_its_recording_ended(tmp_path: Path) -> None:
+    """A task still running when its node's recording ended runs until then in the merged
+    job too, not until the end of the longest node's recording."""
+    import numpy as np
+
+    from snumap_tui.analysis.synth import synthetic_topology
+    from snumap_tui.trace.events import EVENT_DTYPE, SWITCH, EventBatch
+
+    def rec(path: Path, node: str, events: list[tuple[int, int, int, int]]) -> Path:
+        topo = synthetic_topology(1, 1, 2, 1, host=node)
+        ev = np.zeros(len(events), dtype=EVENT_DTYPE)
+        for i, (t, cpu, prev, nxt) in enumerate(events):
+            ev[i] = (10**9 + t, cpu, SWITCH, prev, nxt, prev, nxt, 1)
+        header = {"host": node, "node": node, "job": {"system": "slurm", "id": "1"},
+                  "start_monotonic_ns": 10**9, "start_wall_ns": WALL, "boot_id": "one",
+                  "topology": topo.to_dict()}
+        with store.Writer(path, header) as w:
+            w.add_events(EventBatch(events=ev))
+        return path
+
+    ms = 1_000_000
+    a = rec(tmp_path / "a.rec", "a", [(0, 0, 0, 500), (50 * ms, 1, 0, 600), (60 * ms, 1, 600, 0)])
+    b = rec(tmp_path / "b.rec", "b", [(0, 0, 0, 700), (200 * ms, 0, 700, 0)])
+    merge([a, b], tmp_path / "m.rec")
+    with store.open(a) as r:
+        own = {p["pid"]: p["runtime_s"] for p in build_report(r)["processes"]}
+    with store.open(tmp_path / "m.rec") as r:
+        merged_rt = {r.nodes.label(p["pid"]): p["runtime_s"] for p in build_report(r)["processes"]}
+    assert own[500] == 0.06 and merged_rt["a:500"] == 0.06 and merged_rt["b:700"] == 0.2

@@ -79,16 +79,20 @@ def test_a_fix_is_printed_once_and_referred_to_after() -> None:
                 SourceStatus("perf:cycles", False, "no hardware PMU", pmu_fix)]
     text = render(statuses, {"machine": "test"})
     assert text.count(pmu_fix) == 1
-    assert ("  NO   perf:cycles             no hardware PMU\n"
-            "                               fix: as for perf (per PU) above\n") in text
+    assert ("  NO    perf:cycles             no hardware PMU\n"
+            "                                fix: as for perf (per PU) above\n") in text
+    # usable, but without the hardware events: "some", not a "yes" beside "no PMU"
+    part = SourceStatus("perf", True, "no hardware PMU: software events only", pmu_fix,
+                        {"missing": {"cycles": "no hardware PMU"}})
+    assert "  some  perf (per PU)" in render([part], {"machine": "test"})
 
 
 def test_long_paths_wrap_after_a_slash_never_mid_word() -> None:
     s = SourceStatus("tracepoints", False, "permission denied (EACCES): "
                      "/sys/kernel/tracing/events/sched/sched_switch/format", None)
     text = render([s], {"machine": "test"})
-    assert ("  NO   tracepoints             permission denied (EACCES): /sys/kernel/tracing/\n"
-            "                               events/sched/sched_switch/format\n") in text
+    assert ("  NO    tracepoints             permission denied (EACCES): /sys/kernel/tracing/\n"
+            "                                events/sched/sched_switch/format\n") in text
     hyphen = SourceStatus("kernel-headers", True, "headers of another kernel "
                           "(linux-headers-6.1.0-56-amd64): tracepoint programs only", None)
     assert "(linux-headers-6.1.0-56-amd64):" in render([hyphen], {"machine": "test"})
@@ -151,7 +155,7 @@ def test_fsroot_never_suggests_fixes_for_this_machine(tmp_path: Path,
     assert main(["probe", "--fsroot", str(fake.root)]) == 0
     text = capsys.readouterr().out
     assert "modprobe" not in text and "sysctl" not in text and "fix:" not in text
-    assert "   ?   rapl                    unknown for that machine" in text
+    assert "   ?    rapl                    unknown for that machine" in text
 
 
 def test_fsroot_keeps_what_the_tree_says_but_not_the_fix(tmp_path: Path) -> None:

@@ -48,6 +48,9 @@ def test_drains_are_merged_in_order_per_cpu() -> None:
     assert merge_drains([None]) == [None]
     mixed = [np.zeros(1, "<u8"), np.zeros(1, "<u4")]
     assert merge_drains(mixed) is mixed          # different layouts are left alone
+    # A backlog is joined in pieces of at most LIMIT bytes (48 per eBPF record), in order.
+    parts = merge_drains([np.arange(i, i + 2, dtype="<u8") for i in range(0, 10, 2)], limit=200)
+    assert [p.tolist() for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
 def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:

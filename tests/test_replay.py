@@ -16,9 +16,11 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import open as open_recording
 from snumap_tui.trace.events import SWITCH, TaskInfo
 from snumap_tui.ui.gantt import GanttState
-from snumap_tui.ui.replay import GanttView, ReplayApp, fit_pieces, parse_time
+from snumap_tui.ui.keymap import entries
+from snumap_tui.ui.replay import GanttView, ReplayApp, parse_time
 from snumap_tui.ui.replay_data import load_replay
 from snumap_tui.ui.replay_help import KEYS, ReplayHelpScreen
+from snumap_tui.ui.textfit import fit_pieces
 from snumap_tui.ui.topology_view import TopologyTable
 
 HERE = Path(__file__).resolve().parent
@@ -112,14 +114,14 @@ def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
                     if k >= 0:
                         break
                     await pilot.press("right")
-                await pilot.press("f")
+                await pilot.press("enter")                # only this cell's process
                 assert app.state.only_key == k
                 await pilot.press("escape")
                 assert app.state.only_key is None
                 await pilot.press("down", "down")
                 assert app.state.sel_row == 2
                 # Go to a time.
-                await pilot.press("g", *"1.5", "enter")
+                await pilot.press("colon", *"1.5", "enter")
                 assert abs((app.cursor_t - data.t0) / 1e9 - 1.5) < 1e-6
                 # Play advances the cursor; pause stops it.
                 await pilot.press("space")
@@ -195,18 +197,12 @@ def test_no_color_draws_every_view_and_the_help(recording: Path,
     run_pilot(recording, (80, 24), steps)
 
 
-# How Textual names the keys of BINDINGS -> how the help writes them.
-KEY_SHOWN = {"question_mark": "?", "f1": "F1", "left_square_bracket": "[", "comma": ",",
-             "right_square_bracket": "]", "plus": "+", "minus": "-", "full_stop": ".",
-             "shift+left": "shift+←", "shift+right": "→", "pageup": "pgup",
-             "pagedown": "pgdn", "equals_sign": "+"}
-
-
 def test_help_lists_every_key_and_the_footer_the_main_ones(recording: Path) -> None:
-    helped = " ".join(k for k, _ in KEYS).replace(",", " , ").split()
-    for b in ReplayApp.BINDINGS:
-        for key in b.key.split(","):           # type: ignore[union-attr]
-            assert KEY_SHOWN.get(key, key) in helped, key
+    # The app's bindings are the keymap's, and the help lists every one of them.
+    assert [(b.key, b.action) for b in ReplayApp.BINDINGS] == [  # type: ignore[union-attr]
+        (k.keys, k.replay) for k in entries("replay")]
+    for k in entries("replay"):
+        assert any(k.shown in keys for keys, what in KEYS if what == k.what), k
 
     async def steps(app: ReplayApp, pilot) -> None:
         shown = {b.binding.description for b in app.active_bindings.values() if b.binding.show}
@@ -235,12 +231,12 @@ def test_go_to_with_bad_input_says_why_and_stays_open(recording: Path) -> None:
         before = app.cursor_t
         goto = app.query_one("#goto")
         for bad in ("abc", "nan"):
-            await pilot.press("g", *bad, "enter")
+            await pilot.press("colon", *bad, "enter")
             assert goto.display and app.cursor_t == before
             assert "not a time" in str(goto.border_title)
         await pilot.press("escape")
         assert not goto.display
-        await pilot.press("g", *"0.5", "enter")
+        await pilot.press("colon", *"0.5", "enter")
         assert not goto.display and app.cursor_t == app.data.t0 + 500_000_000
     run_pilot(recording, (80, 24), steps)
 

@@ -175,3 +175,19 @@ def test_a_full_disk_names_standard_output(tmp_path: Path) -> None:
         assert p.returncode == 2
         assert p.stderr == ("snumap: cannot write standard output: No space left on "
                             "device\n")
+
+
+def test_a_process_is_named_by_its_main_thread_even_when_only_workers_ran(
+        tmp_path: Path) -> None:
+    """Issue 15: PID 1 showed as its busiest thread `tokio-rt-worker`; the process is
+    `process_api` (its main thread's name), as ps says."""
+    tasks = [TaskInfo(100, 100, "process_api"), TaskInfo(101, 100, "tokio-rt-worker"),
+             TaskInfo(102, 100, "tokio-rt-worker"), TaskInfo(201, 200, "io")]
+    path = write_recording(tmp_path / "main.rec", synthetic_topology(2, 1, 1, 1),
+                           make_events(SCENARIO), tasks=tasks)
+    with open_recording(path) as rec:
+        r = build_report(rec)
+    names = {p["pid"]: p["comm"] for p in r["processes"]}
+    assert names[100] == "process_api"              # thread 100 itself never ran
+    assert {t["comm"] for t in r["tasks"] if t["pid"] == 100} == {"tokio-rt-worker"}
+    assert names[200] == "io"

@@ -33,6 +33,7 @@ def machine(tmp_path: Path) -> tuple[FakeRoot, FakeIo]:
     io = FakeIo(fake.root, {n: fake.cpus_of_node(n) for n in range(2)})
     io.add_nic("eth0", "0000:02:00.0", numa=0)
     io.add_nic("lo", None)
+    io.add_nic("veth0", None)
     io.add_hca("mlx5_0", "0000:82:00.0", numa=1)
     io.add_disk("nvme0n1", "0000:03:00.0", numa=0)
     io.add_disk("loop0", None)
@@ -66,6 +67,7 @@ def test_counters_advance_into_rates_per_device_and_per_node(
     assert rows["nvme0n1"].rx_bps == pytest.approx(3e6, rel=1e-3)
     assert rows["nvme0n1"].util_pct == pytest.approx(25.0)
     assert not rows["lo"].physical and not rows["loop0"].physical
+    assert "veth0" not in rows          # virtual interfaces other than lo are not read
     # Where they sit: the sysfs numa_node of their PCI function (this topology has no I/O).
     n0, n1 = topo.get("NUMANode", 0), topo.get("NUMANode", 1)
     assert rows["eth0"].attach == n0.id and rows["eth0"].numa == 0
@@ -275,3 +277,32 @@ def test_recording_keeps_io_samples_and_the_io_topology(
         del old["io"]
         assert Topology.from_dict(old).io == () and Topology.from_dict(old).objects == \
             topo.objects
+
+
+def test_report_io_totals_and_busy_disk_finding(machine: tuple[FakeRoot, FakeIo]) -> None:
+    """`snumap report`'s I/O: totals are rate x interval summed, peaks the busiest interval;
+    a disk busy over 90 % of the recording is a finding; virtual devices are left out."""
+    from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
+
+    fake, io = machine
+    topo = two_package_topology(fake)
+    sources = [NetSource(fake.root), InfinibandSource(fake.root), DiskstatsSource(fake.root)]
+    samples = [_sweep(sources, 0.0)]
+    for k, (rate, busy) in enumerate([(1e6, 0.95), (3e6, 0.99)]):
+        io.advance(2.0, net={"eth0": (rate, 0.0), "lo": (1e9, 1e9)},
+                   disk={"nvme0n1": (0.0, 5e7, busy)})
+        samples.append(_sweep(sources, 2.0 * (k + 1)))
+    got = {d["name"]: d for d in io_totals(samples, topo)}
+    assert "lo" not in got and "loop0" not in got
+    eth0 = got["eth0"]
+    assert eth0["in_bytes"] == pytest.approx(8e6) and eth0["in_peak"] == pytest.approx(3e6)
+    assert eth0["in_avg"] == pytest.approx(2e6) and eth0["numa"] == 0
+    disk = got["nvme0n1"]
+    assert disk["out_bytes"] == pytest.approx(2e8, rel=1e-3)
+    assert disk["util_avg"] == pytest.approx(97.0) and disk["util_peak"] == pytest.approx(99.0)
+    found = io_findings(list(got.values()))
+    assert [f["device"] for f in found] == ["nvme0n1"]
+    assert "busy 97 %" in found[0]["text"] and "NUMA node 0" in found[0]["text"]
+    lines = format_io(list(got.values()))
+    assert all(len(ln) <= 80 for ln in lines)
+    assert any(ln.startswith("  eth0") and "in 7.6M" in ln for ln in lines)

@@ -1,4 +1,5 @@
-"""The real `snumap top` in a real terminal (tmux): it draws this machine, then quits on q."""
+"""The real `snumap top` in a real terminal (tmux): it draws this machine, then quits on q,
+and on F10 as htop does."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ def _alive(name: str) -> bool:
     return _tmux("has-session", "-t", name).returncode == 0
 
 
-@pytest.mark.parametrize("term", ["xterm-256color", "screen"])
-def test_top_in_tmux_draws_and_quits_on_q(term: str) -> None:
+@pytest.mark.parametrize(("term", "quit_key"), [("xterm-256color", "q"), ("screen", "q"),
+                                               ("xterm-256color", "F10")])
+def test_top_in_tmux_draws_and_quits_on_q(term: str, quit_key: str) -> None:
     name = f"snumap-test-{uuid.uuid4().hex[:8]}"
     # pytest-textual-snapshot sets COLUMNS=80 LINES=24 for the test process, and Textual
     # takes its size from them before the terminal's: the app in the pane must not inherit them.
@@ -54,11 +56,11 @@ def test_top_in_tmux_draws_and_quits_on_q(term: str) -> None:
         assert "PU" in text or "Core" in text
         _tmux("send-keys", "-t", name, "2")
         _wait(name, lambda s: "heatmap" in s and "CPU %" in s)
-        _tmux("send-keys", "-t", name, "q")
+        _tmux("send-keys", "-t", name, quit_key)
         end = time.monotonic() + 10
         while _alive(name) and time.monotonic() < end:
             time.sleep(0.1)
-        assert not _alive(name), "snumap top did not exit on q"
+        assert not _alive(name), f"snumap top did not exit on {quit_key}"
     finally:
         if _alive(name):
             _tmux("kill-session", "-t", name)

@@ -55,12 +55,28 @@ def backend_or_skip(name: str) -> None:
         pytest.skip(f"{name} backend unavailable here: {st.reason} (fix: {st.fix})")
 
 
+# The libbpf backend must need no kernel headers: its recordings run in a mount namespace where
+# an empty tmpfs hides /lib/modules (every kernel's build/ and source/ links) and /usr/src.
+HIDE_HEADERS = ("mount -t tmpfs snumap-no-headers /lib/modules && "
+                "mount -t tmpfs snumap-no-headers /usr/src && "
+                "test ! -e /lib/modules/$(uname -r)/build && exec \"$@\"")
+
+
+def without_kernel_headers(cmd: list[str]) -> list[str]:
+    """CMD run where no kernel headers are visible (unshare -m; root only)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("hiding the kernel headers needs root and unshare")
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", HIDE_HEADERS, "sh", *cmd]
+
+
 def snumap_record(tmp: Path, backend: str, cmd: list[str], *extra: str,
                   timeout: float = 60) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp / f"{backend}.rec"
-    proc = subprocess.run([PY, "-m", "snumap_tui.cli", "record", "-o", str(out), "--backend",
-                           backend, *extra, "--", *cmd], check=False, capture_output=True, text=True,
-                          timeout=timeout)
+    argv = [PY, "-m", "snumap_tui.cli", "record", "-o", str(out), "--backend", backend, *extra,
+            "--", *cmd]
+    if backend == "libbpf":
+        argv = without_kernel_headers(argv)
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
     return proc, out
 
 
@@ -96,7 +112,7 @@ def need_two_cpus() -> None:
         pytest.skip("needs 2 CPUs")
 
 
-@pytest.mark.parametrize("backend", ["bcc", "perf"])
+@pytest.mark.parametrize("backend", ["libbpf", "bcc", "perf"])
 def test_pinned_busy_loop_exact(backend: str, tmp_path: Path) -> None:
     backend_or_skip(backend)
     need_two_cpus()
@@ -149,7 +165,7 @@ FORK_TREE = ("sleep 0.2 & PY -c 'import os, time\n"
              "os._exit(0)'; wait")
 
 
-@pytest.mark.parametrize("backend", ["bcc", "perf", "proc"])
+@pytest.mark.parametrize("backend", ["libbpf", "bcc", "perf", "proc"])
 def test_fork_exec_tree_followed(backend: str, tmp_path: Path) -> None:
     backend_or_skip(backend)
     if not shutil.which("sh") or not shutil.which("sleep"):
@@ -185,7 +201,7 @@ def test_fork_exec_tree_followed(backend: str, tmp_path: Path) -> None:
     assert set(own["tid"].tolist()) <= tree | set(forks["tid2"].tolist())
 
 
-@pytest.mark.parametrize("backend", ["bcc", "perf"])
+@pytest.mark.parametrize("backend", ["libbpf", "bcc", "perf"])
 def test_busy_system_report_lists_only_the_tree(backend: str, tmp_path: Path) -> None:
     """An unrelated busy loop shares PU 1 with the recorded one: the report lists only the
     command's task, with its own CPU time, and the rival's time as "other (not traced)"."""
@@ -313,19 +329,58 @@ def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.nda
     return dict(out)
 
 
-@pytest.mark.parametrize("backend", ["bcc", "perf"])
-def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
-    backend_or_skip(backend)
-    perf = shutil.which("perf")
-    if perf is None:
-        pytest.skip("perf (linux-perf) is not installed")
-    data = tmp_path / "perf.data"
+def timehist_undercharge(perf_sw: list[tuple[int, int, int, int]], events: np.ndarray,
+                         tids: set[int], tolerance_ns: int = 20_000) -> dict[tuple[int, int], int]:
+    """(tid, cpu) -> ns that TIDS ran by our events but `perf sched timehist` cannot charge to
+    them: stretches whose switch-out is missing from perf's stream.
+
+    A tp_btf program (the libbpf backend) runs on every call of the tracepoint, on its own
+    probe. perf's probe -- which also feeds the classic-tracepoint BPF programs (bcc) -- can
+    drop an event (perf_trace_buf_alloc gives up when the CPU is already in a perf handler);
+    on this VM about one switch pair in a few runs, under load, is in the tp_btf stream and
+    not in perf's. timehist then gives that stretch to whoever perf saw switching out next.
+    For the bcc and perf backends, fed by perf's probe, this is 0."""
+    sw = events[events["kind"] == ev.SWITCH]
+    sw = sw[np.argsort(sw["t_ns"], kind="stable")]
+    seen: dict[tuple[int, int, int], np.ndarray] = {}
+    by_key: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for cpu, t, prev, nxt in perf_sw:
+        by_key[(cpu, prev, nxt)].append(t)
+    for k, v in by_key.items():
+        seen[k] = np.sort(np.asarray(v, dtype=np.int64))
+    out: dict[tuple[int, int], int] = defaultdict(int)
+    last: dict[int, int] = {}
+    for t, cpu, prev, nxt in zip(sw["t_ns"].tolist(), sw["cpu"].tolist(), sw["tid"].tolist(),
+                                 sw["tid2"].tolist()):
+        since = last.get(cpu)
+        last[cpu] = t
+        if since is None or prev not in tids:
+            continue
+        theirs = seen.get((cpu, prev, nxt))
+        if theirs is not None:
+            j = int(np.searchsorted(theirs, t))
+            near = [abs(int(theirs[i]) - t) for i in (j - 1, j) if 0 <= i < len(theirs)]
+            if near and min(near) <= tolerance_ns:
+                continue
+        out[(prev, cpu)] += t - since
+    return dict(out)
+
+
+LOST_STAT = re.compile(r"^\s*(LOST|LOST_SAMPLES) events:\s+(\d+)", re.MULTILINE)
+
+
+def record_beside_perf_sched(perf: str, tmp: Path, backend: str
+                             ) -> tuple[subprocess.CompletedProcess, Path, Path, int]:
+    """`snumap record` of CONTENDED while `perf sched record -a` runs: (snumap's process, its
+    recording, perf.data, the events perf says it lost)."""
+    tmp.mkdir()
+    data = tmp / "perf.data"
     # -k: perf record's clock, so that its times and ours (CLOCK_MONOTONIC) compare directly.
     ps = subprocess.Popen([perf, "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o",
                            str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(1.0)          # perf is tracing before the workload starts
-        proc, out = snumap_record(tmp_path, backend, [PY, "-c", CONTENDED])
+        proc, out = snumap_record(tmp, backend, [PY, "-c", CONTENDED])
         time.sleep(1.0)          # and until its last switches are read out
     finally:
         ps.send_signal(signal.SIGINT)
@@ -333,6 +388,31 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     if ps.returncode not in (0, -signal.SIGINT, 130):
         pytest.fail(f"perf sched record failed: {err.decode(errors='replace')[-300:]}")
+    stats = subprocess.run([perf, "report", "--stats", "-i", str(data)], check=False,
+                           capture_output=True, text=True, timeout=120)
+    # The first line of each kind is the whole file's total.
+    totals: dict[str, int] = {}
+    for kind, n in LOST_STAT.findall(stats.stdout):
+        totals.setdefault(kind, int(n))
+    return proc, out, data, sum(totals.values())
+
+
+@pytest.mark.parametrize("backend", ["libbpf", "bcc", "perf"])
+def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
+    backend_or_skip(backend)
+    perf = shutil.which("perf")
+    if perf is None:
+        pytest.skip("perf (linux-perf) is not installed")
+    # perf sched record -a itself drops events when the machine is busy with other work
+    # (millions of switches a second on this shared VM): then it is no reference. Once more,
+    # and if it loses events again, there is nothing to compare with.
+    for attempt in range(2):
+        proc, out, data, perf_lost = record_beside_perf_sched(perf, tmp_path / str(attempt),
+                                                              backend)
+        if not perf_lost:
+            break
+    else:
+        pytest.skip(f"perf sched record lost events twice ({perf_lost}): machine too busy")
     th = subprocess.run([perf, "sched", "timehist", "-i", str(data)], check=False,
                         capture_output=True, text=True, timeout=120)
     assert th.returncode == 0, th.stderr[-300:]
@@ -345,7 +425,9 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
         events = rec.events()
         mine = run_time(events)
         assert sum(rec.lost.values()) == 0
-    over = timehist_overcharge(parse_perf_switches(script.stdout), events, set(kids))
+    perf_sw = parse_perf_switches(script.stdout)
+    over = timehist_overcharge(perf_sw, events, set(kids))
+    under = timehist_undercharge(perf_sw, events, set(kids))
     # The perf backend shares the blind spot; its reconstructed switch-ins are bounded by the
     # wakeups, migrations and switch-outs it saw, so timehist's over-charge is counted against
     # them too (and is 0 where ours fell back to timehist's rule).
@@ -356,9 +438,12 @@ def test_matches_perf_sched_timehist(backend: str, tmp_path: Path) -> None:
         assert total_ref > 0.3e9, f"perf saw too little of {tid}: {total_ref} ns"
         for cpu in cpus:
             a, b = mine.get((tid, cpu), 0), ref.get((tid, cpu), 0)
-            extra = over.get((tid, cpu), 0)
-            # Within 1 % of the thread's run time once timehist's over-charge is accounted for
-            # (timehist rounds each stretch to 1 µs; the two probes read the clock µs apart).
-            assert abs(a + extra - b) <= 0.01 * total_ref, (tid, cpu, a, extra, b, total_ref)
+            extra, missed = over.get((tid, cpu), 0), under.get((tid, cpu), 0)
+            # Within 1 % of the thread's run time once timehist's over- and under-charges are
+            # accounted for (timehist rounds each stretch to 1 µs; the two probes read the
+            # clock µs apart); what perf missed stays a small part of it.
+            assert missed <= 0.05 * total_ref, (tid, cpu, missed, total_ref)
+            assert abs(a + extra - missed - b) <= 0.01 * total_ref, \
+                (tid, cpu, a, extra, missed, b, total_ref)
             compared += 1
     assert compared >= 3

@@ -123,6 +123,31 @@ def test_bcc_start_failing_after_attach_detaches_everything(monkeypatch: pytest.
     assert open_fds() == before
 
 
+def test_libbpf_start_failing_after_attach_detaches_everything(monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    available_or_skip("libbpf")
+    from snumap_tui.native import libbpf as native_libbpf
+
+    from snumap_tui.trace import libbpf
+
+    native_libbpf.lib()                        # the library's own fds stay open
+    seen: dict[str, int] = {}
+
+    def failing_reader(*_a: object, **_k: object) -> BpfRingReader:
+        seen["fds"] = len(open_fds())          # the programs are loaded and attached here
+        raise OSError(12, "injected after the programs were attached")
+
+    monkeypatch.setattr(libbpf, "BpfRingReader", failing_reader)
+    before = open_fds()
+    tracer = libbpf.LibbpfTracer()
+    with pytest.raises(OSError, match="injected"):
+        tracer.start([os.getpid()])
+    assert seen["fds"] > len(before) + 10      # 7 programs, their links, 5 maps, BTF
+    assert tracer._obj is None
+    assert open_fds() == before
+    assert tracer.stop().events.size == 0      # stopping a tracer that never started
+
+
 class _Fails(Tracer):
     """Starts half-way (holds a pipe) and then fails; stop() releases the pipe."""
 
@@ -160,14 +185,24 @@ class _Works(_Fails):
         pass
 
 
+class _Absent(_Works):
+    name = "libbpf"
+
+    @classmethod
+    def status(cls) -> SourceStatus:
+        return SourceStatus("trace:libbpf", False, "no kernel BTF")
+
+
 def test_start_tracer_stops_a_failed_tracer_before_the_next(monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
     monkeypatch.setattr(select, "tracer_class",
-                        lambda name: {"bcc": _Fails, "perf": _Works}.get(name, _Works))
+                        lambda name: {"libbpf": _Absent, "bcc": _Fails,
+                                      "perf": _Works}.get(name, _Works))
     lines: list[str] = []
     tracer, choice = select.start_tracer("auto", None, say=lines.append)
     assert isinstance(tracer, _Works) and _Fails.stopped == 1 and _Fails.fds == []
-    assert "bcc not used: failed to start: injected: cannot compile" in choice[0]
+    assert choice[0] == "libbpf not used: no kernel BTF"
+    assert "bcc not used: failed to start: injected: cannot compile" in choice[1]
     assert lines == [choice[-1]]
     _Fails.stopped = 0
     with pytest.raises(select.SnumapError, match="bcc backend failed to start"):

@@ -123,8 +123,10 @@ async def test_metric_keys_cycle_heatmap_metric() -> None:
         assert app.metric.key == "ipc"
         body = text_of(app.query_one("#heatmap-body", Static))
         assert body.startswith("IPC")
-        await pilot.press("M")
-        assert app.metric.key == "util_pct"
+        n = len(app.metric_views())
+        for _ in range(n - 1):
+            await pilot.press("m")
+        assert app.metric.key == "util_pct"          # round the cycle, back at the first
 
 
 @sync
@@ -162,14 +164,15 @@ async def test_interval_keys_reach_the_feed() -> None:
     feed = FakeFeed()
     app = make_app(feed)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("plus")
-        await pilot.press("plus")
-        await pilot.press("minus")
+        # [ slower (a longer interval), ] faster: replay's speed keys, the same meaning
+        await pilot.press("left_square_bracket")
+        await pilot.press("left_square_bracket")
+        await pilot.press("right_square_bracket")
         await pilot.pause()
         assert feed.intervals == [2.0, 5.0, 2.0]
         assert "2s" in header(app)
         for _ in range(10):
-            await pilot.press("minus")
+            await pilot.press("right_square_bracket")
         assert app.interval_s == 0.1       # the smallest step, as the help says
 
 
@@ -181,7 +184,10 @@ async def test_sort_group_filter_keys() -> None:
         await pilot.press("3")
         table = app.query_one("#proc-table", DataTable)
         assert table.get_row_at(0)[0] == "4242"          # busiest first
-        await pilot.press("s")                           # -> pid
+        await pilot.press("s")                           # the next column: MEM
+        assert app.sort_key == "mem"
+        for _ in range(4):                               # < back: CPU%, JOB, USER, PID
+            await pilot.press("less_than_sign")
         assert app.sort_key == "pid"
         await pilot.pause()
         pids = [int(table.get_row_at(i)[0]) for i in range(table.row_count)]

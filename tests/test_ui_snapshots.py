@@ -49,3 +49,22 @@ def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
 def test_process_selected_highlights_heatmap(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(), press=("3", "down", "2"), terminal_size=(120, 40),
                         run_before=_frames)
+
+
+@pytest.mark.parametrize("keys", [("t",), ("3", "f6"), ("f2",)],
+                         ids=["process-tree", "sort-picker", "metric-picker"])
+def test_htop_views(snap_compare, keys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 15's new views: the process tree, the sort picker, the metric picker (no PMU:
+    the metrics without data are listed and marked)."""
+    assert snap_compare(make_app(pmu=False), press=keys, terminal_size=(100, 30),
+                        run_before=_frames)
+
+
+def test_node_metric_heatmap(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """Memory used is a NUMA node's: drawn at the nodes, not n/a on every PU."""
+    async def pick(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _frames(pilot)
+        app = pilot.app
+        keys = [m.key for m in app.metric_views()]
+        await pilot.press("2", *("m",) * keys.index("mem_used_pct"))
+    assert snap_compare(make_app(pmu=False), terminal_size=(100, 30), run_before=pick)

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.load import Loaded
-from snumap_tui.analysis.stats import TaskStats, busy_in
+from snumap_tui.analysis.load import LONG_WAIT_NS, Loaded
+from snumap_tui.analysis.stats import TaskStats, idle_pus_during
 from snumap_tui.topology.render import format_cpulist
 
-LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding
-MAX_WAITS = 50_000              # the longest waits examined for idle PUs
+MAX_WAITS = 10_000              # the longest waits examined for idle PUs
 BUSY_OVERSUB = 0.90
 SHARE_OVERSUB = 0.10
 
@@ -53,16 +52,16 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
         out.append({"kind": "numa_migration", "text": f"{len(movers) - 3} more threads moved "
                     f"between NUMA nodes"})
     # Oversubscribed PUs: busy nearly all the time, shared by >= 2 threads with a real share.
-    share: dict[int, list[int]] = {}
+    # Only PUs busy enough and with preemptions can be: their threads' shares are looked up.
+    cand = {c["cpu"]: c for c in report["cpus"]
+            if c["busy_s"] / dur >= BUSY_OVERSUB and c["preemptions"]}
+    big_n = dict.fromkeys(cand, 0)
     for s in stats.values():
-        for c, ns in s.cpus.items():
-            share.setdefault(c, []).append(ns)
-    over = []
-    for c in report["cpus"]:
-        busy = c["busy_s"] / dur
-        big = [ns for ns in share.get(c["cpu"], []) if ns >= SHARE_OVERSUB * c["busy_s"] * 1e9]
-        if busy >= BUSY_OVERSUB and len(big) >= 2 and c["preemptions"]:
-            over.append((c["cpu"], len(big), c["preemptions"], busy))
+        for cpu, c in cand.items():
+            if s.cpus.get(cpu, 0) >= SHARE_OVERSUB * c["busy_s"] * 1e9:
+                big_n[cpu] += 1
+    over = [(cpu, big_n[cpu], c["preemptions"], c["busy_s"] / dur) for cpu, c in cand.items()
+            if big_n[cpu] >= 2]
     if over:
         pus = ", ".join(f"PU {c} ({n} threads, {p} preemptions)" for c, n, p, _ in over[:4])
         more = f" and {len(over) - 4} more" if len(over) > 4 else ""
@@ -71,18 +70,19 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
     # Idle PUs while threads waited in a run queue.
     long = np.flatnonzero(lat >= LONG_WAIT_NS)
     if len(long) and len(ld.intervals.cpus) > 1:
-        if len(long) > MAX_WAITS:
+        capped = len(long) > MAX_WAITS
+        if capped:
             long = long[np.argsort(lat[long])[-MAX_WAITS:]]
         ends = lat_end[long]
         starts = ends - lat[long]
-        b = busy_in(ld.intervals, starts, ends)
-        idle_pus = (b < 0.5 * (ends - starts)).sum(axis=0)
+        idle_pus = idle_pus_during(ld.intervals, starts, ends)
         hit = idle_pus > 0
         if hit.any():
             tot_ms = float(lat[long][hit].sum()) / 1e6
             n, most = int(hit.sum()), int(idle_pus.max())
+            of = f" (of the {MAX_WAITS} longest)" if capped else ""
             out.append({"kind": "idle_while_waiting", "waits": n,
-                        "text": f"{n} {_plural(n, 'wait')} of >= {LONG_WAIT_NS // 1000} us "
+                        "text": f"{n} {_plural(n, 'wait')} of >= {LONG_WAIT_NS // 1000} us{of} "
                                 f"(total {tot_ms:.1f} ms) happened while a PU was mostly idle "
                                 f"(up to {most} idle {_plural(most, 'PU')})"})
     busy = np.array([c["busy_s"] / dur for c in report["cpus"]])

@@ -24,7 +24,7 @@ interval do not overlap. This is approximate and marked so (``Intervals.approxim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,8 +135,12 @@ class IntervalBuilder:
         self.cpus = np.unique(np.asarray(cpus, dtype=np.int64))
         self.t0 = int(t0)
         size = int(self.cpus.max()) + 1 if len(self.cpus) else 1
-        self._row_of = np.full(size, -1, dtype=np.int64)
-        self._row_of[self.cpus] = np.arange(len(self.cpus))
+        # A dense cpu -> row table, unless a (crafted) topology names a PU whose number would
+        # make it huge: then a binary search over the sorted cpus.
+        self._row_of: np.ndarray | None = None
+        if size <= 1 << 20:
+            self._row_of = np.full(size, -1, dtype=np.int64)
+            self._row_of[self.cpus] = np.arange(len(self.cpus))
         n = len(self.cpus)
         self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
@@ -149,9 +153,18 @@ class IntervalBuilder:
         self._pid_lut = np.full(1 << 16, -1, dtype=np.int32)     # tid -> tgid
         self.approximate = False
         self.events = 0
+        # Called with each new block of intervals (rows, starts, ends, tids) in time order of
+        # their starts, for statistics that stream (analysis/streamstats.py).
+        self.on_intervals: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                    None] | None = None
 
     def _rows(self, cpu: np.ndarray) -> np.ndarray:
         c = cpu.astype(np.int64)
+        if self._row_of is None:
+            pos = np.searchsorted(self.cpus, c).clip(0, max(len(self.cpus) - 1, 0))
+            if not len(self.cpus):
+                return np.full(len(c), -1, dtype=np.int64)
+            return np.where(self.cpus[pos] == c, pos, -1)
         ok = c < len(self._row_of)
         rows = np.full(len(c), -1, dtype=np.int64)
         rows[ok] = self._row_of[c[ok]]
@@ -227,7 +240,8 @@ class IntervalBuilder:
         vt = np.where(had, self._last_t[fr], self.t0)
         vtid = np.where(had, self._last_tid[fr], prev_first).astype(np.int32)
         ok = (vtid != 0) & (t[fi] > vt)
-        self._append(fr[ok], vt[ok], t[fi][ok], vtid[ok])
+        virtual = (fr[ok], vt[ok], t[fi][ok], vtid[ok])
+        self._append(*virtual)
         last = np.flatnonzero(np.append(first[1:], True))     # each row's last switch
         self._last_t[rows[last]] = t[last]
         self._last_tid[rows[last]] = nxt[last]
@@ -236,6 +250,17 @@ class IntervalBuilder:
         ok &= t[1:] > t[:-1]
         sel = np.flatnonzero(ok)
         self._append(rows[sel], t[sel], t[sel + 1], nxt[sel].astype(np.int32, copy=False))
+        if self.on_intervals is not None:
+            # Virtual intervals started before this window (by their starts), then this
+            # window's by the position of their starting switch, which is time order.
+            vo = np.argsort(virtual[1], kind="stable")
+            rank = np.full(len(order), -1, dtype=np.int64)
+            rank[order[sel]] = np.arange(len(sel))
+            w = sel[rank[rank >= 0]]
+            self.on_intervals(np.concatenate([virtual[0][vo], rows[w]]),
+                              np.concatenate([virtual[1][vo], t[w]]),
+                              np.concatenate([virtual[2][vo], t[w + 1]]),
+                              np.concatenate([virtual[3][vo], nxt[w]]))
 
     def _append(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                 tids: np.ndarray) -> None:
@@ -278,6 +303,13 @@ class IntervalBuilder:
         self._run_last_t[grow[lastrow]] = t[gstart][lastrow]
         ok = end > start
         self._append(rows[ok], start[ok], end[ok], tid[ok].astype(np.int32))
+        self._emit_sorted(rows[ok], start[ok], end[ok], tid[ok])
+
+    def _emit_sorted(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                     tids: np.ndarray) -> None:
+        if self.on_intervals is not None and len(rows):
+            o = np.argsort(starts, kind="stable")
+            self.on_intervals(rows[o], starts[o], ends[o], tids[o])
 
     def _by_row(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
         """The appended blocks as per-row (start, end, tid) arrays: one stable sort by row of
@@ -304,8 +336,10 @@ class IntervalBuilder:
         """Close the last interval of each CPU at the recording's end."""
         has = (self._last_t >= 0) & (self._last_tid != 0) & (self._last_t < t1)
         r = np.flatnonzero(has)
-        self._append(r, self._last_t[r], np.full(len(r), int(t1), dtype=np.int64),
-                     self._last_tid[r].astype(np.int32))
+        closing = (r, self._last_t[r], np.full(len(r), int(t1), dtype=np.int64),
+                   self._last_tid[r].astype(np.int32))
+        self._append(*closing)
+        self._emit_sorted(*closing)
         self._last_t[r] = int(t1)
         starts, ends, tids = self._by_row()
         for i, st in enumerate(starts):

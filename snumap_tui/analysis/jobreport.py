@@ -89,24 +89,39 @@ def job_section(rec: Any, report: dict[str, Any]) -> dict[str, Any] | None:
         d["runtime_s"] += rt
         d["processes"] += 1
     for c in report.get("cpus", []):
+        # busy_pct is None for a recording of no duration (cut short): unknown, not 0
         nodes.setdefault(node_of_cpu(int(c["cpu"])), {"node": node_of_cpu(int(c["cpu"])),
                          "runtime_s": 0.0, "processes": 0, "ranks": 0, "busy": []}
-                         )["busy"].append(float(c.get("busy_pct", 0.0)))
-    ranks = []
+                         )["busy"].append(c.get("busy_pct"))
+    # One row per rank of a step: a rank's children (a launcher's helper, a forked tool)
+    # inherit its rank variable; their time is the rank's, its pid the busiest one's.
+    by_rank: dict[tuple[str, int, str], dict[str, Any]] = {}
     for p in procs:
         if p["rank"] is None:
             continue
-        ranks.append({**p, "runtime_s": runtime.get(p["pid"], 0.0),
-                      "pus": pus.get(p["pid"], ""), "node": p["node"]})
-        if p["node"] in nodes:
-            nodes[p["node"]]["ranks"] += 1
-    ranks.sort(key=lambda r: (r["rank"], r["node"]))
+        rt = runtime.get(p["pid"], 0.0)
+        key = (p["step"], p["rank"], p["node"])
+        row = by_rank.get(key)
+        if row is None:
+            by_rank[key] = {**p, "runtime_s": rt, "pus": pus.get(p["pid"], ""),
+                            "processes": 1, "_best": rt}
+            if p["node"] in nodes:
+                nodes[p["node"]]["ranks"] += 1
+            continue
+        row["runtime_s"] += rt
+        row["processes"] += 1
+        if rt > row["_best"]:
+            row.update(pid=p["pid"], local_pid=p["local_pid"], comm=p["comm"],
+                       pus=pus.get(p["pid"], ""), _best=rt)
+    ranks = [{k: v for k, v in r.items() if k != "_best"} for r in by_rank.values()]
+    ranks.sort(key=lambda r: (r["step"], r["rank"], r["node"]))
     node_rows = []
     entries = {str(n.get("node")): n for n in (table.nodes if table is not None else [])}
     for name, d in nodes.items():
         busy = d.pop("busy")
         e = entries.get(name, {})
-        node_rows.append({**d, "busy_pct": sum(busy) / len(busy) if busy else None,
+        known = [float(b) for b in busy if b is not None]
+        node_rows.append({**d, "busy_pct": sum(known) / len(known) if known else None,
                           "pus": len(busy), "align_error_ns": e.get("align_error_ns"),
                           "align_how": e.get("align_how"), "shift_ns": e.get("shift_ns", 0)})
     job = rec.header.get("job") or {}

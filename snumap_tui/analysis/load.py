@@ -20,23 +20,30 @@ from snumap_tui.analysis.intervals import (
     IntervalBuilder,
     Intervals,
 )
+from snumap_tui.analysis.stats import TaskStats, numa_of_cpus
+from snumap_tui.analysis.streamstats import LatencyAccumulator, TaskAccumulator, TidIndex
 from snumap_tui.topology.model import Topology
-from snumap_tui.trace.events import MIGRATE, SWITCH, WAKEUP, WAKEUP_NEW
+from snumap_tui.trace.events import MIGRATE, SWITCH
+
+LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding (findings.py)
+# The report's columns once every PU has had a switch: the prev task's pid is not needed.
+DETAIL_FIELDS = tuple(f for f in INTERVAL_FIELDS if f != "pid")
 
 
 @dataclass
 class Loaded:
-    """A recording's run intervals and, with ``details``, the events the report needs."""
+    """A recording's run intervals and, with ``details``, what the report needs, accumulated
+    while the events streamed by (analysis/streamstats.py)."""
 
     topology: Topology
     intervals: Intervals
     events: int
     kinds: dict[int, int]                       # event kind -> count
-    wake_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    wake_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    in_t: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    in_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    preempt_cpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    task_stats: dict[int, TaskStats] = field(default_factory=dict)
+    latency: dict[int, np.ndarray] = field(default_factory=dict)   # tid -> wait ns
+    long_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    long_wait_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    preemptions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per row
     kernel_migrations: dict[int, int] = field(default_factory=dict)
 
 
@@ -66,7 +73,8 @@ def _windows(rec: Any) -> list[Window]:
 
 
 def _prefetched(rec: Any, windows: list[Window],
-                fields_now: Callable[[], tuple[str, ...]]
+                fields_now: Callable[[], tuple[str, ...]],
+                on_read: Callable[[int, list[dict[str, np.ndarray]]], None] | None = None
                 ) -> Iterator[tuple[tuple[str, ...], list[dict[str, np.ndarray]]]]:
     """The decoded chunks of each window, the next window decoded in a worker thread while the
     caller consumes this one: decompression (zstd releases the GIL) and column decoding (numpy)
@@ -74,32 +82,43 @@ def _prefetched(rec: Any, windows: list[Window],
 
     ``fields_now()`` says which columns the caller needs at this point; the next window is
     decoded with the answer given when it was requested, and decoded again if the answer has
-    grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``)."""
-    def read(window: Window, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+    grown by the time it is consumed (it only shrinks in practice: see ``needs_prev``).
+
+    ``on_read(i, chunks)`` runs in the worker too, once per window, in window order: work on
+    the events that does not depend on the intervals (the report's latencies and counts)."""
+    done: set[int] = set()
+
+    def read(i: int, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+        window = windows[i]
         if len(window) > 2:
-            return list(rec.iter_event_columns(fields, chunks=window[2]))
-        return list(rec.iter_event_columns(fields, window[0], window[1]))
+            got = list(rec.iter_event_columns(fields, chunks=window[2]))
+        else:
+            got = list(rec.iter_event_columns(fields, window[0], window[1]))
+        if on_read is not None and i not in done:
+            done.add(i)
+            on_read(i, got)
+        return got
 
     if len(windows) < 2:
-        for w in windows:
+        for i in range(len(windows)):
             f = fields_now()
-            yield f, read(w, f)
+            yield f, read(i, f)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snumap-decode") as pool:
         f = fields_now()
-        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, windows[0], f)
+        pending: Future[list[dict[str, np.ndarray]]] = pool.submit(read, 0, f)
         for i in range(len(windows)):
             got, got_f = pending.result(), f
             if i + 1 < len(windows):
                 f = fields_now()
-                pending = pool.submit(read, windows[i + 1], f)
+                pending = pool.submit(read, i + 1, f)
             yield got_f, got
             # The consumer has fed this window: if it now needs more columns than were
             # decoded for the next one, decode that one again (rare: a CPU with no switch yet).
             if i + 1 < len(windows) and not set(fields_now()) <= set(f):
                 pending.result()
                 f = fields_now()
-                pending = pool.submit(read, windows[i + 1], f)
+                pending = pool.submit(read, i + 1, f)
 
 
 def load(rec: Any, *, details: bool = False) -> Loaded:
@@ -109,43 +128,58 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     t0, t1 = int(rec.t_start), int(rec.t_end)
     b = IntervalBuilder(cpus, t0)
     kinds = np.zeros(256, dtype=np.int64)
-    wt, wtid, it, itid, pc, mig = [], [], [], [], [], []
+    # The decode thread's accumulators number threads apart from the main thread's.
+    tids, mig_ix = TidIndex(), TidIndex()
+    acc = TaskAccumulator(b.cpus, numa_of_cpus(topology, b.cpus), tids)
+    lat = LatencyAccumulator(mig_ix, LONG_WAIT_NS)
+    preempt = np.zeros(len(b.cpus) + 1, dtype=np.int64)
+    mig = np.zeros(0, dtype=np.int64)
+    if details:
+        b.on_intervals = acc.feed
     # Decode the prev-task columns only while they are needed (see needs_prev): the store
     # rebuilds each column it is asked for, and most chunks need only five.
     lean = not details and "proc" not in str(getattr(rec, "header", {}).get("backend", ""))
 
     def fields_now() -> tuple[str, ...]:
-        return INTERVAL_FIELDS_LEAN if lean and not b.needs_prev else INTERVAL_FIELDS
+        if b.needs_prev:
+            return INTERVAL_FIELDS
+        return INTERVAL_FIELDS_LEAN if lean else DETAIL_FIELDS
 
-    for _fields, window in _prefetched(rec, _windows(rec), fields_now):
+    def side(_i: int, window: list[dict[str, np.ndarray]]) -> None:
+        """In the decode thread: what the report needs besides the intervals."""
+        nonlocal mig
         for cols in window:
-            b.feed(cols)
             k = cols["kind"]
-            kinds += np.bincount(k, minlength=256)
-            if not details:
-                continue
-            w = (k == WAKEUP) | (k == WAKEUP_NEW)
-            wt.append(cols["t_ns"][w].astype(np.int64))
-            wtid.append(cols["tid"][w].astype(np.int64))
-            s = (k == SWITCH) & (cols["tid2"] != 0)
-            it.append(cols["t_ns"][s].astype(np.int64))
-            itid.append(cols["tid2"][s].astype(np.int64))
+            lat.feed(cols)
             # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
             p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
-            pc.append(cols["cpu"][p].astype(np.int64))
-            mig.append(cols["tid"][k == MIGRATE].astype(np.int64))
+            if p.any():
+                rows = np.searchsorted(b.cpus, cols["cpu"][p].astype(np.int64))
+                preempt[:] += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
+            m = k == MIGRATE
+            if m.any():
+                d = mig_ix(cols["tid"][m])
+                mig = np.pad(mig, (0, max(0, len(mig_ix) - len(mig))))
+                mig += np.bincount(d, minlength=len(mig))
+
+    for _fields, window in _prefetched(rec, _windows(rec), fields_now,
+                                       side if details else None):
+        for cols in window:
+            b.feed(cols)
+            kinds += np.bincount(cols["kind"], minlength=256)
     iv = b.finish(t1)
+    table = getattr(rec, "nodes", None)
+    if table is not None:           # a merged job: each node's CPUs within that node's span
+        table.clip(iv.cpus, iv.start, iv.end, iv.tid)
     for tid, info in getattr(rec, "tasks", {}).items():
         if info.pid >= 0:
             iv.pid_of_tid.setdefault(int(tid), int(info.pid))
     out = Loaded(topology, iv, b.events, {int(k): int(n) for k, n in enumerate(kinds) if n})
     if details:
-        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        out.wake_t, out.wake_tid = cat(wt), cat(wtid)
-        out.in_t, out.in_tid = cat(it), cat(itid)
-        out.preempt_cpu = cat(pc)
-        m = cat(mig)
-        if len(m):
-            u, n = np.unique(m, return_counts=True)
-            out.kernel_migrations = dict(zip(u.tolist(), n.tolist()))
+        out.task_stats = acc.stats(iv.pid_of_tid)
+        out.latency = lat.per_task()
+        out.long_wait, out.long_wait_end = lat.long_waits()
+        out.preemptions = preempt[:len(b.cpus)]
+        out.kernel_migrations = {int(mig_ix.tids[d]): int(n) for d, n in
+                                 enumerate(mig.tolist()) if n}
     return out

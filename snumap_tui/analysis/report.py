@@ -9,6 +9,7 @@ same way the live view does, and the report sums those.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
+from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.regions import (
     format_regions,
@@ -25,12 +27,12 @@ from snumap_tui.analysis.regions import (
     thread_waits,
     wait_findings,
 )
-from snumap_tui.analysis.stats import percentiles, runqueue_latency, task_stats
+from snumap_tui.analysis.stats import percentiles
 from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.render import format_cpulist
-from snumap_tui.trace.events import KIND_NAMES, SWITCH
+from snumap_tui.trace.events import KIND_NAMES, MIGRATE, SWITCH
 
 TOP_TASKS = 20
 
@@ -80,22 +82,23 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     topo = ld.topology
     hdr = dict(getattr(rec, "header", {}) or {})
     duration_ns = max(iv.t1 - iv.t0, 0)
-    stats = task_stats(iv, topo)
+    stats = ld.task_stats
     # Work outside the traced tree (a recording of a command): one line, never a task.
     untraced = stats.pop(UNTRACED, None)
-    lat_tid, lat, lat_end = runqueue_latency(ld.wake_t, ld.wake_tid, ld.in_t, ld.in_tid)
-    if len(lat):
-        order = np.argsort(lat_tid, kind="stable")
-        lt, lv = lat_tid[order], lat[order]
-        cut = np.flatnonzero(np.diff(lt)) + 1
-        for a, b in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(lt)]]).tolist()):
-            tid = int(lt[a])
-            if tid in stats:
-                stats[tid].latency_ns = lv[a:b]
+    for tid, waits in ld.latency.items():
+        if tid in stats:
+            stats[tid].latency_ns = waits
+    # A tracer of sched_migrate_task (bcc, perf: every exact backend) that saw none for a
+    # task saw 0; only /proc polling cannot see migrations at all (null: unknown).
+    exact = hdr.get("backend") not in (None, "proc") and not iv.approximate
+    if ld.kinds.get(MIGRATE, 0) or exact:
+        for ts in stats.values():
+            ts.kernel_migrations = 0
     for tid, n in ld.kernel_migrations.items():
         if tid in stats:
             stats[tid].kernel_migrations = n
     tasks_info = getattr(rec, "tasks", {}) or {}
+    cpulist = functools.lru_cache(maxsize=4096)(format_cpulist)   # threads share PU sets
     tasks: list[dict[str, Any]] = []
     for ts in sorted(stats.values(), key=lambda s: -s.runtime_ns):
         info = tasks_info.get(ts.tid)
@@ -109,26 +112,40 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "kernel_migrations": ts.kernel_migrations,
             "switch_ins": ts.switch_ins,
             "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
-            "pus": format_cpulist(ts.cpus),
+            "pus": cpulist(tuple(ts.cpus)),
         })
     processes: dict[int, dict[str, Any]] = {}
     for t in tasks:
-        p = processes.setdefault(t["pid"], {"pid": t["pid"], "comm": t["comm"], "threads": 0,
-                                            "runtime_s": 0.0, "cpus": {}, "numa": {},
-                                            "migrations": 0})
+        # A process is named by its main thread (tid == pid), as ps names it, even when that
+        # thread never ran in the recording (a runtime's workers did the work: PID 1's
+        # busiest thread "tokio-rt-worker", the process "process_api"); the busiest
+        # thread's name only when the recording never named the main thread.
+        main = tasks_info.get(t["pid"])
+        p = processes.setdefault(t["pid"], {"pid": t["pid"],
+                                            "comm": main.comm if main else t["comm"],
+                                            "threads": 0, "runtime_s": 0.0, "cpus": {},
+                                            "numa": {}, "migrations": 0})
         if t["tid"] == t["pid"]:
             p["comm"] = t["comm"]
         p["threads"] += 1
         p["runtime_s"] += t["runtime_s"]
         p["migrations"] += t["migrations"]
-        for k in ("cpus", "numa"):
-            for c, s in t[k].items():
-                p[k][c] = p[k].get(c, 0.0) + s
+        p.setdefault("_threads", []).append(stats[t["tid"]])
     for p in processes.values():
-        p["pus"] = format_cpulist(int(c) for c in p["cpus"])
+        # Per PU and per node: the threads' nanoseconds summed, in seconds.
+        for k in ("cpus", "numa"):
+            keys = np.array([c for ts in p["_threads"] for c in getattr(ts, k)], np.int64)
+            ns = np.array([v for ts in p["_threads"] for v in getattr(ts, k).values()],
+                          np.int64)
+            u, inv = np.unique(keys, return_inverse=True)
+            tot = np.zeros(len(u), dtype=np.int64)
+            np.add.at(tot, inv, ns)
+            p[k] = {str(c): v / 1e9 for c, v in zip(u.tolist(), tot.tolist())}
+        del p["_threads"]
+        p["pus"] = cpulist(tuple(int(c) for c in p["cpus"]))
     busy = iv.busy_ns()
-    preempt = np.bincount(np.searchsorted(iv.cpus, ld.preempt_cpu), minlength=len(iv.cpus)) \
-        if len(ld.preempt_cpu) else np.zeros(len(iv.cpus), dtype=np.int64)
+    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
+        else np.zeros(len(iv.cpus), dtype=np.int64)
     other_ns = untraced.cpus if untraced else {}
     cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
              "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
@@ -162,15 +179,17 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "pus": format_cpulist(untraced.cpus)},
         "cpus": cpus,
         "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
+        "io": io_totals(rec.samples(), topo) if hasattr(rec, "samples") else [],
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
     # The most imbalanced regions first: they answer the question the program was traced for.
-    report["findings"] = region_findings(report["regions"]) + \
-        wait_findings(report["waits"], report["duration_s"]) + \
-        findings(report, ld, stats, lat_end, lat)
+    report["findings"] = (region_findings(report["regions"])
+                          + wait_findings(report["waits"], report["duration_s"])
+                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
+                          + io_findings(report["io"]))
     return report
 
 
@@ -246,4 +265,5 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
     else:
         lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
+    lines += format_io(r.get("io") or [])
     return "\n".join(lines) + "\n"

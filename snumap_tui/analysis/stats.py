@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snumap_tui.analysis.intervals import Intervals, busy_before
+from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.topology.model import Topology
 
 
@@ -111,12 +111,36 @@ def percentiles(values: np.ndarray, qs: tuple[int, ...] = (50, 90, 99)) -> dict[
     return out
 
 
-def busy_in(iv: Intervals, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
-    """Busy ns of each PU row over each window [t0[i], t1[i]): shape (rows, windows). Used to
-    ask "were PUs idle while this thread waited?" without a per-window loop."""
-    out = np.zeros((len(iv.cpus), len(t0)), dtype=np.int64)
-    for r, (st, en) in enumerate(zip(iv.start, iv.end)):
+def idle_pus_during(iv: Intervals, t0: np.ndarray, t1: np.ndarray,
+                    busy_below: float = 0.5) -> np.ndarray:
+    """How many PU rows were busy less than ``busy_below`` of each window [t0[i], t1[i]):
+    "were PUs idle while this thread waited?" One row at a time (memory: the windows, not
+    rows x windows), the window edges looked up in sorted order (a searchsorted with sorted
+    needles walks each row once)."""
+    idle = np.zeros(len(t0), dtype=np.int64)
+    edges = np.concatenate([t0, t1]).astype(np.int64)
+    order = np.argsort(edges, kind="stable")
+    x = edges[order]
+    at = np.empty(len(edges), dtype=np.int64)
+    limit = busy_below * (t1 - t0)
+    for st, en in zip(iv.start, iv.end):
         if not len(st):
+            idle += 1
             continue
-        out[r] = busy_before(st, en, t1) - busy_before(st, en, t0)
-    return out
+        at[order] = _busy_before_sorted(st, en, x)
+        idle += (at[len(t0):] - at[:len(t0)]) < limit
+    return idle
+
+
+def _busy_before_sorted(start: np.ndarray, end: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``busy_before`` for sorted ``x`` and a row with intervals: the intervals are looked up
+    among the points (fewer lookups when points outnumber intervals), and a prefix count
+    gives each point its interval."""
+    cum = np.zeros(len(start) + 1, dtype=np.int64)
+    np.cumsum(end - start, out=cum[1:])
+    pos = np.searchsorted(x, start, "left")        # points before each start
+    idx = np.cumsum(np.bincount(pos, minlength=len(x) + 1)[:len(x)])   # starts <= x
+    prev = np.maximum(idx - 1, 0)
+    s = start[prev]
+    inside = np.where(idx > 0, np.minimum(np.maximum(x - s, 0), end[prev] - s), 0)
+    return cum[prev] + inside

@@ -1,8 +1,16 @@
-"""`snumap export FILE --format chrome|csv [-o OUT]`: hand a recording to other tools.
+"""`snumap export FILE --format perfetto|parquet|chrome|csv [-o OUT]`: hand a recording to
+other tools.
 
-chrome: a Chrome trace JSON (chrome://tracing, https://ui.perfetto.dev), one track per PU with
-each run interval named by its thread. csv: the run intervals (default), the samples in long
-form (``--table samples``) or the raw scheduling events (``--table events``).
+perfetto: a native Perfetto trace (protobuf; scheduling as Perfetto's own sched tracks), for
+any size. parquet: a directory of Parquet tables (events, intervals, samples, tasks, topology)
+for DuckDB, pandas, Polars, Spark. chrome: a Chrome trace JSON (chrome://tracing,
+ui.perfetto.dev) for small recordings: above ``CHROME_MAX_EVENTS`` events it refuses and names
+--format perfetto. csv: the run intervals (default), the metrics (``--table samples``) or the
+raw scheduling events (``--table events``).
+
+Without -o the output is named after the input (run.rec -> run.pftrace, run.parquet/,
+run.json, run.csv); ``-o -`` writes chrome or csv to standard output. Every format uses one
+time base: the recording's CLOCK_MONOTONIC nanoseconds (microseconds in Chrome's ``ts``).
 """
 
 from __future__ import annotations
@@ -15,36 +23,54 @@ from typing import IO, Any
 
 from snumap_tui.errors import SnumapError
 
+FORMATS = ("perfetto", "parquet", "chrome", "csv")
+CHROME_MAX_EVENTS = 1_000_000      # trace viewers stop loading JSON near ~256 MB / 1 M events
+SUFFIX = {"perfetto": ".pftrace", "parquet": ".parquet", "chrome": ".json"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a recording made by `snumap record`")
-    parser.add_argument("--format", choices=("chrome", "csv"), required=True,
-                        help="chrome: trace JSON for Perfetto / chrome://tracing; csv: a table")
+    parser.add_argument("--format", choices=FORMATS, required=True,
+                        help="perfetto: native Perfetto trace (any size); parquet: a directory "
+                        "of Parquet tables; chrome: trace JSON for small recordings; csv: a table")
     parser.add_argument("--table", choices=("intervals", "samples", "events"),
                         default="intervals", help="with --format csv: which table (default "
                         "intervals: cpu, start, end, tid, pid, comm)")
-    parser.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
-    parser.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="output file (a directory for parquet; default: named after FILE; "
+                        "'-': standard output, chrome and csv only)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite OUT if it exists; write Chrome JSON of any size")
 
 
-def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
+def default_output(src: str, fmt: str, table: str) -> Path:
+    """run.rec -> run.pftrace / run.parquet / run.json / run.csv (run.samples.csv, ...)."""
+    p = Path(src)
+    if fmt == "csv":
+        return p.with_suffix(".csv" if table == "intervals" else f".{table}.csv")
+    return p.with_suffix(SUFFIX[fmt])
+
+
+def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
     from snumap_tui.analysis.intervals import INTERVAL_FIELDS
     from snumap_tui.analysis.load import load
     from snumap_tui.export.chrome import write_chrome
+    from snumap_tui.export.counters import counter_values
     from snumap_tui.export.tables import write_events_csv, write_intervals_csv, write_samples_csv
 
     if args.format == "chrome":
         ld = load(rec)
         hdr = rec.header or {}
         meta = {k: hdr.get(k) for k in ("host", "kernel", "backend", "command",
-                                        "start_wall_ns") if k in hdr}
+                                        "start_wall_ns", "start_monotonic_ns") if k in hdr}
         meta["approximate"] = ld.intervals.approximate
+        meta["time_base"] = "ts: CLOCK_MONOTONIC microseconds, as recorded"
         table = getattr(rec, "nodes", None)      # a job merged from several nodes
         nodes = [(n, int(e.get("cpu_base", 0))) for n, e in zip(table.names, table.nodes)] \
             if table is not None else None
         return write_chrome(out, ld.intervals, rec.tasks, rec.markers, host=hdr.get("host"),
-                            meta=meta, nodes=nodes, label=table.label if table else str,
-                            regions=rec.regions())
+                            meta=meta, counters=counter_values(rec), nodes=nodes,
+                            label=table.label if table else str, regions=rec.regions())
     if args.table == "samples":
         return write_samples_csv(out, rec.samples())
     if args.table == "events":
@@ -52,26 +78,56 @@ def _write(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
     return write_intervals_csv(out, load(rec).intervals, rec.tasks)
 
 
+def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[int, str]:
+    """Write the export; returns (count, what was counted)."""
+    if args.format == "perfetto":
+        from snumap_tui.export.perfetto import write_perfetto
+
+        assert out_path is not None
+        with open(out_path, "wb") as f:
+            st = write_perfetto(f, rec)
+        return st["switches"] + st["wakings"], "sched_switch and sched_waking events"
+    if args.format == "parquet":
+        from snumap_tui.export.parquet import write_parquet
+
+        assert out_path is not None
+        counts = write_parquet(out_path, rec, force=args.force)
+        return counts["events"], "events (" + ", ".join(
+            f"{k} {v}" for k, v in counts.items() if k != "events") + ")"
+    sink = open(out_path, "w", newline="") if out_path \
+        else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
+    with sink as out:
+        n = _write_text(args, rec, out)
+        out.flush()       # a full disk shows here (or at close), named by writing()
+    return n, "rows"
+
+
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.report import open_readable, warn_damaged, writing
 
     if args.table != "intervals" and args.format != "csv":
         raise SnumapError("--table goes with --format csv")
-    out_path = Path(args.output) if args.output else None
+    if args.output == "-":
+        if args.format not in ("chrome", "csv"):
+            raise SnumapError(f"--format {args.format} cannot go to standard output: give -o FILE")
+        out_path = None
+    else:
+        out_path = Path(args.output) if args.output else default_output(
+            args.file, args.format, args.table)
     if out_path is not None and out_path.exists() and not args.force:
         raise SnumapError(f"{out_path} already exists (use --force to overwrite it)")
     # The samples and the raw events do not need the header chunk (topology, host).
-    need_header = args.format == "chrome" or args.table == "intervals"
+    need_header = args.format != "csv" or args.table == "intervals"
     with open_readable(args.file, need_header=need_header) as rec:
+        if args.format == "chrome" and rec.event_count > CHROME_MAX_EVENTS and not args.force:
+            raise SnumapError(
+                f"{args.file} has {rec.event_count:,} events: Chrome JSON that large does not "
+                f"load in trace viewers; use --format perfetto (or --force)")
         where = str(out_path) if out_path else "standard output"
         with writing(where):
-            sink = open(out_path, "w", newline="") if out_path \
-                else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
-            with sink as out:
-                n = _write(args, rec, out)
-                out.flush()       # a full disk shows here (or at close), named by writing()
+            n, what = _write(args, rec, out_path)
         # Damage is also found while decoding: warn after the export, not before.
         warn_damaged(rec, args.file, f"the export to {where}")
     if out_path:
-        print(f"snumap: wrote {n} rows to {out_path}", file=sys.stderr)
+        print(f"snumap: wrote {n} {what} to {out_path}", file=sys.stderr)
     return 0

@@ -29,7 +29,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Energy", ("rapl:powercap", "rapl:perf", "rapl")),
     ("Memory", ("numa", "numa_maps")),
     ("I/O", ("net", "ib", "disk", "gpu")),
-    ("Scheduling events", ("tracepoints", "trace:bcc", "kernel-headers", "btf")),
+    ("Scheduling events", ("tracepoints", "trace:libbpf", "trace:bcc", "kernel-headers", "btf")),
     ("Privileges", ("perf_event_paranoid", "cap:CAP_PERFMON", "cap:CAP_BPF",
                     "cap:CAP_SYS_ADMIN")),
 )
@@ -48,26 +48,37 @@ def hwloc_status(args: argparse.Namespace) -> SourceStatus:
         topo = topology_from_args(args)
     except SnumapError as exc:
         return SourceStatus("hwloc", False, str(exc), "apt install libhwloc15 (Debian/Ubuntu)"
-                            " or hwloc-libs (Fedora)" if "libhwloc" in str(exc) else None)
+                            " or hwloc-libs (Fedora); without root: pip install "
+                            "'snumap[hwloc]'" if "libhwloc" in str(exc) else None)
     counts = {t: len(topo.by_type(t)) for t in ("Package", "Core", "PU", "NUMANode")}
     version = topo.meta.get("hwlocVersion")
     what = ", ".join(f"{n} {label}{'s' if n != 1 else ''}" for n, label in (
         (counts["Package"], "package"), (counts["Core"], "core"), (counts["PU"], "PU"),
         (counts["NUMANode"], "NUMA node")))
-    return SourceStatus("hwloc", True, f"hwloc {version}: {what}" if version else what, None,
-                        {"counts": counts, "source": topo.meta.get("source")})
+    detail: dict[str, Any] = {"counts": counts, "source": topo.meta.get("source")}
+    lib_said = ""
+    from snumap_tui.native import hwloc
+
+    if hwloc.is_loaded():     # not for a snumap JSON topology, read without hwloc
+        path, origin = hwloc.loaded_from()
+        detail.update(library=path, library_origin=origin)
+        lib_said = f" (libhwloc: {origin}, {path})"
+    return SourceStatus("hwloc", True, (f"hwloc {version}: {what}" if version else what)
+                        + lib_said, None, detail)
 
 
-def bcc_status(live: bool) -> SourceStatus:
+def ebpf_status(backend: str, live: bool) -> SourceStatus:
+    """The libbpf or bcc tracer's own verdict (on this machine only)."""
     from snumap_tui.sources.base import SourceStatus
+    from snumap_tui.trace.select import tracer_class
 
     if not live:
-        return SourceStatus("trace:bcc", False, "not this machine (--fsroot)", None)
+        return SourceStatus(f"trace:{backend}", False, "not this machine (--fsroot)", None)
     try:
-        from snumap_tui.trace.bcc import BccTracer
+        cls = tracer_class(backend)
     except ImportError as exc:   # the tracer module itself is missing from this build
-        return SourceStatus("trace:bcc", False, f"no eBPF tracer: {exc}", None)
-    return BccTracer.status()
+        return SourceStatus(f"trace:{backend}", False, f"no eBPF tracer: {exc}", None)
+    return cls.status()
 
 
 def rapl_statuses(root: Path) -> list[SourceStatus]:
@@ -146,7 +157,8 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
         out.append(sysck.numa_maps_status(root))
         out.extend(sources[n].status() for n in IO_SOURCE_NAMES)
         out.append(sysck.tracepoint_status(root))
-        out.append(bcc_status(live))
+        out.append(ebpf_status("libbpf", live))
+        out.append(ebpf_status("bcc", live))
         out.append(sysck.kernel_headers_status(root))
         out.append(sysck.btf_status(root))
         if live:            # region probes (record --regions, --probe): the uprobe PMU
@@ -209,7 +221,7 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
         head += f" (Linux {machine['kernel']}, {machine['arch']})"
     lines = [f"snumap probe: {head}"]
     name_w = 22
-    indent = " " * (name_w + 9)
+    indent = " " * (name_w + 10)
     fixes_shown: dict[str, str] = {}
     for title, names in SECTIONS:
         lines.append("")
@@ -217,15 +229,19 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
         for n in names:
             for label, s in _groups(by_name.get(n, [])):
                 mark = "yes" if s.available else " ? " if s.detail.get("unknown") else "NO "
+                if s.available and s.detail.get("missing"):
+                    # Usable, but without some of its events ("no hardware PMU: software
+                    # events only"): a "yes" beside that read as a contradiction.
+                    mark = "some"
                 label = label if label != "perf" else "perf (per PU)"
                 text = s.reason or ("available" if s.available else "unavailable")
                 if len(label) > name_w:
-                    wrapped_label = wrap_words(label, width - 7, width - 9)
-                    lines.append(f"  {mark}  {wrapped_label[0]}")
-                    lines.extend(" " * 9 + w for w in wrapped_label[1:])
+                    wrapped_label = wrap_words(label, width - 8, width - 10)
+                    lines.append(f"  {mark:<4}  {wrapped_label[0]}")
+                    lines.extend(" " * 10 + w for w in wrapped_label[1:])
                     first = indent
                 else:
-                    first = f"  {mark}  {label:<{name_w}}  "
+                    first = f"  {mark:<4}  {label:<{name_w}}  "
                 wrapped = wrap_words(text, width - len(indent)) or [""]
                 lines.append(first + wrapped[0])
                 lines.extend(indent + w for w in wrapped[1:])

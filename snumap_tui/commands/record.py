@@ -26,15 +26,14 @@ from typing import TYPE_CHECKING, Any
 from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
+from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
     Cleanup,
     Drainer,
     HeldChild,
     TreeWatch,
-    _size,
-    check_output,
-    remove_unstarted,
 )
+from snumap_tui.commands.record_status import LiveStatus, better_backends_note, summary
 
 if TYPE_CHECKING:
     from snumap_tui.trace.events import EventBatch
@@ -48,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="metric sampling interval (default 100ms)")
     parser.add_argument("--duration", default=None,
                         help="stop after this long (default: when the command exits, or Ctrl-C)")
-    parser.add_argument("--backend", default="auto", choices=["auto", "bcc", "perf", "proc"],
+    parser.add_argument("--backend", default="auto", choices=["auto", "libbpf", "bcc", "perf", "proc"],
                         help="scheduling tracer (default: the best that works here)")
     parser.add_argument("--system-wide", action="store_true",
                         help="trace every task on every PU. Without it, a recording of "
@@ -58,9 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "command used, without names. Without CMD the whole system is "
                              "always traced")
     parser.add_argument("--buffer-size", default=None, metavar="SIZE",
-                        help="kernel event buffer per CPU (perf: one ring per CPU; bcc: one "
-                             "ring of SIZE x CPUs). Default 8M, less on many CPUs (256M in "
-                             "all); raise it if events are lost")
+                        help="kernel event buffer per CPU (perf: one ring per CPU, default 8M, "
+                             "less on many CPUs; libbpf, bcc: one ring of SIZE x CPUs, default "
+                             "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_job_argument(parser)
     record_regions.add_arguments(parser)
@@ -139,30 +138,24 @@ def run(args: argparse.Namespace) -> int:
     job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
     args.job_watch = job
     out = Path(args.output)
-    say = (lambda s: print(f"snumap: {s}", file=sys.stderr))
-    created = check_output(out, args.force)
+    status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
+    say = status_line.say
+    started = OutputFile(out, args.force)       # replaced only once the recording starts
     cleanup = Cleanup(say)
-    started = {"recording": False}
     try:
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
-        # The Writer may truncate the empty file this run just created.
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
-                         cleanup, force=args.force or created, started=started)
+                         cleanup, started=started, status_line=status_line)
     except BaseException:
         try:
             cleanup.run(failing=True)
         finally:
-            if not started["recording"]:
-                remove_unstarted(out, created, say)
+            started.discard(say)
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
-    lost = writer.lost_total
-    print(f"snumap: recorded {elapsed:.1f} s, {writer.events_written} events, {lost} lost"
-          f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
-          f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}",
-          file=sys.stderr)
+    say(summary(writer, tracer, out, elapsed))
     return status
 
 
@@ -178,11 +171,11 @@ def _until(batch: EventBatch, t_ns: int) -> EventBatch:
 
 def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
-            cleanup: Cleanup, *, force: bool, started: dict[str, bool]
-            ) -> tuple[int, Any, Any, float]:
+            cleanup: Cleanup, *, started: OutputFile,
+            status_line: LiveStatus | None = None) -> tuple[int, Any, Any, float]:
     """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
-    happens, in reverse order). ``started["recording"]`` turns True once the command runs
-    (or, without one, once the loop starts): from then on the file is kept, whatever
+    happens, in reverse order). ``started.start()`` runs once the command runs (or, without
+    one, once the loop starts): from then on the file is kept under its name, whatever
     happens."""
     from snumap_tui.store import Writer
     from snumap_tui.trace.select import start_tracer
@@ -209,6 +202,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None and not args.system_wide:
         pids = job.roots()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
+    note = better_backends_note(tracer.name, args.backend)
+    if note:
+        say(note)
     stopped = {"tracer": False}
 
     def stop_tracer() -> None:
@@ -227,7 +223,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()
-    writer = Writer(out, header, force=force)
+    writer = Writer(started.path, header, force=True)   # the file OutputFile created
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
         job.start(writer)
@@ -256,7 +252,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
         child.release()
-    started["recording"] = True
+    started.start(writer)
     next_sample = t_start
     while True:
         now = time.monotonic()
@@ -277,20 +273,25 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             break
         if duration is not None and now - t_start >= duration:
             break
-        time.sleep(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        if status_line is not None:
+            status_line.backend = tracer.name
+            status_line.update(now - t_start, writer)
+        drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
+    if status_line is not None:
+        status_line.clear()
     writer.add_sample(sampler.sweep())
-    if job is not None:
-        job.finish(writer)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
     regions.finish(writer, t_stop_ns)
+    if job is not None:
+        job.finish(writer)          # after the last events: it records their largest tid
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
             say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")

@@ -4,11 +4,12 @@ Started once per node of a running job (``srun --overlap --jobid J --ntasks-per-
 record --job -o job-%j-%N.rec``), each recorder traces its node's processes of the job: those
 there at the start, and every process the job starts later (a new step's tasks are forked by
 slurmd, not by a traced process, so the job is rescanned every ``SCAN_S`` and the tracer told
-to follow what is new). The recording ends when the job's processes on this node are gone
-(the batch script and the extern step outlive every step, so once an application step has
-been seen and none has run for ``STEP_GAP_S``, only they remaining also ends it: the next step
-of a script starts well within that), at ``--duration``, or on SIGTERM/SIGINT (what Slurm
-sends a step when the job ends).
+to follow what is new). Started as a step of the job (srun, as above), the recording lasts
+until the job ends: Slurm then stops the job's remaining steps with SIGTERM, and the recorder
+closes its file (a job's nodes are often idle between two steps, so "no process left" is no
+sign of the end there). Started from outside the job (ssh to the node, ``--job JOBID``), it
+ends once the job has had no process on the node for ``STEP_GAP_S``. ``--duration`` and
+SIGINT end it in both cases.
 
 What it adds to the recording (docs/format.md): header keys ``job``, ``node``, ``boot_id``,
 ``pid_max`` and ``clock_start``; info chunks ``job processes`` (pid, step, rank) as processes
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,16 +30,15 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.sources.clocksync import clock_reading
 from snumap_tui.sources.jobprocs import JobProc, JobScanner, current_job, node_name
 
-SCAN_S = 0.09     # about every pass of record's loop (POLL_S)
-LONG_LIVED_STEPS = ("batch", "extern")
+SCAN_S = 0.05
 STEP_GAP_S = 3.0
 
 
 def add_job_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job", nargs="?", const="", default=None, metavar="JOBID",
                         help="record the processes of batch job JOBID on this node (default "
-                             "$SLURM_JOB_ID, or $PBS_JOBID) until they end; %%j and %%N in -o "
-                             "become the job id and this node's name")
+                             "$SLURM_JOB_ID, or $PBS_JOBID) until the job ends; %%j and %%N in "
+                             "-o become the job id and this node's name")
 
 
 def expand_output(pattern: str, jobid: str, node: str) -> str:
@@ -81,9 +82,16 @@ class JobWatch:
         excluded = (own_step,) if own_step else ()
         self.scanner = JobScanner(system, jobid, node=node, exclude_steps=excluded)
         self.procs: dict[int, JobProc] = {}
-        self.app_steps_seen: set[str] = set()
-        self._next_scan = 0.0
-        self._steps_gone_at: float | None = None
+        self._gone_at: float | None = None
+        # The scans run on their own thread: a task living a fraction of a second must be
+        # seen even when the record loop is slow (a loaded node, a big decode).
+        self._lock = threading.Lock()
+        self._found: list[JobProc] = []
+        self._stepds: list[int] = []
+        self._alive: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.own_step = own_step
         self.cannot_follow = False
 
     @classmethod
@@ -121,7 +129,7 @@ class JobWatch:
     # ---- hooks ------------------------------------------------------------------------------
 
     def roots(self) -> list[int]:
-        return sorted(self.procs)
+        return sorted({*self.procs, *self.scanner.stepds})
 
     def header(self) -> dict[str, Any]:
         return {"job": {"system": self.system, "id": self.jobid}, "node": self.node,
@@ -132,14 +140,32 @@ class JobWatch:
 
     def start(self, writer: Any) -> None:
         self._write_procs(writer, list(self.procs.values()))
+        self._alive = sorted(self.procs)
+        self._thread = threading.Thread(target=self._scan_loop, name="snumap-job-scan",
+                                        daemon=True)
+        self._thread.start()
+
+    def _scan_loop(self) -> None:
+        while not self._stop.wait(SCAN_S):
+            try:
+                new, alive = self.scanner.scan()
+            except OSError:
+                continue
+            with self._lock:
+                self._found += new
+                self._stepds += self.scanner.stepds
+                self._alive = alive
 
     def poll(self, writer: Any, tracer: Any, say: Any) -> bool:
-        """Rescan when due; follow and record new processes. True when the job is over here."""
+        """Follow and record what the scans found since the last call. True when the job is
+        over on this node."""
         now = time.monotonic()
-        if now < self._next_scan:
-            return False
-        self._next_scan = now + SCAN_S
-        new, alive = self.scanner.scan()
+        with self._lock:
+            new, self._found = self._found, []
+            stepds, self._stepds = self._stepds, []
+            alive = list(self._alive)
+        if stepds:
+            tracer.follow(stepds)     # the tasks they fork, from their fork on
         if new:
             self._learn(new)
             if not tracer.follow([p.pid for p in new]) and not self.cannot_follow:
@@ -147,19 +173,21 @@ class JobWatch:
                 say(f"the {tracer.name} backend cannot follow processes the job starts later; "
                     "use --backend bcc, perf or proc")
             self._write_procs(writer, new)
-        steps = self.scanner.steps_alive()
-        if not alive:
-            return bool(self.procs)
-        if not self.app_steps_seen or steps - set(LONG_LIVED_STEPS):
-            self._steps_gone_at = None
+        if self.own_step is not None:
+            return False      # a step of the job: Slurm stops it (SIGTERM) when the job ends
+        # Started from outside the job (ssh to the node): end once none of the job's
+        # processes has been left here for STEP_GAP_S (a script's next step starts sooner).
+        if alive or not self.procs:
+            self._gone_at = None
             return False
-        # Only the batch script and the extern step are left: a job of several steps starts
-        # the next one within moments; end after STEP_GAP_S without one.
-        if self._steps_gone_at is None:
-            self._steps_gone_at = now
-        return now - self._steps_gone_at >= STEP_GAP_S
+        if self._gone_at is None:
+            self._gone_at = now
+        return now - self._gone_at >= STEP_GAP_S
 
     def finish(self, writer: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
         reading = clock_reading()
         # tid_max: the merge qualifies this node's task ids with a base this far apart
         # (pid_max, 4 M on most nodes, would spread a job's ids over a sparse range)
@@ -171,8 +199,6 @@ class JobWatch:
     def _learn(self, new: list[JobProc]) -> None:
         for p in new:
             self.procs[p.pid] = p
-            if p.step not in LONG_LIVED_STEPS:
-                self.app_steps_seen.add(p.step)
 
     def _write_procs(self, writer: Any, procs: list[JobProc]) -> None:
         if not procs:

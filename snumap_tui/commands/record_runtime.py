@@ -1,11 +1,11 @@
-"""The moving parts of `snumap record`: the held child, the drain thread, the output file's
-checks and the ordered clean-up. `commands/record.py` wires them together."""
+"""The moving parts of `snumap record`: the held child, the drain thread and the ordered
+clean-up (the output file is `commands/record_output.py`). `commands/record.py` wires them
+together."""
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
@@ -101,48 +101,6 @@ class TreeWatch:
             self.sampler.watch_pids(pids)
 
 
-def check_output(out: Path, force: bool) -> bool:
-    """Make sure OUT can be written before any tracer starts (and says so on stderr): not an
-    existing file without FORCE, not a directory, in a writable directory -- and then opened,
-    since only the kernel knows (root may create nothing in /proc, on a read-only mount...).
-
-    A new file is created here, empty; True says so, so that a run that fails before the
-    recording starts removes it (and only it: a file that was there is never removed). An
-    existing file (with FORCE) is opened without truncating it; the Writer truncates it."""
-    if out.is_dir():
-        raise SnumapError(f"{out} is a directory")
-    if out.exists() and not force:
-        raise SnumapError(f"{out} already exists (use --force to overwrite it)")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise SnumapError(f"cannot write {out}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SnumapError(f"cannot write {out}: {parent} is not writable")
-    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | (0 if force else os.O_EXCL)
-    existed = out.exists()
-    try:
-        os.close(os.open(out, flags, 0o644))
-    except FileExistsError:
-        raise SnumapError(f"{out} already exists (use --force to overwrite it)") from None
-    except OSError as e:
-        raise SnumapError(f"cannot create {out}: {e.strerror or e}") from None
-    return not existed
-
-
-def remove_unstarted(out: Path, created: bool, say: Any) -> None:
-    """The recording never started (the command could not be run, no tracer worked): the
-    file this run created holds no events, and left behind it would make the corrected rerun
-    fail with "already exists". A file that was there before is left alone."""
-    if not created:
-        return
-    try:
-        out.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        say(f"cannot remove {out}: {e.strerror or e}")
-
-
 class Cleanup:
     """Closing steps run in reverse order, each on its own: one that raises neither skips
     the others nor hides the error that ended the run (it is reported on stderr instead);
@@ -186,10 +144,18 @@ class Drainer:
     when a drain was large), so that they do not overflow while the main thread decodes,
     compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
     raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
-    by the main thread as before."""
+    by the main thread as before.
+
+    The drains waiting for the main thread are bounded (``MAX_BACKLOG``): when it falls
+    behind (more events than it can decode and write, as under a context-switch storm on a
+    busy machine), the thread stops draining until it catches up, the kernel buffers fill
+    and the tracer counts what it drops as lost -- a bounded recorder and an honest loss
+    count instead of memory growing with the backlog."""
 
     DRAIN_S = 0.01
-    BIG = 1 << 20             # bytes (or records) after which the next drain comes at once
+    BIG = 1 << 19             # bytes after which the next drain comes at once
+    MAX_BACKLOG = 4 << 20     # bytes of drains not taken yet
+    WAKE = 1 << 20            # backlog that wakes the main thread before its next poll
 
     def __init__(self, tracer: Any) -> None:
         import collections
@@ -197,7 +163,10 @@ class Drainer:
 
         self.tracer = tracer
         self._q: collections.deque[Any] = collections.deque()
+        self._queued = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         if type(tracer).drain is not _base_drain():
@@ -207,14 +176,28 @@ class Drainer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                if self._queued > self.MAX_BACKLOG:
+                    self._stop.wait(self.DRAIN_S)
+                    continue
                 raw = self.tracer.drain()
                 size = _raw_size(raw)
                 if size:
-                    self._q.append(raw)
+                    with self._lock:
+                        self._q.append((raw, size))
+                        self._queued += size
+                    if self._queued >= self.WAKE:
+                        self._ready.set()
                 if size < self.BIG:
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has
+        built up: at hundreds of thousands of events a second, a main thread that slept its
+        whole poll left the drain thread stopped at MAX_BACKLOG and the kernel dropping."""
+        self._ready.wait(timeout)
+        self._ready.clear()
 
     def take(self) -> list[Any]:
         """The drains so far (None, once, when the tracer has no drain thread)."""
@@ -222,10 +205,16 @@ class Drainer:
             raise self._error
         if self._thread is None:
             return [None]
+        return merge_drains(self._pop_all())
+
+    def _pop_all(self) -> list[Any]:
         out = []
-        while self._q:
-            out.append(self._q.popleft())
-        return merge_drains(out)
+        with self._lock:
+            while self._q:
+                raw, size = self._q.popleft()
+                self._queued -= size
+                out.append(raw)
+        return out
 
     def stop(self) -> list[Any]:
         """Stop the thread; the drains it made and not taken yet."""
@@ -234,10 +223,7 @@ class Drainer:
         self._stop.set()
         self._thread.join()
         self._thread = None
-        out = []
-        while self._q:
-            out.append(self._q.popleft())
-        return merge_drains(out)
+        return merge_drains(self._pop_all())
 
 
 def _base_drain() -> Any:
@@ -246,14 +232,36 @@ def _base_drain() -> Any:
     return Tracer.drain
 
 
-def merge_drains(raws: list[Any]) -> list[Any]:
-    """Consecutive drains as one, so the main thread decodes once per poll (10 times a second)
+MERGE_MAX = 1 << 20     # bytes of raw records decoded at once
+
+
+def merge_drains(raws: list[Any], limit: int = MERGE_MAX) -> list[Any]:
+    """Consecutive drains joined, so the main thread decodes once per poll (10 times a second)
     instead of once per 10 ms drain: each decode has fixed costs (numpy calls, the tracer's
-    map reads) that at 100 small decodes a second took CPU from the traced workload.
+    map reads) that at 100 small decodes a second took CPU from the traced workload. Joined
+    up to LIMIT bytes each: a decode makes several copies of its batch, so a backlog decoded
+    in one piece was the recorder's peak memory.
 
     A perf drain is each CPU's ring bytes, whole records only, so one CPU's drains joined are
-    that ring's record stream; a bcc drain is an array of records, joined by concatenation.
+    that ring's record stream; an eBPF drain is an array of records, joined by concatenation.
     Anything else is left as it is."""
+    if len(raws) < 2:
+        return raws
+    groups: list[list[Any]] = [[]]
+    size = 0
+    for r in raws:
+        n = _raw_size(r)
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(r)
+        size += n
+    if len(groups) > 1:
+        return [m for g in groups for m in _merge(g)]
+    return _merge(raws)
+
+
+def _merge(raws: list[Any]) -> list[Any]:
     if len(raws) < 2:
         return raws
     if all(isinstance(r, dict) for r in raws):

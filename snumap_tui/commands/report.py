@@ -29,11 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def open_readable(path: str, *, need_header: bool = True) -> Any:
     """``store.open(path)``; with ``need_header``, a recording whose header chunk (topology,
-    host) is missing fails here with the reader's first note on why: truncated or damaged."""
+    host) and its copies are all lost, and that has no events either, fails here with the
+    reader's first note on why: truncated or damaged. With events, the CLI reads what the API
+    can: the reader then stands in a flat machine of the PUs the events name."""
     from snumap_tui.store import open as open_recording
 
     rec = open_recording(path)
-    if need_header and not rec.header:
+    if need_header and not rec.header and not rec.event_count:
         notes = [d for d in rec.damaged if "header chunk is missing" not in d]
         rec.close()
         why = notes[0] if notes else "its header chunk (topology, host) is missing"

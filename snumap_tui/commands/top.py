@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.topology.model import Topology
 
 
+#: The process list's columns (ui.processes.SORT_KEYS, which the parser must not import:
+#: building it stays free of the UI; a test checks the two agree).
+SORT_COLUMNS = ("pid", "user", "job", "cpu", "mem", "thr", "time", "pu", "affinity", "name")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", "-i", type=float, default=1.0, metavar="S",
                         help="seconds between samples (default 1; 0.01 .. 3600)")
@@ -32,9 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", "-n", type=int, default=None, metavar="N",
                         help="batch: stop after N frames (default: until interrupted)")
     parser.add_argument("--json", action="store_true",
-                        help="batch: one JSON object per frame (Frame.to_dict)")
+                        help="batch: one JSON object per frame (every metric of every "
+                             "object, the sources and the processes)")
     parser.add_argument("--tasks", type=int, default=10, metavar="N",
                         help="batch text: how many of the busiest processes to print (default 10)")
+    parser.add_argument("-p", "--pid", metavar="PID[,PID]",
+                        help="show only these processes (as htop -p)")
+    parser.add_argument("-u", "--user", metavar="USER",
+                        help="show only this user's processes (as htop -u)")
+    parser.add_argument("--sort", metavar="COLUMN", default="cpu",
+                        help="sort the processes by this column: " + ", ".join(SORT_COLUMNS)
+                             + " (default cpu; < and > change it)")
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
                         help="your own metrics (TOML: [metric.NAME] formula, object, scale), "
                              "after ~/.config/snumap/metrics.toml; may be repeated")
@@ -68,6 +81,10 @@ class LiveFeed:
         """How often the app needs the whole process list (0: every frame; the selected
         process is read every frame either way)."""
         self.sampler.set_tasks_cadence(every_s)
+
+    def show_kthreads(self, show: bool) -> None:
+        """Kernel threads in the process list (htop's K; hidden by default)."""
+        self.sampler.set_kthreads(show)
 
     def watch_pid(self, pid: int | None) -> None:
         """Ask the tasks source for this process's pages per NUMA node (numa_maps)."""
@@ -108,7 +125,29 @@ def gathered_statuses(frame: Frame, root: Path) -> Frame:
     from snumap_tui.commands.probe import for_gathered_tree
 
     frame.sources = {k: for_gathered_tree(v, root) for k, v in frame.sources.items()}
+    if is_static(frame):
+        static_rates_unavailable(frame)
     return frame
+
+
+def is_static(frame: Frame) -> bool:
+    """A gathered tree whose counters did not move between two reads (a snapshot: a live
+    kernel's /proc/stat ticks always do, idle included)."""
+    return frame.get("util_pct", frame.topology.root.id) is None
+
+
+def static_rates_unavailable(frame: Frame) -> None:
+    """Rates of a snapshot are unknown, not 0.0: every metric over time (each of its formulas
+    reads ``dt``: context switches, NUMA allocations, watts per second) becomes not available.
+    Instantaneous values (memory, the current frequency) stay."""
+    import numpy as np
+
+    from snumap_tui.model.metrics import default_catalogue
+
+    for m in default_catalogue().metrics.values():
+        arr = frame.values.get(m.name)
+        if arr is not None and all("dt" in e.needs for e in m.exprs):
+            frame.values[m.name] = np.full_like(arr, np.nan, dtype=np.float64)
 
 
 def origin_of(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -167,6 +206,22 @@ def _check(args: argparse.Namespace) -> None:
                           "--batch (snumap top --batch --count N)")
     if args.fsroot and not Path(args.fsroot).is_dir():
         raise SnumapError(f"--fsroot {args.fsroot}: not a directory")
+    if args.sort not in SORT_COLUMNS:
+        raise SnumapError(f"--sort {args.sort}: not a column; one of "
+                          + ", ".join(SORT_COLUMNS))
+    pids_of(args)
+
+
+def pids_of(args: argparse.Namespace) -> frozenset[int] | None:
+    """-p 12,34 as a set (None: every process)."""
+    if not getattr(args, "pid", None):
+        return None
+    from snumap_tui.ui.processes import parse_pids
+
+    try:
+        return parse_pids(args.pid)
+    except ValueError as exc:
+        raise SnumapError(f"-p {args.pid}: {exc} is not a PID; give PIDs as 12,34") from None
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -192,24 +247,36 @@ def run(args: argparse.Namespace) -> int:
         return run_batch(topo, root, args, catalogue)
     if not sys.stdout.isatty():
         raise SnumapError("the live view needs a terminal; use --batch for text or --json")
-    return run_tui(topo, root, args.interval, catalogue, origin_of(args))
+    return run_tui(topo, root, args.interval, catalogue, origin_of(args),
+                   {"sort_key": args.sort, "pids": pids_of(args), "user": args.user})
 
 
 def run_tui(topo: Topology, root: Path, interval_s: float,
             catalogue: Catalogue | None = None,
-            origin: tuple[str, str] | None = None) -> int:
+            origin: tuple[str, str] | None = None,
+            process_list: dict[str, Any] | None = None) -> int:
+    """``process_list``: the list's sort_key, pids (-p) and user (-u)."""
     feed = LiveFeed(topo, root, interval_s, catalogue, origin)
+    feed.show_kthreads(False)      # as htop starts; K shows them (the app says the same)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
     feed.sampler.sweep()
+    if origin is None or origin[0] == "fsroot":
+        # The numbers are ready long before Textual is: show them now (first_frame.py).
+        from snumap_tui.commands.first_frame import draw, first_frame
+
+        early = first_frame(feed.sampler)
+        if early is not None:
+            draw(early, "live · the first numbers" if origin is None else f"tree {origin[1]}")
     from snumap_tui.ui.app import TopApp
     from snumap_tui.ui.hostinfo import HostReader
 
     local = origin is None or origin[0] != "topology"
     app = TopApp(topo, feed=feed, host=HostReader(root, topo, local=local,
                                                   name=origin[1] if origin else "?"),
-                 interval_s=interval_s, catalogue=catalogue, origin=origin)
+                 interval_s=interval_s, catalogue=catalogue, origin=origin,
+                 **(process_list or {}))
     app.run()
     if app.return_code:
         # A crash inside the app: one line and a failing status, never exit 0.
@@ -251,12 +318,19 @@ def batch_tree(frame: Frame) -> list[str]:
     return [lines[0], *(clip(x, BATCH_WIDTH) for x in lines[1:]), MEM_NOTE]
 
 
-def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH) -> list[str]:
-    """The busiest ``ntasks`` processes, the COMMAND column cut so each row fits ``width``."""
+def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
+               args: argparse.Namespace | None = None) -> list[str]:
+    """The first ``ntasks`` processes in the --sort order (the busiest by default), only
+    those of -p and -u, the COMMAND column cut so each row fits ``width``."""
     from snumap_tui.ui.processes import affinity_label, sort_tasks
 
+    tasks = list(frame.tasks)
+    if args is not None:
+        pids = pids_of(args)
+        tasks = [t for t in tasks if (pids is None or t.pid in pids)
+                 and (not args.user or t.user == args.user)]
     out = [f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND"]
-    for t in sort_tasks(frame.tasks, "cpu")[:ntasks]:
+    for t in sort_tasks(tasks, getattr(args, "sort", "cpu"))[:ntasks]:
         cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
         pu = "" if t.last_cpu is None else str(t.last_cpu)
         row = (f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
@@ -266,7 +340,8 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH) -> list[str]
 
 
 def batch_text(frame: Frame, host_line: str, ntasks: int,
-               origin: tuple[str, str] | None = None) -> str:
+               origin: tuple[str, str] | None = None,
+               args: argparse.Namespace | None = None) -> str:
     """One frame as text no wider than 80 columns: a header, what is not measured and why
     (wrapped at words), the folded tree with its numbers, the busiest processes."""
     from snumap_tui.ui.hostinfo import source_marks
@@ -277,7 +352,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
         out += wrap_line(f"topology of {origin[1]}: no live data (not this machine)")
     else:
         if origin is not None:
-            moving = frame.get("util_pct", frame.topology.root.id) is not None
+            moving = not is_static(frame)
             out += wrap_line(f"data from the tree {origin[1]}" if moving else
                              f"static snapshot of {origin[1]}: its counters do not move")
         for n, ok, why in source_marks(frame.sources):
@@ -287,7 +362,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
     for line in user_metric_lines(frame):
         out += wrap_line(line)
     if ntasks and frame.tasks:
-        out += task_lines(frame, ntasks)
+        out += task_lines(frame, ntasks, args=args)
     return "\n".join(out) + "\n"
 
 
@@ -344,7 +419,7 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
             if args.json:
                 sys.stdout.write(json.dumps(frame.to_dict(), default=_json_default) + "\n")
             else:
-                sys.stdout.write(batch_text(frame, host_line, args.tasks, origin))
+                sys.stdout.write(batch_text(frame, host_line, args.tasks, origin, args))
             sys.stdout.flush()
             printed += 1
     except KeyboardInterrupt:

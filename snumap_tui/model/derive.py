@@ -122,6 +122,8 @@ def _diff_aligned(plan: Plan, p: dict[str, Any], q: dict[str, Any], field: str) 
     CPUs (the normal case) the difference is taken first and aligned once."""
     a = np.asarray(q[field], dtype=np.float64)
     b = np.asarray(p[field], dtype=np.float64)
+    if a.shape[1:] != b.shape[1:]:       # the columns changed between samples: unknown
+        return plan.align(q["cpus"], np.full(a.shape, np.nan))
     if _same_cpus(p, q):
         return plan.align(q["cpus"], a - b)
     return plan.align(q["cpus"], a) - plan.align(p["cpus"], b)
@@ -134,6 +136,8 @@ def _procstat(prev: Sample, cur: Sample, c: Counters) -> None:
     if p is None or q is None:
         return
     d = _diff_aligned(c.plan, p, q, "ticks")
+    if d.ndim != 2 or d.shape[1] < 4:   # not /proc/stat's columns (user nice system idle ...)
+        return
     # iowait can go backwards on NO_HZ kernels (Documentation/filesystems/proc.rst notes it is
     # unreliable): a negative tick delta is 0 time, not a reset.
     np.maximum(d, 0.0, out=d, where=~np.isnan(d))
@@ -263,8 +267,8 @@ def _rapl_counter(domain: str) -> str | None:
 
 def _rapl(prev: Sample, cur: Sample, c: Counters) -> None:
     p, q = _r(prev, "rapl"), _r(cur, "rapl")
-    if p is None or q is None:
-        return
+    if p is None or q is None or q.get("max_uj") is None or q.get("objects") is None:
+        return      # energy without its range or its objects cannot be placed
     topo = c.plan.topology
     before = {d: (float(e), float(m)) for d, e, m in
               zip(p.get("domains", ()), p.get("energy_uj", ()), p.get("max_uj", ()))}

@@ -67,6 +67,20 @@ class ExprError(SnumapError):
     """A formula that does not parse, or names a counter that does not exist."""
 
 
+# Limits that keep a formula's tree shallow enough for the recursive parser, compiler and
+# evaluator (and its cost small): a real formula is a few dozen characters, a handful of
+# operators and two or three levels of parentheses. Each is a one-line error, never a
+# RecursionError.
+MAX_CHARS = 4096          # size
+MAX_OPERATORS = 256       # count of binary operators (a 1,000-term sum is refused)
+MAX_DEPTH = 64            # nesting of parentheses and unary signs
+
+
+def _show(text: str) -> str:
+    """The formula for an error message: whole when short, its start when long."""
+    return repr(text) if len(text) <= 80 else f"{text[:60]!r}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str   # "num", "name", "op", "end"
@@ -76,10 +90,13 @@ class Token:
 
 def tokenize(text: str) -> list[Token]:
     """Split a formula into tokens; refuse anything outside the grammar's alphabet."""
+    if len(text) > MAX_CHARS:
+        raise ExprError(f"formula too long: {len(text)} characters (at most {MAX_CHARS}): "
+                        f"{_show(text)}")
     call = _CALL.search(text)
     if call is not None:   # before anything else: "f(" is the attempt that matters most
         raise ExprError(f"calls are not allowed: {call.group(1)!r} at column "
-                        f"{call.start() + 1} of {text!r}")
+                        f"{call.start() + 1} of {_show(text)}")
     out: list[Token] = []
     pos = 0
     while pos < len(text):
@@ -87,7 +104,7 @@ def tokenize(text: str) -> list[Token]:
         if m is None:
             ch = text[pos]
             why = _REFUSED.get(ch, "unexpected character")
-            raise ExprError(f"{why}: {ch!r} at column {pos + 1} of {text!r}")
+            raise ExprError(f"{why}: {ch!r} at column {pos + 1} of {_show(text)}")
         kind = m.lastgroup or ""
         if kind != "ws":
             out.append(Token(kind, m.group(), pos + 1))
@@ -127,6 +144,8 @@ class _Parser:
         self.text = text
         self.toks = tokenize(text)
         self.i = 0
+        self.depth = 0
+        self.operators = 0
 
     def peek(self) -> Token:
         return self.toks[self.i]
@@ -138,7 +157,22 @@ class _Parser:
 
     def fail(self, tok: Token, what: str) -> ExprError:
         shown = repr(tok.text) if tok.kind != "end" else "end of formula"
-        return ExprError(f"{what}: {shown} at column {tok.col} of {self.text!r}")
+        return ExprError(f"{what}: {shown} at column {tok.col} of {_show(self.text)}")
+
+    def binary(self, op: str, left: Node, right_fn: Callable[[], Node]) -> Node:
+        self.operators += 1
+        if self.operators > MAX_OPERATORS:
+            raise self.fail(self.peek(), f"more than {MAX_OPERATORS} operators")
+        return BinOp(op, left, right_fn())
+
+    def nested(self, tok: Token, inner: Callable[[], Node]) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail(tok, f"nested more than {MAX_DEPTH} deep")
+        try:
+            return inner()
+        finally:
+            self.depth -= 1
 
     def parse(self) -> Node:
         if self.peek().kind == "end":
@@ -153,7 +187,7 @@ class _Parser:
         node = self.term()
         while self.peek().kind == "op" and self.peek().text in "+-":
             op = self.take().text
-            node = BinOp(op, node, self.term())
+            node = self.binary(op, node, self.term)
         return node
 
     def term(self) -> Node:
@@ -162,14 +196,14 @@ class _Parser:
             op = self.take().text
             if self.peek().kind == "op" and self.peek().text == op == "*":
                 raise self.fail(self.peek(), "only + - * / are allowed (no powers)")
-            node = BinOp(op, node, self.unary())
+            node = self.binary(op, node, self.unary)
         return node
 
     def unary(self) -> Node:
         tok = self.peek()
         if tok.kind == "op" and tok.text in "+-":
             self.take()
-            arg = self.unary()
+            arg = self.nested(tok, self.unary)
             return Neg(arg) if tok.text == "-" else arg
         return self.atom()
 
@@ -183,7 +217,7 @@ class _Parser:
                 raise self.fail(tok, "calls are not allowed")
             return Name(tok.text)
         if tok.kind == "op" and tok.text == "(":
-            node = self.expr()
+            node = self.nested(tok, self.expr)
             close = self.take()
             if close.kind != "op" or close.text != ")":
                 raise self.fail(close, "expected ')'")
@@ -322,6 +356,6 @@ def parse(text: str, known: Iterable[str] | None = None) -> Expr:
         known_set = set(known)
         unknown = sorted(needs - known_set)
         if unknown:
-            raise ExprError(f"unknown counter {unknown[0]!r} in {text!r} "
+            raise ExprError(f"unknown counter {unknown[0]!r} in {_show(text)} "
                             f"(known: {', '.join(sorted(known_set))})")
     return Expr(text, tree, needs, _compile(tree))

@@ -40,6 +40,10 @@ class TaskRow:
     counter_rates: dict[str, float] | None = None   # perf event name -> per second
     ctx_switches_s: float | None = None             # "context-switches" per second
     ipc: float | None = None       # instructions / cycles (None without a hardware PMU)
+    ppid: int | None = None        # the parent process (the process tree, F5)
+    # CPU time of its live threads since they started, seconds (utime + stime; htop's TIME+
+    # also keeps the time of threads that ended)
+    cpu_time_s: float | None = None
 
 
 @dataclass

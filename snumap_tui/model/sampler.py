@@ -190,6 +190,18 @@ class Sampler:
         if every_s == 0.0 and was > 0.0 and self.running:
             self._wake.set()
 
+    def set_kthreads(self, show: bool) -> None:
+        """Kernel threads in the process list or not (tasks source's ``kthreads``). The rows
+        start again from the next two readings: a thread the last reading left out has no
+        interval to measure its CPU % over (it would get all its time since boot)."""
+        with self._lock:
+            for s in self.sources:
+                if hasattr(s, "kthreads") and s.kthreads != show:
+                    s.kthreads = show
+                    self._timeline.reset()
+        if self.running:
+            self._wake.set()
+
     def watch_pids(self, pids: Iterable[int], counters: bool = False) -> None:
         """Ask the tasks source for these processes' pages per NUMA node (numa_maps), and to
         keep reading them every sweep when the rest of the list is read less often. With

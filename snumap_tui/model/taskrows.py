@@ -147,8 +147,8 @@ class TaskRows(LazyRows):
 
     def __init__(self, cur: Mapping[str, Any], pids: np.ndarray, cpu_pct: np.ndarray,
                  main: np.ndarray, busiest: np.ndarray, nthreads: np.ndarray,
-                 running: np.ndarray, rates: Mapping[int, dict[str, float]] | None = None
-                 ) -> None:
+                 running: np.ndarray, rates: Mapping[int, dict[str, float]] | None = None,
+                 time_s: np.ndarray | None = None) -> None:
         # Busiest first, ties by pid (what every reader of Frame.tasks expects).
         order = np.lexsort((pids, -np.nan_to_num(cpu_pct, nan=0.0)))
         self._th = cur["threads"]
@@ -157,6 +157,7 @@ class TaskRows(LazyRows):
         self._cpu = cpu_pct[order]
         self._main, self._busiest = main[order], busiest[order]
         self._nthreads, self._running = nthreads[order], running[order]
+        self._time = (time_s if time_s is not None else np.full(pids.shape, np.nan))[order]
         self._by_pid: dict[int, int] | None = None
         self._rates: Mapping[int, dict[str, float]] = rates or {}
         self._made: dict[int, TaskRow] = {}      # rows built one at a time (``[i]``)
@@ -181,6 +182,8 @@ class TaskRows(LazyRows):
         key computed the same way orders rows exactly as this does."""
         if by == "pid":
             order = np.argsort(self._pids, kind="stable")
+        elif by == "time":
+            order = np.lexsort((self._pids, -np.nan_to_num(self._time, nan=-1.0)))
         elif by == "cpu":
             scale = 10.0 ** decimals
             shown = np.floor(np.nan_to_num(self._cpu, nan=0.0) * scale + 0.5) / scale
@@ -196,6 +199,7 @@ class TaskRows(LazyRows):
         sub._pids, sub._cpu = self._pids[idx], self._cpu[idx]
         sub._main, sub._busiest = self._main[idx], self._busiest[idx]
         sub._nthreads, sub._running = self._nthreads[idx], self._running[idx]
+        sub._time = self._time[idx]
         sub._by_pid, sub._rows, sub._made = None, None, {}
         return sub
 
@@ -249,6 +253,8 @@ class TaskRows(LazyRows):
         aff = info.get("affinity") or ()
         rss = info.get("rss_bytes")
         rates = self._rates.get(p)
+        ppid = th.get("ppid", ())
+        secs = float(self._time[g])
         ipc = None
         if rates and rates.get("cycles"):
             ipc = rates.get("instructions", math.nan) / rates["cycles"]
@@ -261,7 +267,8 @@ class TaskRows(LazyRows):
             info.get("cgroup"), info.get("job"), info.get("cmdline"),
             {int(k): int(v) for k, v in numa.items()} if numa else None,
             int(self._nthreads[g]), int(rss) if rss is not None else None,
-            rates, rates.get("context-switches") if rates else None, ipc)
+            rates, rates.get("context-switches") if rates else None, ipc,
+            int(ppid[m]) if len(ppid) else None, None if math.isnan(secs) else secs)
 
 
 _NO_INFO: Mapping[str, Any] = {}
@@ -357,8 +364,11 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     running = np.zeros(ngroups, dtype=bool)
     if len(state):
         running[inv[np.asarray(state) == "R"]] = True
+    _, ticks = _ticks(th)
+    time_s = (np.bincount(inv, weights=ticks, minlength=ngroups) / hz if len(ticks) == len(pid)
+              else None)
     return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running,
-                    counter_rates(prev, cur, dt))
+                    counter_rates(prev, cur, dt), time_s)
 
 
 class TaskTimeline:

@@ -54,6 +54,12 @@ _ALIASES = {t.lower(): t for t in OBJECT_TYPES} | {
     "l1": "L1Cache", "l2": "L2Cache", "l3": "L3Cache", "l4": "L4Cache", "l5": "L5Cache",
     "l1d": "L1Cache", "l1i": "L1iCache", "cpu": "PU", "thread": "PU", "machine": "Machine"}
 
+# A metrics file is a few kB; these bound what a wrong or hostile one costs (a 50 MB file took
+# over a minute and gigabytes to parse): refused with one line, before parsing.
+MAX_FILE_BYTES = 1 << 20
+MAX_METRICS = 1000
+MAX_FALLBACKS = 16
+
 _KEYS = {"object", "obj", "formula", "ctr", "expr", "unit", "description", "rule", "logscale",
          "scale", "min", "max", "warn_above", "warn_below", "crit_above", "crit_below",
          "group"}
@@ -98,6 +104,8 @@ def _metric(where: str, name: str, spec: Any, known: frozenset[str]) -> Metric:
         raise SnumapError(f"{where}: needs a 'formula' (the CTR expression)")
     if isinstance(formulas, list) and not all(isinstance(f, str) for f in formulas):
         raise SnumapError(f"{where}: 'formula' must be a string or a list of strings")
+    if isinstance(formulas, list) and len(formulas) > MAX_FALLBACKS:
+        raise SnumapError(f"{where}: {len(formulas)} fallback formulas (at most {MAX_FALLBACKS})")
     scale = "log" if spec.get("logscale") is True else str(spec.get("scale", "linear"))
     if scale not in ("linear", "log"):
         raise SnumapError(f"{where}: 'scale' must be 'linear' or 'log', not {scale!r}")
@@ -126,6 +134,9 @@ def _metric(where: str, name: str, spec: Any, known: frozenset[str]) -> Metric:
 def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric], list[str]]:
     """Metrics and extra perf events from the text of a metrics file (``source`` names it in
     errors)."""
+    if len(text) > MAX_FILE_BYTES:
+        raise SnumapError(f"{source}: {len(text)} characters; a metrics file may hold at most "
+                          f"{MAX_FILE_BYTES} (1 MiB)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -141,6 +152,8 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
     tables = data.get("metric", {})
     if not isinstance(tables, Mapping):
         raise SnumapError(f"{source}: 'metric' must be tables: [metric.NAME]")
+    if len(tables) > MAX_METRICS:
+        raise SnumapError(f"{source}: {len(tables)} metrics (at most {MAX_METRICS})")
     metrics = []
     for name, spec in tables.items():
         if not name.replace("_", "").isalnum():
@@ -152,6 +165,10 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
 
 def load_metrics_file(path: Path) -> tuple[list[Metric], list[str]]:
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SnumapError(f"metrics file {path}: {size} bytes; it may hold at most "
+                              f"{MAX_FILE_BYTES} (1 MiB)")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SnumapError(f"metrics file not found: {path}") from None

@@ -135,7 +135,7 @@ class FreqSource:
                                         None, detail)
         else:
             self._status = SourceStatus(
-                self.name, False, f"no cpufreq driver ({CPU_DIR}/cpu*/cpufreq missing) and "
+                self.name, False, f"no cpufreq driver (/{CPU_DIR}/cpu*/cpufreq missing) and "
                 f"{msr_why}", "on bare metal load a cpufreq driver (intel_pstate, amd-pstate, "
                 "acpi-cpufreq); with a hardware PMU, GHz comes from cycles/time", detail)
         return self._status

@@ -20,12 +20,14 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from snumap_tui.sources.jobs import detect_job, parse_cgroup
 
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+RECHECK_S = 2.0
 _STEP = re.compile(r"/step_([^/]+)")
 
 
@@ -99,6 +101,18 @@ def node_name(env: dict[str, str] | None = None) -> str:
     return env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
+def count_comm(name: str, proc: Path = Path("/proc")) -> int:
+    """How many processes are called NAME (several slurmd: a test cluster on one host)."""
+    n = 0
+    for p in proc.iterdir():
+        if p.name.isdigit():
+            try:
+                n += (p / "comm").read_text().strip() == name
+            except OSError:
+                continue
+    return n
+
+
 @dataclass(frozen=True)
 class JobProc:
     pid: int
@@ -118,7 +132,13 @@ class JobScanner:
         self.exclude_steps = exclude_steps
         self.proc = proc
         self._seen: dict[int, JobProc | None] = {}
+        self._young: dict[int, float] = {}       # pid -> when first seen, while re-checked
         self._own = {os.getpid(), os.getppid()}
+        # A host with one slurmd: the job's step daemons ("slurmstepd: [J.S]") are this node's,
+        # and following them follows every task they fork from its first event.
+        self.stepd_prefix = f"slurmstepd: [{jobid}.".encode() \
+            if system == "slurm" and count_comm("slurmd", proc) == 1 else None
+        self.stepds: list[int] = []              # step daemons found by the last scan
 
     def classify(self, pid: int) -> JobProc | None:
         base = self.proc / str(pid)
@@ -151,6 +171,7 @@ class JobScanner:
         """(job processes not seen before, job pids alive now)."""
         new: list[JobProc] = []
         alive: list[int] = []
+        self.stepds = []
         try:
             pids = [int(p.name) for p in self.proc.iterdir() if p.name.isdigit()]
         except OSError:
@@ -159,27 +180,42 @@ class JobScanner:
         for pid in list(self._seen):
             if pid not in live:
                 del self._seen[pid]
+                self._young.pop(pid, None)
+        now = time.monotonic()
+        for pid, born in list(self._young.items()):
+            if now - born >= RECHECK_S:
+                del self._young[pid]
         for pid in pids:
             if pid in self._own:
                 continue
-            if pid not in self._seen:
+            # A process is classified once, except in its first RECHECK_S: a task slurmstepd
+            # forked is slurmstepd (name, environment, cgroup) until its exec, which a read
+            # may straddle.
+            if pid not in self._seen or (self._seen[pid] is None and pid in self._young):
+                if pid not in self._seen and self._is_stepd(pid):
+                    self.stepds.append(pid)
                 jp = self.classify(pid)
-                if jp is None and self._pre_exec(pid):
-                    continue          # slurmstepd's child before its exec: look again later
+                if pid not in self._seen:
+                    self._young[pid] = now
                 self._seen[pid] = jp
                 if jp is not None:
+                    self._young.pop(pid, None)
                     new.append(jp)
             if self._seen[pid] is not None:
                 alive.append(pid)
         return new, alive
 
-    def _pre_exec(self, pid: int) -> bool:
-        """A task slurmstepd forked has slurmstepd's name, environment and (until slurmstepd
-        moves it) cgroup until it execs the job's program: not yet classifiable."""
+    def _is_stepd(self, pid: int) -> bool:
+        if self.stepd_prefix is None:
+            return False
         try:
-            return (self.proc / str(pid) / "comm").read_text().strip() == "slurmstepd"
+            cmd = (self.proc / str(pid) / "cmdline").read_bytes()
         except OSError:
             return False
+        if not cmd.startswith(self.stepd_prefix):
+            return False
+        step = cmd[len(self.stepd_prefix):].split(b"]", 1)[0].decode(errors="replace")
+        return step not in self.exclude_steps       # not the recorder's own step
 
     def steps_alive(self) -> set[str]:
         return {jp.step for jp in self._seen.values() if jp is not None}

@@ -44,6 +44,16 @@ def parse_node_meminfo(text: str) -> dict[str, int]:
     return {k: int(v) * 1024 if kb else int(v) for k, v, kb in _MEMINFO_LINE.findall(text)}
 
 
+# /proc/meminfo: ``MemTotal:  280840 kB`` (Documentation/filesystems/proc.rst, "meminfo").
+_PROC_MEMINFO_LINE = re.compile(r"^(\S+):\s+(\d+)(\s+kB)?", re.MULTILINE)
+
+
+def parse_proc_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo lines -> {"MemTotal": bytes, "HugePages_Total": count}: the same keys as a
+    node's meminfo for what both have (no FilePages: /proc/meminfo splits it differently)."""
+    return {k: int(v) * 1024 if kb else int(v) for k, v, kb in _PROC_MEMINFO_LINE.findall(text)}
+
+
 def parse_numastat(text: str) -> dict[str, int]:
     """``numa_hit 1234`` lines (one key and one number each) -> {key: pages}."""
     tok = text.split()
@@ -94,6 +104,12 @@ class NumaSource:
         self.nodes = node_dirs(self.root)
         text = read_optional(reader, self.root / "proc" / "meminfo")
         self.hugepagesize = parse_hugepagesize(text) if text else None
+        # No node directories (a kernel without CONFIG_NUMA, or a gathered tree without
+        # them): the machine is one node, node 0 (as hwloc shows it), whose memory is
+        # /proc/meminfo's. Known memory is not "no memory"; NUMA counters stay unknown.
+        self.whole_machine = not self.nodes and bool(text) and "MemTotal:" in (text or "")
+        if self.whole_machine:
+            self.nodes = [(0, self.root / "proc")]
         self._distance: list[list[int]] | None = None
         self._fds: dict[Path, int] = {}
 
@@ -110,9 +126,13 @@ class NumaSource:
         return self._distance
 
     def status(self) -> SourceStatus:
+        if self.whole_machine:
+            return SourceStatus(self.name, True,
+                                f"one node: the memory of /proc/meminfo (no {NODE_DIR}/node*; "
+                                "NUMA counters unavailable)", None, {"nodes": [0]})
         if not self.nodes:
             return SourceStatus(self.name, False,
-                                f"no {NODE_DIR}/node* (kernel without CONFIG_NUMA?)",
+                                f"no /{NODE_DIR}/node* (kernel without CONFIG_NUMA?)",
                                 "none needed on a one-node machine; memory is in /proc/meminfo",
                                 {"path": str(self.root / NODE_DIR)})
         try:
@@ -158,7 +178,7 @@ class NumaSource:
             row = [nan] * len(fields)
             text = self._read(d / "meminfo")
             if text is not None:
-                mi = parse_node_meminfo(text)
+                mi = parse_proc_meminfo(text) if self.whole_machine else parse_node_meminfo(text)
                 for j, key in enumerate(MEMINFO_FIELDS):
                     if key in mi:
                         row[j] = mi[key]
@@ -168,7 +188,7 @@ class NumaSource:
                     for j, key in ((_HUGE, "HugePages_Total"), (_HUGE + 1, "HugePages_Free")):
                         if key in mi:
                             row[j] = mi[key] * self.hugepagesize
-            text = self._read(d / "numastat")
+            text = None if self.whole_machine else self._read(d / "numastat")
             if text is not None:
                 ns = parse_numastat(text)
                 for j, key in enumerate(NUMASTAT_FIELDS, _HUGE + 2):

@@ -146,6 +146,11 @@ class TasksSource:
         self._counters: Any = None
         self._users: dict[int, str] = {}
         self.full_every_s = 0.0            # see set_cadence
+        # Kernel threads in the list (False: left out, as htop shows them by default; each
+        # pid is read once to know it is one, then again every refresh_s in case the pid was
+        # reused -- on a 384-PU node they are thousands of per-CPU workers).
+        self.kthreads = True
+        self._kthread_pids: dict[int, float] = {}     # pid -> when last read
         self.keep_pids: set[int] = set()
         self._full_at = -math.inf
         self.base_page_kb = (os.sysconf("SC_PAGE_SIZE") // 1024) if is_live(self.root) else 4
@@ -291,7 +296,13 @@ class TasksSource:
         old_leads = self._leads
         leads: dict[int, tuple[str, dict[str, Any]]] = {}
         seen: dict[tuple[int, int], _Proc] = {}
+        skip = self._kthread_pids if not self.kthreads else {}
+        self._kthread_pids = {}
         for pid in pids:
+            at = skip.get(pid)
+            if at is not None and now - at < self.refresh_s:
+                self._kthread_pids[pid] = at      # a kernel thread, read not long ago
+                continue
             self._one(pid, now, old, old_leads, leads, seen, cols, processes)
         # Processes that ended are forgotten, so the memory does not grow with every pid seen.
         self._procs = seen
@@ -332,6 +343,9 @@ class TasksSource:
         key = (pid, lead["starttime"])
         ent = old.get(key)
         kthread = bool(lead["flags"] & PF_KTHREAD)
+        if kthread and not self.kthreads:
+            self._kthread_pids[pid] = now     # not read again before refresh_s
+            return
         try:
             if ent is None:
                 ent = _Proc(static=self._static(d, kthread))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import zstandard
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.store import kinds
 
 FILE_MAGIC = b"\x89SNUMAP\n"
 PREAMBLE = struct.Struct("<8sHHI")
@@ -35,29 +36,22 @@ CHUNK_HEADER = struct.Struct("<4sBBHIIIQQII")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 44
 MAX_PAYLOAD = 1 << 30  # a sanity bound: a writer never makes a chunk this big
 
-# Chunk kinds (the u8 "kind" field).
-K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS, K_LOST, K_MARKERS, K_INDEX, K_TRAILER = range(1, 9)
-KIND_NAMES = {K_HEADER: "header", K_SAMPLES: "samples", K_EVENTS: "events", K_TASKS: "tasks",
-              K_LOST: "lost", K_MARKERS: "markers", K_INDEX: "index", K_TRAILER: "trailer"}
-# Added within version 1 (older readers skip unknown kinds): the times of the samples chunk
-# just before it, so a reader lists sample times without decoding every reading.
-K_SAMPLE_TIMES = 9
-KIND_NAMES[K_SAMPLE_TIMES] = "sample times"
-# Node facts learnt while recording (a job's processes and ranks, the clock offset at the end):
-# a map with "t_ns" and "what" (docs/format.md, "Info chunk").
-K_INFO = 10
-KIND_NAMES[K_INFO] = "info"
-# Version 2 (merged recordings of several nodes): the events, samples and sample-times chunks
-# after a node chunk belong to that node (a map {"node": k}, k into the header's "nodes").
-K_NODE = 11
-KIND_NAMES[K_NODE] = "node"
-# A node's samples in a merged recording: a samples chunk copied as is (its own times; the
-# node's shift applies), under another kind so that readers of one machine's metrics skip it.
-K_NODE_SAMPLES = 12
-KIND_NAMES[K_NODE_SAMPLES] = "node samples"
-# Added within version 1: region enter/leave records and user markers (store/regions.py).
-K_REGIONS = 13
-KIND_NAMES[K_REGIONS] = "regions"
+# Chunk kinds (the u8 "kind" field): numbers, names and payload schemas are registered in
+# store/kinds.py, the one table to extend; the constants are repeated here for the readers
+# and writers that know them as ``chunks.K_*``.
+K_HEADER, K_SAMPLES, K_EVENTS, K_TASKS = (kinds.K_HEADER, kinds.K_SAMPLES, kinds.K_EVENTS,
+                                          kinds.K_TASKS)
+K_LOST, K_MARKERS, K_INDEX, K_TRAILER = kinds.K_LOST, kinds.K_MARKERS, kinds.K_INDEX, \
+    kinds.K_TRAILER
+K_SAMPLE_TIMES, K_INFO, K_NODE, K_NODE_SAMPLES = (kinds.K_SAMPLE_TIMES, kinds.K_INFO,
+                                                  kinds.K_NODE, kinds.K_NODE_SAMPLES)
+K_HEADER_COPY = kinds.K_HEADER_COPY
+KIND_NAMES = kinds.KIND_NAMES
+MAX_RAW_LEN = kinds.MAX_RAW_LEN
+# A recording's span, its *duration* everywhere (record's summary, report, replay): from the
+# earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
+SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS)
+K_REGIONS = kinds.K_REGIONS
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1
@@ -160,16 +154,52 @@ def payload_of(data: Buffer, h: ChunkHeader,
         raise PayloadError("truncated")
     if crc32(stored) != h.payload_crc:
         raise PayloadError("checksum mismatch")
+    if h.raw_len > MAX_RAW_LEN:
+        raise PayloadError(f"declares {h.raw_len} bytes decompressed, more than the "
+                           f"{MAX_RAW_LEN} a chunk may hold")
+    bad_count = kinds.check_count(h.kind, h.count, h.raw_len)
+    if bad_count:
+        raise PayloadError(bad_count)
     if h.codec == CODEC_NONE:
+        if h.raw_len != h.payload_len:
+            raise PayloadError(f"raw_len {h.raw_len} differs from its {h.payload_len} bytes")
         return stored
     if h.codec != CODEC_ZSTD:
         raise PayloadError(f"unknown codec {h.codec}")
+    return _inflate(stored, h.raw_len, dctx)
+
+
+def _inflate(stored: memoryview, raw_len: int, dctx: zstandard.ZstdDecompressor) -> bytes:
+    """Decompress at most ``raw_len`` bytes: a frame that declares or holds more is refused,
+    never inflated to what it claims (a 1 GiB frame of zeros is a few kB on disk). A frame
+    that declares its size (the writer's do) must declare ``raw_len`` and is decompressed in
+    one call into that much memory; one that does not is streamed into a buffer of
+    ``raw_len`` + 1 bytes, and one byte too many is the end of it."""
     try:
-        out = dctx.decompress(stored, max_output_size=h.raw_len)
+        declared = zstandard.frame_content_size(stored)
     except zstandard.ZstdError as e:
         raise PayloadError(f"zstd: {e}") from None
-    if len(out) != h.raw_len:
-        raise PayloadError("decompressed size mismatch")
+    if declared >= 0 and declared != raw_len:
+        raise PayloadError(f"zstd frame declares {declared} bytes, the chunk {raw_len}")
+    try:
+        if declared >= 0:
+            out = dctx.decompress(stored, max_output_size=raw_len)
+        else:
+            buf = bytearray(raw_len + 1)
+            n = 0
+            with dctx.stream_reader(stored, read_across_frames=True) as r:
+                while n <= raw_len:
+                    got = r.readinto(memoryview(buf)[n:])
+                    if not got:
+                        break
+                    n += got
+            if n > raw_len:
+                raise PayloadError(f"decompressed size mismatch (over {raw_len})")
+            out = bytes(memoryview(buf)[:n])
+    except zstandard.ZstdError as e:
+        raise PayloadError(f"zstd: {e}") from None
+    if len(out) != raw_len:
+        raise PayloadError(f"decompressed size mismatch ({len(out)} for {raw_len})")
     return out
 
 
@@ -177,6 +207,24 @@ def payload_of(data: Buffer, h: ChunkHeader,
 class ScanResult:
     chunks: list[ChunkHeader]
     damaged: list[str]
+    second_at: int | None = None   # where a second recording's signature starts, if any
+
+
+def next_preamble(data: Buffer, start: int = PREAMBLE_SIZE) -> int | None:
+    """Offset of the first valid file preamble at or after ``start``: a second recording
+    appended to this one (``cat a.rec b.rec``), or None."""
+    at = _find(data, FILE_MAGIC, start)
+    while at >= 0:
+        if at + PREAMBLE_SIZE <= len(data) and \
+                PREAMBLE.unpack_from(data, at)[3] == crc32(data[at:at + 12]):
+            return at
+        at = _find(data, FILE_MAGIC, at + 1)
+    return None
+
+
+def second_recording_note(at: int) -> str:
+    return (f"a second recording starts at byte {at} (files joined, e.g. with cat): only the "
+            f"first is read; `tail -c +{at + 1}` extracts the second")
 
 
 def scan(data: Buffer, start: int = PREAMBLE_SIZE) -> ScanResult:
@@ -184,9 +232,12 @@ def scan(data: Buffer, start: int = PREAMBLE_SIZE) -> ScanResult:
 
     Reads headers only; payload CRCs are checked when a payload is used (or by
     ``Recording.verify``), so building the index of a large file touches one page per chunk.
+    A second file signature ends the walk: what follows it is another recording, never
+    merged into this one.
     """
-    size = len(data)
-    mv = memoryview(data)
+    second = next_preamble(data, start)
+    size = len(data) if second is None else second
+    mv = memoryview(data)[:size]
     chunks: list[ChunkHeader] = []
     damaged: list[str] = []
     pos = start
@@ -203,13 +254,16 @@ def scan(data: Buffer, start: int = PREAMBLE_SIZE) -> ScanResult:
             break
         nxt = _find(data, CHUNK_MAGIC, pos + 1)
         # Only resync on a magic whose header checks out.
-        while nxt >= 0 and parse_chunk_header(mv, nxt) is None:
+        while 0 <= nxt < size and parse_chunk_header(mv, nxt) is None:
             nxt = _find(data, CHUNK_MAGIC, nxt + 1)
-        end = size if nxt < 0 else nxt
-        what = "unreadable bytes" if nxt >= 0 else "unreadable bytes at the end"
-        damaged.append(f"{what} {pos}-{end} ({end - pos} bytes) skipped")
+        end = size if nxt < 0 or nxt >= size else nxt
+        what = "unreadable bytes" if end < size else "unreadable bytes at the end"
+        if end > pos:
+            damaged.append(f"{what} {pos}-{end} ({end - pos} bytes) skipped")
         pos = end
-    return ScanResult(chunks, damaged)
+    if second is not None:
+        damaged.append(second_recording_note(second))
+    return ScanResult(chunks, damaged, second)
 
 
 def _find(data: Buffer, needle: bytes, start: int) -> int:

@@ -13,6 +13,7 @@ long runs of equal high bytes and compresses timestamps and counters several tim
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -118,12 +119,28 @@ def _enc(v: Any, out: list[bytes], shuffle: bool) -> None:
         raise TypeError(f"cannot store a value of type {type(v).__name__}")
 
 
+# Bounds on what one payload may make a reader build: nesting (the decoder recurses; a crafted
+# payload of 10 000 nested lists is 50 kB) and items (a list of 200 M one-byte Nones is 200 MB
+# on disk but 1.6 GB of pointers). Real payloads nest ~5 deep and hold thousands of items
+# (arrays count as one).
+MAX_DEPTH = 32
+MAX_ITEMS = 1 << 22
+
+
+class _Budget:
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items = MAX_ITEMS
+
+
 def decode(data: bytes | memoryview) -> Any:
     """Decode one value that fills ``data`` exactly."""
     mv = memoryview(data)
     try:
-        value, end = _dec(mv, 0)
-    except (struct.error, IndexError, UnicodeDecodeError, TypeError, ValueError) as e:
+        value, end = _dec(mv, 0, 0, _Budget())
+    except (struct.error, IndexError, UnicodeDecodeError, TypeError, ValueError,
+            OverflowError, MemoryError) as e:
         raise DecodeError(f"malformed value encoding: {e}") from None
     if end != len(mv):
         raise DecodeError(f"{len(mv) - end} stray bytes after the value")
@@ -144,7 +161,7 @@ def _take(mv: memoryview, pos: int, n: int) -> memoryview:
     return mv[pos:pos + n]
 
 
-def _dec(mv: memoryview, pos: int) -> tuple[Any, int]:
+def _dec(mv: memoryview, pos: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     tag = bytes(mv[pos:pos + 1])
     pos += 1
     if tag == T_NONE:
@@ -166,21 +183,28 @@ def _dec(mv: memoryview, pos: int) -> tuple[Any, int]:
         if tag == T_BYTES:
             return raw, pos
         return int(raw.decode("ascii")), pos
-    if tag in (T_LIST, T_TUPLE):
+    if tag in (T_LIST, T_TUPLE, T_DICT):
+        if depth >= MAX_DEPTH:
+            raise DecodeError(f"values nested deeper than {MAX_DEPTH} levels")
         n = _U32.unpack_from(mv, pos)[0]
+        budget.items -= n
+        # Each item takes at least one byte (two for a map entry): a count the rest of the
+        # payload cannot hold is refused before any loop runs.
+        if budget.items < 0 or n * (2 if tag == T_DICT else 1) > len(mv) - pos - 4:
+            raise DecodeError(f"a container of {n} items cannot be in this payload")
+    if tag in (T_LIST, T_TUPLE):
         pos += 4
         items = []
         for _ in range(n):
-            item, pos = _dec(mv, pos)
+            item, pos = _dec(mv, pos, depth + 1, budget)
             items.append(item)
         return (tuple(items) if tag == T_TUPLE else items), pos
     if tag == T_DICT:
-        n = _U32.unpack_from(mv, pos)[0]
         pos += 4
         d: dict[Any, Any] = {}
         for _ in range(n):
-            k, pos = _dec(mv, pos)
-            d[k], pos = _dec(mv, pos)
+            k, pos = _dec(mv, pos, depth + 1, budget)
+            d[k], pos = _dec(mv, pos, depth + 1, budget)
         return d, pos
     if tag == T_ARRAY:
         dt, pos = _read_dtype(mv, pos)
@@ -191,7 +215,7 @@ def _dec(mv: memoryview, pos: int) -> tuple[Any, int]:
         layout = mv[pos]
         nbytes = _U64.unpack_from(mv, pos + 1)[0]
         pos += 9
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # Python ints: a crafted shape cannot wrap around
         if count * dt.itemsize != nbytes:
             raise DecodeError("array size does not match its shape")
         view = _take(mv, pos, nbytes)

@@ -171,17 +171,20 @@ def decode_event_columns(value: dict[str, Any], fields: tuple[str, ...] = EVENT_
     if n == 0:
         return {f: np.zeros(0, dtype=EVENT_DTYPE[f]) for f in fields}
     want = set(fields)
+    # What each asked-for column is rebuilt from: tid needs cpu, kind and tid2 (the switch
+    # prediction); pid and pid2 need tid and tid2 (the table lookup).
+    need_tid = bool(want & {"tid", "pid"})
     if "t_ns" in want:
         t = np.cumsum(value["dt"], dtype=np.uint64)
         t += np.uint64(value["t0"])
         out["t_ns"] = t
-    if want & {"cpu", "tid"}:
+    if need_tid or "cpu" in want:
         cpu = value["cpu"].astype(np.uint32)
-    if want & {"kind", "tid"}:
+    if need_tid or "kind" in want:
         kind = value["kind"].astype(np.uint8, copy=False)
-    if want & {"tid2", "tid", "pid2"}:
+    if need_tid or want & {"tid2", "pid2"}:
         tid2 = value["tid2"].astype(np.int32)
-    if want & {"tid", "pid"}:
+    if need_tid:
         tid = (value["tid"].astype(np.int64) + _switch_prediction(cpu, kind, tid2)).astype(np.int32)
     if want & {"pid", "pid2"}:
         table_tid = value["pid_table_tid"].astype(np.int32)

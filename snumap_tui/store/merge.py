@@ -113,7 +113,8 @@ def _inspect(path: Path) -> Member:
         node = str(h.get("node") or h.get("host") or topo.meta.get("HostName") or path.stem)
         end = next((i for i in rec.infos if i.get("what") == "clock end"), {})
         if end.get("tid_max") is not None and rec.complete:
-            span = int(end["tid_max"]) + 1
+            named = max([0, *(max(t.tid, t.pid, t.ppid) for t in rec.task_history)])
+            span = max(int(end["tid_max"]), named) + 1
         elif h.get("pid_max"):
             span = int(h["pid_max"]) + 1
         else:

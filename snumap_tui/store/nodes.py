@@ -25,6 +25,7 @@ _TASK_FIELDS = ("tid", "tid2", "pid", "pid2")
 class NodeTable:
     nodes: list[dict[str, Any]]
     chunk_node: dict[int, int] = field(default_factory=dict)   # chunk offset -> node
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # node -> its first, last t
 
     @classmethod
     def of(cls, rec: Any) -> NodeTable:
@@ -38,6 +39,8 @@ class NodeTable:
                     cur = None
             elif h.kind in (C.K_EVENTS, C.K_NODE_SAMPLES) and cur is not None:
                 table.chunk_node[h.offset] = cur
+                lo, hi = table.spans.get(cur, (h.t_min, h.t_max))
+                table.spans[cur] = (min(lo, h.t_min), max(hi, h.t_max))
         return table
 
     @property
@@ -71,6 +74,22 @@ class NodeTable:
                 arg[mig] += base
                 out["arg"] = arg
         return out
+
+    def clip(self, cpus: np.ndarray, start: list[np.ndarray], end: list[np.ndarray],
+             tid: list[np.ndarray]) -> None:
+        """Keep each CPU's run intervals within its own node's recording (in place): the job's
+        start and end are the earliest and latest node's, and a node's first and last
+        intervals (from the start to its first switch, from its last switch to the end) must
+        end where that node's recording did, as in its own report."""
+        for r, cpu in enumerate(np.asarray(cpus).tolist()):
+            k = self.node_of_cpu(int(cpu))
+            if k is None or k not in self.spans or not len(start[r]):
+                continue
+            lo, hi = self.spans[k]
+            s = np.maximum(start[r], lo)
+            e = np.minimum(end[r], hi)
+            keep = e > s
+            start[r], end[r], tid[r] = s[keep], e[keep], tid[r][keep]
 
     def tid_bases(self) -> np.ndarray:
         return np.array([int(n.get("tid_base", 0)) for n in self.nodes], dtype=np.int64)

@@ -23,7 +23,7 @@ import zstandard
 from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
-from snumap_tui.store import codec
+from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
@@ -35,6 +35,7 @@ from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 # payloads. Format 1 is the first; a new version adds an entry and keeps the old ones.
 # Format 2 is format 1 plus node chunks (recordings merged from several nodes).
 SUPPORTED_VERSIONS = (1, 2)
+MAX_CPUS = 1 << 16     # of a machine made up from the events when the topology is lost
 
 
 def open_recording(path: str | Path, *, verify: bool | None = None) -> Recording:
@@ -84,7 +85,7 @@ class Recording:
             raise SnumapError(f"unknown recording format {self.version}")
         self.damaged: list[str] = []
         self.complete = False
-        self._chunks = self._load_index()
+        self._chunks = self._plausible(self._load_index())
         if verify or (verify is None and not self.complete):
             self.verify()
         kinds = np.array([h.kind for h in self._chunks], dtype=np.uint8)
@@ -127,8 +128,9 @@ class Recording:
             try:
                 index_at, n_chunks, _n_events = C.TRAILER.unpack(
                     bytes(C.payload_of(data, tail, self._dctx)))
-                chunks = self._chunks_from_index(index_at, n_chunks)
-            except (C.PayloadError, codec.DecodeError, KeyError, ValueError):
+                chunks = self._chunks_from_index(index_at, n_chunks, tail.offset)
+            except (C.PayloadError, codec.DecodeError, kinds.SchemaError, KeyError, ValueError,
+                    TypeError, AttributeError):
                 chunks = None
             if chunks is not None:
                 self.complete = True
@@ -139,43 +141,92 @@ class Recording:
             self.complete = True
         return res.chunks
 
-    def _chunks_from_index(self, index_at: int, n_chunks: int) -> list[C.ChunkHeader] | None:
+    def _plausible(self, chunks: list[C.ChunkHeader]) -> list[C.ChunkHeader]:
+        """The chunks whose header numbers can be true: a ``count`` its ``raw_len`` can hold, a
+        ``raw_len`` within the limit. Readers size buffers from these numbers before decoding
+        anything (``events()`` preallocates from the counts), so a crafted count must go here,
+        not when its payload is read."""
+        out = []
+        for h in chunks:
+            why = kinds.check_count(h.kind, h.count, h.raw_len)
+            if h.raw_len > C.MAX_RAW_LEN:
+                why = f"declares {h.raw_len} bytes decompressed (at most {C.MAX_RAW_LEN})"
+            elif h.t_max > kinds.MAX_TIME or h.t_min > h.t_max:
+                why = f"times {h.t_min}..{h.t_max} are not a time range below 2^63 ns"
+            if why:
+                self._note(f"damaged {h.name} chunk at byte {h.offset} skipped ({why})")
+            else:
+                out.append(h)
+        return out
+
+    def _chunks_from_index(self, index_at: int, n_chunks: int,
+                           trailer_at: int) -> list[C.ChunkHeader] | None:
+        """The chunks the index lists, if they tile the file from the preamble to the index
+        and the index ends where the trailer starts (a writer's file always does): then no
+        byte is unaccounted for, so nothing else (a second recording) hides between them.
+        Anything else falls back to the scan."""
         h = C.parse_chunk_header(self._data, index_at)
-        if h is None or h.kind != C.K_INDEX:
+        if h is None or h.kind != C.K_INDEX or h.end != trailer_at:
             return None
-        idx = codec.decode(C.payload_of(self._data, h, self._dctx))
+        idx, _ = kinds.validate(h.kind, codec.decode(C.payload_of(self._data, h, self._dctx)),
+                                h.count)
         offsets = idx["offset"]
         if offsets.size != n_chunks:
             return None
         out = []
+        pos = C.PREAMBLE_SIZE
         for off in offsets.tolist():
-            ch = C.parse_chunk_header(self._data, off)
-            if ch is None:  # the index points at a damaged header: fall back to a scan
+            ch = C.parse_chunk_header(self._data, off) if off == pos else None
+            if ch is None:  # a damaged header, or a gap: fall back to a scan
                 return None
             out.append(ch)
+            pos = ch.end
+        if pos != index_at:
+            return None
         out.append(h)
         return out
 
     # ---- small chunks, read eagerly -----------------------------------------------------------
 
     def _payload(self, h: C.ChunkHeader) -> Any:
-        """The decoded payload of chunk ``h``, or None (and a line in ``damaged``) if damaged."""
+        """The decoded payload of chunk ``h``, checked against its kind's schema
+        (store/kinds.py), or None (and a line in ``damaged``) if damaged."""
         try:
             raw = C.payload_of(self._data, h, self._dctx)
-            if h.kind == C.K_HEADER:
-                return json.loads(bytes(raw).decode("utf-8"))
-            return codec.decode(raw)
-        except (C.PayloadError, codec.DecodeError, ValueError) as e:
-            note = f"damaged {h.name} chunk at byte {h.offset} skipped ({e})"
-            if note not in self.damaged:
-                self.damaged.append(note)
+            value = _decode(h.kind, raw)
+            value, notes = kinds.validate(h.kind, value, h.count)
+        except (C.PayloadError, codec.DecodeError, ValueError, RecursionError) as e:
+            what = "damaged" if isinstance(e, (C.PayloadError, codec.DecodeError)) \
+                else "malformed"
+            self._note(f"{what} {h.name} chunk at byte {h.offset} skipped ({e})")
             return None
+        for n in notes:
+            self._note(f"{h.name} chunk at byte {h.offset}: {n}")
+        return value
+
+    def _note(self, note: str) -> None:
+        if note not in self.damaged:
+            self.damaged.append(note)
+
+    def _read_header(self) -> None:
+        """The header chunk, else its first readable copy (kind "header copy", written right
+        after it and again at a clean close): one damaged chunk must not cost the topology."""
+        for kind in (C.K_HEADER, C.K_HEADER_COPY):
+            for h in self._chunks:
+                if h.kind != kind:
+                    continue
+                v = self._payload(h)
+                if v:
+                    self.header = v
+                    if kind == C.K_HEADER_COPY and any("header chunk" in d
+                                                       for d in self.damaged):
+                        self._note(f"header read from its copy at byte {h.offset}")
+                    return
 
     def _read_small_chunks(self) -> None:
+        self._read_header()
         for h in self._chunks:
-            if h.kind == C.K_HEADER and not self.header:
-                self.header = self._payload(h) or {}
-            elif h.kind == C.K_TASKS:
+            if h.kind == C.K_TASKS:
                 v = self._payload(h)
                 if v is None:
                     continue
@@ -190,7 +241,7 @@ class Recording:
             elif h.kind == C.K_LOST:
                 v = self._payload(h)
                 for cpu, n in (v or {}).get("lost", {}).items():
-                    self.lost[int(cpu)] = self.lost.get(int(cpu), 0) + int(n)
+                    self.lost[cpu] = self.lost.get(cpu, 0) + n
             elif h.kind == C.K_MARKERS:
                 for t, text in self._payload(h) or []:
                     self.markers.append((int(t), str(text)))
@@ -209,9 +260,7 @@ class Recording:
             try:
                 _check_crc(self._data, h)
             except C.PayloadError as e:
-                note = f"damaged {h.name} chunk at byte {h.offset} skipped ({e})"
-                if note not in self.damaged:
-                    self.damaged.append(note)
+                    self._note(f"damaged {h.name} chunk at byte {h.offset} skipped ({e})")
         return self.damaged
 
     # ---- metadata ----------------------------------------------------------------------------
@@ -220,11 +269,39 @@ class Recording:
     def topology(self) -> Topology:
         topo = self.header.get("topology")
         if topo is None:
+            if self.event_count:
+                return self._topology_from_events()
             raise SnumapError(f"{self.name}: the recording has no topology")
         try:
-            return Topology.from_json(topo) if isinstance(topo, str) else Topology.from_dict(topo)
-        except (ValueError, KeyError, TypeError) as e:
-            raise SnumapError(f"{self.name}: the recorded topology is unreadable: {e}") from None
+            t = Topology.from_json(topo) if isinstance(topo, str) else Topology.from_dict(topo)
+            _check_topology(t)
+            return t
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError,
+                RecursionError) as e:
+            if self.event_count:
+                self._note(f"the recorded topology is unreadable ({str(e)[:200]})")
+                return self._topology_from_events()
+            raise SnumapError(f"{self.name}: the recorded topology is unreadable: "
+                              f"{str(e)[:200]}") from None
+
+    def _topology_from_events(self) -> Topology:
+        """A flat machine of the PUs the events name: what is left to read a recording whose
+        header (and every copy of it) is lost, so that its events are still reported,
+        exported and replayed -- without caches, cores, packages or NUMA nodes."""
+        seen: set[int] = set()
+        for cols in self.iter_event_columns(("cpu",)):
+            seen.update(np.unique(cols["cpu"]).tolist())
+        # Linux numbers at most 8192 CPUs (NR_CPUS); a larger number is noise, not a PU.
+        cpus = sorted(c for c in seen if c < MAX_CPUS)[:MAX_CPUS] or [0]
+        raw: list[dict[str, Any]] = [{"type": "Machine", "os_index": 0, "logical_index": 0,
+                                      "depth": 0, "cpuset": cpus}]
+        raw += [{"type": "PU", "os_index": c, "logical_index": i, "depth": 1, "cpuset": [c]}
+                for i, c in enumerate(cpus)]
+        kids = [list(range(1, len(raw)))] + [[] for _ in cpus]
+        self._note(f"no recorded topology: a flat machine of the {len(cpus)} PUs the events "
+                   "name is used (no cores, caches or NUMA nodes)")
+        return Topology.from_flat(raw, [None] + [0] * len(cpus), kids,
+                                  {"meta": {"source": "events", "source_kind": "events"}})
 
     @property
     def event_count(self) -> int:
@@ -238,14 +315,14 @@ class Recording:
     @property
     def t_start(self) -> int:
         """Earliest time in the recording (CLOCK_MONOTONIC ns)."""
-        ts = [h.t_min for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        ts = [h.t_min for h in self._chunks if h.kind in C.SPAN_KINDS]
         if ts:
             return int(min(ts))
         return int(self.header.get("start_monotonic_ns", 0))
 
     @property
     def t_end(self) -> int:
-        ts = [h.t_max for h in self._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES, C.K_MARKERS)]
+        ts = [h.t_max for h in self._chunks if h.kind in C.SPAN_KINDS]
         return int(max(ts)) if ts else self.t_start
 
     # ---- regions -----------------------------------------------------------------------------
@@ -350,10 +427,14 @@ class Recording:
                 cols = decode_event_columns(v, need)
                 if self.nodes is not None:
                     cols = self.nodes.transform(h.offset, cols)
-            except (KeyError, ValueError, TypeError) as e:
-                note = f"undecodable events chunk at byte {h.offset} skipped ({e})"
-                if note not in self.damaged:
-                    self.damaged.append(note)
+                t = cols["t_ns"]
+                if t.size and (int(t[0]) != h.t_min or int(t[-1]) != h.t_max):
+                    raise ValueError(f"event times {int(t[0])}..{int(t[-1])} differ from "
+                                     f"its header's {h.t_min}..{h.t_max}")
+                if t.size > 1 and not bool(np.all(t[1:] >= t[:-1])):
+                    raise ValueError("events out of time order")
+            except (KeyError, ValueError, TypeError, IndexError, OverflowError) as e:
+                self._note(f"undecodable events chunk at byte {h.offset} skipped ({e})")
                 continue
             if lo is not None or hi is not None:
                 t = cols["t_ns"]
@@ -454,6 +535,31 @@ class Recording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_topology(t: Topology) -> None:
+    """What the readers size tables by: PU numbers (dense cpu -> row tables) and the object
+    count. A real machine has at most a few thousand PUs and tens of thousands of objects."""
+    pus = list(t.pu_os_indexes)
+    if not pus:
+        raise ValueError("it has no PU")
+    if min(pus) < 0 or max(pus) >= MAX_CPUS:
+        raise ValueError(f"PU numbers {min(pus)}..{max(pus)} are outside 0..{MAX_CPUS - 1}")
+    if len(t) > 1 << 20:
+        raise ValueError(f"{len(t)} objects")
+
+
+def _decode(kind: int, raw: bytes | memoryview) -> Any:
+    """A checked, decompressed payload decoded as its kind says (JSON for the header)."""
+    k = kinds.REGISTRY.get(kind)
+    if k is not None and k.encoding == kinds.JSON:
+        try:
+            return json.loads(bytes(raw).decode("utf-8"))
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+    if k is not None and k.encoding == kinds.RAW:
+        return bytes(raw)
+    return codec.decode(raw)
 
 
 def _trimmed(a: np.ndarray, n: int) -> np.ndarray:

@@ -88,7 +88,7 @@ class Writer:
         hdr.setdefault("start_wall_ns", time.time_ns())
         self.header = hdr
         try:
-            body = json.dumps(hdr, default=_json_default).encode("utf-8")
+            body = self._header_body = json.dumps(hdr, default=_json_default).encode("utf-8")
         except (TypeError, ValueError) as e:
             os.close(self._fd)
             raise SnumapError(f"recording header is not serialisable: {e}") from None
@@ -96,6 +96,9 @@ class Writer:
         try:
             self._write(C.pack_preamble(version), kind=None)
             self._write_chunk(C.K_HEADER, body, count=1, t_min=t, t_max=t)
+            # The same JSON again (docs/format.md, "header copy"): one flipped bit in the
+            # header must not cost the topology; it is repeated at a clean close too.
+            self._write_chunk(C.K_HEADER_COPY, body, count=1, t_min=t, t_max=t)
             self._sync()
         except SnumapError:
             self._closed = True
@@ -238,6 +241,9 @@ class Writer:
             try:
                 if self._failed is None:
                     self.flush()
+                    t = int(self.header["start_monotonic_ns"])
+                    self._write_chunk(C.K_HEADER_COPY, self._header_body, count=1, t_min=t,
+                                      t_max=t)
                     index_at = self._offset
                     idx = np.array(self._index, dtype=np.uint64).reshape(-1, 5)
                     payload = codec.encode({
@@ -258,6 +264,16 @@ class Writer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first, last) time of what was written, as the reader's ``t_start``/``t_end``
+        will give it (chunks.SPAN_KINDS): the duration `snumap record` prints is the one
+        `snumap report` and `replay` show. Complete after ``close``."""
+        with self._lock:
+            rows = [(lo, hi) for _, kind, _, lo, hi in self._index if kind in C.SPAN_KINDS]
+        if not rows:
+            return None
+        return int(min(r[0] for r in rows)), int(max(r[1] for r in rows))
 
     @property
     def bytes_written(self) -> int:
@@ -324,15 +340,23 @@ class Writer:
         self._tasks = []
 
     def _write_samples(self) -> None:
-        ss = self._samples
+        self._write_samples_of(self._samples)
+        self._samples = []
+
+    def _write_samples_of(self, ss: list[Sample]) -> None:
+        """One samples chunk (and its times) for ``ss``, split in halves while it would hold
+        more than a reader accepts (``MAX_RAW_LEN``: a huge machine's task tables)."""
         payload = codec.encode([[int(s.t_ns), int(s.wall_ns), s.readings] for s in ss])
+        if len(payload) > C.MAX_RAW_LEN and len(ss) > 1:
+            self._write_samples_of(ss[:len(ss) // 2])
+            self._write_samples_of(ss[len(ss) // 2:])
+            return
         times = np.array([int(s.t_ns) for s in ss], dtype=np.uint64)
         span = {"count": len(ss), "t_min": int(times.min()), "t_max": int(times.max())}
         self._write_chunk(C.K_SAMPLES, payload, **span)
         # Right after it, its times alone (docs/format.md, "sample times"): listing a
         # recording's sample times then decodes a few bytes per chunk, not every reading.
         self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), **span)
-        self._samples = []
 
     def _write_chunk(self, kind: int, payload: bytes, *, count: int, t_min: int = 0,
                      t_max: int = 0) -> None:

@@ -65,6 +65,44 @@ def xml_root_element(head: str) -> str | None:
     return None if rest.startswith(("<!", "<?")) else ""
 
 
+# hwloc builds a synthetic topology in C without a way to stop it: "pack:99999 core:99999
+# pu:99999" asked for 10^15 objects, grew memory and ignored Ctrl-C. The largest real machines
+# have a few thousand PUs (~20 000 objects with their cores and caches), which loads in a second
+# or two; beyond this many objects a description is refused before hwloc sees it.
+MAX_SYNTHETIC_OBJECTS = 1 << 15
+_SYN_ATTRS = re.compile(r"\([^()]*\)")
+_SYN_MEMORY = re.compile(r"\[[^\[\]]*\]")
+_SYN_LEVEL = re.compile(r"(?:[A-Za-z][\w]*:)?(\d+)")
+
+
+def synthetic_object_count(desc: str) -> int | None:
+    """How many objects an hwloc synthetic description makes (levels "type:arity" or bare
+    arities, attributes in parentheses, memory attached in brackets: one object per parent),
+    or None when the text is not in that shape (hwloc then says what is wrong)."""
+    text = _SYN_ATTRS.sub(" ", desc)
+    total = per_level = 1
+    for tok in _SYN_MEMORY.sub(" [mem] ", text).split():
+        if tok == "[mem]":
+            total += per_level
+            continue
+        m = _SYN_LEVEL.fullmatch(tok)
+        if m is None:
+            return None
+        per_level *= int(m.group(1))
+        total += per_level
+        if total > 1 << 62:        # no need to multiply further
+            return total
+    return total
+
+
+def check_synthetic(desc: str) -> None:
+    n = synthetic_object_count(desc)
+    if n is not None and n > MAX_SYNTHETIC_OBJECTS:
+        raise SnumapError(f"synthetic description {desc!r} makes {n:,} objects; at most "
+                          f"{MAX_SYNTHETIC_OBJECTS:,} are accepted (a real machine has a few "
+                          "thousand)")
+
+
 def first_c_error(lines: list[str]) -> str | None:
     """The most telling line of what libxml2/hwloc printed: a parser error if there is one
     (hwloc's remark about a missing DTD is not a reason and is skipped)."""
@@ -115,7 +153,9 @@ def _object_dict(hw: Any, o: Any) -> dict[str, Any]:
         "nodeset": hw.bitmap_indexes(o.nodeset),
         "name": hw.decode(o.name),
         "subtype": hw.decode(o.subtype),
-        "total_memory": int(o.total_memory),
+        # hwloc has no "unknown": 0 bytes means it was not given (an XML without
+        # local_memory, a tree without meminfo), and unknown is not zero.
+        "total_memory": int(o.total_memory) or None,
         "infos": hw.infos(o.infos, o.infos_count) if o.infos_count else [],
     }
     if o.attr:
@@ -127,7 +167,7 @@ def _object_dict(hw: Any, o: Any) -> dict[str, Any]:
             d["cache_linesize"] = int(c.linesize) or None
             d["cache_type"] = hw.CACHE_TYPE_NAMES.get(int(c.type))
         elif t == hw.OBJ_NUMANODE:
-            d["local_memory"] = int(attr.numanode.local_memory)
+            d["local_memory"] = int(attr.numanode.local_memory) or None
     return d
 
 
@@ -186,6 +226,8 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
                             ("--fsroot", fsroot)) if v is not None]
     if len(given) > 1:
         raise SnumapError(f"{' and '.join(given)} name different machines: give only one")
+    if synthetic is not None:
+        check_synthetic(synthetic)       # before hwloc, which cannot be stopped once loading
 
     if xml is not None:
         path = Path(xml)

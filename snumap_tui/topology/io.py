@@ -13,8 +13,8 @@ unchanged (``Topology.io`` is then empty):
 - ``IoObject.index`` is its position in ``Topology.io`` (a depth-first order, as hwloc lists
   them), ``io_parent`` the index of its I/O parent (None when the parent is a normal object);
 - ``attach`` is the ``TopoObject.id`` of its non-I/O ancestor; ``numa`` the OS index of the
-  NUMA node local to it when that ancestor covers exactly one (several memory kinds of one
-  locality count as one: the lowest OS index of the smallest cpuset), else None.
+  NUMA node local to it when the nodes of that ancestor's nodeset all serve the same CPUs (one
+  node, or several memory kinds of one locality: then the lowest OS index), else None.
 
 Names follow lstopo: ``PCI 02:00.0 (Ethernet)``, ``Net "eth0"``, ``Block(Disk) "sda"``.
 """

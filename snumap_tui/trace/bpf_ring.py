@@ -6,8 +6,11 @@ map the ring itself (Documentation/bpf/ringbuf.rst, and libbpf's ringbuf.c for t
 
 - page 0 (read-write): ``consumer_pos`` (u64), advanced by the reader;
 - page 1 (read-only): ``producer_pos`` (u64);
-- then the data area, ``max_entries`` bytes mapped twice back to back, so a record that wraps
-  around the end is contiguous in memory.
+- then the data area, ``max_entries`` bytes, which the kernel offers mapped twice back to back
+  (so a record that wraps around the end is contiguous). This reader maps it once: a mapped
+  page counts in the recorder's RSS for each mapping that touched it, so the double map
+  doubled the ring's share of RSS; a read that wraps joins its two parts instead (a copy of
+  what wraps, once per lap of the ring).
 
 Each record is an 8-byte header (``u32 len`` with BUSY bit 31 = not yet submitted and DISCARD bit
 30, then ``u32 pg_off``) followed by ``len`` bytes, the whole rounded up to 8. All records of the
@@ -86,25 +89,36 @@ class BpfRingReader:
         self.rec_dtype = rec_dtype
         self._cons_map = mmap.mmap(map_fd, page, flags=mmap.MAP_SHARED,
                                    prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
-        self._data_map = mmap.mmap(map_fd, page + 2 * size, flags=mmap.MAP_SHARED,
+        self._data_map = mmap.mmap(map_fd, page + size, flags=mmap.MAP_SHARED,
                                    prot=mmap.PROT_READ, offset=page)
         self._cons = np.frombuffer(self._cons_map, dtype="<u8", count=1)
         self._prod = np.frombuffer(self._data_map, dtype="<u8", count=1)
-        self._data = memoryview(self._data_map)[page:page + 2 * size]
+        self._data = memoryview(self._data_map)[page:page + size]
         self.closed = False
 
     def pending(self) -> int:
         """Bytes written by the kernel and not consumed yet."""
         return int(self._prod[0]) - int(self._cons[0])
 
-    def read(self) -> np.ndarray:
-        """Every complete record available now, copied out, and the space given back."""
+    def read(self, max_bytes: int | None = None) -> np.ndarray:
+        """The complete records available now (at most MAX_BYTES of ring), copied out, and
+        their space given back."""
         cons = int(self._cons[0])
         avail = int(self._prod[0]) - cons
         if avail <= 0:
             return np.empty(0, dtype=self.rec_dtype)
+        if max_bytes is not None and avail > max_bytes:
+            # Whole records only for the fixed-size fast path; a record cut short otherwise
+            # stays for the next read (_walk stops before it).
+            stride = record_stride(self.rec_dtype.itemsize)
+            avail = max(stride, max_bytes // stride * stride)
         start = cons & (self.size - 1)
-        recs, used = decode_fixed(self._data[start:start + avail], self.rec_dtype)
+        end = start + avail
+        if end <= self.size:
+            buf: bytes | memoryview = self._data[start:end]
+        else:
+            buf = bytes(self._data[start:]) + bytes(self._data[:end - self.size])
+        recs, used = decode_fixed(buf, self.rec_dtype)
         self._cons[0] = cons + used
         return recs
 

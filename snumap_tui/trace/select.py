@@ -1,7 +1,9 @@
 """Choosing the scheduling tracer: the best backend that works here, and why not the better ones.
 
-Order of preference: bcc (filters in the kernel, cheapest per event), perf tracepoints (no
-compiler or headers, filters in user space), /proc polling (no privilege, approximate).
+Order of preference: libbpf (a CO-RE program built ahead of time: filters in the kernel, no
+compiler or headers, the cheapest per event), bcc (the same program compiled at run time
+against kernel headers: kernels without BTF), perf tracepoints (no eBPF, filters in user
+space), /proc polling (no privilege, approximate).
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace.base import Tracer
 
-ORDER = ("bcc", "perf", "proc")
+ORDER = ("libbpf", "bcc", "perf", "proc")
 
 
 def tracer_class(name: str) -> type[Tracer]:
     """The class of backend NAME (imported lazily: bcc pulls in libbcc)."""
+    if name == "libbpf":
+        from snumap_tui.trace.libbpf import LibbpfTracer
+
+        return LibbpfTracer
     if name == "bcc":
         from snumap_tui.trace.bcc import BccTracer
 
@@ -41,7 +47,7 @@ def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = 
                   statuses: dict[str, SourceStatus] | None = None) -> tuple[Tracer, list[str]]:
     """A ready (not started) tracer for BACKEND, and the lines explaining the choice.
 
-    ``auto`` tries bcc, perf, proc in that order; a named backend that cannot run here is an
+    ``auto`` tries libbpf, bcc, perf, proc in that order; a named backend that cannot run here is an
     error that says why. Each line is also passed to SAY (default: stderr).
     """
     say = say or (lambda s: print(s, file=sys.stderr))
@@ -92,4 +98,10 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
             failed[tracer.name] = SourceStatus(tracer.name, False, f"failed to start: {exc}")
             continue
         say(lines[-1])
+        from snumap_tui.trace.admin_fix import admin_fix
+
+        fix = admin_fix(tracer.name)
+        if fix:
+            say(fix)
+            lines.append(fix)
         return tracer, lines

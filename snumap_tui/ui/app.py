@@ -6,17 +6,8 @@ one still waiting in the queue, so a slow terminal (SSH over a bad link) shows t
 instead of lagging behind; the history (for the sparkline) is appended on the feed's thread so
 dropped frames still count there. Only the visible view is redrawn per frame.
 
-| key        | action |
-|------------|--------|
-| 1 2 3, tab | topology / heatmap / processes |
-| m M        | next / previous metric |
-| space      | pause |
-| + -        | interval |
-| s g /      | sort, group, filter processes |
-| i          | sources and why they are unavailable |
-| o          | unfold / fold the I/O rows (NICs, disks, GPUs) under their NUMA nodes |
-| ? F1       | help |
-| q ctrl+c   | quit |
+The keys are ``keymap.KEYMAP``'s (shared with `snumap replay`: a key means one thing in
+both); the ? screen lists them.
 """
 
 from __future__ import annotations
@@ -29,8 +20,7 @@ from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.binding import BindingType
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
@@ -38,8 +28,11 @@ from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.app_processes import ProcessListMixin
+from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.io_detail import ProcessIoLines
+from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.metricspec import (
     MetricView,
     heatmap_metrics,
@@ -58,19 +51,16 @@ from snumap_tui.ui.panels import (
 from snumap_tui.ui.process_table import HEAD_ROWS, ProcessTable
 from snumap_tui.ui.processes import (
     GROUP_MODES,
-    SORT_KEYS,
     group_tasks,
-    matches,
     numa_of_task,
     sort_tasks,
 )
-from snumap_tui.ui.screens import HelpScreen, SourcesScreen
+from snumap_tui.ui.screens import HelpScreen, SourcesScreen, metric_picker
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 VIEWS = ("topology", "heatmap", "processes")
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)   # the + and - steps
 MIN_W, MIN_H = 50, 12
-MAX_TASKS = 200
 # While no process list is on screen, the feed reads the whole list this often (only the
 # selected process every frame, for its highlight): the list is a third of a sweep's cost.
 TASKS_IDLE_S = 5.0
@@ -110,7 +100,7 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
-class TopApp(App[int]):
+class TopApp(ProcessListMixin, App[int]):
     """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
     tests run it with hand-made frames and a fixed host)."""
 
@@ -127,26 +117,7 @@ class TopApp(App[int]):
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
         (0, "-too-low"), (MIN_H, "-high-enough")]
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("question_mark,f1", "help", "Help"),
-        Binding("1", "view('topology')", "Tree", show=False),
-        Binding("2", "view('heatmap')", "Heat", show=False),
-        Binding("3", "view('processes')", "Procs", show=False),
-        Binding("tab", "next_view", "View", priority=True),
-        Binding("m", "metric(1)", "Metric"),
-        Binding("M", "metric(-1)", "Prev metric", show=False),
-        Binding("space", "pause", "Pause"),
-        Binding("plus,equals_sign", "interval(1)", "+Intv", show=False),
-        Binding("minus", "interval(-1)", "-Intv", show=False),
-        Binding("s", "sort", "Sort"),
-        Binding("g", "group", "Group", show=False),
-        Binding("slash", "filter", "Filter", show=False),
-        Binding("escape", "clear_filter", show=False),
-        Binding("i", "sources", "Sources"),
-        Binding("o", "toggle_io", "I/O", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = list(bindings("top"))
 
     view: reactive[str] = reactive("topology")
     """The visible view: topology, heatmap or processes."""
@@ -157,8 +128,11 @@ class TopApp(App[int]):
     def __init__(self, topology: Topology, feed: FrameFeed | None = None,
                  host: Callable[[], HostInfo] | None = None, interval_s: float = 1.0,
                  history: int = 120, catalogue: Catalogue | None = None,
-                 origin: tuple[str, str] | None = None) -> None:
+                 origin: tuple[str, str] | None = None, sort_key: str = "cpu",
+                 pids: frozenset[int] | None = None, user: str | None = None) -> None:
         super().__init__()
+        # The process list's sort, tree, filter, -p and -u (app_processes.py).
+        self._init_process_list(sort_key, pids, user)
         # Not this machine's live numbers: ("fsroot", DIR) for --fsroot, ("topology", NAME)
         # for --topology/--synthetic; the header says so instead of "live".
         self.origin = origin
@@ -173,9 +147,8 @@ class TopApp(App[int]):
         self.history: deque[Frame] = deque(maxlen=history)
         self.frame: Frame | None = None
         self.metric_i = 0
-        self.sort_key = "cpu"
+        self._metric_views: tuple[Frame, list[MetricView]] | None = None
         self.group_mode = "none"
-        self.filter_text = ""
         self.selected_pid: int | None = None
         self.selected_obj = topology.root.id
         self.selected_label = "Machine"       # the selected row's label, as the tree shows it
@@ -195,16 +168,19 @@ class TopApp(App[int]):
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
-            with Vertical(id="topology"):
+        with Backdrop(id="main"), BackdropSwitcher(initial=self.view, id="views"):
+            with Backdrop(id="topology"):
                 yield Static(id="topo-head")
                 yield TopologyTable(self.topology, id="tree")
                 yield ProcessTable(id="topo-procs", cursor=False)
-                yield Static(id="spark")
+                yield TextLines(id="spark")
             yield HeatmapPanel(id="heatmap")
             yield ProcessPanel(id="processes")
         yield Static(id="too-small")
         yield Footer()
+
+    def get_default_screen(self) -> BackdropScreen:
+        return BackdropScreen(id="_default")
 
     def on_mount(self) -> None:
         try:
@@ -219,6 +195,7 @@ class TopApp(App[int]):
         # before the app ran too: its watcher could not draw then).
         self.watch_view(self.view)
         if self.feed is not None:
+            self._tell_feed_kthreads()
             self.feed.start(self._on_feed_frame)
 
     def _tell_feed_tasks(self) -> None:
@@ -260,9 +237,19 @@ class TopApp(App[int]):
             self._redraw()
 
     # ---- drawing -------------------------------------------------------------------------------
+    def metric_views(self) -> list[MetricView]:
+        """What ``m`` cycles through: the metrics with a value somewhere in this frame
+        (worked out once per frame: the header and the history line both ask)."""
+        if self.frame is None:
+            return [view_for("util")]
+        cached = self._metric_views
+        if cached is None or cached[0] is not self.frame:
+            cached = self._metric_views = (self.frame, heatmap_metrics(self.frame.values))
+        return cached[1]
+
     @property
     def metric(self) -> MetricView:
-        ms = heatmap_metrics(self.frame.values) if self.frame else [view_for("util")]
+        ms = self.metric_views()
         return ms[self.metric_i % len(ms)]
 
     def _redraw(self) -> None:
@@ -362,18 +349,6 @@ class TopApp(App[int]):
         title.append("  3 all processes", style=NA_STYLE)
         table.set_tasks(self.topology, shown, None, "cpu", title, "no process to show")
 
-    def _tasks(self) -> Sequence[TaskRow]:
-        """The rows the list shows. Unfiltered by CPU % or PID, the lazy rows of the frame
-        pick them with numpy (``TaskRows.top``) and build only the rows the table draws;
-        a filter or a sort by user or name needs every row built."""
-        tasks = self.frame.tasks if self.frame else []
-        top = getattr(tasks, "top", None)
-        if not self.filter_text and top is not None and self.sort_key in ("cpu", "pid"):
-            return top(MAX_TASKS, self.sort_key)
-        if self.filter_text:
-            tasks = [t for t in tasks if matches(t, self.filter_text)]
-        return sort_tasks(tasks, self.sort_key)[:MAX_TASKS]
-
     def _selected_task(self) -> TaskRow | None:
         if self.selected_pid is None or self.frame is None:
             return None
@@ -389,7 +364,9 @@ class TopApp(App[int]):
             if self.feed is not None:
                 self.feed.watch_pid(selected.pid)
         if self.group_mode == "none":
-            panel.show_tasks(self.topology, tasks, self.selected_pid)
+            panel.show_tasks(self.topology, tasks, self.selected_pid, self.sort_key,
+                             self.filter_text, self.tree_prefixes, self.descending,
+                             self.narrowing_note())
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()
@@ -402,6 +379,7 @@ class TopApp(App[int]):
             detail.append_text(devices)
         panel.show_detail(detail)
         title = (f"sort {self.sort_key} · group {self.group_mode}"
+                 + (" · tree" if self.tree_view else "")
                  + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
         if panel.border_title != title:
             panel.border_title = title        # setting it repaints the whole panel, every time
@@ -480,8 +458,29 @@ class TopApp(App[int]):
         self.metric_i += step
         self._redraw()
 
+    def action_pick_metric(self) -> None:
+        """F2: every metric of the frame; those with no data here are listed, marked, and
+        cannot be picked (``m`` skips them)."""
+        values = self.frame.values if self.frame else {}
+        self.push_screen(metric_picker(values, self.metric.key), self._picked_metric)
+
+    def _picked_metric(self, key: str | None) -> None:
+        ms = heatmap_metrics(self.frame.values) if self.frame else []
+        keys = [m.key for m in ms]
+        if key in keys:
+            self.metric_i = keys.index(key)
+            if self.view == "topology":
+                self.view = "heatmap"
+            self._redraw()
+
     def action_pause(self) -> None:
         self.paused = not self.paused
+
+    def action_slower(self) -> None:
+        self.action_interval(1)
+
+    def action_faster(self) -> None:
+        self.action_interval(-1)
 
     def action_interval(self, step: int) -> None:
         """The next step up or down from the current interval (which --interval may have set
@@ -493,11 +492,6 @@ class TopApp(App[int]):
             self.interval_s = next((v for v in reversed(INTERVALS) if v < cur * 0.999), cur)
         if self.feed is not None:
             self.feed.set_interval(self.interval_s)
-        self._redraw()
-
-    def action_sort(self) -> None:
-        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
-        self.view = "processes"
         self._redraw()
 
     def action_group(self) -> None:

@@ -6,7 +6,9 @@ and the benchmark draw it without an App, and the widget only turns lines into S
 visible rows and columns are binned (``bin_rows``), so a redraw costs what is on screen.
 
 A cell's glyph gives how busy the PU was in that time bin (``█`` >= 75 %, ``▓`` >= 50 %, ``▒`` >=
-25 %, ``░`` less, blank idle), its colour who ran most; a column where every row goes blank at
+25 %, ``░`` less, blank idle), its colour who ran most; without colours (NO_COLOR, a
+16-colour terminal) the glyph is the legend's letter of who ran most (``A`` at least half
+busy, ``a`` less); a column where every row goes blank at
 once is a synchronisation point, a row that stays blank an idle PU. Under a filter other work is
 a grey ``·``, and so is work outside the traced tree of a command's recording ("other" in
 the legend). The time cursor is a highlighted column, the selected cell is reversed.
@@ -26,6 +28,7 @@ from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.analysis.noderows import fold_bins
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
+from snumap_tui.ui.timeaxis import resolution_label, ticks
 
 LABEL_W = 15
 # 20 colours far enough apart in 256-colour terminals; a key's colour is stable (hashed).
@@ -74,6 +77,9 @@ class GanttState:
     sel_col: int = 0
     mode: str = "process"
     only_key: int | None = None
+    only_tids: np.ndarray | None = None      # a typed filter's threads (replay's /)
+    filter_text: str = ""
+    wall_ns: int | None = None     # wall-clock time of the recording's t0 (w: axis in UTC)
 
     @property
     def span(self) -> int:
@@ -109,7 +115,7 @@ def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
         return _folded_bins(data, st, lay, rows)
     return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
                     keymap=data.keymaps.get(st.mode), only_key=st.only_key,
-                    prefer_traced=st.mode == "region")
+                    only_tids=st.only_tids, prefer_traced=st.mode == "region")
 
 
 WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
@@ -170,12 +176,11 @@ MARKER_GLYPH = "▼"
 
 
 def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
+    """Ticks on round 1-2-5 steps from the recording's start (or the wall clock: ``w``),
+    with the digits the span needs (timeaxis.py)."""
     line = [" "] * cols
-    n = max(1, cols // 14)
-    for k in range(n):
-        c = k * cols // n
-        lab = "|" + fmt_time(st.t0 - data.t0 + st.span * c / cols)
-        for j, ch in enumerate(lab):
+    for c, text in ticks(st.t0 - data.t0, st.span, cols, st.wall_ns):
+        for j, ch in enumerate("|" + text):
             if c + j < cols:
                 line[c + j] = ch
     # Markers as ticks, over the labels (a marker says more than a time label does).
@@ -235,11 +240,16 @@ class Rendered:
 
 
 def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
-                 cursor_t: int | None = None) -> Rendered:
+                 cursor_t: int | None = None, letters: bool = False) -> Rendered:
+    """The chart's lines. ``letters``: a terminal without colours (NO_COLOR, 16 colours),
+    where who ran must show in the glyph itself: each key in the legend gets a letter, the
+    cell shows it upper-case when the PU was at least half busy, lower-case below."""
     lay = layout(data, width, height)
     st.row0 = max(0, min(st.row0, len(data.labels) - lay.rows))
     g = bins_for(data, st, lay)
     cols = lay.cols
+    legend = _legend_keys(g)
+    letter = {k: LETTERS[i] for i, (k, _) in enumerate(legend)} if letters else {}
     cur_col = None
     if cursor_t is not None and st.t0 <= cursor_t < st.t1:
         cur_col = int((cursor_t - st.t0) * cols // st.span)
@@ -272,7 +282,13 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                 if known is None:
                     known = styles[k] = Style(color=key_colour(k))
                 sty = known
-                ch = WAIT_GLYPH if _is_wait(data, st, k) else busy_glyph(b)
+                if _is_wait(data, st, k):
+                    ch = WAIT_GLYPH
+                elif letters:
+                    ch = letter.get(k, "+")
+                    ch = ch if b >= 0.5 else ch.lower() if b > 0 else " "
+                else:
+                    ch = busy_glyph(b)
             if c == cur_col:
                 sty = plus(sty, CURSOR)
             if r == st.sel_row and c == st.sel_col:
@@ -298,28 +314,39 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
             else:
                 lines.append(_strip(s.name, _series_cols(s, st, cols), cols, "{:.0f}W", hi))
     # Legend: the keys with the most cells on screen.
-    flat = g.key[g.key >= 0]
-    legend: list[tuple[int, float]] = []
-    if len(flat):
-        u, n = np.unique(flat, return_counts=True)
-        order = np.argsort(-n, kind="stable")
-        legend = [(int(u[j]), float(n[j]) / len(flat)) for j in order[:12]]
     leg: list[Segment] = [Segment(" ")]
     used = 1
     room = 30 if st.mode == "region" else 18     # a region's name carries its file:line
     for k, _share in legend:
         name = data.key_name(st.mode, k)
-        piece = f"█ {name[:room]}  "
+        mark = WAIT_GLYPH if _is_wait(data, st, k) else letter.get(k, "█")
+        piece = f"{mark} {name[:room]}  "
         if used + len(piece) > width:
             break
-        glyph = WAIT_GLYPH if _is_wait(data, st, k) else "█"
-        leg += [Segment(f"{glyph} ", Style(color=key_colour(k))), Segment(f"{name[:room]}  ")]
+        leg += [Segment(f"{mark} ", Style(color=key_colour(k))), Segment(f"{name[:room]}  ")]
         used += len(piece)
+    if letters and used + len("+ more") <= width and len(legend) < len(np.unique(
+            g.key[g.key >= 0])):
+        leg.append(Segment("+ more"))
     # Work hidden by the filter or outside the traced tree: one grey, one legend entry.
     if (g.key == OTHER).any() and used + len("· other") <= width:
         leg += [Segment("· ", OTHER_STYLE), Segment("other")]
     lines.append(leg)
     return Rendered(lines, g, legend)
+
+
+#: The letters of the legend's keys when colours cannot tell them apart.
+LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+
+
+def _legend_keys(g: GanttBins, n: int = 12) -> list[tuple[int, float]]:
+    """The keys with the most cells on screen (key, share of the busy cells)."""
+    flat = g.key[g.key >= 0]
+    if not len(flat):
+        return []
+    u, cnt = np.unique(flat, return_counts=True)
+    order = np.argsort(-cnt, kind="stable")
+    return [(int(u[j]), float(cnt[j]) / len(flat)) for j in order[:n]]
 
 
 def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
@@ -345,7 +372,8 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
     lo = int(np.searchsorted(iv.end[r], a, "right"))
     hi = int(np.searchsorted(iv.start[r], b, "left"))
     pu = data.labels[st.sel_row].pu
-    head = f"PU {pu} {fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: "
+    head = (f"PU {pu} {resolution_label(a - data.t0, b - a, st.wall_ns)}.."
+            f"{resolution_label(b - data.t0, b - a, st.wall_ns)}: ")
     if hi <= lo:
         return fit_detail(head, ["idle"], 1, "", width)
     s = np.maximum(iv.start[r][lo:hi], a)

@@ -244,6 +244,10 @@ def heatmap_grid(topo: Topology, values: Values | None, view: MetricView,
     hl = set(highlight)
     pus = topo.pus
     bs = bands(topo)
+    if values is not None and not _any_finite(values, [p.id for p in pus]):
+        owned = object_grid(topo, values, view, width, bs)
+        if owned is not None:
+            return owned, []
     labels = [(b.label, *_summary(b, values, pus, view, mem)) for b in bs]
     if len(pus) <= BAR_MAX_PUS and (height is None or len(pus) + len(bs) + 1 <= height):
         return bar_grid(topo, values, view, width, bs, labels, hl, mark)
@@ -340,6 +344,66 @@ def bar_grid(topo: Topology, values: Values | None, view: MetricView, width: int
             lines.append(line)
             drawn.append((u,))
     return lines, drawn
+
+
+def _any_finite(values: Values, ids: Sequence[int]) -> bool:
+    arr = np.asarray(values, dtype=np.float64)
+    return bool(len(arr)) and bool(np.isfinite(arr[np.asarray(ids, dtype=np.int64)]).any())
+
+
+def band_owner(topo: Topology, band: Band, values: Values) -> TopoObject | None:
+    """The object a metric without per-PU values has its value on, for one band: the band's
+    NUMA node (memory, NUMA miss), else its package (power), else the machine."""
+    cands: list[TopoObject] = []
+    if band.numa_id is not None:
+        cands.append(topo[band.numa_id])
+    pkgs = list(topo.by_type("Package"))
+    if band.package is not None and band.package < len(pkgs):
+        cands.append(pkgs[band.package])
+    cands.append(topo.root)
+    for o in cands:
+        if not math.isnan(float(values[o.id])):
+            return o
+    return None
+
+
+def object_grid(topo: Topology, values: Values, view: MetricView, width: int,
+                bs: Sequence[Band]) -> list[Text] | None:
+    """A metric measured on NUMA nodes or packages, not PUs (memory used, NUMA miss, package
+    power): one bar per object where it belongs, named, instead of n/a on every PU. None
+    when no band's object has a value either."""
+    owners: list[TopoObject] = []
+    for b in bs:
+        o = band_owner(topo, b, values)
+        if o is not None and o not in owners:
+            owners.append(o)
+    if not owners:
+        return None
+    where = sorted({o.type for o in owners})
+    legend = Text(f"{view.label} {view.unit}".strip() + (" (log)" if view.log else ""),
+                  style="bold")
+    legend.append(f" {_num(view.lo)}–{_num(view.hi)} · measured per "
+                  + " / ".join("NUMA node" if w == "NUMANode" else w.lower() for w in where)
+                  + ", not per PU")
+    legend.truncate(width)
+    lines = [legend]
+    names = [o.label() for o in owners]
+    name_w = max(len(n) for n in names)
+    vals = [float(values[o.id]) for o in owners]
+    val_w = max(6, max(len(view.fmt(v, 0).strip()) for v in vals) + 1)
+    bar_w = max(4, min(60, width - (2 + name_w + 3 + val_w)))
+    for name, v in zip(names, vals, strict=True):
+        n = view.norm(v)
+        line = Text("  ")
+        line.append(name.ljust(name_w), style="bold")
+        line.append("   ")
+        filled, rest = bar(n, bar_w)
+        line.append(filled, style=scale_style(n or 0.0))
+        line.append(rest, style=NA_STYLE)
+        line.append(view.fmt(v, val_w))
+        line.truncate(width)
+        lines.append(line)
+    return lines
 
 
 def _norm0(view: MetricView, values: Values | None, band: Band,

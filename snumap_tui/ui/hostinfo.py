@@ -10,6 +10,7 @@ sources.cpuinfo's parser (record's header says the same name). Parsing is pure;
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,22 +82,35 @@ def _read(p: Path) -> str | None:
         return None
 
 
+#: How often the header's load and uptime are read: the kernel recomputes the load averages
+#: every 5 s (LOAD_FREQ), and the header shows uptime to the minute.
+HOST_REFRESH_S = 5.0
+
+
 class HostReader:
-    """Static facts read once (cpuinfo is ~1 KB per PU), uptime and load on every call."""
+    """Static facts read once (cpuinfo is ~1 KB per PU), uptime and load at most every
+    HOST_REFRESH_S (the same HostInfo in between: the header then has nothing to redo)."""
 
     def __init__(self, root: Path, topo: Topology | None = None, *, local: bool = True,
-                 name: str = "?") -> None:
+                 name: str = "?", refresh_s: float = HOST_REFRESH_S) -> None:
         self.root = root
         self.local = local
         self.static = read_host(root, topo, local=local, name=name)
+        self.refresh_s = refresh_s
+        self._last: tuple[float, HostInfo] | None = None
 
     def __call__(self) -> HostInfo:
         if not self.local:
             return self.static
+        now = time.monotonic()
+        if self._last is not None and now - self._last[0] < self.refresh_s:
+            return self._last[1]
         up = _read(self.root / "proc/uptime")
         la = _read(self.root / "proc/loadavg")
-        return HostInfo(self.static.host, self.static.kernel, self.static.cpu_model,
+        info = HostInfo(self.static.host, self.static.kernel, self.static.cpu_model,
                         parse_uptime(up) if up else None, parse_loadavg(la) if la else None)
+        self._last = (now, info)
+        return info
 
 
 def read_host(root: Path, topo: Topology | None = None, *, local: bool = True,

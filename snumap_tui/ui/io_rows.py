@@ -189,10 +189,11 @@ def summary_text(rows: Sequence[IoRow]) -> str:
 
 
 def io_row_text(frame: Frame | None, topo: Topology, row: TreeRow) -> str:
-    """The numbers of an I/O row of the tree ('' before the first frame with I/O)."""
+    """The numbers of an I/O row of the tree ('' before the first frame, 'n/a' when the
+    frame has no numbers for its devices: no I/O source here, or another machine's tree)."""
     rows = rows_for(frame, topo, row.io)
     if not rows:
-        return "n/a" if frame is not None and frame.io else ""
+        return "n/a" if frame is not None else ""
     return summary_text(rows) if len(row.io) > 1 or row.key > DEVICE_BASE else \
         device_text(rows[0])
 

@@ -150,6 +150,18 @@ DEFAULTS: tuple[Look, ...] = (
     Look("numa_miss_per_s", "NUMA miss", "pages/s", digits=0),
     Look("numa_foreign_per_s", "NUMA foreign", "pages/s", digits=0),
     Look("numa_remote_pct", "NUMA remote", "%"),
+    # I/O where it attaches (model/iometrics.py): bytes per second shown as 12.0MiB.
+    Look("net_rx_bytes_per_s", "NIC rx/s", "", is_bytes=True),
+    Look("net_tx_bytes_per_s", "NIC tx/s", "", is_bytes=True),
+    Look("net_packets_per_s", "NIC packets", "/s", digits=0),
+    Look("ib_rx_bytes_per_s", "IB rx/s", "", is_bytes=True),
+    Look("ib_tx_bytes_per_s", "IB tx/s", "", is_bytes=True),
+    Look("disk_read_bytes_per_s", "disk read/s", "", is_bytes=True),
+    Look("disk_write_bytes_per_s", "disk write/s", "", is_bytes=True),
+    Look("disk_util_pct", "disk busy", "%"),
+    Look("gpu_util_pct", "GPU", "%"),
+    Look("gpu_mem_used_bytes", "GPU mem", "", is_bytes=True),
+    Look("gpu_power_w", "GPU power", "W", digits=0),
 )
 _LOOKS = {look.key: look for look in DEFAULTS}
 
@@ -214,18 +226,35 @@ def view_for(key: str) -> MetricView:
     return view
 
 
+def metric_choices(values: dict[str, Any]) -> list[tuple[MetricView, bool]]:
+    """Every metric of the frame, in the picker's order (the usual ones, the user's, the
+    rest), each with whether it has a value on any object here (False: n/a everywhere, a
+    VM without a PMU or RAPL; the picker marks those and ``m`` skips them)."""
+    import numpy as np
+
+    def has_data(name: str) -> bool:
+        arr = values.get(name)
+        return arr is not None and bool(np.isfinite(np.asarray(arr, dtype=np.float64)).any())
+
+    names = [m.key for m in USUAL if m.key in values]
+    names += [n for n in user_metric_names(values) if n not in names]
+    names += [n for n in values if n not in names and n not in {m.key for m in USUAL}]
+    return [(view_for(n), has_data(n)) for n in names]
+
+
 def heatmap_metrics(values: dict[str, Any], pu_ids: Any = None) -> list[MetricView]:
     """The metrics a heatmap can cycle through for this frame: the usual ones first, then every
-    other metric of the frame that has a value on some PU (``pu_ids``: their object ids)."""
+    other metric of the frame that has a value somewhere (on some PU when ``pu_ids``, their
+    object ids, are given; else on any object: memory and NUMA miss are a node's, and the
+    heatmap shows them there)."""
     import numpy as np
 
     def has_pu_values(name: str) -> bool:
         arr = values.get(name)
         if arr is None:
             return False
-        if pu_ids is None:
-            return True
-        return bool(np.isfinite(np.asarray(arr)[pu_ids]).any())
+        arr = np.asarray(arr, dtype=np.float64)
+        return bool(np.isfinite(arr if pu_ids is None else arr[pu_ids]).any())
 
     out = [view_for(m.key) for m in USUAL if has_pu_values(m.key)]
     # The user's own metrics next: whoever wrote a metrics file wants to see them first.

@@ -14,12 +14,13 @@ from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widgets import Input, Static
 
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.backdrop import Backdrop, TextLines
 from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.io_rows import strip_lines
@@ -27,6 +28,7 @@ from snumap_tui.ui.metricspec import MetricView, fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
+from snumap_tui.ui.textfit import cut_words, fit_pieces, truncate_words
 from snumap_tui.ui.tree_rows import node_memory
 
 OK_STYLE = Style(color="green", bold=True)
@@ -41,23 +43,27 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
     ``origin`` says the numbers are not this machine's live ones: ("fsroot", DIR) for a
     gathered tree (``static``: its counters did not move, a snapshot) or ("topology", NAME)
     for another machine's tree (--topology/--synthetic: no live data at all)."""
-    t = Text()
-    t.append(" snumap top ", style="bold reverse")
-    t.append(f" {host.host}", style="bold")
-    t.append(f" │ {'Linux ' if width >= 100 else ''}{host.kernel} │ {host.cpu_model}")
+    # Whole pieces or none (at 80 columns the model name was cut to "Intel (R) Xeo"): the
+    # CPU model, the longest, is shortened at a word instead when it is what does not fit.
+    kernel = f" │ {'Linux ' if width >= 100 else ''}{host.kernel}"
+    rest = []
     if host.uptime_s is not None:
-        t.append(f" │ up {format_uptime(host.uptime_s)}")
+        rest.append(f" │ up {format_uptime(host.uptime_s)}")
     if host.load is not None:
-        t.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
-    t.truncate(width)
+        rest.append(" │ load " + " ".join(f"{x:.2f}" for x in host.load))
+    fixed = len(" snumap top ") + len(f" {host.host}") + len(kernel) + sum(map(len, rest))
+    model = cut_words(f" │ {host.cpu_model}", max(0, width - fixed))
+    pieces = [(" snumap top ", "bold reverse"), (f" {host.host}", "bold"), (kernel, ""),
+              *([(model, "")] if len(model) > 4 else []), *((r, "") for r in rest)]
+    t = fit_pieces(pieces, width)
     t.append("\n")
     line2 = Text()
     kind, name = origin or ("live", "")
     if kind == "topology":
-        line2.append(f" ■ topology of {name} — no live data: not this machine ",
-                     style="bold yellow")
+        line2.append(cut_words(f" ■ topology of {name} — no live data: not this machine",
+                               width - 4) + " ", style="bold yellow")
         line2.append("(i)", style="italic")
-        line2.truncate(width)
+        truncate_words(line2, width)
         t.append_text(line2)
         return t
     if paused:
@@ -89,7 +95,7 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
         line2.append(_SHORT.get(n, n) + " ", style="" if ok else NA_STYLE)
     if any(not ok for _, ok, _ in marks):
         line2.append("i:why", style="italic")
-    line2.truncate(width)
+    truncate_words(line2, width)
     t.append_text(line2)
     return t
 
@@ -282,7 +288,7 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     return out
 
 
-class ProcessPanel(Vertical):
+class ProcessPanel(Backdrop):
     """Filter input, the process (or group) table and the selected process's details.
 
     The table's title line says what is shown: how many processes, the sort, the grouping and
@@ -301,7 +307,7 @@ class ProcessPanel(Vertical):
         yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
                     id="proc-filter")
         yield ProcessTable(id="proc-table")
-        yield Static(id="proc-detail")
+        yield TextLines(id="proc-detail")
 
     def _state(self, sort_key: str | None, filter_text: str | None) -> tuple[str, str]:
         sort_key = sort_key if sort_key is not None else getattr(self.app, "sort_key", "cpu")
@@ -309,12 +315,18 @@ class ProcessPanel(Vertical):
         return sort_key, filt
 
     def show_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None,
-                   sort_key: str | None = None, filter_text: str | None = None) -> None:
+                   sort_key: str | None = None, filter_text: str | None = None,
+                   prefixes: Sequence[str] | None = None, descending: bool | None = None,
+                   note: str = "") -> None:
+        """The processes; ``prefixes``: the tree's branches (the list is a tree, F5)."""
         sort_key, filt = self._state(sort_key, filter_text)
-        title = table_title(f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}",
-                            sort_key, "none", filt)
+        table = self.query_one(ProcessTable)
+        table.descending = sort_key == "cpu" if descending is None else descending
+        what = (f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}"
+                + (" as a tree" if prefixes is not None else "") + note)
+        title = table_title(what, sort_key, "none", filt, table.descending)
         empty = f"no process matches '{filt}'" if filt else "no process to show"
-        self.query_one(ProcessTable).set_tasks(topo, tasks, selected, sort_key, title, empty)
+        table.set_tasks(topo, tasks, selected, sort_key, title, empty, prefixes)
 
     def show_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str,
                     sort_key: str | None = None, filter_text: str | None = None) -> None:
@@ -337,12 +349,13 @@ class ProcessPanel(Vertical):
             self.query_one("#proc-detail", Static).update(text, layout=False)
 
 
-def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:
+def table_title(what: str, sort_key: str, mode: str, filter_text: str,
+                descending: bool | None = None) -> Text:
     """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table."""
     t = Text(f" {what}", style="bold")
     if mode == "none":
-        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)}"
-                 f" {'▼' if sort_key == 'cpu' else '▲'}")
+        down = sort_key == "cpu" if descending is None else descending
+        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)} {'▼' if down else '▲'}")
     else:
         t.append(f" · grouped by {mode}")
     if filter_text:
@@ -350,5 +363,5 @@ def table_title(what: str, sort_key: str, mode: str, filter_text: str) -> Text:
         t.append(f"'{filter_text}'", style="bold yellow")
         t.append(" (esc clears)", style=NA_STYLE)
     else:
-        t.append("  s sort · g group · / filter", style=NA_STYLE)
+        t.append("  < > sort · t tree · / filter · k signal", style=NA_STYLE)
     return t

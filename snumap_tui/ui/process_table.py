@@ -11,7 +11,7 @@ the PID, or ``g:KEY`` for a group), and tests read it with ``row_count``, ``get_
 
 | key              | action |
 |------------------|--------|
-| up/down, j/k     | move the selection |
+| up/down          | move the selection (k is the app's: a signal, as in htop) |
 | pageup/pagedown  | a page |
 | home/end         | first / last row |
 | enter            | select a process; fold / unfold a group |
@@ -37,16 +37,21 @@ from textual.widgets._data_table import Row, RowKey
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE
 from snumap_tui.ui.processes import GroupRow, affinity_label
 
 HEAD_ROWS = 2                    # the title line and the column headers stay in place
-SORT_COLUMN = {"cpu": "CPU%", "pid": "PID", "user": "USER", "name": "COMMAND"}
-SORT_NAME = {"cpu": "CPU%", "pid": "PID", "user": "user", "name": "command"}
+# sort key -> the column it sorts (every column sorts: htop's F6, < and >)
+SORT_COLUMN = {"pid": "PID", "user": "USER", "job": "JOB", "cpu": "CPU%", "mem": "MEM",
+               "thr": "THR", "time": "TIME+", "pu": "PU", "affinity": "AFFINITY",
+               "name": "COMMAND"}
+SORT_NAME = {"cpu": "CPU%", "pid": "PID", "user": "user", "name": "command", "job": "job",
+             "mem": "memory", "thr": "threads", "time": "CPU time", "pu": "PU",
+             "affinity": "affinity"}
 HEAD_STYLE = Style(bold=True, reverse=True)
 GROUP_STYLE = Style(bold=True, color="cyan")
-_NO_STYLE = Style()                # for plain segments under line filters (see render_lines)
 CURSOR = Style(reverse=True)
 CURSOR_BLUR = Style(bgcolor="grey30")
 
@@ -62,12 +67,29 @@ def task_columns(width: int) -> list[Col]:
     """The process columns for a terminal width: fixed numbers, COMMAND takes the rest (JOB
     only when there is room for it and a command of useful length)."""
     cols = [Col("PID", 7, True), Col("USER", 9), Col("JOB", 14), Col("CPU%", 6, True),
-            Col("MEM", 6, True), Col("THR", 4, True), Col("PU", 4, True),
+            Col("MEM", 6, True), Col("THR", 4, True), Col("TIME+", 8, True), Col("PU", 4, True),
             Col("AFFINITY", 18), Col("COMMAND", 0)]
     if width < 100:
         cols = [c for c in cols if c.label != "JOB"]
         cols[-2] = Col("AFFINITY", 14)
+    if width < 90:
+        cols = [c for c in cols if c.label != "TIME+"]
     return cols
+
+
+#: Every column a process row can show, in order; ``task_columns`` picks those that fit.
+TASK_LABELS = ("PID", "USER", "JOB", "CPU%", "MEM", "THR", "TIME+", "PU", "AFFINITY", "COMMAND")
+
+
+def fmt_cpu_time(secs: float | None) -> str:
+    """htop's TIME+: ``m:ss.cc`` below an hour, ``h:mm:ss`` above; empty when unknown."""
+    if secs is None:
+        return ""
+    if secs >= 3600:
+        h, rest = divmod(int(secs), 3600)
+        return f"{h}h{rest // 60:02d}:{rest % 60:02d}"
+    m, sec = divmod(secs, 60)
+    return f"{int(m)}:{sec:05.2f}"
 
 
 def group_columns(mode: str) -> list[Col]:
@@ -128,8 +150,12 @@ class Line:
     def cells(self) -> tuple[str, ...]:
         if self._cells is None:
             self._cells = self._make() if self._make is not None else ()
-            self._make = None
         return self._cells
+
+    def remake(self) -> None:
+        """Forget the cells (the columns changed: a resize); made again when next read."""
+        if self._make is not None:
+            self._cells = None
 
     def looks_like(self, other: Line) -> bool:
         """Draws the same (what decides a repaint)."""
@@ -140,12 +166,12 @@ class Line:
         return f"Line({self.key!r}, {self.kind}, pid={self.pid})"
 
 
-class ProcessTable(DataTable[str], can_focus=True):
+class ProcessTable(CachedLines, DataTable[str], can_focus=True):
     """Rows of processes or groups with a fixed title and header; see the module docstring."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "move(-1)", show=False),
-        Binding("down,j", "move(1)", show=False),
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
         Binding("pageup", "page(-1)", show=False),
         Binding("pagedown", "page(1)", show=False),
         Binding("home", "move(-1000000)", show=False),
@@ -172,6 +198,8 @@ class ProcessTable(DataTable[str], can_focus=True):
         self.can_focus = cursor
         self.cols: list[Col] = task_columns(120)
         self.sort_key = "cpu"
+        self.descending = True               # the sort's direction (the header's arrow)
+        self._drawn_desc = True
         self.title = Text("")
         self.empty_note = ""
         self.row_cursor = 0
@@ -184,6 +212,9 @@ class ProcessTable(DataTable[str], can_focus=True):
         self._has_job = True
         self._strips: dict[tuple[object, ...], Strip] = {}
         self._cols_key: tuple[Col, ...] = tuple(self.cols)
+        self._keep: tuple[bool, ...] = ()    # which of TASK_LABELS the columns show
+        self._ws_key: tuple[object, ...] = ()
+        self._ws: list[int] = []
         self._cpu_i = 3
         self._base: Style | None = None      # rich_style, once per repaint (it walks the DOM)
         self._drawn_cols: tuple[Col, ...] = ()     # the columns the screen shows now
@@ -216,42 +247,46 @@ class ProcessTable(DataTable[str], can_focus=True):
             got = self._aff[aff] = affinity_label(topo, aff)
         return got
 
-    def _cells_at(self, topo: Topology, tasks: Sequence[TaskRow], i: int) -> tuple[str, ...]:
-        return self.task_cells(topo, tasks[i])
+    def _cells_at(self, topo: Topology, tasks: Sequence[TaskRow], i: int,
+                  prefix: str = "") -> tuple[str, ...]:
+        return self.task_cells(topo, tasks[i], prefix)
 
-    def task_cells(self, topo: Topology, t: TaskRow, first: str | None = None) -> tuple[str, ...]:
-        """A process's cells, from a cache keyed by the values they show: a process whose
-        numbers did not change (most of them, most frames) costs one tuple and a look-up."""
-        job = self._has_job
-        raw = (t.pid, first, t.user, t.job if job else None, t.cpu_pct, t.rss_bytes, t.nthreads,
+    def task_cells(self, topo: Topology, t: TaskRow, prefix: str = "") -> tuple[str, ...]:
+        """A process's cells for the columns shown now, from a cache keyed by the values they
+        show and by those columns: a process whose numbers did not change (most of them, most
+        frames) costs one tuple and a look-up. ``prefix``: the tree's branches before the
+        command. (The columns are in the key: without them a row cached at 60 columns kept
+        its 60-column cells after a resize to 120, its CPU % under JOB.)"""
+        keep = self._keep
+        raw = (keep, t.pid, prefix, t.user, t.job, t.cpu_pct, t.rss_bytes, t.nthreads,
+               round(t.cpu_time_s, 2) if t.cpu_time_s is not None and keep[6] else None,
                t.last_cpu, t.affinity, t.cmdline or t.comm)
         got = self._cells.get(raw)
         if got is None:
-            cells = [str(t.pid) if first is None else first, t.user, t.job or "",
-                     _cpu(t.cpu_pct), _mem(t.rss_bytes), str(t.nthreads),
+            cells = (str(t.pid), t.user, t.job or "", _cpu(t.cpu_pct), _mem(t.rss_bytes),
+                     str(t.nthreads), fmt_cpu_time(t.cpu_time_s) if keep[6] else "",
                      "" if t.last_cpu is None else str(t.last_cpu),
-                     self._affinity(topo, t.affinity), t.cmdline or t.comm]
-            if not job:
-                del cells[2]
+                     self._affinity(topo, t.affinity), prefix + (t.cmdline or t.comm))
             if len(self._cells) > 4096:
                 self._cells.clear()
-            got = self._cells[raw] = tuple(cells)
+            got = self._cells[raw] = tuple(c for c, k in zip(cells, keep) if k)
         return got
 
     def set_tasks(self, topo: Topology, tasks: Sequence[TaskRow], selected: int | None,
-                  sort_key: str, title: Text, empty_note: str) -> None:
+                  sort_key: str, title: Text, empty_note: str,
+                  prefixes: Sequence[str] | None = None) -> None:
         """Show processes (already filtered and sorted); keep ``selected`` under the cursor.
-        Rows are formatted when drawn (see ``Line``)."""
+        Rows are formatted when drawn (see ``Line``). ``prefixes``: the process tree's
+        branches, one per row, drawn before the command."""
         self._mode = "none"
-        # Before the first layout the widget has no size yet: the screen's width is close.
-        self.cols = task_columns(self.size.width or (self.app.size.width if self.is_attached
-                                                     else 120))
-        self._columns_compat()
+        self._task_columns()
         # A lazy TaskRows gives its pids without building its rows: only the rows drawn are
         # built (``Line.cells`` reads ``tasks[i]`` when first shown).
         pids_of = getattr(tasks, "pids", None)
         pids = [int(p) for p in pids_of()] if pids_of is not None else [t.pid for t in tasks]
-        lines = [Line(str(p), None, "task", p, make=partial(self._cells_at, topo, tasks, i))
+        lines = [Line(str(p), None, "task", p,
+                      make=partial(self._cells_at, topo, tasks, i,
+                                   prefixes[i] if prefixes is not None else ""))
                  for i, p in enumerate(pids)]
         cursor = next((i for i, p in enumerate(pids) if p == selected), None)
         self._replace(lines, sort_key, title, empty_note, cursor)
@@ -284,6 +319,19 @@ class ProcessTable(DataTable[str], can_focus=True):
         cursor = next((i for i, ln in enumerate(lines) if ln.key == old), None)
         self._replace(lines, sort_key, title, empty_note, cursor)
 
+    def _task_columns(self) -> bool:
+        """The process columns for the width now; True when they changed."""
+        # Before the first layout the widget has no size yet: the screen's width is close.
+        cols = task_columns(self.size.width or (self.app.size.width if self.is_attached
+                                                else 120))
+        if cols == self.cols and self._keep:
+            return False
+        self.cols = cols
+        labels = {c.label for c in cols}
+        self._keep = tuple(lab in labels for lab in TASK_LABELS)
+        self._columns_compat()
+        return True
+
     def _columns_compat(self) -> None:
         """``columns`` as DataTable has it (key -> object with a label), for readers; and the
         per-column facts ``render_line`` would otherwise recompute for every row."""
@@ -297,8 +345,10 @@ class ProcessTable(DataTable[str], can_focus=True):
         # A new count of rows only repaints the rows that differ and the title; a new sort or
         # an empty table repaints everything.
         changed_shape = (sort_key != self.sort_key or empty_note != self.empty_note
+                         or self.descending != self._drawn_desc
                          or not lines or not self.lines or self._drawn_cols != self._cols_key)
         self._drawn_cols = self._cols_key
+        self._drawn_desc = self.descending
         title_changed = title.plain != self.title.plain or title.spans != self.title.spans
         old, cursor_before, top_before = self.lines, self.row_cursor, self.scroll_offset.y
         self.lines, self.sort_key, self.title, self.empty_note = lines, sort_key, title, empty_note
@@ -370,78 +420,51 @@ class ProcessTable(DataTable[str], can_focus=True):
 
     def header_text(self, ws: Sequence[int]) -> Text:
         mark = SORT_COLUMN.get(self.sort_key) if self._mode == "none" else None
-        labels = [c.label + ("▼" if c.label == mark and self.sort_key == "cpu" else
-                             "▲" if c.label == mark else "") for c in self.cols]
+        arrow = "▼" if self.descending else "▲"
+        labels = [c.label + (arrow if c.label == mark else "") for c in self.cols]
         return line_text(labels, self.cols, ws, HEAD_STYLE)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The dirty rows straight from ``render_line`` (each cached by its cells).
-
-        Textual's general path (its styles cache) costs per line: border, padding, outline and
-        tint checks and a theme look-up for each one. The table has none of those (its CSS and
-        ``_plain_box``), so only the app's line filters (NO_COLOR, 16 colours) are applied,
-        with the background and ``rich_style`` looked up once per repaint, not per line."""
+        """The dirty rows straight from ``render_line``, each cached (cached_lines.py)."""
         self._base = None           # DataTable's render_lines only sets its own cell styles
-        if not self._plain_box():
-            return super(DataTable, self).render_lines(crop)
-        filters = self.get_line_filters()
-        background = self.background_colors[1] if filters else None
-        # Textual renders the bounding box of all the screen's dirty regions (the header at
-        # the top, the details at the bottom: every row of the table, each frame), so the
-        # rows not refreshed since they were drawn come from this cache.
-        stamp = (self.scroll_offset.y, self.size.width, self.has_focus)
-        if stamp != self._ystamp:
-            self._ystamp, self._ycache = stamp, {}
-        cache = self._ycache
-        render = self.render_line
-        strips = []
-        for y in crop.line_range:
-            strip = cache.get(y)
-            if strip is None:
-                strip = cache[y] = render(y)
-            if filters:
-                # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
-                # segment's style: plain segments must carry a style, even an empty one.
-                strip = Strip([seg if seg.style is not None else
-                               Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
-                              strip.cell_length)
-                for f in filters:
-                    strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
-            strips.append(strip)
-        x1, x2 = crop.column_span
-        if (x1, x2) != (0, self.size.width):
-            strips = [strip.crop(x1, x2) for strip in strips]
-        return strips
+        return CachedLines.render_lines(self, crop)
+
+    def _styled_render_lines(self, crop: Region) -> list[Strip]:
+        return super(DataTable, self).render_lines(crop)
+
+    def _line_for(self, y: int, width: int, top: int, focus: bool) -> Strip:
+        return self._line(y, width, top, focus)
+
+    def _widths(self, width: int) -> list[int]:
+        """``widths`` of the columns, computed once per set of columns and width."""
+        key = (self._cols_key, width)
+        if self._ws_key != key:
+            self._ws_key, self._ws = key, widths(self.cols, width)
+        return self._ws
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> ProcessTable:
         """Textual's refresh; forgets the drawn rows it covers (see ``render_lines``)."""
-        if not regions:
-            self._ycache = {}
-        else:
-            for r in regions:
-                for y in range(r.y, r.bottom):
-                    self._ycache.pop(y, None)
+        self.forget_lines(*regions)
         super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
         return self
 
-    def _plain_box(self) -> bool:
-        """No border, padding, outline, tint or opacity: nothing Textual's styles cache would
-        add to a line (its links styling has nothing to do: the rows carry no links)."""
-        st = self.styles
-        return (not any(st.gutter) and not any(kind for kind, _ in st.outline)
-                and not st.tint.a and st.opacity == 1.0 and st.text_opacity == 1.0)
-
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        ws = widths(self.cols, width)
+        return self._line(y, self.size.width, self.scroll_offset.y, self.has_focus)
+
+    def _line(self, y: int, width: int, top: int, focus: bool) -> Strip:
+        """Screen line ``y``; ``render_lines`` passes the width, scroll position and focus
+        once per repaint (each is a walk through Textual's reactives, per line it was a
+        tenth of a frame)."""
+        ws = self._widths(width)
         if y == 0:
             return self._strip(("title", self.title.plain, tuple(self.title.spans), width),
                                lambda: self.title, width)
         if y == 1:
-            key = ("head", tuple(c.label for c in self.cols), self.sort_key, self._mode, width)
+            key = ("head", tuple(c.label for c in self.cols), self.sort_key, self.descending,
+                   self._mode, width)
             return self._strip(key, lambda: self.header_text(ws), width)
-        idx = self.scroll_offset.y + y - HEAD_ROWS
+        idx = top + y - HEAD_ROWS
         if not self.lines:
             note = self.empty_note if y == HEAD_ROWS else ""
             return self._strip(("empty", note, width), lambda: Text(" " + note, style=NA_STYLE),
@@ -449,7 +472,7 @@ class ProcessTable(DataTable[str], can_focus=True):
         if idx >= len(self.lines):
             return self._strip(("blank", width), Text, width)
         ln = self.lines[idx]
-        cur = (self.has_focus if idx == self.row_cursor and self.shows_cursor else None)
+        cur = (focus if idx == self.row_cursor and self.shows_cursor else None)
         row_key = ("row", ln.cells, ln.kind, ln.unfolded, self._cols_key, cur, width)
         got = self._strips.get(row_key)
         if got is None:
@@ -487,8 +510,15 @@ class ProcessTable(DataTable[str], can_focus=True):
 
     # ---- events ----------------------------------------------------------------------------------
     def on_resize(self) -> None:
+        """New columns for the new width at once, every row's cells made again for them
+        (not at the next frame, which may be seconds away or paused)."""
         self._strips.clear()
+        if self._mode == "none" and self._task_columns():
+            for ln in self.lines:
+                ln.remake()
+            self._drawn_cols = self._cols_key
         self._set_virtual_size(len(self.lines))
+        self.refresh()
 
     def on_focus(self) -> None:
         self.refresh()

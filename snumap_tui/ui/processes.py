@@ -9,13 +9,16 @@ contains it. Pure functions over TaskRows; headless (batch mode uses them too).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.topology.model import Topology
 
-SORT_KEYS = ("cpu", "pid", "user", "name")
+# Every column of the process list, in its left-to-right order (``<`` ``>`` walk it; ``s``
+# cycles through it); those whose biggest values matter sort descending by default.
+SORT_KEYS = ("pid", "user", "job", "cpu", "mem", "thr", "time", "pu", "affinity", "name")
+DESCENDING = frozenset({"cpu", "mem", "thr", "time"})
 GROUP_MODES = ("none", "user", "job")
 
 
@@ -53,8 +56,8 @@ def affinity_label(topo: Topology, affinity: Iterable[int]) -> str:
 
 
 def matches(t: TaskRow, query: str) -> bool:
-    """Filter words: ``user:NAME``, ``job:TEXT`` or plain text found in the command or name;
-    every word must match (AND)."""
+    """Filter words: ``user:NAME``, ``job:TEXT``, ``pid:N``, a number (that PID), or plain
+    text found in the command or name; every word must match (AND)."""
     for word in query.split():
         k, sep, v = word.partition(":")
         if sep and k == "user":
@@ -62,6 +65,12 @@ def matches(t: TaskRow, query: str) -> bool:
                 return False
         elif sep and k == "job":
             if v not in (t.job or ""):
+                return False
+        elif sep and k == "pid":
+            if str(t.pid) != v:
+                return False
+        elif word.isdigit():
+            if str(t.pid) != word and word not in f"{t.comm} {t.cmdline or ''}":
                 return False
         elif word.lower() not in f"{t.comm} {t.cmdline or ''}".lower():
             return False
@@ -76,15 +85,93 @@ def _shown_cpu(t: TaskRow) -> float:
     return math.floor((t.cpu_pct or 0.0) * 10.0 + 0.5) / 10.0
 
 
-def sort_tasks(tasks: Iterable[TaskRow], key: str) -> list[TaskRow]:
-    """One key per process (computed once, not per comparison), ties always by PID."""
+def _sort_value(t: TaskRow, key: str) -> tuple[object, ...]:
+    """The value a column sorts by, ascending; missing values (n/a) last."""
     if key == "pid":
-        return sorted(tasks, key=lambda t: t.pid)
+        return (t.pid,)
     if key == "user":
-        return sorted(tasks, key=lambda t: (t.user, -_shown_cpu(t), t.pid))
+        return (t.user, -_shown_cpu(t))
+    if key == "job":
+        return (t.job is None, t.job or "")
+    if key == "mem":
+        return (t.rss_bytes is None, t.rss_bytes or 0)
+    if key == "thr":
+        return (t.nthreads,)
+    if key == "time":
+        return (t.cpu_time_s is None, t.cpu_time_s or 0.0)
+    if key == "pu":
+        return (t.last_cpu is None, t.last_cpu or 0)
+    if key == "affinity":
+        return (len(t.affinity), min(t.affinity, default=0))
     if key == "name":
-        return sorted(tasks, key=lambda t: (t.comm.lower(), t.pid))
-    return sorted(tasks, key=lambda t: (-_shown_cpu(t), t.pid))
+        return ((t.cmdline or t.comm).lower(),)
+    return (_shown_cpu(t),)
+
+
+def sort_tasks(tasks: Iterable[TaskRow], key: str, invert: bool = False) -> list[TaskRow]:
+    """One key per process (computed once, not per comparison), ties always by PID.
+    CPU %, memory, threads and time sort biggest first, the others smallest first;
+    ``invert`` turns that around (htop's I). Missing values stay last either way."""
+    desc = (key in DESCENDING) != invert
+    if key == "cpu" and not invert:        # the common case, kept cheap
+        return sorted(tasks, key=lambda t: (-_shown_cpu(t), t.pid))
+
+    def order(t: TaskRow) -> tuple[object, ...]:
+        v = _sort_value(t, key)
+        return (*v, t.pid)
+
+    rows = sorted(tasks, key=order, reverse=desc)
+    if desc and key in ("job", "mem", "time", "pu"):
+        # reversed, the missing ones came first: put them back at the end
+        rows = [t for t in rows if not _sort_value(t, key)[0]] + \
+               [t for t in rows if _sort_value(t, key)[0]]
+    return rows
+
+
+def tree_order(tasks: Sequence[TaskRow]) -> list[tuple[TaskRow, str]]:
+    """The processes as a tree (htop's F5): each under its parent, siblings in the given
+    order, with the branch drawing to put before its command (``├─ ``, ``│  └─ ``). A process
+    whose parent is not in the list is a root (its parent may be filtered out, or gone)."""
+    by_pid = {t.pid: t for t in tasks}
+    kids: dict[int, list[TaskRow]] = {}
+    roots: list[TaskRow] = []
+    for t in tasks:
+        if t.ppid is not None and t.ppid in by_pid and t.ppid != t.pid:
+            kids.setdefault(t.ppid, []).append(t)
+        else:
+            roots.append(t)
+    out: list[tuple[TaskRow, str]] = []
+    seen: set[int] = set()
+    # Iterative depth-first walk (a deep chain of shells must not hit the recursion limit).
+    stack: list[tuple[TaskRow, str, str]] = [(t, "", "") for t in reversed(roots)]
+    while stack:
+        t, lead, prefix = stack.pop()
+        if t.pid in seen:
+            continue
+        seen.add(t.pid)
+        out.append((t, prefix))
+        children = kids.get(t.pid, [])
+        for i in range(len(children) - 1, -1, -1):
+            last = i == len(children) - 1
+            stack.append((children[i], lead + ("   " if last else "│  "),
+                          lead + ("└─ " if last else "├─ ")))
+    # A cycle in ppid (pid reuse between reads) leaves processes unvisited: list them as roots.
+    out += [(t, "") for t in tasks if t.pid not in seen]
+    return out
+
+
+def parse_pids(text: str) -> frozenset[int]:
+    """``-p 12,34`` as htop takes it (a ValueError names what is not a PID)."""
+    out = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        if not part.isdigit() or int(part) <= 0:
+            raise ValueError(part)
+        out.add(int(part))
+    if not out:
+        raise ValueError(text)
+    return frozenset(out)
 
 
 def group_tasks(tasks: Iterable[TaskRow], mode: str) -> list[GroupRow]:

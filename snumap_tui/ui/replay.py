@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -31,13 +32,18 @@ from snumap_tui.ui.gantt import (
     layout,
     render_gantt,
 )
+from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
+from snumap_tui.ui.replay_keys import ReplayKeysMixin
+from snumap_tui.ui.textfit import fit_pieces
+from snumap_tui.ui.timeaxis import resolution_label
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 if TYPE_CHECKING:
     from textual.timer import Timer
 
+    from snumap_tui.analysis.binning import GanttBins
     from snumap_tui.model.frame import Frame
 
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0)
@@ -73,12 +79,19 @@ class GanttView(Widget, can_focus=True):
         w, h = self.size.width, self.size.height
         if w <= 0 or h <= 0:
             return
-        self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t)
+        self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t,
+                                     letters=self.letters())
         detail = cell_detail(self.data, self.state, self.rendered.bins, w - 1)
         self._lines = [styled(line) for line in
                        (*self.rendered.lines, [Segment(f" {detail}")])]
         self.redraws += 1
         self.refresh()
+
+    def letters(self) -> bool:
+        """Colours cannot tell processes apart: NO_COLOR, or 16 colours or fewer."""
+        if self.app.no_color or os.environ.get("NO_COLOR"):
+            return True
+        return self.app.console.color_system in (None, "standard", "windows")
 
     def on_resize(self) -> None:
         self.rebuild()
@@ -105,7 +118,7 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(App[int]):
+class ReplayApp(ReplayKeysMixin, App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -114,7 +127,7 @@ class ReplayApp(App[int]):
     #views { height: 1fr; }
     #topology { height: 1fr; }
     #topo-head { height: 1; }
-    #goto { display: none; }
+    #goto, #filter { display: none; }
     #too-small { height: 1fr; content-align: center middle; text-align: center; display: none; }
     Screen.-too-narrow #main, Screen.-too-low #main { display: none; }
     Screen.-too-narrow #too-small, Screen.-too-low #too-small { display: block; }
@@ -129,42 +142,8 @@ class ReplayApp(App[int]):
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # type: ignore[misc]
         (0, "-too-low"), (MIN_H, "-high-enough")]
 
-    # Shown in the footer (80 columns hold them): help, play, step, zoom, go to, view, quit.
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark,f1", "help", "Help", key_display="?"),
-        Binding("q", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("space", "play", "Play"),
-        Binding("left", "step(-1)", "Step", key_display="← →"),
-        Binding("right", "step(1)", "Step", show=False),
-        Binding("comma", "step(-1)", "Step", show=False),
-        Binding("full_stop", "step(1)", "Step", show=False),
-        Binding("home", "jump(0)", "Start", show=False),
-        Binding("end", "jump(1)", "End", show=False),
-        Binding("left_square_bracket", "speed(-1)", "Slower", show=False),
-        Binding("right_square_bracket", "speed(1)", "Faster", show=False),
-        Binding("plus,equals_sign", "zoom(0.5)", "Zoom", key_display="+ -"),
-        Binding("minus", "zoom(2)", "Zoom-", show=False),
-        Binding("0", "zoom_all", "All", show=False),
-        Binding("shift+left,h", "pan(-0.25)", "Pan", show=False),
-        Binding("shift+right,l", "pan(0.25)", "Pan", show=False),
-        Binding("up", "row(-1)", show=False),
-        Binding("down", "row(1)", show=False),
-        Binding("pageup", "row(-10)", show=False),
-        Binding("pagedown", "row(10)", show=False),
-        Binding("c", "colour", "Colour"),
-        Binding("m", "marker(1)", "Marker", show=False),
-        Binding("M", "marker(-1)", "Marker", show=False),
-        Binding("f", "filter", "Filter", show=False),
-        Binding("F,escape", "clear_filter", "Clear", show=False),
-        Binding("g", "goto", "Go to"),
-        Binding("n", "fold_node", "Fold node", show=False),
-        Binding("N", "fold_node(True)", "Fold all", show=False),
-        Binding("tab", "next_view", "View", priority=True),
-        Binding("1", "view('topology')", "Tree", show=False),
-        Binding("2", "view('heatmap')", "Heat", show=False),
-        Binding("3", "view('gantt')", "Core-vs-time", show=False),
-    ]
+    # keymap.KEYMAP's keys (one map for top and replay: a key means one thing in both).
+    BINDINGS: ClassVar[list[BindingType]] = list(bindings("replay"))
 
     playing: reactive[bool] = reactive(False)
     """The cursor advances by speed x wall time while playing."""
@@ -176,6 +155,7 @@ class ReplayApp(App[int]):
         super().__init__()
         self.data = data
         self.state = GanttState(data.t0, data.t1)
+        self.metric_i = 0
         self.cursor_t = data.t0
         self.speed = speed
         self._timer: Timer | None = None
@@ -196,7 +176,10 @@ class ReplayApp(App[int]):
             from snumap_tui.ui.panels import HeatmapPanel
             yield HeatmapPanel(id="heatmap")
         yield Static(id="too-small")
-        yield Input(placeholder="go to time: seconds from the start (e.g. 12.5)", id="goto")
+        yield Input(placeholder="go to time: seconds from the start (e.g. 12.5), or the wall "
+                    "clock (10:42:07.5)", id="goto")
+        yield Input(placeholder="only these processes: words of a name, a PID (enter applies, "
+                    "esc clears)", id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -206,6 +189,13 @@ class ReplayApp(App[int]):
             f"Terminal too small.\nsnumap replay needs at least {MIN_W}×{MIN_H}.\n"
             "Enlarge the window, or press q to quit.")
         self.call_after_refresh(self._redraw)
+
+    def on_unmount(self) -> None:
+        """No drawing after the widgets are gone (a play tick racing the quit)."""
+        self._views_up = False
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
 
     @property
     def too_small(self) -> bool:
@@ -235,12 +225,14 @@ class ReplayApp(App[int]):
         two: list[tuple[str, str]] = [
             (f" ▶ {self.speed:g}x " if self.playing else " ‖ paused ",
              "bold green" if self.playing else "bold yellow"),
-            (f" t={fmt_time(self.cursor_t - d.t0)}", "")]
+            (f" t={self._at(self.cursor_t)}", "")]
         if self.view == "gantt":
             two.append((f" │ span {fmt_time(self.state.span)}", ""))
             if self.state.only_key is not None:
                 two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
                             "bold"))
+            if self.state.filter_text:
+                two.append((f" │ filter '{self.state.filter_text}'", "bold yellow"))
             two.append((f" │ by {self.state.mode}", ""))
         elif self._frame is None:
             two.append((" │ no samples recorded here: n/a", "bold magenta"))
@@ -257,6 +249,11 @@ class ReplayApp(App[int]):
         t.append("\n")
         t.append_text(fit_pieces(two, w))
         return t
+
+    def _at(self, t: int) -> str:
+        """The cursor's time with the digits one column of the chart needs."""
+        col_ns = self.state.span // max(1, self.span_cols()) if self._views_up else 10 ** 6
+        return resolution_label(t - self.data.t0, max(1, col_ns))
 
     def _wall(self, t: int) -> str | None:
         h = self.data.header
@@ -286,11 +283,10 @@ class ReplayApp(App[int]):
             self.query_one("#topo-head", Static).update(header_text(self.size.width))
             self.query_one(TopologyTable).set_frame(self._frame)
         else:
-            from snumap_tui.ui.metricspec import view_for
             from snumap_tui.ui.panels import HeatmapPanel
 
             self.query_one(HeatmapPanel).show(self.data.topology, self._frame,
-                                              view_for("util"))
+                                              self.metric_view())
 
     def frame_at(self, t: int) -> Frame | None:
         """The Frame of the two recorded samples around ``t`` (None without samples)."""
@@ -351,6 +347,12 @@ class ReplayApp(App[int]):
             self.playing = False
             nxt = self.data.t1 - 1
         self.set_cursor(nxt)
+
+    def action_slower(self) -> None:
+        self.action_speed(-1)
+
+    def action_faster(self) -> None:
+        self.action_speed(1)
 
     def action_speed(self, step: int) -> None:
         i = min(range(len(SPEEDS)), key=lambda k: abs(SPEEDS[k] - self.speed))
@@ -435,50 +437,9 @@ class ReplayApp(App[int]):
         self.state.row0 = min(self.state.row0, first)
         self._redraw()
 
-    def action_filter(self) -> None:
+    def rendered_bins(self) -> GanttBins | None:
         r = self.query_one(GanttView).rendered
-        if r is None:
-            return
-        i = self.state.sel_row - self.state.row0
-        if 0 <= i < r.bins.key.shape[0]:
-            k = int(r.bins.key[i, self.state.sel_col])
-            if k >= 0:
-                self.state.only_key = k
-                self._redraw()
-                return
-        self.notify("select a busy cell first", severity="warning")
-
-    def action_clear_filter(self) -> None:
-        goto = self.query_one("#goto", Input)
-        if goto.display:
-            goto.display = False
-            self._focus_view()
-            return
-        self.state.only_key = None
-        self._redraw()
-
-    def action_goto(self) -> None:
-        goto = self.query_one("#goto", Input)
-        goto.display = True
-        goto.border_title = None
-        goto.value = ""
-        goto.focus()
-
-    def on_input_submitted(self, message: Input.Submitted) -> None:
-        """A time goes there; anything else keeps the line open, says why, and how to write
-        a time (the reviewer's ``abc`` vanished without a word)."""
-        goto = self.query_one("#goto", Input)
-        try:
-            secs = parse_time(message.value)
-        except ValueError:
-            goto.border_title = (f"not a time: {message.value.strip()[:20]!r}; "
-                                 "try 12.5, 250ms or 1:02.5 (escape: close)")
-            goto.focus()
-            return
-        goto.border_title = None
-        goto.display = False
-        self._focus_view()
-        self.set_cursor(self.data.t0 + int(secs * 1e9))
+        return r.bins if r is not None else None
 
     def _focus_view(self) -> None:
         views: dict[str, type[Widget]] = {"gantt": GanttView, "topology": TopologyTable}
@@ -504,17 +465,6 @@ class ReplayApp(App[int]):
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._redraw)
-
-
-def fit_pieces(pieces: list[tuple[str, str]], width: int) -> Text:
-    """The pieces (text, style) in order, leaving out whole those that would pass ``width``
-    (the first is always there, cut if it must be)."""
-    out = Text()
-    for i, (text, style) in enumerate(pieces):
-        if i == 0 or out.cell_len + len(text) <= width:
-            out.append(text, style=style)
-    out.truncate(width)
-    return out
 
 
 def parse_time(text: str) -> float:

@@ -257,3 +257,32 @@ def load_replay(rec: Any) -> ReplayData:
         series=_series(rec, topo) if hasattr(rec, "samples") else [],
         lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec,
         regions=region_timeline(iv, rec.regions()) if hasattr(rec, "regions") else None)
+
+
+def matching_tids(data: ReplayData, query: str) -> np.ndarray:
+    """The threads a typed filter keeps: every word must match (AND); a number is a PID or
+    a thread id, ``pid:N`` a PID, other words are found in the thread's or its process's
+    name (case-insensitive). A recording has no user names, so ``user:`` matches nothing."""
+    pid_of = data.intervals.pid_of_tid
+    procs = data.key_names.get("process", {})
+    keep = []
+    words = query.split()
+    for tid, comm in data.names.items():
+        pid = pid_of.get(tid, tid)
+        text = f"{comm} {procs.get(pid, '')}".lower()
+        ok = True
+        for w in words:
+            k, sep, v = w.partition(":")
+            if sep and k == "pid":
+                ok = v.isdigit() and int(v) == pid
+            elif sep and k == "user":
+                ok = False
+            elif w.isdigit():
+                ok = int(w) in (tid, pid) or w in text
+            else:
+                ok = w.lower() in text
+            if not ok:
+                break
+        if ok:
+            keep.append(tid)
+    return np.array(sorted(keep), dtype=np.int64)

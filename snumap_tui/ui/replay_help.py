@@ -15,28 +15,13 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from snumap_tui.ui.keymap import help_rows
 from snumap_tui.ui.screens import MODAL_CSS
 
-KEYS: list[tuple[str, str]] = [          # one line each in the 80x24 help
-    ("1 2 3, tab", "topology / heatmap / core-vs-time; next view"),
-    ("left right", "time cursor one column (core-vs-time, heat)"),
-    (", .", "time cursor one column, in every view"),
-    ("home end", "start / end of the recording"),
-    ("space  [ ]", "play / pause; slower / faster (0.01-60x)"),
-    ("g", "go to a time: 12.5, 250ms, 1:02.5"),
-    ("+ -  0", "zoom in / out at the cursor; whole recording"),
-    ("h l, shift+← →", "pan a quarter of a screen"),
-    ("up down pgup pgdn", "select a PU row, or a topology row"),
-    ("enter, left right", "topology: fold / unfold the row"),
-    ("o", "topology: unfold / fold the I/O rows (NICs, disks, GPUs)"),
-    ("c", "colour by process, thread, process group or region"),
-    ("m M", "cursor to the next / previous marker (▼ on the axis)"),
-    ("f", "only the selected cell's process (thread..)"),
-    ("F, escape", "everyone again; close the go-to line"),
-    ("n N", "a job's nodes: fold / open the selected node, or all"),
-    ("? F1", "this help"),
-    ("q, ctrl+c", "quit"),
-]
+# keymap.KEYMAP's entries for replay (one map for top and replay), and what the widgets add.
+KEYS: list[tuple[str, str]] = [*help_rows("replay"),
+                               ("enter, ← →", "topology: fold / unfold the row"),
+                               ("o", "topology: unfold / fold the I/O rows (NICs, disks, GPUs)")]
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
          "is a synchronisation point; by region, ┄ is time inside a barrier or MPI wait. Strips: mem N<n> is a node's memory used without the page "

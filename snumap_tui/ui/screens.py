@@ -7,7 +7,7 @@ column of n/a is a question. This screen is the answer (the same SourceStatus pr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -18,19 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.ui.choices import ChoiceScreen
+from snumap_tui.ui.keymap import help_rows
+from snumap_tui.ui.metricspec import metric_choices
 
-HELP = [
-    ("1 2 3, tab", "topology / heatmap / processes view"),
-    ("m, M", "next / previous metric (heatmap colour, history line)"),
-    ("space", "pause / resume (sampling goes on meanwhile)"),
-    ("+ -", "interval 0.1 s .. 60 s (--interval takes 0.01 .. 3600 s)"),
-    ("s  g  /", "processes: sort; group by user or job; filter"),
-    ("up/down", "move the cursor (topology row, process)"),
-    ("enter, ← →", "fold / unfold a topology row"),
-    ("i", "sources: which are live, why not, the fix"),
-    ("o", "I/O rows (NICs, disks, GPUs) under their NUMA nodes: unfold / fold"),
-    ("? F1 / q", "this help / quit"),
-]
+# The keys are keymap.KEYMAP's (one map for top and replay); the help lists them.
+HELP = [("up/down", "move the cursor (topology row, process)"),
+        ("enter, ← →", "fold / unfold a topology row; choose a process")]
 
 NOTES = [
     "● on a row: it holds PUs or memory of the process selected in view 3",
@@ -41,7 +35,7 @@ NOTES = [
 MODAL_CSS = """
 {name} {{ align: center middle; }}
 {name} > VerticalScroll {{ width: 100%; max-width: 100; height: auto; max-height: 100%;
-    border: round $accent; background: $surface; padding: 0 1; }}
+    border: round $accent; background: $surface; padding: 0 1; scrollbar-size: 0 0; }}
 """
 
 
@@ -55,12 +49,26 @@ class HelpScreen(ModalScreen[None]):
         t = Table(show_header=False, box=None, padding=(0, 1))
         t.add_column(style="bold cyan", no_wrap=True)
         t.add_column()
-        for k, v in HELP:
+        for k, v in [*help_rows("top"), *HELP]:
             t.add_row(k, v)
         with VerticalScroll():
-            yield Static(Text("snumap top — keys", style="bold"))
+            yield Static(Text("snumap top — keys (↑ ↓ scroll; the same keys mean the same "
+                              "in snumap replay)", style="bold"))
             yield Static(t)
             yield Static(Text("\n".join(NOTES), style="italic"))
+
+
+def metric_picker(values: Mapping[str, Any], current: str) -> ChoiceScreen:
+    """F2's list: every metric of the frame, those with no data here greyed and marked."""
+    opts: list[tuple[str, str | Text, bool]] = []
+    for view, ok in metric_choices(dict(values)):
+        unit = view.unit or ("bytes" if view.is_bytes else "")
+        label = Text(f"{view.label:<16} {unit:<8}")
+        if not ok:
+            label.append("n/a here (i: why)", style="italic")
+        opts.append((view.key, label, ok))
+    return ChoiceScreen("Metric (heatmap colour, history line)", opts, current,
+                        "m cycles through those with data")
 
 
 def sources_table(sources: Mapping[str, SourceStatus]) -> Table:

@@ -6,7 +6,7 @@ Topology and Frames, never a sampler, so replay reuses it.
 
 | key          | action                              |
 |--------------|-------------------------------------|
-| up/down, j/k | move the cursor                      |
+| up/down      | move the cursor                      |
 | enter        | fold / unfold the row                |
 | right / left | unfold / fold (left on a leaf: go to the parent) |
 | home / end   | first / last row                     |
@@ -30,6 +30,7 @@ from textual.strip import Strip
 
 from snumap_tui.model.frame import Frame
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.io_rows import DEVICE_BASE, SUMMARY_BASE, io_row_problem, io_row_text
 from snumap_tui.ui.metricspec import view_for
 from snumap_tui.ui.palette import NA_STYLE, bar, scale_style
@@ -64,12 +65,25 @@ def header_text(width: int) -> Text:
     return t
 
 
-def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False) -> Text:
+def row_look(cells: dict[str, float | None], width: int) -> tuple[object, ...]:
+    """What a row shows of its numbers, as a key: the bar's eighths and the printed values.
+    A row whose key did not change draws the same (its Text is not built again)."""
+    _, bar_w = column_widths(width)
+    util = cells["util"]
+    eighths = None if util is None else round(min(1.0, max(0.0, util / 100)) * bar_w * 8)
+    return (eighths, view_for("util").fmt(util, 5),
+            *(view_for(c).fmt(cells[c], 6) for c in COLUMNS[1:]),
+            cells["mem_used"], cells["mem_total"])
+
+
+def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False,
+             cells: dict[str, float | None] | None = None) -> Text:
     """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
     name_w, bar_w = column_widths(width)
     if row.io:
         return io_text(frame, row, width, name_w)
-    cells = row_cells(frame, row)
+    if cells is None:
+        cells = row_cells(frame, row)
     t = Text("●" if marked else " ", style=MARK_STYLE)
     twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     name = "  " * row.indent + twisty + row.label
@@ -116,19 +130,20 @@ def io_text(frame: Frame | None, row: TreeRow, width: int, name_w: int) -> Text:
     return t
 
 
-class TopologyTable(ScrollView, can_focus=True):
+class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Rows of the topology tree with live metrics; posts Selected when the cursor moves."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
+        # Arrows only: k is the signal key and h/l pan in replay (keymap.py: one meaning each).
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
         Binding("pageup", "cursor(-10)", show=False),
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "cursor(-100000)", show=False),
         Binding("end", "cursor(100000)", show=False),
         Binding("enter", "toggle_fold", "Fold", show=False),
-        Binding("right,l", "expand", show=False),
-        Binding("left,h", "collapse", show=False),
+        Binding("right", "expand", show=False),
+        Binding("left", "collapse", show=False),
         Binding("o", "toggle_io", "I/O", show=False),
     ]
 
@@ -203,8 +218,21 @@ class TopologyTable(ScrollView, can_focus=True):
         if got is not None and got[0] == self._gen:
             return got[1], got[2]
         row = self.rows[idx]
-        text = row_text(self.frame, row, self.size.width, self._is_marked(row))
-        key = (text.plain, tuple(text.spans), self.size.width)
+        if row.io:                       # an I/O row's numbers are not the CPU cells
+            text = row_text(self.frame, row, self.size.width)
+            io_key: tuple[object, ...] = (text.plain, tuple(text.spans), self.size.width)
+            self._texts[idx] = (self._gen, text, io_key)
+            return text, io_key
+        cells = row_cells(self.frame, row)
+        marked = self._is_marked(row)
+        key: tuple[object, ...] = (row.obj_id, row.expanded, marked, self.size.width,
+                                   row_look(cells, self.size.width))
+        if got is not None and got[2] == key:
+            # Shows the same as at the last frame: keep that Text (building one is ten
+            # times the cost of this key), only its generation moves on.
+            self._texts[idx] = (self._gen, got[1], key)
+            return got[1], key
+        text = row_text(self.frame, row, self.size.width, marked, cells)
         self._texts[idx] = (self._gen, text, key)
         return text, key
 
@@ -268,6 +296,13 @@ class TopologyTable(ScrollView, can_focus=True):
         strip = Strip(segs).extend_cell_length(width, NULL_STYLE).crop(0, width)
         self._strips[idx] = (key, cursor, width, strip)
         return strip
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> TopologyTable:
+        """Textual's refresh; forgets the drawn lines it covers (cached_lines.py)."""
+        self.forget_lines(*regions)
+        super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+        return self
 
     def on_click(self, event: object) -> None:
         y = getattr(event, "y", None)

@@ -200,7 +200,7 @@ def plain_tree(frame: Frame, collapsed: Iterable[int] | None = None) -> list[str
     views = {c: view_for(c) for c in COLUMNS}
     lines = [f"{'object':<34} {'CPU':>5} {'IPC':>5} {'GHz':>5} {'Watt':>5}  {MEM_HEAD}"]
     for r in rows:
-        name = ("  " * r.indent + r.label)[:34]
+        name = ("  " * r.indent + r.label + (f" {r.note}" if r.io else ""))[:34]
         if r.io:
             lines.append(f"{name:<34} {io_row_text(frame, topo, r)}".rstrip())
             continue

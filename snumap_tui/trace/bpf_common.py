@@ -1,0 +1,154 @@
+"""What the two eBPF tracers (bcc, libbpf) share once the kernel handed the records over.
+
+Both run the same program logic (bpf/sched.c for bcc, bpf/sched.bpf.c for libbpf), emit the
+same record (bpf/sched_event.h) into one BPF ring buffer that user space maps and decodes in
+bulk (bpf_ring.py), and finish the records the same way here: time order, the switch-ins the
+kernel never traced placed by reconstruct.py, tids resolved to processes and names. What
+differs -- how the maps are reached -- is the subclasses' ``_lost``, ``_names`` and
+``_untrack``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import abstractmethod
+from collections.abc import Iterable
+
+import numpy as np
+
+from snumap_tui.trace import events as ev
+from snumap_tui.trace.base import Tracer
+from snumap_tui.trace.bpf_layout import to_events
+from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
+from snumap_tui.trace.rows import take_rows
+from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
+
+# The BPF ring's default share per CPU. The drain thread empties it every 10 ms, when 1 MiB
+# per CPU holds 22k events per CPU (2 M events/s per CPU); every byte of it counts in the
+# recorder's RSS once the ring has wrapped.
+DEFAULT_BYTES_PER_CPU = 1 << 20
+
+
+def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
+    """Pages of the one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
+    ``DEFAULT_BYTES_PER_CPU``) times the CPUs, rounded up to a power of two (the kernel wants
+    one), between 1024 pages (4 MiB: 87k events) and 256 MiB."""
+    n = ncpu or os.cpu_count() or 1
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = max(1024, (buffer_bytes or DEFAULT_BYTES_PER_CPU) * n // page)
+    return min((256 << 20) // page, 1 << (pages - 1).bit_length())
+
+
+def seed_tree(roots: list[int], tasks: TaskTable) -> list[tuple[int, int]]:
+    """(tid, tgid) of every thread of the ROOTS' process trees, to put in the tracked map;
+    the task table learns them and looks the roots' threads up."""
+    out = []
+    for pid in tree_of(roots):
+        for tid in threads_of(pid) or [pid]:
+            out.append((tid, pid))
+            tasks.learn(tid, tgid=pid)
+    tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
+    return out
+
+
+class BpfTracer(Tracer):
+    """The user-space half of the eBPF scheduling tracers."""
+
+    def __init__(self) -> None:
+        self._ring: BpfRingReader | None = None
+        self._tasks = TaskTable()
+        self._lost_seen: dict[int, int] = {}
+        self._exited: list[int] = []
+        self._exited_before: list[int] = []
+        self._not_running = NotRunning()
+        self._system_wide = True
+
+    @abstractmethod
+    def _lost(self) -> dict[int, int]:
+        """Events lost per CPU since the last call (the program's per-CPU counter)."""
+
+    @abstractmethod
+    def _names(self) -> None:
+        """Move the names the program recorded at fork/exec into the task table."""
+
+    @abstractmethod
+    def _untrack(self, tids: list[int]) -> None:
+        """Remove exited TIDS from the program's tracked map."""
+
+    @abstractmethod
+    def _track(self, tid: int, tgid: int) -> None:
+        """Put TID (of process TGID) into the program's tracked map."""
+
+    @abstractmethod
+    def _loaded(self) -> bool:
+        """Whether the program is loaded (started, not stopped)."""
+
+    def follow(self, pids: Iterable[int]) -> bool:
+        """Add PIDS' trees to the tracked map (a system-wide tracer sees them anyway)."""
+        if not self._loaded():
+            return False
+        if not self._system_wide:
+            for tid, pid in seed_tree(list(pids), self._tasks):
+                self._track(tid, pid)
+        return True
+
+    def _lost_since(self, per_cpu: Iterable[int]) -> dict[int, int]:
+        """Per-CPU totals of the lost counter -> what is new since the last call."""
+        out = {}
+        for cpu, n in enumerate(per_cpu):
+            n = int(n)
+            d = n - self._lost_seen.get(cpu, 0)
+            if d:
+                out[cpu] = d
+                self._lost_seen[cpu] = n
+        return out
+
+    # At most this much of the ring per drain: the drain thread comes back at once after a
+    # big one, and the main thread decodes (and copies) smaller batches.
+    DRAIN_MAX = 1 << 20
+
+    def drain(self) -> np.ndarray | None:
+        """The ring's records since the last drain (a copy; the space is given back)."""
+        return self._ring.read(self.DRAIN_MAX) if self._ring is not None else None
+
+    def read(self) -> ev.EventBatch:
+        return self.decode(self.drain())
+
+    def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
+        if recs is None:
+            recs = self.drain()
+            if recs is None:
+                return ev.EventBatch()
+        if self._exited and not self._system_wide:
+            self._untrack(self._exited)
+        self._exited = []
+        events = to_events(recs)
+        self._names()
+        return self._finish(events)
+
+    def _finish(self, events: np.ndarray) -> ev.EventBatch:
+        """Decoded records -> a time-sorted batch with names. The program reconstructs the
+        switch-ins the kernel did not trace at the previous switch on the CPU (arg = -1, it
+        alone sees every switch); here they move to the latest proof that the task was not
+        running yet (reconstruct.py, the perf backend's rule)."""
+        t = events["t_ns"]
+        if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
+            # Ring order is reservation order across CPUs (nearly time order), and a
+            # reconstructed switch-in carries the older time of its bound.
+            events = take_rows(events, np.argsort(t, kind="stable"))
+        self._not_running.forget(self._exited_before)
+        events = place_kernel_switch_ins(events, self._not_running)
+        tasks = self._tasks
+        known = (events["kind"] != ev.WAKEUP) & (events["kind"] != ev.WAKEUP_NEW) & \
+                (events["kind"] != ev.MIGRATE)
+        tasks.learn_pairs(events["tid"][known], events["pid"][known])
+        tasks.fill(events)
+        now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
+        tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
+        exits = events["tid"][events["kind"] == ev.EXIT]
+        # Forgotten by the evidence one batch later (a task's last switch follows its exit).
+        self._exited_before = exits.tolist()
+        self._exited = exits.tolist()
+        return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=self._lost())

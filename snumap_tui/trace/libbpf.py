@@ -1,0 +1,165 @@
+"""The libbpf eBPF backend: bpf/sched.bpf.o, compiled ahead of time (CO-RE), loaded through the
+system's libbpf.so.1 (snumap_tui.native.libbpf), attached as tp_btf programs.
+
+Needs a kernel with BTF (/sys/kernel/btf/vmlinux) and the BPF ring buffer (Linux >= 5.8),
+libbpf >= 1.0, and root or CAP_BPF + CAP_PERFMON -- no kernel headers, no compiler, no tracefs.
+The records, filter and user-space finishing are bcc's (bpf_common.py); the program differs in
+reading the tracepoints' task_struct arguments through BTF (so a switch's next task comes with
+its process id) instead of a copied trace record.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import struct
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from snumap_tui.native import libbpf
+from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.privileges import has_caps
+from snumap_tui.trace import events as ev
+from snumap_tui.trace.bpf_common import BpfTracer, ring_pages, seed_tree
+from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
+from snumap_tui.trace.bpf_ring import BpfRingReader
+
+OBJECT = "sched.bpf.o"
+NAME = "trace:libbpf"
+# sched_switch's TP_PROTO gained prev_state in 5.18; sched.bpf.c has a program for each.
+SWITCH_PROGRAMS = ("sched_switch", "sched_switch_pre518")
+
+
+def kernel_release_tuple(release: str) -> tuple[int, int]:
+    """(major, minor) of a kernel release string like "6.18.44-fc-v769" ((0, 0) if odd)."""
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def object_path() -> os.PathLike[str]:
+    return bpf_dir() / OBJECT
+
+
+class LibbpfTracer(BpfTracer):
+    """Scheduling events through a CO-RE eBPF program (bpf/sched.bpf.c)."""
+
+    name = "libbpf"
+    approximate = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._obj: libbpf.BpfObject | None = None
+        self._names_dtype: np.dtype | None = None
+        self.load_s = 0.0
+
+    @classmethod
+    def status(cls) -> SourceStatus:
+        missing = has_caps(("CAP_BPF", "CAP_PERFMON"), alternative="CAP_SYS_ADMIN")
+        if missing:
+            return SourceStatus(NAME, False, f"no {missing} (not root)",
+                                "run as root, or give CAP_BPF and CAP_PERFMON")
+        no_btf = libbpf.kernel_btf_missing()
+        if no_btf:
+            return SourceStatus(NAME, False, no_btf,
+                                "a kernel built with CONFIG_DEBUG_INFO_BTF=y (most distribution "
+                                "kernels since 2020); else the bcc backend")
+        try:
+            libbpf.lib()
+        except OSError as exc:
+            return SourceStatus(NAME, False, str(exc), f"install {libbpf.DEBIAN_PACKAGE}")
+        obj = bpf_dir() / OBJECT
+        if not obj.exists():
+            return SourceStatus(NAME, False, f"{OBJECT} is missing from this installation",
+                                "reinstall snumap (or python3 scripts/build_bpf.py)")
+        if not libbpf.probe_map_type(libbpf.MAP_RINGBUF):
+            return SourceStatus(NAME, False, "the kernel has no BPF ring buffer (Linux >= 5.8)",
+                                "a newer kernel; else the perf backend")
+        path = libbpf.library_path()
+        return SourceStatus(NAME, True, f"libbpf {libbpf.version()} ({path}), CO-RE program "
+                            f"{OBJECT}: needs no kernel headers", None,
+                            {"libbpf": libbpf.version(), "library": path, "object": str(obj)})
+
+    def start(self, pids: Iterable[int] | None = None) -> None:
+        """Open, configure and load the object, seed the tracked tree, attach, map the ring.
+        Anything failing closes the object (detaching what was attached) before the error
+        goes on."""
+        rec_dtype, self._names_dtype, _ = load_layout()
+        roots = list(pids) if pids is not None else None
+        self._system_wide = roots is None
+        pages = ring_pages(self.buffer_bytes)
+        size = pages * os.sysconf("SC_PAGE_SIZE")
+        t0 = time.monotonic()
+        self._obj = libbpf.BpfObject.open(object_path())
+        try:
+            obj = self._obj
+            obj.set_global("snumap_system_wide", struct.pack("<I", int(self._system_wide)))
+            new = kernel_release_tuple(platform.release()) >= (5, 18)
+            obj.program(SWITCH_PROGRAMS[not new]).set_autoload(False)
+            obj.map("events").set_max_entries(size)
+            obj.load()
+            if roots is not None:
+                for tid, pid in seed_tree(roots, self._tasks):
+                    self._track(tid, pid)
+            obj.attach_all()
+            self._ring = BpfRingReader(obj.map("events").fd, size, rec_dtype)
+        except BaseException:
+            self._release()
+            raise
+        self.load_s = time.monotonic() - t0
+
+    def _release(self) -> None:
+        """Unmap the ring, detach and close the object; each step on its own. Safe twice."""
+        ring, self._ring = self._ring, None
+        obj, self._obj = self._obj, None
+        if ring is not None:
+            try:
+                ring.close()
+            except (OSError, ValueError, BufferError):
+                pass
+        if obj is not None:
+            obj.close()
+
+    def _lost(self) -> dict[int, int]:
+        if self._obj is None:
+            return {}
+        raw = self._obj.map("lost").lookup(b"\0\0\0\0")
+        return self._lost_since(np.frombuffer(raw, dtype="<u8").tolist() if raw else [])
+
+    def _loaded(self) -> bool:
+        return self._obj is not None
+
+    def _track(self, tid: int, tgid: int) -> None:
+        if self._obj is not None:
+            self._obj.map("tracked").update_u32(tid, tgid)
+
+    def _untrack(self, tids: list[int]) -> None:
+        if self._obj is None:
+            return
+        tracked = self._obj.map("tracked")
+        for tid in tids:
+            tracked.delete(struct.pack("<I", tid))
+
+    def _names(self) -> None:
+        if self._obj is None or self._names_dtype is None:
+            return
+        names = self._obj.map("names")
+        for key, val in list(names.items()):
+            n = np.frombuffer(val, dtype=self._names_dtype)[0]
+            tid = struct.unpack("<I", key)[0]
+            self._tasks.learn(tid, tgid=int(n["tgid"]) or None, ppid=int(n["ppid"]) or None,
+                              comm=bytes(n["comm"]).split(b"\0", 1)[0].decode(errors="replace"))
+            names.delete(key)
+
+    def stop(self) -> ev.EventBatch:
+        """Detach the programs, read what the ring still holds, free everything -- the
+        freeing even when the last read raised."""
+        if self._obj is None:
+            return ev.EventBatch()
+        try:
+            self._obj.detach()
+            return self.read()
+        finally:
+            self._release()

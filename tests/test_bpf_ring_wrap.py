@@ -1,0 +1,50 @@
+"""BpfRingReader on a memfd laid out like a BPF ring buffer map (consumer page, producer page,
+data mapped once): records that wrap around the end of the data area are read whole."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from snumap_tui.trace.bpf_layout import load_layout
+from snumap_tui.trace.bpf_ring import HDR_SIZE, BpfRingReader, record_stride
+
+
+def test_records_wrapping_around_the_end_are_read_whole() -> None:
+    rec_dtype, _, _ = load_layout()
+    page = os.sysconf("SC_PAGE_SIZE")
+    size = page                        # the smallest ring: one data page
+    stride = record_stride(rec_dtype.itemsize)
+    fd = os.memfd_create("snumap-ring-test")
+    try:
+        os.ftruncate(fd, 2 * page + size)
+        m = mmap.mmap(fd, 2 * page + size)
+        ring = BpfRingReader(fd, size, rec_dtype)
+        # Start 2 records before the end of the data area, so records 2.. wrap to the front.
+        start_pos = 10 * size + size - 2 * stride
+        n = 5
+        for i in range(n):
+            rec = np.zeros(1, dtype=rec_dtype)
+            rec["t_ns"], rec["tid"], rec["kind"] = 1000 + i, 40 + i, 1
+            raw = struct.pack("<II", rec_dtype.itemsize, 0) + rec.tobytes()
+            raw += b"\0" * (stride - len(raw))
+            at = (start_pos + i * stride) % size
+            first = min(stride, size - at)
+            m[2 * page + at:2 * page + at + first] = raw[:first]
+            if first < stride:
+                m[2 * page:2 * page + stride - first] = raw[first:]
+        m[0:8] = struct.pack("<Q", start_pos)                      # consumer_pos
+        m[page:page + 8] = struct.pack("<Q", start_pos + n * stride)  # producer_pos
+        got = ring.read()
+        assert got["tid"].tolist() == [40, 41, 42, 43, 44]
+        assert got["t_ns"].tolist() == [1000, 1001, 1002, 1003, 1004]
+        assert struct.unpack("<Q", m[0:8])[0] == start_pos + n * stride
+        assert ring.read().size == 0
+        assert ring.pending() == 0 and HDR_SIZE == 8
+        ring.close()
+        m.close()
+    finally:
+        os.close(fd)

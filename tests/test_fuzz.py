@@ -1,0 +1,38 @@
+"""The fuzzer (tests/fuzz_harness.py), bounded to about 45 s: damaged and crafted recordings of
+every backend through the API, report, export and the replay's load, and formulas and metrics
+files through their parsers. Every run must end with data or one clear line; none with a
+traceback or a hang. The longer run is `python bench/fuzz.py` (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "counts.json"
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "fuzz_harness.py"),
+                        "--seconds", "45", "--seed", "17", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert out.exists(), p.stdout + p.stderr
+    got = json.loads(out.read_text())
+    rec, form = got["recordings"], got["formulas"]
+    report = p.stdout[-3000:]
+    assert rec["tracebacks"] == 0 and form["tracebacks"] == 0, report
+    assert rec["hangs"] == 0 and form["hangs"] == 0, report
+    assert rec["multi_line_errors"] == 0 and form["multi_line_errors"] == 0, report
+    # The run did real work: seeds from the API and at least the /proc backend, many cases,
+    # and both outcomes seen (a fuzzer that only ever gets data, or only errors, tests little).
+    assert "api" in got["seeds"] and "proc" in got["seeds"], got["skipped_backends"]
+    assert got["seed_damage"] == {}, got["seed_damage"]     # what snumap writes reads clean
+    assert rec["cases"] >= 20 and form["cases"] >= 200, report
+    assert rec["data"] > 0 and rec["clean_errors"] > 0, report
+    assert form["data"] > 0 and form["clean_errors"] > 0, report
+    assert p.returncode == 0, report
+    # Memory: no bomb inflated (the process runs under a 3 GiB address-space limit, and its
+    # peak resident size stays far below what the bombs would make).
+    assert rec["peak_rss_mib"] < 1024, report
