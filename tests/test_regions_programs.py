@@ -272,7 +272,7 @@ def _check_replay_by_region(rec_path: Path) -> None:
                 await pilot.pause()
                 await pilot.press("c", "c", "c")
                 assert app.state.mode == "region"
-                await pilot.press("end", "M")
+                await pilot.press("end", "B")
                 assert app.cursor_t in [t for t, _ in data.ticks]
 
         asyncio.run(go())
