@@ -15,6 +15,11 @@ $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-80x24.svg --size 
 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
+# An imbalanced OpenMP program coloured by region (needs gcc -fopenmp and root for uprobes).
+gcc -g -O1 -fopenmp scripts/demo_omp_imbalance.c -o "$tmp/demo_omp_imbalance"
+$S record -o "$tmp/omp.rec" -- "$tmp/demo_omp_imbalance"
+$S replay "$tmp/omp.rec" --screenshot screenshots/replay-regions.svg --size 120x24 --by region
+$S report "$tmp/omp.rec" > screenshots/replay-regions-report.txt
 NO_COLOR=1 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-no-color.svg --size 120x24
 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
   --keys "slash,d,e,m,o,enter,plus,plus,plus"

@@ -184,13 +184,14 @@ def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndar
 
 def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, ncols: int,
              keymap: KeyMap | None = None, only_key: int | None = None,
-             only_tids: np.ndarray | None = None) -> GanttBins:
+             only_tids: np.ndarray | None = None, prefer_traced: bool = False) -> GanttBins:
     """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
 
     ``keymap`` turns tids into colouring keys (None: by thread). Work outside the traced tree
     (tid ``UNTRACED``) is OTHER. ``only_key``: keep that key; other work shows as OTHER (still
     counted as busy) and never wins a cell that key ran in. ``only_tids``: the same for a
-    set of threads (a typed filter: every thread whose name or PID matched).
+    set of threads (a typed filter: every thread whose name or PID matched). ``prefer_traced``:
+    work outside the traced tree never wins a cell the tree ran in (the region view).
     """
     hide = only_key is not None or only_tids is not None
     rows = np.asarray(rows, dtype=np.int64)
@@ -227,7 +228,7 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
         kk = np.concatenate(all_k)
         amt = np.concatenate(all_a).astype(np.float64)
         busy = np.bincount(cell, weights=amt, minlength=ncell) / width
-        weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) if hide else amt
+        weight = np.where(kk == _OTHER_KEY, amt * 1e-9, amt) if hide or prefer_traced else amt
         gcell, gkey, graw = _dominant(cell, kk, weight, amt, ncell)
         key[gcell] = np.where(gkey == _OTHER_KEY, OTHER, gkey)
         share[gcell] = graw / width[gcell]

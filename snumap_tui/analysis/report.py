@@ -20,6 +20,13 @@ from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
+from snumap_tui.analysis.regions import (
+    format_regions,
+    region_findings,
+    region_stats,
+    thread_waits,
+    wait_findings,
+)
 from snumap_tui.analysis.stats import percentiles
 from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
@@ -174,7 +181,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
         "io": io_totals(rec.samples(), topo) if hasattr(rec, "samples") else [],
     }
-    report["findings"] = (findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
+    comm = {int(t): i.comm for t, i in tasks_info.items()}
+    report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
+    report["waits"] = thread_waits(report["regions"])
+    report["regions_info"] = hdr.get("regions")
+    # The most imbalanced regions first: they answer the question the program was traced for.
+    report["findings"] = (region_findings(report["regions"])
+                          + wait_findings(report["waits"], report["duration_s"])
+                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
                           + io_findings(report["io"]))
     return report
 
@@ -238,6 +252,8 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     if u:
         lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
+    if r.get("regions") or (r.get("regions_info") or {}).get("problems"):
+        lines += format_regions(r, top)
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):

@@ -122,7 +122,8 @@ def synthetic_events(n_events: int, cpus: list[int] | np.ndarray, n_threads: int
 def write_recording(path: str | Path, topology: Topology, events: np.ndarray | Iterable[np.ndarray],
                     tasks: Iterable[TaskInfo] = (), samples: Iterable[Sample] = (),
                     header: dict[str, Any] | None = None, lost: dict[int, int] | None = None,
-                    markers: Iterable[tuple[int, str]] = (), chunk: int = 65536) -> Path:
+                    markers: Iterable[tuple[int, str]] = (), chunk: int = 65536,
+                    regions: tuple[np.ndarray, list[Any]] | None = None) -> Path:
     """A recording written through the store API, as `snumap record` would: the tests' known
     workloads, the benchmark's 10 M events and the 384-PU demo. ``events`` may be one array or
     an iterable of time-ordered arrays (so a huge recording is never whole in memory)."""
@@ -143,6 +144,8 @@ def write_recording(path: str | Path, topology: Topology, events: np.ndarray | I
         w.add_events(EventBatch(tasks=list(tasks), lost=dict(lost or {})))
         for t, text in markers:
             w.add_marker(t, text)
+        if regions is not None:              # REGION_DTYPE rows and their RegionName table
+            w.add_regions(*regions)
         for s in samples:
             w.add_sample(s)
         for ev in parts:

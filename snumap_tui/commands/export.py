@@ -70,7 +70,7 @@ def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
             if table is not None else None
         return write_chrome(out, ld.intervals, rec.tasks, rec.markers, host=hdr.get("host"),
                             meta=meta, counters=counter_values(rec), nodes=nodes,
-                            label=table.label if table else str)
+                            label=table.label if table else str, regions=rec.regions())
     if args.table == "samples":
         return write_samples_csv(out, rec.samples())
     if args.table == "events":

@@ -161,6 +161,10 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
         out.append(ebpf_status("bcc", live))
         out.append(sysck.kernel_headers_status(root))
         out.append(sysck.btf_status(root))
+        if live:            # region probes (record --regions, --probe): the uprobe PMU
+            from snumap_tui.trace.uprobes import status as uprobe_status
+
+            out.append(uprobe_status())
         out.append(sysck.paranoid_status(root))
         out.extend(sysck.capability_statuses(root))
     finally:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_output import OutputFile
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_job_argument(parser)
+    record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
 
@@ -184,6 +186,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
 
+    regions = record_regions.RegionSession(args, cmd, args.backend, say)
+    cleanup.push("stopping the region probes", regions.close)
     child = HeldChild(cmd) if cmd else None
     held = {"child": child is not None}
 
@@ -209,6 +213,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
+    regions.start(pids)
     sources = sources + backend_statuses()
     watch = TreeWatch(sampler, [child.pid] if child is not None else [])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
@@ -217,6 +222,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         header["command"] = cmd
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
+    header["regions"] = regions.header()
     writer = Writer(started.path, header, force=True)   # the file OutputFile created
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
@@ -240,6 +246,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     def events(batch: Any) -> None:
         writer.add_events(batch)
         watch.update(batch)
+        regions.follow(batch)
 
     if child is not None:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
@@ -259,6 +266,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         job_over = job is not None and job.poll(writer, tracer, say)
         for raw in raws:
             events(tracer.decode(raw))
+        regions.poll(writer)
         if child is not None and child.exited():
             break
         if (child is None and stop["sig"]) or job_over:
@@ -281,6 +289,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
+    regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid
     if child is not None:

@@ -27,8 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", default="", metavar="KEYS",
                         help="with --screenshot: keys to press first, comma-separated "
                              "(e.g. 'plus,plus,tab')")
-    parser.add_argument("--by", choices=("process", "thread", "group"), default="process",
-                        help="what the core-vs-time colours stand for (key c switches)")
+    parser.add_argument("--by", choices=("process", "thread", "group", "region"),
+                        default="process",
+                        help="what the core-vs-time colours stand for (key c switches); "
+                             "region: OpenMP region, MPI call or marker phase")
 
 
 def load_for_ui(rec: Any) -> Any:
@@ -60,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         from snumap_tui.ui.replay import ReplayApp, parse_time
 
         app = ReplayApp(data, speed=args.speed)
+        if args.by == "region" and data.regions is None:
+            raise SnumapError(f"--by region: {args.file} has no regions (record with "
+                              "--regions auto and OpenMP/MPI, --probe or SNUMAP_MARKERS)")
         app.state.mode = args.by
         if args.at:
             try:

@@ -13,6 +13,13 @@ Layout:
 - markers as global instant events (ph "i", s "g").
 The two synthetic processes take pids above any kernel pid (pid_max is at most 2^22).
 
+Regions (OpenMP regions, MPI calls, --probe functions, marker phases; store/regions.py) are
+complete events on the tracks of the threads that ran them (pid and tid of the real task, so
+the viewer groups them by process), category the region's kind (``omp``, ``mpi``, ``user``,
+``marker``, plus ``wait`` for barriers and MPI waits); ``mark`` lines are instant events on
+their thread (global when the writer did not say its tid).
+
+
 Time base: ``ts``/``dur`` are microseconds (the format's unit) of the recording's
 CLOCK_MONOTONIC clock, unchanged (floats, so nanoseconds survive as fractions): the same clock
 as CSV, Parquet and Perfetto exports, and as the recording itself.
@@ -36,7 +43,9 @@ import numpy as np
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.export.counters import Track
 from snumap_tui.export.tables import UNTRACED_COMM
+from snumap_tui.store.regions import Regions
 from snumap_tui.trace.events import TaskInfo
+from snumap_tui.trace.region_catalog import MARK
 
 CPU_PID = 1 << 30            # the synthetic "process" that holds one track per PU
 METRICS_PID = CPU_PID - 1    # ... and the one that holds the counters (nodes count up)
@@ -131,18 +140,60 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
         yield {"ph": "i", "s": "g", "name": text, "pid": CPU_PID, "tid": 0, "ts": t / 1e3}
 
 
+def region_events(reg: Regions, tasks: Mapping[int, TaskInfo], t0: int
+                  ) -> Iterator[dict[str, Any]]:
+    """Region instances as slices on their threads' tracks, marks as instants."""
+    from snumap_tui.analysis.regions import pair
+
+    inst = pair(reg.rows)
+    named: set[tuple[int, int]] = set()
+    for pid, tid in sorted(set(zip(inst.pid.tolist(), inst.tid.tolist()))):
+        if tid <= 0:
+            continue
+        if (pid, 0) not in named:
+            named.add((pid, 0))
+            info = tasks.get(pid)
+            yield {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                   "args": {"name": f"{info.comm if info else '?'} {pid}"}}
+        info = tasks.get(tid)
+        yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+               "args": {"name": f"{info.comm if info else '?'} {tid}"}}
+    for rid, tid, pid, s, e in zip(inst.rid.tolist(), inst.tid.tolist(), inst.pid.tolist(),
+                                   inst.start.tolist(), inst.end.tolist()):
+        n = reg.names[rid]
+        where = {"pid": pid, "tid": tid} if tid > 0 else {"pid": CPU_PID, "tid": 0}
+        yield {"ph": "X", "name": n.name, "cat": n.kind + (",wait" if n.wait else ""),
+               **where, "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3, "args": {"role": n.role}}
+    for r in reg.rows[reg.rows["op"] == MARK]:
+        tid, pid = int(r["tid"]), int(r["pid"])
+        ev: dict[str, Any] = {"ph": "i", "name": reg.names[int(r["rid"])].name, "cat": "marker",
+                              "ts": (int(r["t_ns"]) - t0) / 1e3}
+        if tid > 0:
+            ev.update({"s": "t", "pid": pid or tid, "tid": tid})
+        else:
+            ev.update({"s": "g", "pid": CPU_PID, "tid": 0})
+        yield ev
+
+
 def write_chrome(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInfo],
                  markers: list[tuple[int, str]] = (),   # type: ignore[assignment]
                  host: str | None = None, meta: Mapping[str, Any] | None = None,
                  counters: Counters | None = None,
                  nodes: Sequence[tuple[str, int]] | None = None,
-                 label: Callable[[int], str] = str) -> int:
+                 label: Callable[[int], str] = str,
+                 regions: Regions | None = None) -> int:
     """Write the JSON object form ({"traceEvents": [...], ...}); returns the event count."""
     out.write('{"displayTimeUnit": "ns", "otherData": ')
     out.write(json.dumps(dict(meta or {})))
     out.write(', "traceEvents": [\n')
     n = 0
-    for ev in chrome_events(iv, tasks, markers, host, counters, nodes, label):
+    evs: Iterator[dict[str, Any]] = chrome_events(iv, tasks, markers, host, counters, nodes,
+                                                  label)
+    if regions is not None and len(regions):
+        import itertools
+
+        evs = itertools.chain(evs, region_events(regions, tasks, 0))  # one time base: the clock as recorded
+    for ev in evs:
         if n:
             out.write(",\n")
         out.write(json.dumps(ev, separators=(",", ":")))

@@ -51,6 +51,7 @@ MAX_RAW_LEN = kinds.MAX_RAW_LEN
 # A recording's span, its *duration* everywhere (record's summary, report, replay): from the
 # earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
 SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS)
+K_REGIONS = kinds.K_REGIONS
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

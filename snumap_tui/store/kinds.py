@@ -334,6 +334,10 @@ K_NODE_SAMPLES = register(12, "node samples", _Samples(), min_item_bytes=3,
                           doc="version 2: a node's samples chunk, payload as recorded")
 K_HEADER_COPY = register(13, "header copy", _HEADER, encoding=JSON,
                          doc="the header's JSON again: read when the header chunk is damaged")
+# Regions and markers: a map of columns and a name table, checked by store/regions.py's
+# decode_regions (lengths, ops, kinds, roles, ids) where the reader decodes it.
+K_REGIONS = register(14, "regions", None, min_item_bytes=2,
+                     doc="region enter/leave records and user markers (store/regions.py)")
 
 __all__ = [
     "COUNT",

@@ -26,6 +26,7 @@ from snumap_tui.store import chunks as C
 from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.nodes import NodeTable
+from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
@@ -323,6 +324,26 @@ class Recording:
     def t_end(self) -> int:
         ts = [h.t_max for h in self._chunks if h.kind in C.SPAN_KINDS]
         return int(max(ts)) if ts else self.t_start
+
+    # ---- regions -----------------------------------------------------------------------------
+
+    def regions(self) -> Regions:
+        """Every region record (uprobes, markers) with its name table (store/regions.py); a
+        chunk that fails its checks or its schema is skipped and noted in ``damaged``."""
+        parts = []
+        for h in self._chunks:
+            if h.kind != C.K_REGIONS:
+                continue
+            v = self._payload(h)
+            if v is None:
+                continue
+            try:
+                parts.append(decode_regions(v, h.count))
+            except (ValueError, TypeError, KeyError) as e:
+                note = f"undecodable regions chunk at byte {h.offset} skipped ({e})"
+                if note not in self.damaged:
+                    self.damaged.append(note)
+        return merge_chunks(parts)
 
     # ---- samples -----------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import encode_events, time_order
+from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 from snumap_tui.trace.rows import concat_rows, copy_rows, take_rows
 
@@ -60,6 +61,8 @@ class Writer:
         self._tasks: list[TaskInfo] = []
         self._lost: dict[int, int] = {}
         self._markers: list[tuple[int, str]] = []
+        self._regions = RegionBuffer()
+        self.regions_written = 0
         self._oldest: float | None = None      # monotonic seconds of the oldest buffered item
         self._last_t = 0                       # latest event/sample time seen (for lost chunks)
         self._index: list[tuple[int, int, int, int, int]] = []
@@ -150,6 +153,28 @@ class Writer:
             self._touch()
             self.flush_if_due()
 
+    def add_regions(self, rows: np.ndarray, table: list[Any]) -> None:
+        """Region records (``REGION_DTYPE``) whose ``rid`` index TABLE (the recorder's whole
+        table so far: RegionName items), for the regions chunk (store/regions.py)."""
+        with self._lock:
+            self._check()
+            if not len(rows):
+                return
+            self._regions.add(rows, table)
+            self._touch()
+            if self._regions.n >= self.max_chunk_events:
+                self._write_regions()
+            self.flush_if_due()
+
+    def _write_regions(self) -> None:
+        got = self._regions.take()
+        if got is None:
+            return
+        value, t_min, t_max = encode_regions(*got)
+        self._write_chunk(K_REGIONS, codec.encode(value), count=len(got[0]), t_min=t_min,
+                          t_max=t_max)
+        self.regions_written += len(got[0])
+
     def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
         """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
         are rare (a job's new processes, the closing clock reading)."""
@@ -198,6 +223,7 @@ class Writer:
                 self._markers = []
             if self._samples:
                 self._write_samples()
+            self._write_regions()
             self._flush_events(only_full=False)
             self._oldest = None
             if time.monotonic() - self._last_sync >= self.sync_interval:

@@ -113,9 +113,16 @@ def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
     rows = data.row_iv[st.row0:st.row0 + lay.rows]
     if (rows < 0).any():              # folded nodes: bin their PUs, one row per node
         return _folded_bins(data, st, lay, rows)
-    return bin_rows(data.intervals, rows, st.t0, st.t1, lay.cols,
+    return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
                     keymap=data.keymaps.get(st.mode), only_key=st.only_key,
-                    only_tids=st.only_tids)
+                    only_tids=st.only_tids, prefer_traced=st.mode == "region")
+
+
+WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
+
+
+def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
+    return st.mode == "region" and data.regions is not None and key in data.regions.wait
 
 
 def _folded_bins(data: ReplayData, st: GanttState, lay: Layout, rows: np.ndarray) -> GanttBins:
@@ -126,8 +133,9 @@ def _folded_bins(data: ReplayData, st: GanttState, lay: Layout, rows: np.ndarray
         members = list(lab.members) if r < 0 else [r]
         groups.append(list(range(len(flat), len(flat) + len(members))))
         flat += members
-    g = bin_rows(data.intervals, np.array(flat, dtype=np.int64), st.t0, st.t1, lay.cols,
-                 keymap=data.keymaps.get(st.mode), only_key=st.only_key)
+    g = bin_rows(data.intervals_for(st.mode), np.array(flat, dtype=np.int64), st.t0, st.t1,
+                 lay.cols, keymap=data.keymaps.get(st.mode), only_key=st.only_key,
+                 prefer_traced=st.mode == "region")
     return fold_bins(g, groups, np.array([r if r >= 0 else (lab.members or (0,))[0]
                                           for r, lab in zip(rows.tolist(), labs)]))
 
@@ -164,6 +172,9 @@ def _label(data: ReplayData, i: int) -> tuple[str, Style]:
     return text.ljust(LABEL_W)[:LABEL_W], LABEL_STYLES[(lab.numa or 0) % 2]
 
 
+MARKER_GLYPH = "▼"
+
+
 def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
     """Ticks on round 1-2-5 steps from the recording's start (or the wall clock: ``w``),
     with the digits the span needs (timeaxis.py)."""
@@ -172,6 +183,10 @@ def _axis(st: GanttState, data: ReplayData, cols: int) -> list[Segment]:
         for j, ch in enumerate("|" + text):
             if c + j < cols:
                 line[c + j] = ch
+    # Markers as ticks, over the labels (a marker says more than a time label does).
+    for t, _text in data.ticks:
+        if st.t0 <= t < st.t1:
+            line[int((t - st.t0) * cols // st.span)] = MARKER_GLYPH
     head = f"{'Pk NUMA core':<{LABEL_W - 3}}{'PU':>3}"
     if data.labels and data.labels[0].node is not None:
         head = f"{'Node Pk N':<{LABEL_W - 3}}{'PU':>3}"
@@ -267,7 +282,9 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                 if known is None:
                     known = styles[k] = Style(color=key_colour(k))
                 sty = known
-                if letters:
+                if _is_wait(data, st, k):
+                    ch = WAIT_GLYPH
+                elif letters:
                     ch = letter.get(k, "+")
                     ch = ch if b >= 0.5 else ch.lower() if b > 0 else " "
                 else:
@@ -299,13 +316,14 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     # Legend: the keys with the most cells on screen.
     leg: list[Segment] = [Segment(" ")]
     used = 1
+    room = 30 if st.mode == "region" else 18     # a region's name carries its file:line
     for k, _share in legend:
         name = data.key_name(st.mode, k)
-        mark = letter.get(k, "█")
-        piece = f"{mark} {name[:18]}  "
+        mark = WAIT_GLYPH if _is_wait(data, st, k) else letter.get(k, "█")
+        piece = f"{mark} {name[:room]}  "
         if used + len(piece) > width:
             break
-        leg += [Segment(f"{mark} ", Style(color=key_colour(k))), Segment(f"{name[:18]}  ")]
+        leg += [Segment(f"{mark} ", Style(color=key_colour(k))), Segment(f"{name[:room]}  ")]
         used += len(piece)
     if letters and used + len("+ more") <= width and len(legend) < len(np.unique(
             g.key[g.key >= 0])):
@@ -348,6 +366,8 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
         return (f"node {lab.node} ({len(lab.members)} PUs, folded) "
                 f"{fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: busy {busy:.0%}; "
                 "n unfolds it")
+    if st.mode == "region" and data.regions is not None:
+        return region_detail(data, st, r, a, b, width)
     iv = data.intervals
     lo = int(np.searchsorted(iv.end[r], a, "right"))
     hi = int(np.searchsorted(iv.start[r], b, "left"))
@@ -375,6 +395,33 @@ def cell_detail(data: ReplayData, st: GanttState, bins: GanttBins,
     busy = float(ns.sum()) / max(b - a, 1)
     return fit_detail(head, parts, len(u), f"; busy {busy:.0%}, {mig_s} migr in", width,
                       f"; busy {busy:.0%}")
+
+
+def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
+                  width: int | None) -> str:
+    """The selected cell by region: which regions ran there and how long (waits marked)."""
+    assert data.regions is not None
+    iv = data.regions.intervals
+    pu = data.labels[st.sel_row].pu
+    head = f"PU {pu} {fmt_time(a - data.t0)}..{fmt_time(b - data.t0)}: "
+    lo = int(np.searchsorted(iv.end[r], a, "right"))
+    hi = int(np.searchsorted(iv.start[r], b, "left"))
+    if hi <= lo:
+        return fit_detail(head, ["idle"], 1, "", width)
+    s = np.maximum(iv.start[r][lo:hi], a)
+    e = np.minimum(iv.end[r][lo:hi], b)
+    keys = iv.tid[r][lo:hi]
+    u, inv = np.unique(keys, return_inverse=True)
+    ns = np.bincount(inv, weights=(e - s))
+    order = np.argsort(-ns)
+    parts = []
+    for j in order.tolist():
+        k = int(u[j])
+        name = "other (not traced)" if k < 0 else data.regions.key_name(k)
+        wait = " (wait)" if k in data.regions.wait else ""
+        parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
+    busy = float(ns.sum()) / max(b - a, 1)
+    return fit_detail(head, parts, len(u), f"; busy {busy:.0%}", width)
 
 
 #: Entries of the cell detail when no width is given (a caller that cuts the line itself).

@@ -33,7 +33,7 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.keymap import bindings
-from snumap_tui.ui.replay_data import MODES, ReplayData
+from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
 from snumap_tui.ui.textfit import fit_pieces
@@ -397,8 +397,28 @@ class ReplayApp(ReplayKeysMixin, App[int]):
             st.row0 = st.sel_row - rows + 1
         self._redraw()
 
+    def action_marker(self, step: int) -> None:
+        """The cursor to the next (previous) marker: ``mark`` lines, phase begins, the
+        command's start and exit."""
+        ticks = [t for t, _ in self.data.ticks]
+        col_ns = max(1, self.state.span // max(1, self.span_cols()))
+        if step > 0:
+            nxt = [(t, x) for t, x in self.data.ticks if t > self.cursor_t + col_ns // 2]
+            hit = nxt[0] if nxt else None
+        else:
+            prv = [(t, x) for t, x in self.data.ticks if t < self.cursor_t - col_ns // 2]
+            hit = prv[-1] if prv else None
+        if hit is None:
+            self.notify("no marker " + ("after" if step > 0 else "before") + " the cursor"
+                        if ticks else "this recording has no markers", severity="warning")
+            return
+        self.set_cursor(hit[0])
+        self.notify(f"marker at {fmt_time(hit[0] - self.data.t0)}: {hit[1]}", timeout=3)
+
     def action_colour(self) -> None:
-        self.state.mode = MODES[(MODES.index(self.state.mode) + 1) % len(MODES)]
+        modes = self.data.modes
+        cur = modes.index(self.state.mode) if self.state.mode in modes else -1
+        self.state.mode = modes[(cur + 1) % len(modes)]
         self.state.only_key = None
         self._redraw()
 

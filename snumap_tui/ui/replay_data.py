@@ -18,9 +18,11 @@ from snumap_tui.analysis.binning import KeyMap
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.analysis.noderows import node_rows
+from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
 from snumap_tui.topology.model import Topology
 
 MODES = ("process", "thread", "group")
+REGION = "region"       # a fourth mode when the recording has regions (uprobes, markers)
 
 
 @dataclass
@@ -60,6 +62,23 @@ class ReplayData:
     lost: int = 0
     recording: Any = None                         # kept open for samples at the cursor
     cache: dict[Any, Any] = field(default_factory=dict)   # the utilisation strip of a range
+    regions: RegionTimeline | None = None         # run intervals keyed by region
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return (*MODES, REGION) if self.regions is not None else MODES
+
+    @property
+    def ticks(self) -> list[tuple[int, str]]:
+        """Markers on the time axis: the recording's own (command start/exit) and the user's
+        (mark lines, phase begins), in time order."""
+        extra = self.regions.marks if self.regions is not None else []
+        return sorted([*self.markers, *extra])
+
+    def intervals_for(self, mode: str) -> Intervals:
+        if mode == REGION and self.regions is not None:
+            return self.regions.intervals
+        return self.intervals
     folded: set[str] = field(default_factory=set)         # nodes shown as one row
     all_rows: tuple[list[RowLabel], np.ndarray] | None = None   # unfolded labels, row_iv
 
@@ -107,6 +126,8 @@ class ReplayData:
                    or self.topology.meta.get("HostName") or "?")
 
     def key_name(self, mode: str, key: int) -> str:
+        if mode == REGION and self.regions is not None:
+            return self.regions.key_name(key)
         table = getattr(self.recording, "nodes", None)
         shown = table.label(key) if table is not None else key   # node:tid in a merged job
         if mode == "thread":
@@ -234,7 +255,8 @@ def load_replay(rec: Any) -> ReplayData:
         topology=topo, intervals=iv, row_iv=row_iv, labels=labels, names=names,
         keymaps=keymaps, key_names=key_names, markers=list(getattr(rec, "markers", []) or []),
         series=_series(rec, topo) if hasattr(rec, "samples") else [],
-        lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec)
+        lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec,
+        regions=region_timeline(iv, rec.regions()) if hasattr(rec, "regions") else None)
 
 
 def matching_tids(data: ReplayData, query: str) -> np.ndarray:

@@ -1,0 +1,111 @@
+/* snumap's region probes: uprobes and uretprobes on OpenMP/MPI runtime entry points, outlined
+ * parallel-region bodies and --probe functions (loaded by snumap_tui/trace/region_bpf.py).
+ *
+ * The user-space loader attaches region_entry / region_return to every probed offset of a
+ * file at once (one uprobe_multi link per file and direction: one RCU grace period when they
+ * are detached, where one perf-event uprobe each cost ~80 ms apiece). Each offset carries a
+ * cookie: tag << 2 | capture, capture 1 = the first argument, 3 = the third (the outlined
+ * function GOMP_parallel and __kmpc_fork_call are given), 0 = none.
+ *
+ * Filtering happens here: `tracked` holds the tgids of the traced tree (seeded by user space
+ * with the command's pid, grown at every fork of a tracked process), so a hit of another
+ * process costs one hash lookup and no record. A failed reserve (ring full) counts in `lost`.
+ */
+#include "kernel_types.h"
+/* pt_regs as the kernel names its fields (di, not user space's rdi): bpf_tracing.h picks the
+ * kernel names when it believes a vmlinux.h was included, which kernel_types.h stands for. */
+#define __VMLINUX_H__ 1
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before load: record every process (a system-wide recording). */
+const volatile __u32 snumap_system_wide = 0;
+
+struct snumap_region_hit {
+    __u64 t_ns;
+    __u64 arg;
+    __u32 pid;
+    __u32 tid;
+    __u32 tag;
+    __u32 ret;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, __u32);
+    __type(value, __u32);
+} tracked SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 1 << 22);
+} hits SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32;
+    if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
+        return 0;
+    __u64 cookie = bpf_get_attach_cookie(ctx);
+    struct snumap_region_hit *h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
+    if (!h) {
+        __u32 zero = 0;
+        __u64 *n = bpf_map_lookup_elem(&lost, &zero);
+        if (n)
+            *n += 1;
+        return 0;
+    }
+    h->t_ns = bpf_ktime_get_ns();
+    h->pid = tgid;
+    h->tid = (__u32)id;
+    h->tag = cookie >> 2;
+    h->ret = ret;
+    /* Both read at fixed offsets first: selecting the register inside the condition let clang
+     * compute the ctx offset, which the verifier refuses ("dereference of modified ctx"). */
+    __u64 a1 = PT_REGS_PARM1(ctx);
+    __u64 a3 = PT_REGS_PARM3(ctx);
+    barrier_var(a1);
+    barrier_var(a3);
+    __u32 capture = cookie & 3;
+    h->arg = capture == 1 ? a1 : capture == 3 ? a3 : 0;
+    /* No wakeup: user space reads the mapped ring every 10 ms. */
+    bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+    return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(region_entry)
+{
+    return hit(ctx, 0);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(region_return)
+{
+    return hit(ctx, 1);
+}
+
+/* The traced tree grows in the kernel, before the child can run a single probed call. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(region_fork, struct task_struct *parent, struct task_struct *child)
+{
+    __u32 ptgid = BPF_CORE_READ(parent, tgid);
+    __u32 ctgid = BPF_CORE_READ(child, tgid);
+    if (ptgid == ctgid || !bpf_map_lookup_elem(&tracked, &ptgid))
+        return 0;
+    __u32 one = 1;
+    bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+    return 0;
+}

@@ -1,0 +1,258 @@
+"""Regions of a recording: instances paired from enter/leave records, and per region its count,
+wall time, each thread's time inside, load imbalance and waiting time.
+
+- An instance is a BEGIN and the next END of the same region on the same thread (a region
+  re-entered recursively on one thread keeps only its innermost instance; an END without its
+  BEGIN, e.g. a call already running when the probes were attached, is not an instance).
+- A parallel region (an OpenMP ``span``) counts its master's GOMP_parallel calls; each thread's
+  time inside is its time running the region's outlined body; imbalance is max/mean of those
+  per-thread times; its waiting time is, per thread, the span's wall time not spent in the
+  body (the implicit barrier at the region's end, SnuMAP's gap at a synchronisation point).
+- A call (barrier, MPI function, ``--probe``) or a marker pair counts its instances; a thread's
+  time inside is the sum of its instances; a wait-class call's time inside is waiting time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.store.regions import Regions
+from snumap_tui.trace.region_catalog import BEGIN, END, MARK, RegionName
+
+IMBALANCED = 1.2            # max/mean above which a region is reported as imbalanced
+MIN_WASTE_S = 1e-3          # ... when its threads lost at least this much waiting for the slowest
+
+
+@dataclass
+class Instances:
+    """Paired instances: parallel arrays, one row per instance."""
+
+    rid: np.ndarray
+    tid: np.ndarray
+    pid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rid)
+
+
+def pair(rows: np.ndarray) -> Instances:
+    """Instances from REGION_DTYPE rows (any order): vectorised, a BEGIN followed, among the
+    rows of its (tid, rid), directly by an END."""
+    r = rows[(rows["op"] == BEGIN) | (rows["op"] == END)]
+    order = np.lexsort((r["t_ns"], r["rid"], r["tid"]))
+    r = r[order]
+    if len(r) < 2:
+        z = np.zeros(0, np.int64)
+        return Instances(z, z, z, z, z)
+    same = (r["tid"][1:] == r["tid"][:-1]) & (r["rid"][1:] == r["rid"][:-1])
+    ok = same & (r["op"][:-1] == BEGIN) & (r["op"][1:] == END)
+    i = np.flatnonzero(ok)
+    return Instances(r["rid"][i].astype(np.int64), r["tid"][i].astype(np.int64),
+                     r["pid"][i].astype(np.int64), r["t_ns"][i].astype(np.int64),
+                     r["t_ns"][i + 1].astype(np.int64))
+
+
+def union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of intervals."""
+    if not len(start):
+        return 0
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], np.maximum.accumulate(end[o])
+    # A new run starts where an interval begins after every earlier one ended.
+    new = np.concatenate([[True], s[1:] > e[:-1]])
+    idx = np.flatnonzero(new)
+    run_end = np.concatenate([e[idx[1:] - 1], [e[-1]]])
+    return int((run_end - s[idx]).sum())
+
+
+def _per_thread(tid: np.ndarray, pid: np.ndarray, dur: np.ndarray) -> dict[int, tuple[int, int]]:
+    out: dict[int, tuple[int, int]] = {}
+    if not len(tid):
+        return out
+    u, inv = np.unique(tid, return_inverse=True)
+    tot = np.bincount(inv, weights=dur)
+    first = np.zeros(len(u), np.int64)
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    for k, t in enumerate(u.tolist()):
+        out[int(t)] = (int(pid[first[k]]), int(tot[k]))
+    return out
+
+
+def _end_barrier_wait(inst: Instances, span: np.ndarray, body: np.ndarray) -> dict[int, int]:
+    """Per thread, the time from the end of its body to the end of the span it ran in: the
+    wait in the region's closing barrier (a thread that started late does not count its
+    start-up as waiting). A body outside every span of its process counts nothing."""
+    out: dict[int, int] = {}
+    for pid in np.unique(inst.pid[span]).tolist():
+        sp = span[inst.pid[span] == pid]
+        sp = sp[np.argsort(inst.start[sp], kind="stable")]
+        bo = body[inst.pid[body] == pid]
+        if not len(bo):
+            continue
+        s_start, s_end = inst.start[sp], inst.end[sp]
+        b_end = inst.end[bo]
+        # The latest span of the process starting at or before the body.
+        j = np.searchsorted(s_start, inst.start[bo], "right") - 1
+        jc = np.clip(j, 0, len(sp) - 1)
+        ok = (j >= 0) & (b_end <= s_end[jc])
+        w = np.where(ok, s_end[jc] - b_end, 0)
+        for t, x in zip(inst.tid[bo].tolist(), w.tolist()):
+            out[int(t)] = out.get(int(t), 0) + int(x)
+    return out
+
+
+def _most_per_thread(tid: np.ndarray) -> int:
+    if not len(tid):
+        return 0
+    return int(np.unique(tid, return_counts=True)[1].max())
+
+
+def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """One dict per region name (JSON-ready), by wall time, longest first."""
+    comm = comm or {}
+    inst = pair(reg.rows)
+    names: list[RegionName] = reg.names
+    by_name: dict[str, list[int]] = {}
+    for rid, n in enumerate(names):
+        by_name.setdefault(n.name, []).append(rid)
+    marks = reg.rows[reg.rows["op"] == MARK]
+    mark_n = np.bincount(marks["rid"].astype(np.int64), minlength=len(names)) if len(marks) \
+        else np.zeros(len(names), np.int64)
+    out = []
+    for name, rids in by_name.items():
+        role = {names[r].role: r for r in rids}
+        kind = names[rids[0]].kind
+        wait = any(names[r].wait for r in rids)
+
+        def sel(r: int | None) -> np.ndarray:
+            return np.flatnonzero(inst.rid == r) if r is not None else np.zeros(0, np.int64)
+
+        span, body = sel(role.get("span")), sel(role.get("body"))
+        rest = np.concatenate([sel(role.get("call")), sel(role.get("marker"))])
+        inside = body if len(body) else (rest if len(rest) else span)
+        main = span if len(span) else (rest if len(rest) else body)
+        dur = inst.end - inst.start
+        threads = _per_thread(inst.tid[inside], inst.pid[inside], dur[inside])
+        # How many times the program ran it: a parallel region's master calls; a call or a
+        # phase made by several threads (both ranks in MPI_Barrier) counts per thread, the
+        # most any thread made; ``calls`` counts them all.
+        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids))
+        if len(span):
+            count = len(span)
+        else:
+            own = rest if len(rest) else body
+            count = _most_per_thread(inst.tid[own])
+            marks_r = marks[np.isin(marks["rid"], rids)]
+            count += _most_per_thread(marks_r["tid"])
+        wall_ns = union_ns(inst.start[main], inst.end[main])
+        per: list[dict[str, Any]] = []
+        end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
+        for tid, (pid, ns) in sorted(threads.items()):
+            w = ns if wait else end_wait.get(tid, 0)
+            per.append({"tid": tid, "pid": pid, "comm": comm.get(tid, "?"),
+                        "inside_s": ns / 1e9, "wait_s": w / 1e9})
+        busy = np.array([p["inside_s"] for p in per])
+        imb = float(busy.max() / busy.mean()) if len(busy) > 1 and busy.mean() > 0 else None
+        waste = float((busy.max() - busy).sum()) if len(busy) > 1 else 0.0
+        row: dict[str, Any] = {
+            "name": name, "kind": kind, "wait": wait,
+            "role": "parallel" if len(span) or len(body) else (
+                "marker" if kind == "marker" else "call"),
+            "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
+            "wait_s": float(sum(p["wait_s"] for p in per)),
+            "imbalance_waste_s": waste, "threads": per}
+        out.append(row)
+    out.sort(key=lambda r: -float(r["wall_s"]))
+    return out
+
+
+def thread_waits(regions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per thread (rank): time waiting in barriers, MPI calls and at the end of imbalanced
+    parallel regions, and where most of it went."""
+    acc: dict[int, dict[str, Any]] = {}
+    for r in regions:
+        for p in r["threads"]:
+            if p["wait_s"] <= 0:
+                continue
+            a = acc.setdefault(p["tid"], {"tid": p["tid"], "pid": p["pid"], "comm": p["comm"],
+                                          "wait_s": 0.0, "mpi_s": 0.0, "where": {}})
+            a["wait_s"] += p["wait_s"]
+            if r["kind"] == "mpi":
+                a["mpi_s"] += p["wait_s"]
+            a["where"][r["name"]] = a["where"].get(r["name"], 0.0) + p["wait_s"]
+    return sorted(acc.values(), key=lambda a: -a["wait_s"])
+
+
+def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
+    """The most imbalanced regions (by the time their threads lost waiting for the slowest):
+    parallel regions, --probe functions and phases. Not MPI calls: ranks reaching MPI_Init
+    at different times is startup, and their waits are the "waiting" finding."""
+    bad = [r for r in regions if r["imbalance"] is not None and r["imbalance"] >= IMBALANCED
+           and r["imbalance_waste_s"] >= MIN_WASTE_S and not r["wait"] and r["kind"] != "mpi"]
+    bad.sort(key=lambda r: -r["imbalance_waste_s"])
+    out = []
+    for r in bad[:limit]:
+        busy = [p["inside_s"] for p in r["threads"]]
+        slow = max(r["threads"], key=lambda p: p["inside_s"])
+        out.append({"kind": "imbalanced_region", "region": r["name"],
+                    "imbalance": r["imbalance"],
+                    "text": f"{_what(r)} {r['name']} is imbalanced: max/mean "
+                            f"{r['imbalance']:.2f} over {len(busy)} threads ({r['count']} "
+                            f"runs); the slowest (tid {slow['tid']}) was inside "
+                            f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
+                            f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
+    return out
+
+
+def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+    """The thread (rank) that waited most, when that is a real share of the recording."""
+    if not waits or duration_s <= 0:
+        return []
+    w = waits[0]
+    share = w["wait_s"] / duration_s
+    if share < 0.1:
+        return []
+    where = max(w["where"].items(), key=lambda kv: kv[1])
+    return [{"kind": "waiting", "tid": w["tid"],
+             "text": f"{w['comm']} (tid {w['tid']}) waited {w['wait_s']:.3f} s "
+                     f"({100 * share:.0f}% of the recording), most in {where[0]} "
+                     f"({where[1]:.3f} s)"}]
+
+
+def _what(r: dict[str, Any]) -> str:
+    if r["role"] == "parallel":
+        return "parallel region"
+    return {"mpi": "MPI call", "marker": "phase", "user": "function"}.get(r["kind"], "region")
+
+
+def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
+    """The report's text section (80 columns)."""
+    regs = r.get("regions") or []
+    lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
+    if not regs:
+        info = r.get("regions_info") or {}
+        why = "; ".join(info.get("problems") or []) or "none recorded"
+        lines.append(f"  {why}"[:80])
+        return lines
+    lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+                 f"{'WAIT s':>7}")
+    for g in regs[:top]:
+        imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
+        name = g["name"] if len(g["name"]) <= 39 else g["name"][:38] + "…"
+        lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
+                     f"{imb:>5} {g['wait_s']:>7.3f}")
+    if len(regs) > top:
+        lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
+    waits = r.get("waits") or []
+    if waits:
+        lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]
+        for w in waits[:top]:
+            where = max(w["where"].items(), key=lambda kv: kv[1])[0]
+            lines.append(f"  {w['tid']:>7} {w['comm'][:15]:<15} {w['wait_s']:>8.3f} s  "
+                         f"most in {where}"[:80])
+    return lines

@@ -1,0 +1,169 @@
+"""The regions part of `snumap record`: ``--regions``, ``--probe`` and ``SNUMAP_MARKERS``.
+
+``RegionSession`` is created before the command is forked (the FIFO's path must be in its
+environment, the probes on its libraries before it runs), follows the tracer's batches, and
+hands region rows to the Writer at each poll. record.py calls four methods; everything else
+is here and in trace/regions.py, trace/markers.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--regions", default="auto", choices=["auto", "omp", "mpi", "none"],
+                        help="probe the OpenMP and MPI runtimes the command maps (uprobes), "
+                             "so time is coloured and reported by parallel region and MPI "
+                             "call (default auto: whatever is found)")
+    parser.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL",
+                        help="also make this function of a binary or library a region, from "
+                             "entry to return (repeatable)")
+
+
+class RegionSession:
+    """Markers FIFO, uprobes and their drain thread, for one recording."""
+
+    def __init__(self, args: argparse.Namespace, cmd: list[str], backend: str,
+                 say: Callable[[str], None]) -> None:
+        from snumap_tui.trace.region_catalog import RegionNames
+
+        self.say = say
+        self.names = RegionNames()
+        self.cmd = cmd
+        self.mode = getattr(args, "regions", "auto") or "auto"
+        self.asked = self.mode
+        self.user = list(getattr(args, "probe", []) or [])
+        self.markers: Any = None
+        self.tracer: Any = None
+        self.drainer: Any = None
+        self.info: dict[str, Any] = {"mode": self.mode, "found": [], "problems": []}
+        self.rows_total = 0
+        self._next_rescan = 0.0
+        self._old_env = os.environ.get("SNUMAP_MARKERS")
+        if backend == "proc" and (self.user or (cmd and self.mode != "none")):
+            why = ("regions need uprobes (perf_event_open), which the /proc backend does not "
+                   "use: run as root or choose --backend perf/bcc; markers still work")
+            if self.user:
+                raise SnumapError(f"--probe: {why}")
+            self.info["problems"].append(why)
+            say(f"regions: {why}")
+            self.mode = "none"
+        if self.user or self.mode != "none":
+            from snumap_tui.trace import elfsyms
+
+            elfsyms.need_elftools()
+            from snumap_tui.trace.regions import RegionTracer
+
+            self.tracer = RegionTracer(self.mode, self.user, self.names, say)
+        if cmd:
+            from snumap_tui.trace.markers import ENV, MarkerFifo
+
+            self.markers = MarkerFifo(self.names)
+            os.environ[ENV] = self.markers.path     # inherited by the command's fork
+
+    def start(self, roots: list[int] | None) -> None:
+        """Probes on the command's programs and libraries (before it execs)."""
+        if self._old_env is None:
+            os.environ.pop("SNUMAP_MARKERS", None)
+        else:
+            os.environ["SNUMAP_MARKERS"] = self._old_env
+        if self.tracer is None:
+            if self.asked == "none" and not self.user:
+                self.say("regions (none): off")
+            return
+        from snumap_tui.trace import elfsyms
+        from snumap_tui.trace.uprobes import status
+
+        st = status()
+        if not st.available:
+            why = f"regions unavailable: {st.reason}" + (f" (fix: {st.fix})" if st.fix else "")
+            if self.user:
+                raise SnumapError(f"--probe: {why}")
+            self.info["problems"].append(why)
+            self.say(why)
+            self.tracer = None
+            return
+        for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots):
+            self.say(line)
+        self._drain_if_probed()
+        # Not at once: until the held child execs, its maps are this Python's.
+        import time
+
+        self._next_rescan = time.monotonic() + self.RESCAN_S
+
+    def _drain_if_probed(self) -> None:
+        """The drain thread, once there are probes to drain (none: no thread waking every
+        10 ms for nothing, e.g. a system-wide recording)."""
+        if self.drainer is None and self.tracer is not None and self.tracer.uprobes is not None:
+            from snumap_tui.commands.record_runtime import Drainer
+
+            self.drainer = Drainer(self.tracer)
+
+    def header(self) -> dict[str, Any]:
+        if self.tracer is not None:
+            self.info["found"] = list(self.tracer.found)
+            self.info["probes"] = self.tracer.path
+            self.info["problems"] = [*self.info["problems"], *self.tracer.problems]
+        self.info["markers"] = self.markers is not None
+        return dict(self.info)
+
+    def follow(self, batch: Any) -> None:
+        if self.tracer is not None:
+            self.tracer.follow(batch)
+
+    RESCAN_S = 1.0
+
+    def poll(self, writer: Any) -> None:
+        import time
+
+        if self.tracer is not None and time.monotonic() >= self._next_rescan:
+            self._next_rescan = time.monotonic() + self.RESCAN_S
+            self.tracer.rescan()
+            self._drain_if_probed()
+        if self.tracer is not None and self.drainer is not None:
+            for raw in self.drainer.take():
+                self._write(writer, self.tracer.decode(raw))
+            for t, text in self.tracer.notes:
+                self.say(text)
+                writer.add_marker(t, text)
+            self.tracer.notes.clear()
+        if self.markers is not None:
+            self._write(writer, self.markers.take())
+
+    def _write(self, writer: Any, rows: Any) -> None:
+        if len(rows):
+            writer.add_regions(rows, self.names.items)
+            self.rows_total += len(rows)
+
+    def finish(self, writer: Any, t_stop_ns: int) -> None:
+        """The last rows (up to the recording's end), and what went wrong, said once."""
+        problems: list[str] = []
+        if self.tracer is not None and self.drainer is not None:
+            for raw in self.drainer.stop():
+                rows = self.tracer.decode(raw)
+                self._write(writer, rows[rows["t_ns"] <= t_stop_ns])
+            self.drainer = None
+            if self.tracer.lost:
+                problems.append(f"{self.tracer.lost} region records lost (ring full)")
+        if self.markers is not None:
+            self._write(writer, self.markers.stop())
+            problems += self.markers.stats.problems()
+        for p in problems:
+            self.say(f"regions: {p}")
+        if problems:
+            writer.add_marker(t_stop_ns, "regions: " + "; ".join(problems))
+
+    def close(self) -> None:
+        if self.drainer is not None:
+            self.drainer.stop()
+            self.drainer = None
+        if self.tracer is not None:
+            self.tracer.close()
+        if self.markers is not None:
+            self.markers.close()

@@ -1,0 +1,161 @@
+"""Region probes on the eBPF path: bpf/regions.bpf.o (CO-RE, loaded through libbpf) attached
+as uprobe_multi links, filtered to the traced tree in the kernel, hits read from the mapped
+BPF ring buffer in numpy batches.
+
+uprobe_multi (BPF_LINK_CREATE with BPF_TRACE_UPROBE_MULTI, Linux >= 6.6) attaches one program
+to many offsets of one file with one cookie each, and detaches them after one RCU grace
+period: perf-event uprobes (one per probe, libbpf's classic attach and the perf PMU path)
+each wait for their own on close, ~80 ms apiece here, seconds for an MPI library's entry
+points. libbpf 1.1 (Debian 12) has no call for it, so the link is created with the bpf(2)
+syscall directly (include/uapi/linux/bpf.h, ``link_create.uprobe_multi``). Where the kernel
+refuses it, ``available`` says why and the perf path (trace/uprobes.py) is used instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.trace.uprobes import HIT, Probe
+
+BPF_LINK_CREATE = 28
+BPF_TRACE_UPROBE_MULTI = 48
+BPF_F_UPROBE_MULTI_RETURN = 1
+BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
+RING_BYTES = 1 << 22
+
+HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", "<u4"),
+                       ("tag", "<u4"), ("ret", "<u4")])     # struct snumap_region_hit
+
+
+def object_path() -> Path:
+    from snumap_tui.trace.bpf_layout import bpf_dir
+
+    return bpf_dir() / "regions.bpf.o"
+
+
+def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: list[int],
+                       ret: bool) -> int:
+    """A uprobe_multi link of PROG_FD on OFFSETS of PATH; its fd. OSError when refused."""
+    nr = BPF_SYSCALL.get(platform.machine())
+    if nr is None:
+        raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
+    n = len(offsets)
+    c_path = ctypes.create_string_buffer(path)
+    c_offs = (ctypes.c_uint64 * n)(*offsets)
+    c_cook = (ctypes.c_uint64 * n)(*cookies)
+    attr = ctypes.create_string_buffer(64)
+    struct.pack_into("<IIII", attr, 0, prog_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
+    struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(c_path), ctypes.addressof(c_offs),
+                     0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
+                      ctypes.c_uint(64))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"uprobe_multi link on {path.decode(errors='replace')}: "
+                           f"{os.strerror(err)}")
+    return int(fd)
+
+
+class BpfUprobes:
+    """The loaded program, its links and ring; the same interface as ``UprobeSet``."""
+
+    kind = "ebpf"
+
+    def __init__(self, roots: list[int] | None) -> None:
+        from snumap_tui.native import libbpf
+        from snumap_tui.trace.bpf_ring import BpfRingReader
+
+        self.obj: Any = libbpf.BpfObject.open(object_path())
+        self.links: list[int] = []
+        self.by_group: dict[str, list[int]] = defaultdict(list)
+        self.lost = 0
+        self._arg: dict[int, int] = {}
+        try:
+            self.obj.set_global("snumap_system_wide", struct.pack("<I", int(roots is None)))
+            set_type = libbpf.lib().bpf_program__set_expected_attach_type
+            set_type.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            set_type.restype = ctypes.c_int
+            for name in ("region_entry", "region_return"):
+                # BpfProgram has no setter for it (libbpf 1.1 knows no uprobe.multi section).
+                prog = self.obj.program(name)
+                if set_type(prog._ptr, BPF_TRACE_UPROBE_MULTI) != 0:
+                    raise OSError(22, "cannot set the uprobe_multi attach type")
+            self.obj.map("hits").set_max_entries(RING_BYTES)
+            self.obj.load()
+            self.obj.program("region_fork").attach()
+            self.tracked = self.obj.map("tracked")
+            for pid in roots or []:
+                self.tracked.update(struct.pack("<I", pid), struct.pack("<I", 1))
+            self.ring = BpfRingReader(self.obj.map("hits").fd, RING_BYTES, HIT_RECORD)
+            self._entry = self.obj.program("region_entry").fd
+            self._return = self.obj.program("region_return").fd
+        except BaseException:
+            self.obj.close()
+            raise
+
+    def track(self, pid: int) -> None:
+        self.tracked.update(struct.pack("<I", pid), struct.pack("<I", 1))
+
+    def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
+        """Attach PROBES (one link per file, direction and group); the ones refused, with
+        why."""
+        groups: dict[tuple[str, bool, str], list[Probe]] = defaultdict(list)
+        for p in probes:
+            groups[(p.path, p.ret, p.group)].append(p)
+        failed = []
+        for (path, ret, group), ps in groups.items():
+            cookies = [(p.tag << 2) | ({0: 1, 2: 3}.get(p.arg, 0) if p.arg is not None else 0)
+                       for p in ps]
+            try:
+                fd = _link_create_multi(self._return if ret else self._entry,
+                                        os.fsencode(path), [p.offset for p in ps], cookies, ret)
+            except OSError as e:
+                failed += [(p, str(e)) for p in ps]
+                continue
+            self.links.append(fd)
+            self.by_group[group].append(fd)
+        return failed
+
+    def detach(self, group: str) -> None:
+        """Detach every probe of GROUP (their links; one grace period for all)."""
+        from snumap_tui.trace.uprobes import close_all
+
+        fds = self.by_group.pop(group, [])
+        self.links = [fd for fd in self.links if fd not in fds]
+        close_all(fds)
+
+    def drain(self) -> Any:
+        recs = self.ring.read()
+        return recs if len(recs) else None
+
+    def decode(self, raw: Any) -> np.ndarray:
+        lost = self.obj.map("lost").lookup(struct.pack("<I", 0))
+        if lost:
+            per = np.frombuffer(lost, dtype="<u8")
+            self.lost = int(per.sum())
+        if raw is None or not len(raw):
+            return np.zeros(0, HIT)
+        out = np.zeros(len(raw), HIT)
+        for f in ("t_ns", "pid", "tid", "tag", "ret", "arg"):
+            out[f] = raw[f]
+        if len(out) > 1:
+            out = out[np.argsort(out["t_ns"], kind="stable")]
+        return out
+
+    def close(self) -> None:
+        from snumap_tui.trace.uprobes import close_all
+
+        self.ring.close()
+        close_all(self.links)
+        self.links = []
+        self.obj.close()

@@ -1,0 +1,447 @@
+"""Regions found by uprobes: OpenMP parallel regions, barriers and criticals, MPI calls, and any
+function named with ``--probe FILE:SYMBOL``, recorded without recompiling the program.
+
+Planning happens before the traced command runs: the command's ELF executables (``CMD`` and
+any argument that is one, such as the program ``mpirun`` starts) and every library they need
+are read; the files that export an OpenMP or MPI runtime's entry points get a uprobe and a
+uretprobe on each, the executables a pair on each outlined parallel-region body
+(``main._omp_fn.0``). Probes sit on the files' inodes, so the ranks that mpirun execs later
+hit them from their first call. When the traced tree execs a program that was not planned,
+its libraries are read then and probed (``follow``); calls before that are not seen.
+
+Hits come from every process mapping the files; those outside the traced tree are dropped
+here (the tree is learnt from the scheduling tracer's fork and exec events). A span opener's
+argument (the outlined function GOMP_parallel is given) is resolved to its symbol and
+file:line through the process's /proc/PID/maps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.trace import elfsyms as E
+from snumap_tui.trace import region_catalog as C
+from snumap_tui.trace.events import EXEC, FORK, EventBatch
+
+PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
+# Above this many region-body hits a second the body probes are detached (the rest of the
+# recording keeps every span, call and count; per-thread times come from the time before):
+# a body's entry is usually single-stepped by the kernel, ~14 us a hit measured here
+# (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
+BODY_BUDGET = 10_000
+BODY_WINDOW_NS = 500_000_000
+MAX_MAPS = 4096
+RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
+# Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
+# (GNU, LLVM, Intel, MPICH, Open MPI, Intel MPI, MVAPICH).
+RUNTIME_NAME = re.compile(r"^lib(g?omp|iomp5|mpi|mpich|pmpi|mpi_\w+|open-(pal|rte))[.\d_-]")                 # processes whose maps are kept to name their regions
+MODES = ("auto", "omp", "mpi", "none")
+
+
+@dataclass
+class Site:
+    """What one probe (tag) means."""
+
+    entry: C.EntryPoint
+    ret: bool
+    rid: int                    # -1: resolved per hit from the argument
+    path: str
+
+
+@dataclass
+class Plan:
+    """The probes to open and what was found, for the user and the recording's header."""
+
+    probes: list[tuple[str, int, bool, Site]] = field(default_factory=list)
+    found: list[str] = field(default_factory=list)        # "libgomp.so.1: 8 entry points"
+    problems: list[str] = field(default_factory=list)     # what could not be probed, and why
+    files: set[str] = field(default_factory=set)
+
+
+def _runtime_or(binary: str) -> Callable[[str], bool]:
+    real = os.path.realpath(binary)
+    return lambda f: f == real or bool(RUNTIME_NAME.search(os.path.basename(f)))
+
+
+def parse_probe(spec: str) -> tuple[str, str]:
+    """``FILE:SYMBOL`` -> (file, symbol); SnumapError when malformed or the file is gone."""
+    path, sep, sym = spec.rpartition(":")
+    if not sep or not path or not sym:
+        raise SnumapError(f"--probe {spec}: expected FILE:SYMBOL (e.g. ./solver:assemble)")
+    if not os.path.exists(path):
+        found = E.which(path)
+        if found is None:
+            raise SnumapError(f"--probe {spec}: {path}: no such file")
+        path = found
+    return os.path.realpath(path), sym
+
+
+class RegionTracer:
+    """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
+    Drainer runs ``drain`` in its thread)."""
+
+    name = "uprobes"
+
+    def __init__(self, mode: str, user_probes: list[str], names: C.RegionNames,
+                 say: Callable[[str], None], backend: str = "auto") -> None:
+        if mode not in MODES:
+            raise SnumapError(f"--regions {mode}: choose from {', '.join(MODES)}")
+        self.mode = mode
+        self.names = names
+        self.say = say
+        self.user = [parse_probe(p) for p in user_probes]
+        self.sites: list[Site] = []
+        self.static_rid = np.zeros(0, np.int64)
+        self.static_op = np.zeros(0, np.uint8)
+        self.uprobes: Any = None
+        self.tree: set[int] | None = set()         # None: every process (system-wide)
+        self.pending: list[np.ndarray] = []
+        self.stacks: dict[tuple[int, str], list[int]] = {}
+        self.maps: dict[int, list[E.Mapping]] = {}
+        self.resolved: dict[tuple[int, int], int] = {}
+        self.planned: set[str] = set()
+        self.found: list[str] = []
+        self.problems: list[str] = []
+        self.dropped = 0
+        self.backend = backend          # auto | ebpf | perf: how the probes are opened
+        self.path: str | None = None    # which one did
+        self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
+        self._body_tags = np.zeros(0, np.int64)
+        self._window = (0, 0)           # (start t_ns, body hits since)
+        self.bodies_off_at: int | None = None
+
+    # ---- planning ---------------------------------------------------------------------------
+
+    def plan(self, binaries: list[str], closure: bool = True) -> Plan:
+        """The probes for these executables and (with CLOSURE) the libraries they need; files
+        already planned are skipped."""
+        plan = Plan()
+        want_omp = self.mode in ("auto", "omp")
+        want_mpi = self.mode in ("auto", "mpi")
+        files: list[str] = []
+        for b in binaries:
+            # The libraries of the closure are read only when named like a runtime (their
+            # closure is walked through DT_NEEDED all the same): every ELF read is ~50 ms.
+            for f in (E.library_closure(b, keep=_runtime_or(b)) if closure else [b]):
+                if f not in files and f not in self.planned:
+                    files.append(f)
+        stripped: list[str] = []
+        for f in files:
+            self.planned.add(f)
+            try:
+                elf = E.load_elf(f)
+            except SnumapError as e:
+                plan.problems.append(str(e))
+                continue
+            rt = C.runtime_of(elf.by_name)
+            base = os.path.basename(f)
+            if rt is not None and ((rt[0] == "omp" and want_omp) or (rt[0] == "mpi" and want_mpi)):
+                n, missing = 0, []
+                for ep in rt[1]:
+                    sym = C.mpi_symbol(elf.by_name, ep.symbol) if ep.kind == "mpi" else \
+                        (ep.symbol if ep.symbol in elf.by_name else None)
+                    off = elf.probe_offset(sym) if sym else None
+                    if off is None:
+                        missing.append(ep.symbol)
+                        continue
+                    self._add(plan, f, off, ep)
+                    n += 1
+                plan.found.append(f"{base}: {n} {rt[0].upper() if rt[0] == 'mpi' else 'OpenMP'}"
+                                  f" entry points")
+                optional = {"GOMP_parallel_start", "GOMP_parallel_end",
+                            "__kmpc_critical_with_hint", "GOMP_critical_name_start"}
+                hard = [m for m in missing if m not in optional]
+                if hard:
+                    plan.problems.append(f"{base}: no symbol for {', '.join(hard)} "
+                                         f"(stripped?): not probed")
+            if f in binaries and want_omp:
+                bodies = elf.matching(C.OUTLINED)
+                for sym in bodies:
+                    off = elf.probe_offset(sym)
+                    if off is None:
+                        continue
+                    label = C.region_label(sym, elf.line_of(elf.by_name[sym]))
+                    ep = C.EntryPoint(label, "omp", "body")
+                    self._add(plan, f, off, ep)
+                if bodies:
+                    plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
+                elif elf.stripped:
+                    stripped.append(base)
+        if stripped and any("OpenMP entry" in f for f in (*plan.found, *self.found)):
+            for base in stripped:
+                plan.problems.append(f"{base} is stripped: its parallel regions are named by "
+                                     "address only, and threads' time inside is not seen")
+        return plan
+
+    def plan_user(self) -> Plan:
+        plan = Plan()
+        for path, sym in self.user:
+            elf = E.load_elf(path)
+            off = elf.probe_offset(sym)
+            if off is None:
+                hint = " (the file is stripped)" if elf.stripped else ""
+                raise SnumapError(f"--probe {path}:{sym}: no function {sym!r} in {path}{hint}")
+            self._add(plan, path, off, C.EntryPoint(sym, "user"))
+            plan.found.append(f"{os.path.basename(path)}:{sym} (--probe)")
+        return plan
+
+    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint) -> None:
+        if any(p[0] == path and p[1] == off for p in plan.probes):
+            return
+        rid = -1 if ep.arg is not None or ep.stack else \
+            self.names.intern(ep.symbol, ep.kind, ep.role, ep.wait)
+        if ep.on_entry:
+            plan.probes.append((path, off, False, Site(ep, False, rid, path)))
+        if ep.on_return:
+            plan.probes.append((path, off, True, Site(ep, True, rid, path)))
+        plan.files.add(path)
+
+    # ---- probes -----------------------------------------------------------------------------
+
+    def _open(self) -> Any:
+        """The eBPF path (in-kernel filter, uprobe_multi) where it works, else perf's."""
+        from snumap_tui.trace.uprobes import UprobeSet
+
+        roots = None if self.tree is None else sorted(self.tree)
+        if self.backend in ("auto", "ebpf"):
+            try:
+                from snumap_tui.trace.region_bpf import BpfUprobes
+
+                return BpfUprobes(roots)
+            except (OSError, ImportError, KeyError, ValueError) as e:
+                if self.backend == "ebpf":
+                    raise SnumapError(f"region probes: the eBPF path failed: {e}") from None
+                self.say(f"regions: eBPF path not used ({e}); perf uprobes instead")
+        return UprobeSet()
+
+    def attach(self, plan: Plan) -> None:
+        """Open the plan's probes; what the kernel refuses is said, the rest goes on."""
+        from snumap_tui.trace.uprobes import Probe
+
+        if not plan.probes:
+            return
+        if self.uprobes is None:
+            self.uprobes = self._open()
+        probes = []
+        for path, off, ret, site in plan.probes:
+            tag = len(self.sites)
+            self.sites.append(site)
+            probes.append(Probe(path, off, ret, tag, site.entry.arg,
+                                "body" if site.entry.role == "body" else ""))
+        failed: dict[str, str] = {}
+        for p, why in self.uprobes.add_many(probes):
+            failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
+                              why)
+        for what, why in failed.items():
+            self.problems.append(f"{what}: probe not attached ({why})")
+        self.found += plan.found
+        self.problems += plan.problems
+        self.path = getattr(self.uprobes, "kind", None)
+        rid = np.array([s.rid for s in self.sites], dtype=np.int64)
+        op = np.array([C.END if s.ret else C.BEGIN for s in self.sites], dtype=np.uint8)
+        self.static_rid, self.static_op = rid, op
+        self._body_tags = np.array([i for i, s in enumerate(self.sites)
+                                    if s.entry.role == "body"], dtype=np.int64)
+
+    def start(self, binaries: list[str], roots: list[int] | None) -> list[str]:
+        """Plan and attach before the command runs; the lines that say what was found."""
+        self.tree = None if roots is None else set(roots)
+        plan = self.plan(binaries) if self.mode != "none" else Plan()
+        user = self.plan_user()
+        plan.probes += user.probes
+        plan.found += user.found
+        self.attach(plan)
+        return self.describe()
+
+    def describe(self) -> list[str]:
+        what = "; ".join(self.found) if self.found else (
+            "none found" if self.mode != "none" else "off")
+        via = {"ebpf": " [eBPF uprobe_multi, filtered in the kernel]",
+               "perf": " [perf uprobes]"}.get(getattr(self.uprobes, "kind", ""), "")
+        lines = [f"regions ({self.mode}): {what}{via}"]
+        lines += [f"regions: {p}" for p in self.problems]
+        return lines
+
+    # ---- the traced tree --------------------------------------------------------------------
+
+    def follow(self, batch: EventBatch) -> None:
+        """Learn the tree's processes from a scheduling batch; probe what new programs load."""
+        e = batch.events
+        if self.tree is not None:
+            if len(e):
+                k = e["kind"]
+                self.tree.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
+                self.tree.update(e["pid2"][k == FORK].tolist())
+            self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
+            self.tree.discard(-1)
+            self.tree.discard(-2)
+        if not len(e):
+            return
+        k = e["kind"]
+        if self.tree is None:
+            return
+        for pid in sorted(set(e["pid"][k == EXEC].tolist())):
+            # The new program is mapped already (its libraries maybe not yet): enough to name
+            # its outlined functions even if the process is gone when its hits are decoded.
+            self.maps[pid] = E.read_maps(pid)
+            self._probe_new(pid)
+        # Maps stay after an exit: its last hits are decoded after the exit is seen.
+        while len(self.maps) > MAX_MAPS:
+            self.maps.pop(next(iter(self.maps)))
+
+    def rescan(self, limit: int = 64) -> None:
+        """Libraries the tree mapped since (dlopen, or loaded after the exec was seen): read
+        the tree's /proc/PID/maps and probe the runtimes not planned yet. Called about once a
+        second; at most LIMIT processes a call."""
+        if self.mode == "none" or not self.tree:
+            return
+        deadline = time.monotonic() + RESCAN_BUDGET_S
+        for pid in sorted(self.tree)[-limit:]:
+            if time.monotonic() > deadline:
+                break                       # the rest at the next call: never stall the loop
+            maps = E.read_maps(pid)
+            if not maps:
+                continue
+            self.maps[pid] = maps
+            files = E.mapped_files(maps)
+            # The program itself (its outlined bodies) and libraries named like a runtime:
+            # reading every mapped library's ELF (libc, libpython...) took the recorder's
+            # main loop half a second, long enough to miss a job's rank starting.
+            new = [f for i, f in enumerate(files) if f not in self.planned and
+                   (i == 0 or RUNTIME_NAME.search(os.path.basename(f)))]
+            self.planned.update(f for f in files if f not in new)
+            if not new:
+                continue
+            plan = self.plan(new, closure=False)
+            if plan.probes:
+                before = len(self.found)
+                self.attach(plan)
+                for line in self.found[before:]:
+                    self.say(f"regions: {line} (mapped later by pid {pid})")
+
+    def _probe_new(self, pid: int) -> None:
+        # A system-wide recording sees every exec of the machine: reading each new program's
+        # ELF files there would stall the recorder (a compiler's exec burst); only the traced
+        # tree's programs are planned.
+        if self.mode == "none" or self.tree is None:
+            return
+        try:
+            exe = os.path.realpath(f"/proc/{pid}/exe")
+        except OSError:
+            return
+        if not exe.startswith("/") or exe in self.planned or not E.is_elf(exe):
+            return
+        plan = self.plan([exe, *E.mapped_files(E.read_maps(pid))])
+        if plan.probes:
+            before = len(self.found)
+            self.attach(plan)
+            for line in self.found[before:]:
+                self.say(f"regions: {line} (found after exec of pid {pid})")
+
+    # ---- decoding ---------------------------------------------------------------------------
+
+    def drain(self) -> Any:
+        return self.uprobes.drain() if self.uprobes is not None else None
+
+    def decode(self, raw: Any) -> np.ndarray:
+        """REGION_DTYPE rows of the tree's hits in this drain (and earlier ones held back)."""
+        if self.uprobes is None:
+            return np.zeros(0, C.REGION_DTYPE)
+        rec = self.uprobes.decode(raw)      # HIT rows (trace/uprobes.py)
+        if self.pending:
+            rec = np.concatenate([*self.pending, rec])
+            rec = rec[np.argsort(rec["t_ns"], kind="stable")]
+            self.pending = []
+        if self.tree is not None and len(rec):
+            known = np.isin(rec["pid"], np.fromiter(self.tree, np.int64, len(self.tree)))
+            later = rec[~known]
+            if len(later):
+                young = later["t_ns"] > np.uint64(max(time.monotonic_ns() - PENDING_NS, 0))
+                self.pending = [later[young]] if young.any() else []
+                self.dropped += int((~young).sum())
+            rec = rec[known]
+        self._budget(rec)
+        return self._regions(rec)
+
+    def _budget(self, rec: np.ndarray) -> None:
+        """Detach the body probes when they hit more than BODY_BUDGET times a second."""
+        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec):
+            return
+        n = int(np.isin(rec["tag"], self._body_tags).sum())
+        t0, hits = self._window
+        if not t0:
+            t0 = int(rec["t_ns"][0])
+        hits += n
+        t1 = int(rec["t_ns"][-1])
+        if t1 - t0 >= BODY_WINDOW_NS:
+            rate = hits * 1e9 / (t1 - t0)
+            if rate > BODY_BUDGET:
+                self.uprobes.detach("body")
+                self.bodies_off_at = t1
+                text = (f"regions: parallel-region bodies detached after {rate:,.0f} hits/s "
+                        f"(budget {BODY_BUDGET:,}): counts, spans and calls stay exact, "
+                        "threads' time inside comes from before this point")
+                self.notes.append((t1, text))
+                self.problems.append(text.removeprefix("regions: "))
+                return
+            t0, hits = t1, 0
+        self._window = (t0, hits)
+
+    def _regions(self, rec: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rec), C.REGION_DTYPE)
+        if not len(rec):
+            return out
+        tag = rec["tag"].astype(np.int64)
+        out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
+        out["op"] = self.static_op[tag]
+        rid = self.static_rid[tag].copy()
+        for i in np.flatnonzero(rid < 0).tolist():
+            rid[i] = self._dynamic(rec[i], self.sites[int(tag[i])])
+        keep = rid >= 0
+        out["rid"] = np.where(keep, rid, 0)
+        return out[keep]
+
+    def _dynamic(self, r: np.void, site: Site) -> int:
+        """The rid of a span opener's hit (from its argument) or closer (the opener's)."""
+        key = (int(r["tid"]), site.entry.stack or site.entry.symbol)
+        stack = self.stacks.setdefault(key, [])
+        if site.ret or not site.entry.on_entry:
+            return stack.pop() if stack else -1
+        arg = site.entry.arg
+        rid = self.names.intern(site.entry.symbol, site.entry.kind, site.entry.role)
+        if arg is not None and int(r["arg"]):
+            rid = self._resolve(int(r["pid"]), int(r["arg"]), site)
+        if len(stack) < 64:
+            stack.append(rid)
+        return rid
+
+    def _resolve(self, pid: int, addr: int, site: Site) -> int:
+        got = self.resolved.get((pid, addr))
+        if got is not None:
+            return got
+        maps = self.maps.get(pid)
+        if maps is None or not any(m.start <= addr < m.end for m in maps):
+            maps = E.read_maps(pid) or maps or []
+            self.maps[pid] = maps
+        _file, sym, line = E.resolve_address(maps, addr)
+        label = C.region_label(sym, line, f"{site.entry.symbol} region at {addr:#x}")
+        rid = self.names.intern(label, site.entry.kind, "span")
+        self.resolved[(pid, addr)] = rid
+        return rid
+
+    @property
+    def lost(self) -> int:
+        return int(self.uprobes.lost) if self.uprobes is not None else 0
+
+    def close(self) -> None:
+        if self.uprobes is not None:
+            self.uprobes.close()
+            self.uprobes = None
