@@ -204,6 +204,37 @@ def test_job_scanner_sees_a_task_after_its_exec(tmp_path: Path) -> None:
     assert sorted(alive) == [11, 13] and sc.steps_alive() == {"0", "batch"}
 
 
+def test_job_scanner_in_a_cgroup_waits_for_the_exec(tmp_path: Path) -> None:
+    """Under proctrack/cgroup a task is in the job's cgroup from its fork, while it is still
+    slurmstepd (no rank, no node in its environment): the scanner must not settle on that,
+    but take it once it has exec'd (its rank, and its node: not the other slurmd's)."""
+    from snumap_tui.sources import jobprocs
+    from snumap_tui.sources.jobprocs import JobScanner
+
+    cg = "4:memory:/slurm_n1/uid_0/job_5/step_0/task_1\n"
+    d = tmp_path / "21"
+    d.mkdir()
+    (d / "comm").write_text("slurmstepd\n")
+    (d / "environ").write_bytes(b"SLURM_CONF=/etc/slurm.conf\0")
+    (d / "cgroup").write_text(cg)
+    sc = JobScanner("slurm", "5", node="n2", proc=tmp_path)
+    assert sc.scan() == ([], [])                  # not yet: it has not exec'd
+    (d / "comm").write_text("app\n")
+    (d / "environ").write_bytes(b"SLURM_JOB_ID=5\0SLURMD_NODENAME=n1\0PMI_RANK=1\0")
+    assert sc.scan() == ([], [])                  # n1's task, not n2's
+    sc1 = JobScanner("slurm", "5", node="n1", proc=tmp_path)
+    new, alive = sc1.scan()
+    assert [(p.pid, p.comm, p.step, p.rank) for p in new] == [(21, "app", "0", 1)]
+    # A step daemon in the cgroup stays slurmstepd: taken as it is once RECHECK_S has passed.
+    (d / "comm").write_text("slurmstepd\n")
+    (d / "environ").write_bytes(b"")
+    sc2 = JobScanner("slurm", "5", node="n1", proc=tmp_path)
+    assert sc2.scan() == ([], [])
+    sc2._young = {pid: t - jobprocs.RECHECK_S for pid, t in sc2._young.items()}
+    new, alive = sc2.scan()
+    assert [(p.pid, p.comm, p.rank) for p in new] == [(21, "slurmstepd", None)] and alive == [21]
+
+
 def test_job_scanner_follows_the_step_daemons_of_a_single_slurmd(tmp_path: Path) -> None:
     """With one slurmd on the host, the job's step daemons are followed (their tasks are
     then traced from their fork), except the recorder's own step's."""

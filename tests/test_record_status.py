@@ -52,10 +52,12 @@ def test_no_live_line_without_a_terminal() -> None:
 
 def test_better_backends_note() -> None:
     assert better_backends_note("bcc", "auto") is None
-    assert better_backends_note("bcc", "bcc") is None               # nothing better than bcc
+    assert better_backends_note("libbpf", "libbpf") is None         # nothing better than libbpf
+    note = better_backends_note("bcc", "bcc")
+    assert note is not None and note.startswith("--backend bcc: libbpf ") and "perf" not in note
     note = better_backends_note("proc", "proc")
     assert note is not None and note.startswith("--backend proc: ")
-    assert "bcc" in note and "perf" in note
+    assert "libbpf" in note and "bcc" in note and "perf" in note
 
 
 def test_record_and_report_say_the_same_duration(tmp_path: Path) -> None:

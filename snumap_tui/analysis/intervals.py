@@ -145,6 +145,10 @@ class IntervalBuilder:
         self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
         self._run_last_t = np.full(n, self.t0, dtype=np.int64)   # RUN: end of last poll
+        # Each row's own span (a job merged from nodes: a CPU's node started and ended its
+        # recording at its own times); the recording's t0 and t1 unless set_row_spans says.
+        self._row_t0 = np.full(n, self.t0, dtype=np.int64)
+        self._row_t1: np.ndarray | None = None
         # Blocks of intervals as appended (each ordered by row, then time within a row): kept
         # whole and sorted by row once in finish(), not split per CPU per window.
         # One list per column: row, start, end, tid.
@@ -169,6 +173,14 @@ class IntervalBuilder:
         rows = np.full(len(c), -1, dtype=np.int64)
         rows[ok] = self._row_of[c[ok]]
         return rows
+
+    def set_row_spans(self, t0: np.ndarray, t1: np.ndarray) -> None:
+        """Per-row start and end (in ``self.cpus`` order), before the first ``feed``: a
+        CPU's first interval starts no earlier, its last ends no later, so streamed statistics
+        see the same intervals as ``finish`` returns."""
+        self._row_t0 = np.maximum(np.asarray(t0, dtype=np.int64), self.t0)
+        self._run_last_t = self._row_t0.copy()
+        self._row_t1 = np.asarray(t1, dtype=np.int64)
 
     @property
     def needs_prev(self) -> bool:
@@ -237,7 +249,7 @@ class IntervalBuilder:
             prev_first = ev["tid"][first_src]
             self._remember_pids(prev_first, ev["pid"][first_src])
             prev_first = untraced_as_other(prev_first, ev["pid"][first_src])
-        vt = np.where(had, self._last_t[fr], self.t0)
+        vt = np.where(had, self._last_t[fr], self._row_t0[fr])
         vtid = np.where(had, self._last_tid[fr], prev_first).astype(np.int32)
         ok = (vtid != 0) & (t[fi] > vt)
         virtual = (fr[ok], vt[ok], t[fi][ok], vtid[ok])
@@ -334,13 +346,15 @@ class IntervalBuilder:
 
     def finish(self, t1: int) -> Intervals:
         """Close the last interval of each CPU at the recording's end."""
-        has = (self._last_t >= 0) & (self._last_tid != 0) & (self._last_t < t1)
+        end = np.full(len(self.cpus), int(t1), dtype=np.int64)
+        if self._row_t1 is not None:
+            end = np.minimum(end, self._row_t1)
+        has = (self._last_t >= 0) & (self._last_tid != 0) & (self._last_t < end)
         r = np.flatnonzero(has)
-        closing = (r, self._last_t[r], np.full(len(r), int(t1), dtype=np.int64),
-                   self._last_tid[r].astype(np.int32))
+        closing = (r, self._last_t[r], end[r], self._last_tid[r].astype(np.int32))
         self._append(*closing)
         self._emit_sorted(*closing)
-        self._last_t[r] = int(t1)
+        self._last_t[r] = end[r]
         starts, ends, tids = self._by_row()
         for i, st in enumerate(starts):
             if len(st) > 1 and (np.diff(st) < 0).any():     # RUN intervals laid out late

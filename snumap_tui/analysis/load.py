@@ -134,6 +134,9 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     lat = LatencyAccumulator(mig_ix, LONG_WAIT_NS)
     preempt = np.zeros(len(b.cpus) + 1, dtype=np.int64)
     mig = np.zeros(0, dtype=np.int64)
+    table = getattr(rec, "nodes", None)
+    if table is not None:           # a merged job: each node's CPUs within that node's span
+        b.set_row_spans(*table.row_spans(b.cpus, t0, t1))
     if details:
         b.on_intervals = acc.feed
     # Decode the prev-task columns only while they are needed (see needs_prev): the store
@@ -168,8 +171,7 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             b.feed(cols)
             kinds += np.bincount(cols["kind"], minlength=256)
     iv = b.finish(t1)
-    table = getattr(rec, "nodes", None)
-    if table is not None:           # a merged job: each node's CPUs within that node's span
+    if table is not None:           # events outside their node's span (clock-synced edges)
         table.clip(iv.cpus, iv.start, iv.end, iv.tid)
     for tid, info in getattr(rec, "tasks", {}).items():
         if info.pid >= 0:

@@ -47,13 +47,25 @@ class RegionSession:
         self._next_rescan = 0.0
         self._old_env = os.environ.get("SNUMAP_MARKERS")
         if backend == "proc" and (self.user or (cmd and self.mode != "none")):
+            how = ("choose --backend libbpf, bcc or perf" if os.geteuid() == 0
+                   else "run as root or choose --backend libbpf, bcc or perf")
             why = ("regions need uprobes (perf_event_open), which the /proc backend does not "
-                   "use: run as root or choose --backend perf/bcc; markers still work")
+                   f"use: {how}; markers still work")
             if self.user:
                 raise SnumapError(f"--probe: {why}")
             self.info["problems"].append(why)
-            say(f"regions: {why}")
+            if self.mode != "auto":     # auto: the backend note already names better ones
+                say(f"regions: {why}")
             self.mode = "none"
+        if self.user or self.mode != "none":
+            from snumap_tui.trace import elfsyms
+
+            if self.mode == "auto" and not self.user and not elfsyms.have_elftools():
+                why = "regions (auto): off: they need pyelftools: pip install 'snumap[regions]'"
+                self.info["problems"].append(why)
+                if cmd:
+                    say(why)
+                self.mode = "none"
         if self.user or self.mode != "none":
             from snumap_tui.trace import elfsyms
 

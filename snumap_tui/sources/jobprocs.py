@@ -133,6 +133,7 @@ class JobScanner:
         self.proc = proc
         self._seen: dict[int, JobProc | None] = {}
         self._young: dict[int, float] = {}       # pid -> when first seen, while re-checked
+        self._pending: set[int] = set()          # job's cgroup, not exec'd yet: look again
         self._own = {os.getpid(), os.getppid()}
         # A host with one slurmd: the job's step daemons ("slurmstepd: [J.S]") are this node's,
         # and following them follows every task they fork from its first event.
@@ -181,22 +182,32 @@ class JobScanner:
             if pid not in live:
                 del self._seen[pid]
                 self._young.pop(pid, None)
+                self._pending.discard(pid)
         now = time.monotonic()
         for pid, born in list(self._young.items()):
             if now - born >= RECHECK_S:
-                del self._young[pid]
+                del self._young[pid]   # a pending one is classified once more, as it is
         for pid in pids:
             if pid in self._own:
                 continue
             # A process is classified once, except in its first RECHECK_S: a task slurmstepd
             # forked is slurmstepd (name, environment, cgroup) until its exec, which a read
             # may straddle.
-            if pid not in self._seen or (self._seen[pid] is None and pid in self._young):
+            if pid not in self._seen or (self._seen[pid] is None
+                                         and (pid in self._young or pid in self._pending)):
                 if pid not in self._seen and self._is_stepd(pid):
                     self.stepds.append(pid)
                 jp = self.classify(pid)
                 if pid not in self._seen:
                     self._young[pid] = now
+                if jp is not None and jp.comm == "slurmstepd" and pid in self._young \
+                        and pid not in self.stepds:
+                    # In the job's cgroup but not yet exec'd: slurmstepd's environment has no
+                    # rank and no node yet. Classified again at the next scan.
+                    self._pending.add(pid)
+                    jp = None
+                else:
+                    self._pending.discard(pid)
                 self._seen[pid] = jp
                 if jp is not None:
                     self._young.pop(pid, None)

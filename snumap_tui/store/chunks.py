@@ -50,7 +50,7 @@ KIND_NAMES = kinds.KIND_NAMES
 MAX_RAW_LEN = kinds.MAX_RAW_LEN
 # A recording's span, its *duration* everywhere (record's summary, report, replay): from the
 # earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
-SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS)
+SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS, K_NODE_SAMPLES)
 K_REGIONS = kinds.K_REGIONS
 
 # Payload codecs (the u8 "codec" field).

@@ -75,6 +75,16 @@ class NodeTable:
                 out["arg"] = arg
         return out
 
+    def row_spans(self, cpus: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each CPU's node's (start, end), the job's where a CPU's node has no span."""
+        lo = np.full(len(cpus), int(t0), dtype=np.int64)
+        hi = np.full(len(cpus), int(t1), dtype=np.int64)
+        for r, cpu in enumerate(np.asarray(cpus).tolist()):
+            k = self.node_of_cpu(int(cpu))
+            if k is not None and k in self.spans:
+                lo[r], hi[r] = self.spans[k]
+        return lo, hi
+
     def clip(self, cpus: np.ndarray, start: list[np.ndarray], end: list[np.ndarray],
              tid: list[np.ndarray]) -> None:
         """Keep each CPU's run intervals within its own node's recording (in place): the job's
