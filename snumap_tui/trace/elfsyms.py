@@ -39,6 +39,19 @@ def need_elftools() -> None:
         raise SnumapError("regions need pyelftools: pip install 'snumap[regions]'")
 
 
+def _dynamic(sec: Any, path: str, needed: list[str], runpath: list[str]) -> None:
+    """DT_NEEDED names and DT_RUNPATH/DT_RPATH directories ($ORIGIN resolved) of a
+    dynamic section, appended to ``needed`` and ``runpath``."""
+    for tag in sec.iter_tags():
+        if tag.entry.d_tag == "DT_NEEDED":
+            needed.append(str(getattr(tag, "needed", "")))
+        elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
+            v = getattr(tag, "runpath", None) or getattr(tag, "rpath", "")
+            origin = os.path.dirname(os.path.abspath(path))
+            runpath += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                        for d in str(v).split(":") if d]
+
+
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 
 
@@ -190,14 +203,7 @@ def load_elf(path: str | Path) -> ElfFile:
                                            not name.startswith(("_", "P"))):
                             rows[a] = (name, int(sym["st_size"]))
                 elif isinstance(sec, DynamicSection):
-                    for tag in sec.iter_tags():
-                        if tag.entry.d_tag == "DT_NEEDED":
-                            needed.append(str(getattr(tag, "needed", "")))
-                        elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                            v = getattr(tag, "runpath", None) or getattr(tag, "rpath", "")
-                            origin = os.path.dirname(os.path.abspath(p))
-                            runpath += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-                                        for d in str(v).split(":") if d]
+                    _dynamic(sec, p, needed, runpath)
             dwarf = elf.get_section_by_name(".debug_line") is not None
             pie = elf["e_type"] == "ET_DYN"
     except ELFError as e:
@@ -311,14 +317,7 @@ def needed_of(path: str) -> tuple[list[str], list[str]]:
             f.seek(0)
             for sec in ELFFile(f).iter_sections():
                 if isinstance(sec, DynamicSection):
-                    for tag in sec.iter_tags():
-                        if tag.entry.d_tag == "DT_NEEDED":
-                            needed.append(str(getattr(tag, "needed", "")))
-                        elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                            v = getattr(tag, "runpath", None) or getattr(tag, "rpath", "")
-                            origin = os.path.dirname(os.path.abspath(path))
-                            runpath += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-                                        for d in str(v).split(":") if d]
+                    _dynamic(sec, path, needed, runpath)
     except (ELFError, OSError):
         return [], []
     _NEEDED[key] = (needed, runpath)
