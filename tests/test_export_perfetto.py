@@ -250,6 +250,60 @@ def test_known_scenario_sched_names_counters_markers(recording: Path, tmp_path: 
     assert flags == [1]
 
 
+def test_regions_are_slices_on_their_threads_tracks(tmp_path: Path) -> None:
+    """Issue 10's export: each region instance a slice on its thread's track (nested as the
+    calls were, kind and wait as categories), each mark an instant; a thread-less mark on one
+    global track."""
+    from snumap_tui.export.perfetto_regions import NO_THREAD_TRACK
+    from snumap_tui.trace.region_catalog import BEGIN, END, MARK, REGION_DTYPE, RegionNames
+
+    names = RegionNames()
+    par = names.intern("main._omp_fn.0 (a.c:3)", "omp", "body")
+    bar = names.intern("GOMP_barrier", "omp", "call", wait=True)
+    mk = names.intern("phase 2", "marker", "marker")
+    spec = [(1000, 101, 100, BEGIN, par), (1200, 101, 100, BEGIN, bar),
+            (1900, 101, 100, END, bar), (2000, 101, 100, END, par),
+            (1000, 102, 100, BEGIN, par), (1500, 102, 100, END, par),
+            (1600, 102, 100, MARK, mk), (1700, 0, 0, MARK, mk)]
+    rows = np.zeros(len(spec), REGION_DTYPE)
+    for i, (t, tid, pid, op, rid) in enumerate(spec):
+        rows[i]["t_ns"], rows[i]["tid"], rows[i]["pid"] = t, tid, pid
+        rows[i]["op"], rows[i]["rid"] = op, rid
+    rec = write_recording(tmp_path / "r.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                          make_events(SCENARIO), tasks=TASKS,
+                          regions=(rows, list(names.items)))
+    trace = export(rec, tmp_path / "r.pftrace")
+    threads = {p.track_descriptor.uuid: (p.track_descriptor.thread.pid,
+                                         p.track_descriptor.thread.tid)
+               for p in trace.packet if p.HasField("track_descriptor")
+               and p.track_descriptor.HasField("thread")}
+    named = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet
+             if p.HasField("track_descriptor")}
+    assert sorted(threads.values()) == [(100, 101), (100, 102)]
+    got: dict[Any, list[Any]] = defaultdict(list)
+    for p in trace.packet:
+        if not p.HasField("track_event"):
+            continue
+        te = p.track_event
+        where = threads.get(te.track_uuid, named.get(te.track_uuid))
+        if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            got[where].append((p.timestamp, "B", te.name, tuple(te.categories)))
+        elif te.type == pb.TrackEvent.TYPE_SLICE_END:
+            got[where].append((p.timestamp, "E"))
+        elif te.type == pb.TrackEvent.TYPE_INSTANT and where != "snumap markers":
+            got[where].append((p.timestamp, "I", te.name, tuple(te.categories)))
+    body = "main._omp_fn.0 (a.c:3)"
+    assert sorted(got[(100, 101)]) == sorted([
+        (1000, "B", body, ("omp",)), (1200, "B", "GOMP_barrier", ("omp", "wait")),
+        (1900, "E"), (2000, "E")])
+    # Nesting as written: the outer region begins before the barrier inside it.
+    begins = [e for e in got[(100, 101)] if e[1] == "B"]
+    assert [e[2] for e in begins] == [body, "GOMP_barrier"]
+    assert sorted(got[(100, 102)]) == [(1000, "B", body, ("omp",)), (1500, "E"),
+                                       (1600, "I", "phase 2", ("marker",))]
+    assert got[NO_THREAD_TRACK] == [(1700, "I", "phase 2", ("marker",))]
+
+
 def test_untraced_tasks_keep_their_tids_and_add_up_to_reports_other(tmp_path: Path) -> None:
     rows = [r if r[0] != 3000 else (3000, SWITCH, 1, 201, 0, OUTSIDE, 0, 1) for r in SCENARIO]
     rec = write_recording(tmp_path / "u.rec", synthetic_topology(2, 1, 1, 1, host="h"),

@@ -193,6 +193,19 @@ def test_mpi_barrier_wait_of_the_fast_rank(tmp_path: Path) -> None:
     bars = [e for e in ev if e["ph"] == "X" and e["name"] == "MPI_Barrier"]
     assert len(bars) == 2 * MPI_N and all(e["cat"] == "mpi,wait" for e in bars)
     assert len({e["tid"] for e in bars}) == 2               # one track per rank
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    pf = tmp_path / "mpi.pftrace"
+    subprocess.run([*SNUMAP, "export", str(tmp_path / "mpi.rec"), "--format", "perfetto",
+                    "-o", str(pf)], check=True, capture_output=True, timeout=60)
+    tr = pb.Trace()
+    tr.ParseFromString(pf.read_bytes())
+    thread_of = {p.track_descriptor.uuid: p.track_descriptor.thread.tid for p in tr.packet
+                 if p.HasField("track_descriptor") and p.track_descriptor.HasField("thread")}
+    pbars = [p for p in tr.packet if p.HasField("track_event")
+             and p.track_event.name == "MPI_Barrier"]
+    assert len(pbars) == 2 * MPI_N and all(tuple(p.track_event.categories) == ("mpi", "wait")
+                                           for p in pbars)
+    assert {thread_of[p.track_event.track_uuid] for p in pbars} == {e["tid"] for e in bars}
 
 
 @needs_uprobes

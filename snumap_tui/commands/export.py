@@ -86,7 +86,10 @@ def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[i
         assert out_path is not None
         with open(out_path, "wb") as f:
             st = write_perfetto(f, rec)
-        return st["switches"] + st["wakings"], "sched_switch and sched_waking events"
+        what = "sched_switch and sched_waking events"
+        if st["region_slices"] or st["region_marks"]:
+            what += f", {st['region_slices']} region slices, {st['region_marks']} region marks"
+        return st["switches"] + st["wakings"], what
     if args.format == "parquet":
         from snumap_tui.export.parquet import write_parquet
 

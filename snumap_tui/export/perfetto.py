@@ -46,6 +46,7 @@ import numpy as np
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.export.counters import COUNTER_TRACKS, counter_values
+from snumap_tui.export.perfetto_regions import write_regions
 from snumap_tui.export.protowire import (
     encode_varints,
     f_bytes,
@@ -74,8 +75,10 @@ PROC_PID, PROC_PPID, PROC_CMDLINE, PROC_CMDLINE_IS_COMM = 1, 2, 3, 9
 THR_TID, THR_NAME, THR_TGID = 1, 2, 3
 # TrackDescriptor, CounterDescriptor, TrackEvent (track_event/*.proto)
 TD_UUID, TD_NAME, TD_PARENT, TD_COUNTER = 1, 2, 5, 8
+TD_THREAD, TDT_PID, TDT_TID = 4, 1, 2          # TrackDescriptor.thread: ThreadDescriptor
 CD_UNIT_NAME = 6
 TE_TYPE, TE_TRACK_UUID, TE_NAME, TE_DOUBLE_VALUE = 9, 11, 23, 44
+TE_CATEGORIES = 22
 TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 # ClockSnapshot (clock_snapshot.proto), SystemInfo (system_info.proto)
 CS_CLOCKS, CLOCK_ID, CLOCK_TS = 1, 1, 2
@@ -130,24 +133,39 @@ class PerfettoWriter:
         self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td))
         return uuid
 
-    def _track_event(self, t_ns: int, event: bytes) -> None:
+    def thread_track(self, pid: int, tid: int, machine_id: int | None = None) -> int:
+        """A track of thread ``tid`` of process ``pid`` (shown under that thread); its uuid."""
+        m = self.machine_id if machine_id is None else machine_id
+        uuid = (m << 32) | self._next_uuid
+        self._next_uuid += 1
+        td = f_varint(TD_UUID, uuid) + f_bytes(TD_THREAD, f_varint(TDT_PID, max(pid, 0))
+                                                + f_varint(TDT_TID, tid))
+        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td), machine_id)
+        return uuid
+
+    def _track_event(self, t_ns: int, event: bytes, machine_id: int | None = None) -> None:
         self.packet(f_varint(PKT_TIMESTAMP, t_ns) + self._seq()
-                    + f_bytes(PKT_TRACK_EVENT, event))
+                    + f_bytes(PKT_TRACK_EVENT, event), machine_id)
 
     def counter(self, track: int, t_ns: int, value: float) -> None:
         self._track_event(t_ns, f_varint(TE_TYPE, TYPE_COUNTER) + f_varint(TE_TRACK_UUID, track)
                           + f_double(TE_DOUBLE_VALUE, value))
 
-    def instant(self, track: int, t_ns: int, name: str) -> None:
+    def instant(self, track: int, t_ns: int, name: str, categories: tuple[str, ...] = (),
+                machine_id: int | None = None) -> None:
         self._track_event(t_ns, f_varint(TE_TYPE, TYPE_INSTANT) + f_varint(TE_TRACK_UUID, track)
-                          + f_str(TE_NAME, name))
+                          + b"".join(f_str(TE_CATEGORIES, c) for c in categories)
+                          + f_str(TE_NAME, name), machine_id)
 
-    def slice(self, track: int, t0_ns: int, t1_ns: int, name: str) -> None:
+    def slice(self, track: int, t0_ns: int, t1_ns: int, name: str,
+              categories: tuple[str, ...] = (), machine_id: int | None = None) -> None:
         """A slice [t0, t1) on ``track`` (regions of a parallel program, for one)."""
         self._track_event(t0_ns, f_varint(TE_TYPE, TYPE_SLICE_BEGIN)
-                          + f_varint(TE_TRACK_UUID, track) + f_str(TE_NAME, name))
+                          + f_varint(TE_TRACK_UUID, track)
+                          + b"".join(f_str(TE_CATEGORIES, c) for c in categories)
+                          + f_str(TE_NAME, name), machine_id)
         self._track_event(t1_ns, f_varint(TE_TYPE, TYPE_SLICE_END)
-                          + f_varint(TE_TRACK_UUID, track))
+                          + f_varint(TE_TRACK_UUID, track), machine_id)
 
     def header(self, hdr: Mapping[str, Any], t0_ns: int) -> None:
         """SystemInfo (kernel release, host) and a ClockSnapshot to wall time."""
@@ -471,8 +489,7 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
                 u = uuids[i] = w.track(tr.name, parent=g, unit=tr.spec.unit)
             w.counter(u, t_ns, v)
             n_counters += 1
-    # Regions of parallel programs (and other spans) go here, as slices on tracks of their
-    # own: w.track(name) once, then w.slice(track, t0, t1, name) per region.
+    n_regions, n_marks = write_regions(w, rec, machines)
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:
@@ -481,4 +498,4 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
         w.instant(mk, t1, "end of recording")
     return {"packets": w.packets, "switches": enc.switches, "wakings": enc.wakings,
             "counter_values": n_counters, "counter_tracks": len(uuids),
-            "markers": len(markers)}
+            "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks}
