@@ -190,8 +190,8 @@ def write_doc(results: list[dict[str, float]], load: tuple[float, float, float])
             rows.append([scale, "replay: fold every node, redraw", f"{r['fold_all_render_s']:.2f} s",
                          "", ""])
             rows.append([scale, "replay: ru_maxrss", f"{r['replay_maxrss_mb']:.0f} MB", "", ""])
-    body = (f"Load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (2 cores shared "
-            "by eight engineers: every time here is inflated by the others' work).\n\n"
+    body = (f"Load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (the machine may "
+            "be shared: a load near its 2 cores inflates every time here).\n\n"
             "Generated nodes (2 packages, 32 PUs, one minute of synthetic busy-machine events, "
             "clocks offset per node) written through the store API; merged by "
             "`store.merge.merge` in a fresh interpreter; then replay's first screen of the "
