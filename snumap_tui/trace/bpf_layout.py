@@ -27,9 +27,12 @@ def bpf_dir() -> Path:
     """bpf/ in a source checkout, or snumap_tui/bpf once installed (same files)."""
     if (BPF_DIR / "sched.c").exists():
         return BPF_DIR
-    import snumap_tui.bpf as pkg  # type: ignore[import-not-found]  # installed wheel layout
+    import importlib
 
-    return Path(pkg.__file__).resolve().parent
+    # The installed wheel's layout; imported by name, so the type checker does not depend on
+    # how an editable install maps the package (it finds it or not, by pip's version).
+    pkg = importlib.import_module("snumap_tui.bpf")
+    return Path(str(pkg.__file__)).resolve().parent
 
 
 def struct_dtype(header: str, name: str) -> np.dtype:
