@@ -162,7 +162,8 @@ class IntervalBuilder:
         self.on_intervals: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                                     None] | None = None
 
-    def _rows(self, cpu: np.ndarray) -> np.ndarray:
+    def rows(self, cpu: np.ndarray) -> np.ndarray:
+        """Row of each CPU OS index, -1 for a CPU not in the recording."""
         c = cpu.astype(np.int64)
         if self._row_of is None:
             pos = np.searchsorted(self.cpus, c).clip(0, max(len(self.cpus) - 1, 0))
@@ -218,7 +219,7 @@ class IntervalBuilder:
         self._pid_lut[tids] = pids
 
     def _feed_switches(self, ev: Mapping[str, np.ndarray] | np.ndarray, idx: np.ndarray) -> None:
-        rows = self._rows(ev["cpu"][idx])
+        rows = self.rows(ev["cpu"][idx])
         keep = rows >= 0
         if not keep.all():
             idx, rows = idx[keep], rows[keep]
@@ -283,7 +284,7 @@ class IntervalBuilder:
                 lst.append(a.astype(dt, copy=False))
 
     def _feed_runs(self, run: dict[str, np.ndarray]) -> None:
-        rows = self._rows(run["cpu"])
+        rows = self.rows(run["cpu"])
         keep = (rows >= 0) & (run["tid"] != 0)
         run, rows = {f: a[keep] for f, a in run.items()}, rows[keep]
         self._remember_pids(run["tid"], run["pid"])

@@ -157,8 +157,9 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
             p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
             if p.any():
-                rows = np.searchsorted(b.cpus, cols["cpu"][p].astype(np.int64))
-                preempt[:] += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
+                rows = b.rows(cols["cpu"][p])
+                rows[rows < 0] = len(b.cpus)        # a CPU not in the topology: not counted
+                preempt[:] += np.bincount(rows, minlength=len(preempt))
             m = k == MIGRATE
             if m.any():
                 d = mig_ix(cols["tid"][m])
