@@ -88,8 +88,9 @@ class Intervals:
                 cat(self.tid, np.int32))
 
     def busy_ns(self) -> np.ndarray:
-        """Busy time per CPU row (ns)."""
-        return np.array([int((e - s).sum()) for s, e in zip(self.start, self.end)],
+        """Busy time per CPU row (ns): the last of each row's prefix sum (``cum``), which
+        later busy-time lookups then reuse."""
+        return np.array([int(self.cum(r)[-1]) for r in range(len(self.start))],
                         dtype=np.int64)
 
     def pids(self, tids: np.ndarray) -> np.ndarray:
