@@ -174,12 +174,6 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
         for cols in window:
             k = cols["kind"]
             lat.feed(cols)
-            # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
-            p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
-            if p.any():
-                rows = b.rows(cols["cpu"][p])
-                rows[rows < 0] = len(b.cpus)        # a CPU not in the topology: not counted
-                preempt[:] += np.bincount(rows, minlength=len(preempt))
             m = k == MIGRATE
             if m.any():
                 d = mig_ix(cols["tid"][m])
@@ -193,6 +187,13 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
         for cols in window:
             b.feed(cols)
             kinds += np.bincount(cols["kind"], minlength=256)
+            if details:     # here, not in side(): the decode thread is the busier one
+                # prev_state 0 (TASK_RUNNING) at switch-out: preempted while still runnable.
+                p = (cols["kind"] == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
+                if p.any():
+                    rows = b.rows(cols["cpu"][p])
+                    rows[rows < 0] = len(b.cpus)    # a CPU not in the topology: not counted
+                    preempt[:] += np.bincount(rows, minlength=len(preempt))
     iv = b.finish(t1)
     if table is not None:           # events outside their node's span (clock-synced edges)
         table.clip(iv.cpus, iv.start, iv.end, iv.tid)
