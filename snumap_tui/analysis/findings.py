@@ -72,7 +72,7 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
     if len(long) and len(ld.intervals.cpus) > 1:
         capped = len(long) > MAX_WAITS
         if capped:
-            long = long[np.argsort(lat[long])[-MAX_WAITS:]]
+            long = long[_longest(lat[long], MAX_WAITS)]
         ends = lat_end[long]
         starts = ends - lat[long]
         idle_pus = idle_pus_during(ld.intervals, starts, ends)
@@ -93,6 +93,16 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
                         "text": f"PUs {format_cpulist(idle)} stayed idle (< 5% busy) while others were "
                                 f"up to {100 * busy.max():.0f}% busy"})
     return out[:limit]
+
+
+def _longest(values: np.ndarray, k: int) -> np.ndarray:
+    """Indexes (ascending) of the k largest values, the later ones among equals at the cut: a
+    partition, not a sort of them all."""
+    cut = values[np.argpartition(values, len(values) - k)[len(values) - k]]
+    keep = values > cut
+    ties = np.flatnonzero(values == cut)
+    keep[ties[len(ties) - (k - int(keep.sum())):]] = True
+    return np.flatnonzero(keep)
 
 
 def _plural(n: int, word: str) -> str:

@@ -88,8 +88,9 @@ class Intervals:
                 cat(self.tid, np.int32))
 
     def busy_ns(self) -> np.ndarray:
-        """Busy time per CPU row (ns)."""
-        return np.array([int((e - s).sum()) for s, e in zip(self.start, self.end)],
+        """Busy time per CPU row (ns): the last of each row's prefix sum (``cum``), which
+        later busy-time lookups then reuse."""
+        return np.array([int(self.cum(r)[-1]) for r in range(len(self.start))],
                         dtype=np.int64)
 
     def pids(self, tids: np.ndarray) -> np.ndarray:
@@ -162,7 +163,8 @@ class IntervalBuilder:
         self.on_intervals: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                                     None] | None = None
 
-    def _rows(self, cpu: np.ndarray) -> np.ndarray:
+    def rows(self, cpu: np.ndarray) -> np.ndarray:
+        """Row of each CPU OS index, -1 for a CPU not in the recording."""
         c = cpu.astype(np.int64)
         if self._row_of is None:
             pos = np.searchsorted(self.cpus, c).clip(0, max(len(self.cpus) - 1, 0))
@@ -218,7 +220,7 @@ class IntervalBuilder:
         self._pid_lut[tids] = pids
 
     def _feed_switches(self, ev: Mapping[str, np.ndarray] | np.ndarray, idx: np.ndarray) -> None:
-        rows = self._rows(ev["cpu"][idx])
+        rows = self.rows(ev["cpu"][idx])
         keep = rows >= 0
         if not keep.all():
             idx, rows = idx[keep], rows[keep]
@@ -283,7 +285,7 @@ class IntervalBuilder:
                 lst.append(a.astype(dt, copy=False))
 
     def _feed_runs(self, run: dict[str, np.ndarray]) -> None:
-        rows = self._rows(run["cpu"])
+        rows = self.rows(run["cpu"])
         keep = (rows >= 0) & (run["tid"] != 0)
         run, rows = {f: a[keep] for f, a in run.items()}, rows[keep]
         self._remember_pids(run["tid"], run["pid"])
@@ -324,25 +326,46 @@ class IntervalBuilder:
             self.on_intervals(rows[o], starts[o], ends[o], tids[o])
 
     def _by_row(self) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-        """The appended blocks as per-row (start, end, tid) arrays: one stable sort by row of
-        all intervals (a radix sort on 16-bit rows), one gather per column, and per-row views.
-        Columns are gathered one at a time and the blocks dropped as they go, so the peak is
-        the blocks plus one column, not two copies of everything."""
+        """The appended blocks as per-row (start, end, tid) arrays. Each block is ordered by
+        row, so no sort is needed: a count per row per block places each block's run of a row
+        after the earlier blocks' runs of it (what a stable sort by row would do), and each
+        column is scattered into place one block at a time, the blocks dropped as they go (the
+        peak is the blocks plus one column)."""
         blocks, self._blocks = self._blocks, ([], [], [], [])
         n = len(self.cpus)
-        rows = np.concatenate(blocks[0]) if blocks[0] else np.zeros(0, np.uint16)
-        blocks[0].clear()
-        order = np.argsort(rows, kind="stable")
+        row_parts = [r if _ascending(r) else self._sorted_block(r, blocks, b)
+                     for b, r in enumerate(blocks[0])]
+        counts = np.zeros((len(row_parts), n), dtype=np.int64)
+        for b, r in enumerate(row_parts):
+            counts[b] = np.bincount(r, minlength=n)[:n]
         bounds = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n)[:n], out=bounds[1:])
-        del rows
+        np.cumsum(counts.sum(axis=0), out=bounds[1:])
+        # Block b's first interval of row r goes to bounds[r] + the earlier blocks' count of r;
+        # it sits in the block after the block's intervals of the rows before r.
+        shift = bounds[:n] + (np.cumsum(counts, axis=0) - counts) \
+            - (np.cumsum(counts, axis=1) - counts)
+        del row_parts
         cols: list[list[np.ndarray]] = []
         for parts, dt in zip(blocks[1:], (np.int64, np.int64, np.int32)):
-            flat = np.concatenate(parts) if parts else np.zeros(0, dt)
+            flat = np.empty(int(bounds[n]), dtype=dt)
+            for b in range(len(parts)):
+                dest = np.repeat(shift[b], counts[b])
+                dest += np.arange(len(dest))
+                flat[dest] = parts[b]
+                parts[b] = flat[:0]          # dropped: the peak stays one column
             parts.clear()
-            flat = flat[order]
             cols.append([flat[bounds[i]:bounds[i + 1]] for i in range(n)])
         return cols[0], cols[1], cols[2]
+
+    @staticmethod
+    def _sorted_block(rows: np.ndarray, blocks: tuple[list[np.ndarray], ...],
+                      b: int) -> np.ndarray:
+        """Block b ordered by row (stable), in place in ``blocks``: every block is appended
+        ordered, so this is a guard, not a path."""
+        o = np.argsort(rows, kind="stable")
+        for parts in blocks[1:]:
+            parts[b] = parts[b][o]
+        return rows[o]
 
     def finish(self, t1: int) -> Intervals:
         """Close the last interval of each CPU at the recording's end."""
@@ -363,6 +386,10 @@ class IntervalBuilder:
         known = np.flatnonzero(self._pid_lut >= 0)
         pids = dict(zip(known.tolist(), self._pid_lut[known].tolist()))
         return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids)
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
 def build_intervals(events: np.ndarray, cpus: np.ndarray | list[int], t0: int,

@@ -7,6 +7,7 @@ kept; the report also asks for wakeups, switch-ins, preemptions and kernel migra
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -121,6 +122,20 @@ def _prefetched(rec: Any, windows: list[Window],
                 pending = pool.submit(read, i + 1, f)
 
 
+def _in_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Start ``fn()`` in a thread of its own; the returned function waits for its result."""
+    fut: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name="snumap-latency", daemon=True).start()
+    return fut.result
+
+
 def load(rec: Any, *, details: bool = False) -> Loaded:
     """Stream ``rec`` (a ``snumap_tui.store`` Recording) once."""
     topology = rec.topology
@@ -148,28 +163,37 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             return INTERVAL_FIELDS
         return INTERVAL_FIELDS_LEAN if lean else DETAIL_FIELDS
 
-    def side(_i: int, window: list[dict[str, np.ndarray]]) -> None:
+    windows = _windows(rec)
+    # The latencies grouped per thread once the decode thread has fed the last window: in a
+    # thread of their own, while the main thread still builds intervals.
+    latencies: list[Callable[[], Any]] = []
+
+    def side(i: int, window: list[dict[str, np.ndarray]]) -> None:
         """In the decode thread: what the report needs besides the intervals."""
         nonlocal mig
         for cols in window:
             k = cols["kind"]
             lat.feed(cols)
-            # prev_state 0 (TASK_RUNNING) at switch-out: preempted while it still wanted to run.
-            p = (k == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
-            if p.any():
-                rows = np.searchsorted(b.cpus, cols["cpu"][p].astype(np.int64))
-                preempt[:] += np.bincount(rows, minlength=len(preempt))[:len(preempt)]
             m = k == MIGRATE
             if m.any():
                 d = mig_ix(cols["tid"][m])
                 mig = np.pad(mig, (0, max(0, len(mig_ix) - len(mig))))
                 mig += np.bincount(d, minlength=len(mig))
+        if i == len(windows) - 1:
+            latencies.append(_in_thread(lambda: (lat.per_task(), lat.long_waits())))
 
-    for _fields, window in _prefetched(rec, _windows(rec), fields_now,
+    for _fields, window in _prefetched(rec, windows, fields_now,
                                        side if details else None):
         for cols in window:
             b.feed(cols)
             kinds += np.bincount(cols["kind"], minlength=256)
+            if details:     # here, not in side(): the decode thread is the busier one
+                # prev_state 0 (TASK_RUNNING) at switch-out: preempted while still runnable.
+                p = (cols["kind"] == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
+                if p.any():
+                    rows = b.rows(cols["cpu"][p])
+                    rows[rows < 0] = len(b.cpus)    # a CPU not in the topology: not counted
+                    preempt[:] += np.bincount(rows, minlength=len(preempt))
     iv = b.finish(t1)
     if table is not None:           # events outside their node's span (clock-synced edges)
         table.clip(iv.cpus, iv.start, iv.end, iv.tid)
@@ -179,8 +203,8 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
     out = Loaded(topology, iv, b.events, {int(k): int(n) for k, n in enumerate(kinds) if n})
     if details:
         out.task_stats = acc.stats(iv.pid_of_tid)
-        out.latency = lat.per_task()
-        out.long_wait, out.long_wait_end = lat.long_waits()
+        grouped = latencies[0]() if latencies else (lat.per_task(), lat.long_waits())
+        out.latency, (out.long_wait, out.long_wait_end) = grouped
         out.preemptions = preempt[:len(b.cpus)]
         out.kernel_migrations = {int(mig_ix.tids[d]): int(n) for d, n in
                                  enumerate(mig.tolist()) if n}

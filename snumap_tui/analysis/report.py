@@ -75,6 +75,13 @@ def rapl_energy(samples: Iterable[Sample], topology: Topology) -> list[dict[str,
     return out
 
 
+class _Names(dict[int, str]):
+    """str(number), kept: a PU's key in each of thousands of threads' per-PU tables."""
+
+    def __missing__(self, key: int) -> str:
+        return str(key)
+
+
 def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     """Everything `snumap report` prints, as plain JSON-able data."""
     ld = loaded or load(rec, details=True)
@@ -100,13 +107,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     tasks_info = getattr(rec, "tasks", {}) or {}
     cpulist = functools.lru_cache(maxsize=4096)(format_cpulist)   # threads share PU sets
     tasks: list[dict[str, Any]] = []
+    name = _Names((c, str(c)) for c in iv.cpus.tolist())      # a PU's JSON key, made once
     for ts in sorted(stats.values(), key=lambda s: -s.runtime_ns):
         info = tasks_info.get(ts.tid)
         pid = ts.pid if ts.pid >= 0 else (info.pid if info else -1)
         tasks.append({
             "pid": pid, "tid": ts.tid, "comm": info.comm if info else "?",
             "runtime_s": ts.runtime_ns / 1e9,
-            "cpus": {str(c): ns / 1e9 for c, ns in sorted(ts.cpus.items())},
+            "cpus": {name[c]: ns / 1e9 for c, ns in sorted(ts.cpus.items())},
             "numa": {str(n): ns / 1e9 for n, ns in sorted(ts.numa.items())},
             "migrations": ts.migrations, "numa_migrations": ts.numa_migrations,
             "kernel_migrations": ts.kernel_migrations,

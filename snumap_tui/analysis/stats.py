@@ -116,31 +116,34 @@ def idle_pus_during(iv: Intervals, t0: np.ndarray, t1: np.ndarray,
     """How many PU rows were busy less than ``busy_below`` of each window [t0[i], t1[i]):
     "were PUs idle while this thread waited?" One row at a time (memory: the windows, not
     rows x windows), the window edges looked up in sorted order (a searchsorted with sorted
-    needles walks each row once)."""
+    needles walks each row once), busy time from the row's kept prefix sum (``Intervals.cum``)."""
     idle = np.zeros(len(t0), dtype=np.int64)
     edges = np.concatenate([t0, t1]).astype(np.int64)
     order = np.argsort(edges, kind="stable")
     x = edges[order]
-    at = np.empty(len(edges), dtype=np.int64)
+    at = np.empty(len(edges), dtype=np.int64)        # where each edge is in x
+    at[order] = np.arange(len(edges))
+    at0, at1 = at[:len(t0)], at[len(t0):]
     limit = busy_below * (t1 - t0)
-    for st, en in zip(iv.start, iv.end):
+    for r, (st, en) in enumerate(zip(iv.start, iv.end)):
         if not len(st):
             idle += 1
             continue
-        at[order] = _busy_before_sorted(st, en, x)
-        idle += (at[len(t0):] - at[:len(t0)]) < limit
+        busy = _busy_before_sorted(st, en, x, iv.cum(r))
+        idle += (busy[at1] - busy[at0]) < limit
     return idle
 
 
-def _busy_before_sorted(start: np.ndarray, end: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``busy_before`` for sorted ``x`` and a row with intervals: the intervals are looked up
-    among the points (fewer lookups when points outnumber intervals), and a prefix count
-    gives each point its interval."""
-    cum = np.zeros(len(start) + 1, dtype=np.int64)
-    np.cumsum(end - start, out=cum[1:])
-    pos = np.searchsorted(x, start, "left")        # points before each start
-    idx = np.cumsum(np.bincount(pos, minlength=len(x) + 1)[:len(x)])   # starts <= x
-    prev = np.maximum(idx - 1, 0)
+def _busy_before_sorted(start: np.ndarray, end: np.ndarray, x: np.ndarray,
+                        cum: np.ndarray) -> np.ndarray:
+    """``busy_before`` for sorted ``x`` and a row with intervals, computed in place: before
+    the row's first start, the first interval's overlap is clipped to 0 and cum[0] is 0."""
+    prev = np.searchsorted(start, x, "right")
+    prev -= 1
+    np.maximum(prev, 0, out=prev)
     s = start[prev]
-    inside = np.where(idx > 0, np.minimum(np.maximum(x - s, 0), end[prev] - s), 0)
-    return cum[prev] + inside
+    inside = x - s
+    np.maximum(inside, 0, out=inside)
+    np.minimum(inside, end[prev] - s, out=inside)
+    inside += cum[prev]
+    return inside

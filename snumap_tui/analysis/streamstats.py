@@ -165,10 +165,17 @@ class LatencyAccumulator:
         k = cols["kind"]
         wake = (k == WAKEUP) | (k == WAKEUP_NEW)
         sel = np.flatnonzero(wake | ((k == SWITCH) & (cols["tid2"] != 0)))
-        is_wake = np.concatenate([np.ones(len(self._pend_t), dtype=bool), wake[sel]])
-        t = np.concatenate([self._pend_t, cols["t_ns"][sel].astype(np.int64)])
-        who = np.where(wake[sel], cols["tid"][sel], cols["tid2"][sel])
-        d = np.concatenate([self._pend_d, self.ix(who)])
+        # The pending wakeups, then this chunk's: filled in place (no concatenated copies).
+        npend, n = len(self._pend_t), len(self._pend_t) + len(sel)
+        is_wake = np.empty(n, dtype=bool)
+        is_wake[:npend] = True
+        is_wake[npend:] = wake[sel]
+        t = np.empty(n, dtype=np.int64)
+        t[:npend] = self._pend_t
+        t[npend:] = cols["t_ns"][sel]
+        d = np.empty(n, dtype=np.int32)
+        d[:npend] = self._pend_d
+        d[npend:] = self.ix(np.where(wake, cols["tid"], cols["tid2"])[sel])
         order = group_order(d, len(self.ix))
         d, t, is_wake = d[order], t[order], is_wake[order]
         same = d[1:] == d[:-1]

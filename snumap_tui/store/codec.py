@@ -58,7 +58,13 @@ def unshuffle_bytes(data: bytes | memoryview, dtype: np.dtype, count: int) -> np
     raw = np.frombuffer(data, dtype=np.uint8, count=count * w)
     if w == 1 or count == 0:
         return raw.view(dtype).copy()
-    return raw.reshape(w, count).T.copy().view(dtype).reshape(count)
+    # One strided write per byte position (a contiguous read each) is several times faster
+    # than numpy's copy of the transposed (w, count) byte matrix.
+    planes = raw.reshape(w, count)
+    out = np.empty((count, w), dtype=np.uint8)
+    for j in range(w):
+        out[:, j] = planes[j]
+    return out.view(dtype).reshape(count)
 
 
 def _dtype_bytes(dt: np.dtype) -> bytes:
