@@ -228,7 +228,7 @@ class Drainer:
                     group.append(raw)
             if not group:
                 return
-            joined = _merge(group)
+            joined = merge_drains(group, limit)
             del group           # the parts go before the join is decoded
             yield from joined
 
