@@ -8,12 +8,15 @@ import os
 import struct
 
 import numpy as np
+import pytest
 
 from snumap_tui.trace.bpf_layout import load_layout
 from snumap_tui.trace.bpf_ring import HDR_SIZE, BpfRingReader, record_stride
 
 
-def test_records_wrapping_around_the_end_are_read_whole() -> None:
+@pytest.mark.parametrize("shift", [0, 16, 40])
+def test_records_wrapping_around_the_end_are_read_whole(shift: int) -> None:
+    """SHIFT bytes earlier than a record boundary at the end: 0, or a record straddles it."""
     rec_dtype, _, _ = load_layout()
     page = os.sysconf("SC_PAGE_SIZE")
     size = page                        # the smallest ring: one data page
@@ -24,7 +27,7 @@ def test_records_wrapping_around_the_end_are_read_whole() -> None:
         m = mmap.mmap(fd, 2 * page + size)
         ring = BpfRingReader(fd, size, rec_dtype)
         # Start 2 records before the end of the data area, so records 2.. wrap to the front.
-        start_pos = 10 * size + size - 2 * stride
+        start_pos = 10 * size + size - 2 * stride - shift
         n = 5
         for i in range(n):
             rec = np.zeros(1, dtype=rec_dtype)

@@ -137,8 +137,8 @@ def test_unavailable_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_gpu_unavailable_here_says_why() -> None:
-    """This machine has no NVIDIA driver: NVML's own error is the reason (or the binding's
-    absence when the extra is not installed)."""
+    """This machine has no NVIDIA driver: its absence (or NVML's own error, or the binding's
+    absence when the extra is not installed) is the reason."""
     st = GpuSource(Path("/")).status()
     assert not st.available
     assert "NVML" in (st.reason or "") or "nvidia-ml-py" in (st.reason or "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 from snumap_tui.errors import SnumapError
@@ -199,31 +200,46 @@ class Drainer:
         self._ready.wait(timeout)
         self._ready.clear()
 
-    def take(self) -> list[Any]:
-        """The drains so far (None, once, when the tracer has no drain thread)."""
+    def take(self) -> Iterator[Any]:
+        """The drains so far (None, once, when the tracer has no drain thread), joined up to
+        ``MERGE_MAX`` bytes each (``merge_drains``). Lazy: each join leaves the queue only
+        when the caller asks for it, so the main thread holds one join and its decoding at a
+        time, and the drain thread's backlog bound counts what is really still waiting."""
         if self._error is not None:
             raise self._error
         if self._thread is None:
-            return [None]
-        return merge_drains(self._pop_all())
-
-    def _pop_all(self) -> list[Any]:
-        out = []
+            return iter([None])
         with self._lock:
-            while self._q:
-                raw, size = self._q.popleft()
-                self._queued -= size
-                out.append(raw)
-        return out
+            n = len(self._q)
+        return self._joined(n)
 
-    def stop(self) -> list[Any]:
+    def _joined(self, n: int, limit: int | None = None) -> Iterator[Any]:
+        """The first N queued drains, popped and joined a group (LIMIT bytes) at a time."""
+        limit = limit or MERGE_MAX
+        while n > 0:
+            group: list[Any] = []
+            size = 0
+            with self._lock:
+                while n > 0 and self._q and (not group or size + self._q[0][1] <= limit):
+                    raw, k = self._q.popleft()
+                    self._queued -= k
+                    size += k
+                    n -= 1
+                    group.append(raw)
+            if not group:
+                return
+            joined = merge_drains(group, limit)
+            del group           # the parts go before the join is decoded
+            yield from joined
+
+    def stop(self) -> Iterator[Any]:
         """Stop the thread; the drains it made and not taken yet."""
         if self._thread is None:
-            return []
+            return iter([])
         self._stop.set()
         self._thread.join()
         self._thread = None
-        return merge_drains(self._pop_all())
+        return self._joined(len(self._q))
 
 
 def _base_drain() -> Any:

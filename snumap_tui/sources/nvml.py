@@ -58,6 +58,11 @@ class GpuSource:
             return SourceStatus(self.name, False, "not this machine (--fsroot): NVML reads "
                                 "the running machine's GPUs only", None)
         if self._nvml is None:
+            # No driver, no NVML: and the binding costs 3 MB of the recorder's RSS to import
+            # only for nvmlInit to say so.
+            if not (self.root / "proc/driver/nvidia").exists():
+                return SourceStatus(self.name, False, "NVML: no NVIDIA driver loaded "
+                                    "(no /proc/driver/nvidia)", FIX)
             try:
                 import pynvml  # the nvidia-ml-py package
             except ImportError:

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import encode_events, time_order
+from snumap_tui.store.columns import encode_columns, encode_events, time_order
 from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 from snumap_tui.trace.rows import concat_rows, copy_rows, take_rows
@@ -307,24 +308,39 @@ class Writer:
     def _flush_events(self, only_full: bool) -> None:
         if not self._events:
             return
-        ev = concat_rows(self._events) if len(self._events) > 1 else self._events[0]
+        parts, self._events = self._events, []
         # Order the whole buffer by time (tracers hand over per-CPU runs) so chunks do not
         # overlap in time and a reader's seek touches as few chunks as possible.
         # Tracers hand over time-sorted batches, so this is usually one comparison pass and
-        # the chunks are plain slices (no index gather).
-        order = time_order(ev["t_ns"])
+        # each chunk's columns are gathered from the batches as they are (no copy of the
+        # buffered rows: under a context-switch storm that copy and the batches were 6 MB).
+        t = np.concatenate([p["t_ns"] for p in parts]) if len(parts) > 1 else parts[0]["t_ns"]
+        order = time_order(t)
+        del t
         m = self.max_chunk_events
-        full = (ev.size // m) * m if only_full else ev.size
-        for start in range(0, full, m):
-            stop = min(start + m, full)
-            idx = order[start:stop] if order is not None else slice(start, stop)
-            value, t_min, t_max = encode_events(ev, idx)
-            self._write_chunk(C.K_EVENTS, codec.encode(value), count=stop - start,
-                              t_min=t_min, t_max=t_max)
-            self.events_written += stop - start
-        rest = take_rows(ev, order[full:]) if order is not None else copy_rows(ev[full:])
-        self._events = [rest] if rest.size else []
-        self._n_buffered = int(rest.size)
+        total = sum(int(p.size) for p in parts)
+        full = (total // m) * m if only_full else total
+        if order is None:
+            for start in range(0, full, m):
+                stop = min(start + m, full)
+                self._events_chunk(encode_columns(_span_columns(parts, start, stop)),
+                                   stop - start)
+            rest = _rows_from(parts, full)
+        else:
+            ev = concat_rows(parts) if len(parts) > 1 else parts[0]
+            del parts
+            for start in range(0, full, m):
+                stop = min(start + m, full)
+                self._events_chunk(encode_events(ev, order[start:stop]), stop - start)
+            rest = [take_rows(ev, order[full:])] if full < total else []
+        self._events = [r for r in rest if r.size]
+        self._n_buffered = total - full
+
+    def _events_chunk(self, encoded: tuple[dict[str, Any], int, int], count: int) -> None:
+        value, t_min, t_max = encoded
+        self._write_chunk(C.K_EVENTS, codec.encode(value), count=count, t_min=t_min,
+                          t_max=t_max)
+        self.events_written += count
 
     def _write_tasks(self) -> None:
         rows = self._tasks
@@ -399,6 +415,41 @@ class Writer:
                 raise self._failed from None
         self._last_sync = time.monotonic()
         self._unsynced = False
+
+
+def _span_columns(parts: list[np.ndarray], start: int, stop: int
+                  ) -> Callable[[str], np.ndarray]:
+    """``col(name)``: rows START:STOP of the concatenated PARTS, one contiguous column."""
+    pieces = []
+    at = 0
+    for p in parts:
+        lo, hi = max(start - at, 0), min(stop - at, p.size)
+        if lo < hi:
+            pieces.append(p[lo:hi])
+        at += p.size
+        if at >= stop:
+            break
+
+    def col(name: str) -> np.ndarray:
+        if len(pieces) == 1:
+            return np.ascontiguousarray(pieces[0][name])
+        return np.concatenate([p[name] for p in pieces])
+
+    return col
+
+
+def _rows_from(parts: list[np.ndarray], start: int) -> list[np.ndarray]:
+    """The rows from START on of the concatenated PARTS, part by part: a part cut copies its
+    rows (a batch is not kept whole for a few of them), a whole part stays as it is."""
+    out = []
+    at = 0
+    for p in parts:
+        if at >= start:
+            out.append(p)
+        elif at + p.size > start:
+            out.append(copy_rows(p[start - at:]))
+        at += p.size
+    return out
 
 
 def _json_default(o: Any) -> Any:

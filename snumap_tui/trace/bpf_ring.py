@@ -80,6 +80,17 @@ def _walk(buf: bytes | memoryview, rec_dtype: np.dtype) -> tuple[np.ndarray, int
     return raw[idx].copy().view(rec_dtype).reshape(-1), off
 
 
+# Bytes after the end of the ring joined to the record that straddles it: more than any record.
+JOIN_MAX = 1 << 16
+
+
+def _joined(parts: list[np.ndarray], rec_dtype: np.dtype) -> np.ndarray:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return np.empty(0, dtype=rec_dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 class BpfRingReader:
     """Consumer side of one BPF ring buffer map, mapped from its file descriptor."""
 
@@ -115,12 +126,34 @@ class BpfRingReader:
         start = cons & (self.size - 1)
         end = start + avail
         if end <= self.size:
-            buf: bytes | memoryview = self._data[start:end]
+            recs, used = decode_fixed(self._data[start:end], self.rec_dtype)
         else:
-            buf = bytes(self._data[start:]) + bytes(self._data[:end - self.size])
-        recs, used = decode_fixed(buf, self.rec_dtype)
+            recs, used = self._read_wrapped(start, end - self.size)
         self._cons[0] = cons + used
         return recs
+
+    def _read_wrapped(self, start: int, head: int) -> tuple[np.ndarray, int]:
+        """Records from START to the end of the data area and on from its beginning up to
+        HEAD: the records on each side are decoded where they are, and only the record that
+        straddles the end is copied to be joined (joining both sides whole held three copies
+        of up to a drain's worth of ring, once per lap)."""
+        parts = []
+        recs, used = decode_fixed(self._data[start:], self.rec_dtype)
+        parts.append(recs)
+        tail = self.size - start - used
+        if tail:      # a record straddles the end, or stopped the decoding (busy)
+            joined = bytes(self._data[start + used:]) + bytes(self._data[:min(head, JOIN_MAX)])
+            recs, n = decode_fixed(joined, self.rec_dtype)
+            parts.append(recs)
+            used += n
+            if n <= tail:
+                return _joined(parts, self.rec_dtype), used
+            at = n - tail
+        else:
+            at = 0
+        recs, n = decode_fixed(self._data[at:head], self.rec_dtype)
+        parts.append(recs)
+        return _joined(parts, self.rec_dtype), used + n
 
     def close(self) -> None:
         """Unmap the ring; a second call does nothing."""
