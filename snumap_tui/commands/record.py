@@ -124,9 +124,6 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
     from snumap_tui.model.sampler import check_interval
-    from snumap_tui.native.malloc import fix_mmap_threshold
-
-    fix_mmap_threshold()    # freed batches go back to the kernel (native/malloc.py)
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
