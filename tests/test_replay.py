@@ -123,12 +123,15 @@ def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
                 # Go to a time.
                 await pilot.press("colon", *"1.5", "enter")
                 assert abs((app.cursor_t - data.t0) / 1e9 - 1.5) < 1e-6
-                # Play advances the cursor; pause stops it.
+                # Play advances the cursor; pause stops it. From 0.2 s: the recording is
+                # 2 s long, and a slow pause(0.35) on a busy machine must not reach its end
+                # (playback stops there by itself, and space would start it again).
+                await pilot.press("colon", *"0.2", "enter")
                 await pilot.press("space")
                 assert app.playing
                 await pilot.pause(0.35)
                 await pilot.press("space")
-                assert not app.playing and app.cursor_t > data.t0 + 1.5e9
+                assert not app.playing and app.cursor_t > data.t0 + 0.2e9
                 header = str(app.query_one("#header").render())
                 assert "replayhost" in header and "paused" in header
                 await pilot.press("tab")
