@@ -86,23 +86,32 @@ def child_replay(path: str) -> dict[str, float]:
     t = time.perf_counter()
     from snumap_tui.store import open as open_recording
     from snumap_tui.ui.gantt import GanttState, render_gantt
-    from snumap_tui.ui.replay_data import load_replay
+    from snumap_tui.ui.replay_data import first_nodes, load_replay
 
     t_imp = time.perf_counter() - t
     t = time.perf_counter()
     rec = open_recording(path)
-    data = load_replay(rec)
+    # As `snumap replay` does: the nodes of the first screen's rows, then the others (in the
+    # app, in a thread while that screen is up).
+    nodes = first_nodes(rec)
+    data = load_replay(rec, nodes)
     t_load = time.perf_counter() - t
     t = time.perf_counter()
     st = GanttState(data.t0, data.t1)
     render_gantt(data, st, 120, 40)
     t_render = time.perf_counter() - t
     t = time.perf_counter()
+    if data.pending:
+        data.adopt(load_replay(rec))
+        render_gantt(data, st, 120, 40)
+    t_rest = time.perf_counter() - t
+    t = time.perf_counter()
     data.fold(None, fold=True)
     render_gantt(data, st, 120, 40)
     t_fold = time.perf_counter() - t
     return {"import_s": t_imp, "load_s": t_load, "render_s": t_render,
-            "first_screen_s": t_load + t_render, "fold_all_render_s": t_fold,
+            "first_screen_s": t_load + t_render, "first_nodes": len(nodes or ()),
+            "every_node_s": t_load + t_render + t_rest, "fold_all_render_s": t_fold,
             "replay_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -163,7 +172,12 @@ def main() -> int:
     return 0
 
 
-NOTE = "\n\nReplay misses its target at this size: its first screen builds the run intervals of every event of the job (the same pipeline as one machine's replay, about 0.2 us per event here, ~0.1 us on a quiet machine), so it grows with the job's total events: 64 M events are 6.4 times bench/replay.py's 10 M. Meeting 2 s needs a replay that does not read the whole job first: an overview level (busy time per node and time bin) written by each recorder, and only the visible window read at full detail. Folding every node bins every PU row of the whole range, hence its cost."
+NOTE = ("\n\nThe first screen reads only the nodes whose PU rows it shows, so its time no longer grows "
+        "with the job: the rest (about 0.1 us per event here, the same pipeline as one machine's "
+        "replay) is read behind it, and the header says `reading N more nodes` until then. What "
+        "needs every node (scrolling to a later node, folding every node, the whole job's "
+        "colours) is complete once that is done. Folding every node bins every PU row of the "
+        "whole range, hence its cost.")
 
 
 def write_doc(results: list[dict[str, float]], load: tuple[float, float, float]) -> None:
@@ -185,8 +199,12 @@ def write_doc(results: list[dict[str, float]], load: tuple[float, float, float])
                      f"{r['py_peak_mb']:.1f} MB / {r['maxrss_mb']:.0f} MB",
                      f"in {r['in_mb']:.0f} MB", ""])
         if "first_screen_s" in r:
-            rows.append([scale, "replay: open + first core-vs-time screen 120x40",
+            first = (f"the nodes of its rows ({r['first_nodes']:.0f}) read first"
+                     if r.get("first_nodes") else "every node read")
+            rows.append([scale, f"replay: open + first core-vs-time screen 120x40 ({first})",
                          f"{r['first_screen_s']:.2f} s", "<= 2 s", ok(r["first_screen_s"], 2)])
+            rows.append([scale, "replay: every node read and drawn (behind the first screen)",
+                         f"{r['every_node_s']:.2f} s", "", ""])
             rows.append([scale, "replay: fold every node, redraw", f"{r['fold_all_render_s']:.2f} s",
                          "", ""])
             rows.append([scale, "replay: ru_maxrss", f"{r['replay_maxrss_mb']:.0f} MB", "", ""])
@@ -195,7 +213,9 @@ def write_doc(results: list[dict[str, float]], load: tuple[float, float, float])
             "Generated nodes (2 packages, 32 PUs, one minute of synthetic busy-machine events, "
             "clocks offset per node) written through the store API; merged by "
             "`store.merge.merge` in a fresh interpreter; then replay's first screen of the "
-            "merged job (headless: open, run intervals of the whole recording, bin and draw).\n\n"
+            "merged job (headless: open, run intervals, bin and draw), as `snumap replay` reads it: a "
+            "job of 4 nodes or more shows the nodes of its first 80 PU rows first and reads the "
+            "others in a thread while that screen is up (`ui/replay_data.first_nodes`).\n\n"
             + table(["nodes x events", "measure", "value", "target", "met"], rows) + NOTE)
     write_section("merge", "snumap merge: a job's node recordings into one", body)
 

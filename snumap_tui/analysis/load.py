@@ -56,7 +56,7 @@ Window = tuple[Any, ...]      # (t0, t1) or, for a job of several nodes, (None, 
 NODE_WINDOW_CHUNKS = 4
 
 
-def _windows(rec: Any) -> list[Window]:
+def _windows(rec: Any, nodes: set[int] | None = None) -> list[Window]:
     """Time windows that follow the recording's event chunks (one chunk each when chunks do
     not overlap in time), so the columns asked for can change from one window to the next.
 
@@ -66,8 +66,12 @@ def _windows(rec: Any) -> list[Window]:
     chunks = getattr(rec, "event_chunks", None)
     if not chunks:
         return [(None, None)]
-    if getattr(rec, "nodes", None) is not None:
+    table = getattr(rec, "nodes", None)
+    if table is not None:
         k = NODE_WINDOW_CHUNKS
+        if nodes is not None:           # only these nodes' chunks, still in file order
+            mine = table.event_chunks_of(rec, nodes)
+            return [(None, None, mine[i:i + k]) for i in range(0, len(mine), k)]
         return [(None, None, slice(i, i + k)) for i in range(0, len(chunks), k)]
     edges = sorted({int(c[0]) for c in chunks})
     return [(lo, hi) for lo, hi in zip([None, *edges[1:]], [*edges[1:], None])]
@@ -136,8 +140,9 @@ def _in_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
     return fut.result
 
 
-def load(rec: Any, *, details: bool = False) -> Loaded:
-    """Stream ``rec`` (a ``snumap_tui.store`` Recording) once."""
+def load(rec: Any, *, details: bool = False, nodes: set[int] | None = None) -> Loaded:
+    """Stream ``rec`` (a ``snumap_tui.store`` Recording) once. ``nodes``: of a merged job,
+    only these nodes' events (the other nodes' PUs keep their rows, without intervals)."""
     topology = rec.topology
     cpus = recording_cpus(topology)
     t0, t1 = int(rec.t_start), int(rec.t_end)
@@ -163,7 +168,7 @@ def load(rec: Any, *, details: bool = False) -> Loaded:
             return INTERVAL_FIELDS
         return INTERVAL_FIELDS_LEAN if lean else DETAIL_FIELDS
 
-    windows = _windows(rec)
+    windows = _windows(rec, nodes)
     # The latencies grouped per thread once the decode thread has fed the last window: in a
     # thread of their own, while the main thread still builds intervals.
     latencies: list[Callable[[], Any]] = []

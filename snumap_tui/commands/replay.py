@@ -33,16 +33,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "region: OpenMP region, MPI call or marker phase")
 
 
-def load_for_ui(rec: Any) -> Any:
+def load_for_ui(rec: Any, lazy: bool = True) -> Any:
     """``load_replay(rec)`` in a worker thread while the Textual UI modules import (about
     0.2 s of Python that would otherwise come before or after the load: part of the time to
     the first screen, which bench/replay.py measures through this function)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from snumap_tui.ui.replay_data import load_replay
+    from snumap_tui.ui.replay_data import first_nodes, load_replay
 
+    # A merged job of many nodes: the nodes of the first screen first, the rest in the app.
+    nodes = first_nodes(rec) if lazy else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="snumap-load") as pool:
-        fut = pool.submit(load_replay, rec)
+        fut = pool.submit(load_replay, rec, nodes)
         import snumap_tui.ui.replay  # noqa: F401  (textual and rich, meanwhile)
         return fut.result()
 
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.screenshot and not sys.stdout.isatty():
             raise SnumapError("the replay view needs a terminal; use `snumap report FILE` for "
                               "text, or --screenshot OUT.svg")
-        data = load_for_ui(rec)
+        data = load_for_ui(rec, lazy=not args.screenshot)   # a screenshot shows every node
         from snumap_tui.ui.replay import ReplayApp, parse_time
 
         app = ReplayApp(data, speed=args.speed)

@@ -75,6 +75,10 @@ class NodeTable:
                 out["arg"] = arg
         return out
 
+    def event_chunks_of(self, rec: Any, nodes: set[int]) -> list[int]:
+        """Indexes (in ``rec.event_chunks`` order) of the events chunks of these nodes."""
+        return [i for i, h in enumerate(rec._ev_chunks) if self.chunk_node.get(h.offset) in nodes]
+
     def row_spans(self, cpus: np.ndarray, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
         """Each CPU's node's (start, end), the job's where a CPU's node has no span."""
         lo = np.full(len(cpus), int(t0), dtype=np.int64)

@@ -404,7 +404,8 @@ class Recording:
 
     def iter_event_columns(self, fields: tuple[str, ...] = EVENT_FIELDS,
                            t0: int | None = None, t1: int | None = None, *,
-                           chunks: slice | None = None) -> Iterator[dict[str, np.ndarray]]:
+                           chunks: slice | list[int] | None = None
+                           ) -> Iterator[dict[str, np.ndarray]]:
         """Columns of events with t0 <= t_ns < t1, one chunk at a time (bounded memory).
 
         ``t_ns`` is always included. Chunks come in file order; each is sorted by time, and
@@ -416,8 +417,13 @@ class Recording:
         lo = None if t0 is None else np.uint64(max(int(t0), 0))
         hi = None if t1 is None else np.uint64(max(int(t1), 0))
         # ``chunks``: these events chunks in file order (a merged recording's nodes overlap in
-        # time, so a time window would decode every chunk once per window it overlaps).
-        for h in (self._ev_chunks[chunks] if chunks is not None else self._chunks_in(t0, t1)):
+        # time, so a time window would decode every chunk once per window it overlaps), a
+        # slice of them or a list of their indexes (one node's, for a lazy replay).
+        if isinstance(chunks, list):            # these events chunks, by index
+            picked = [self._ev_chunks[i] for i in chunks]
+        else:
+            picked = self._ev_chunks[chunks] if chunks is not None else self._chunks_in(t0, t1)
+        for h in picked:
             v = self._payload(h)
             if v is None:
                 continue

@@ -189,6 +189,21 @@ class ReplayApp(ReplayKeysMixin, App[int]):
             f"Terminal too small.\nsnumap replay needs at least {MIN_W}×{MIN_H}.\n"
             "Enlarge the window, or press q to quit.")
         self.call_after_refresh(self._redraw)
+        if self.data.pending and self.data.recording is not None:
+            self.run_worker(self._read_rest, thread=True, group="rest", exit_on_error=False)
+
+    def _read_rest(self) -> None:
+        """In a thread: the events of the nodes the first screen did not need, then the whole
+        job's data in place of the first nodes' (the rows and what the user set stay)."""
+        from snumap_tui.ui.replay_data import load_replay
+
+        full = load_replay(self.data.recording)
+        if self._views_up:
+            self.call_from_thread(self._adopt, full)
+
+    def _adopt(self, full: ReplayData) -> None:
+        self.data.adopt(full)
+        self._redraw()
 
     def on_unmount(self) -> None:
         """No drawing after the widgets are gone (a play tick racing the quit)."""
@@ -209,6 +224,8 @@ class ReplayApp(ReplayKeysMixin, App[int]):
         d, w = self.data, self.size.width
         one: list[tuple[str, str]] = [(" snumap replay ", "bold reverse"), (f" {d.host}", "bold"),
                                       (f" │ {fmt_time(d.t1 - d.t0)}", "")]
+        if d.pending:
+            one.append((f" │ reading {d.pending} more nodes…", "bold yellow"))
         if d.lost:
             one.append((f" │ {d.lost} lost", "bold red"))
         damaged = getattr(d.recording, "damaged", None)

@@ -81,6 +81,18 @@ class ReplayData:
         return self.intervals
     folded: set[str] = field(default_factory=set)         # nodes shown as one row
     all_rows: tuple[list[RowLabel], np.ndarray] | None = None   # unfolded labels, row_iv
+    pending: int = 0            # nodes of a merged job whose events are still being read
+
+    def adopt(self, full: ReplayData) -> None:
+        """Take the events of the whole job (``full``: the same recording, every node read)
+        in place of the first nodes', keeping what the user set (folded nodes, rows). The
+        intervals' rows are the same: every PU of the job has its row in both."""
+        assert np.array_equal(full.intervals.cpus, self.intervals.cpus)
+        self.intervals, self.names = full.intervals, full.names
+        self.keymaps, self.key_names = full.keymaps, full.key_names
+        self.regions = full.regions
+        self.cache.clear()
+        self.pending = 0
 
     @property
     def nodes(self) -> list[str]:
@@ -230,9 +242,32 @@ def _series(rec: Any, topology: Topology) -> list[Series]:
     return out
 
 
-def load_replay(rec: Any) -> ReplayData:
-    """Read a recording once into what the replay draws (the recording stays open)."""
-    ld = load(rec)
+LAZY_MIN_NODES = 4          # a merged job of more nodes shows its first nodes first
+LAZY_FIRST_ROWS = 80        # ... as many as fill this many PU rows (a tall terminal)
+
+
+def first_nodes(rec: Any, rows: int = LAZY_FIRST_ROWS) -> set[int] | None:
+    """For a merged job of many nodes, the nodes whose PU rows open the core-vs-time chart
+    (the first ``rows`` rows): the replay reads their events first and the others while
+    the first screen is up. None: read everything at once."""
+    table = getattr(rec, "nodes", None)
+    if table is None or len(table.nodes) < LAZY_MIN_NODES:
+        return None
+    out: set[int] = set()
+    covered = 0
+    for k, n in enumerate(table.nodes):
+        out.add(k)
+        covered += int(n.get("n_pus") or 0)
+        if covered >= rows:
+            break
+    return out if len(out) < len(table.nodes) else None
+
+
+def load_replay(rec: Any, nodes: set[int] | None = None) -> ReplayData:
+    """Read a recording once into what the replay draws (the recording stays open).
+    ``nodes``: of a merged job, only these nodes' events (``ReplayData.pending`` then
+    says which are still to read, and ``adopt`` takes the whole job's data later)."""
+    ld = load(rec, nodes=nodes)
     iv = ld.intervals
     topo = ld.topology
     pus, labels = row_labels(topo)
@@ -256,7 +291,8 @@ def load_replay(rec: Any) -> ReplayData:
         keymaps=keymaps, key_names=key_names, markers=list(getattr(rec, "markers", []) or []),
         series=_series(rec, topo) if hasattr(rec, "samples") else [],
         lost=int(sum((getattr(rec, "lost", {}) or {}).values())), recording=rec,
-        regions=region_timeline(iv, rec.regions()) if hasattr(rec, "regions") else None)
+        regions=region_timeline(iv, rec.regions()) if hasattr(rec, "regions") else None,
+        pending=len(rec.nodes.nodes) - len(nodes) if nodes is not None else 0)
 
 
 def matching_tids(data: ReplayData, query: str) -> np.ndarray:
