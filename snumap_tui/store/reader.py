@@ -260,7 +260,7 @@ class Recording:
             try:
                 _check_crc(self._data, h)
             except C.PayloadError as e:
-                    self._note(f"damaged {h.name} chunk at byte {h.offset} skipped ({e})")
+                self._note(f"damaged {h.name} chunk at byte {h.offset} skipped ({e})")
         return self.damaged
 
     # ---- metadata ----------------------------------------------------------------------------
@@ -340,9 +340,7 @@ class Recording:
             try:
                 parts.append(decode_regions(v, h.count))
             except (ValueError, TypeError, KeyError) as e:
-                note = f"undecodable regions chunk at byte {h.offset} skipped ({e})"
-                if note not in self.damaged:
-                    self.damaged.append(note)
+                self._note(f"undecodable regions chunk at byte {h.offset} skipped ({e})")
         return merge_chunks(parts)
 
     # ---- samples -----------------------------------------------------------------------------
