@@ -11,8 +11,8 @@ Design (docs/architecture.md, "Jobs"; docs/format.md, version 2):
   from the same boot of the same kernel (one clock), else the sum of both nodes' NTP maxerror,
   or None ("unknown") when a clock was not synchronised.
 - **Task ids qualified by node**: ``tid_base[k] + tid`` (store/nodes.py).
-- **Streamed, bounded memory**: members are read twice, one at a time for their metadata, then
-  all at once by chunk headers only; every events and samples chunk is copied byte for byte (its
+- **Streamed, bounded memory**: members are opened twice, one at a time: for their metadata,
+  then for their small chunks and chunk headers; every events and samples chunk is copied byte for byte (its
   payload CRC checked, its header's times moved), interleaved across nodes by start time, so a
   reader seeking by time touches few chunks. Memory: one chunk plus the chunk headers, however
   many files are merged; no event is decoded unless a member lacks ``pid_max`` (then its task
@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import os
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.sources.clocksync import wall_error_ns
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
+from snumap_tui.store.nodes import TASK_FIELDS
 from snumap_tui.store.reader import open_recording
 from snumap_tui.store.writer import MERGED_VERSION, Writer
 from snumap_tui.topology.combine import combine
@@ -94,8 +95,8 @@ def _job_of(header: dict[str, Any]) -> str | None:
 
 def _scan_tid_max(rec: Any) -> int:
     top = max([t.tid for t in rec.task_history] + [t.pid for t in rec.task_history] + [0])
-    for cols in rec.iter_event_columns(("tid", "tid2", "pid", "pid2")):
-        for f in ("tid", "tid2", "pid", "pid2"):
+    for cols in rec.iter_event_columns(TASK_FIELDS):
+        for f in TASK_FIELDS:
             if cols[f].size:
                 top = max(top, int(cols[f].max()))
     return top
@@ -192,7 +193,7 @@ def _qualify(v: int, base: int) -> int:
     return v + base if v > 0 else v
 
 
-def _small_chunks(rec: Any, k: int, node: dict[str, Any], w: Writer) -> None:
+def _small_chunks(rec: Any, node: dict[str, Any], w: Writer) -> None:
     """Tasks, markers, lost counts and infos of node k, re-encoded onto the merged ids."""
     tb, shift, name = int(node["tid_base"]), int(node["shift_ns"]), node["node"]
     tasks = [TaskInfo(tid=_qualify(t.tid, tb), pid=_qualify(t.pid, tb), comm=t.comm,
@@ -218,12 +219,11 @@ def _small_chunks(rec: Any, k: int, node: dict[str, Any], w: Writer) -> None:
     w.flush()
 
 
-def _chunk_stream(k: int, path: Path, shift: int, skipped: list[str]
-                  ) -> Iterator[tuple[int, int, C.ChunkHeader]]:
-    with open_recording(path) as rec:
-        hs = [h for h in rec._chunks if h.kind in (C.K_EVENTS, C.K_SAMPLES)]
-    for h in hs:
-        yield max(0, int(h.t_min) + shift), k, h
+def _chunk_stream(k: int, rec: Any, shift: int) -> Iterator[tuple[int, int, C.ChunkHeader]]:
+    """Node k's events and samples chunk headers, by their start on the merged time base."""
+    for h in rec._chunks:
+        if h.kind in (C.K_EVENTS, C.K_SAMPLES):
+            yield max(0, int(h.t_min) + shift), k, h
 
 
 def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
@@ -251,11 +251,12 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
     damaged: list[str] = []
     events = 0
     try:
+        streams = []
         for k, m in enumerate(members):
             with open_recording(m.path) as rec:
-                _small_chunks(rec, k, nodes[k], w)
-        streams = [_chunk_stream(k, m.path, int(nodes[k]["shift_ns"]), skipped)
-                   for k, m in enumerate(members)]
+                _small_chunks(rec, nodes[k], w)
+                # the chunk headers, listed now: the copy reads payloads by offset
+                streams.append(list(_chunk_stream(k, rec, int(nodes[k]["shift_ns"]))))
         fds = [os.open(m.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)) for m in members]
         try:
             events = _copy(streams, fds, nodes, members, w, damaged)
@@ -269,7 +270,7 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
     return MergeResult(nodes, skipped, damaged, events, outp)
 
 
-def _copy(streams: list[Iterator[tuple[int, int, C.ChunkHeader]]], fds: list[int],
+def _copy(streams: Sequence[Iterable[tuple[int, int, C.ChunkHeader]]], fds: list[int],
           nodes: list[dict[str, Any]], members: list[Member], w: Writer,
           damaged: list[str]) -> int:
     """Copy the events and samples chunks of every member, ordered by start time."""

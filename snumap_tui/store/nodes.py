@@ -18,7 +18,7 @@ import numpy as np
 
 from snumap_tui.store import chunks as C
 
-_TASK_FIELDS = ("tid", "tid2", "pid", "pid2")
+TASK_FIELDS = ("tid", "tid2", "pid", "pid2")
 
 
 @dataclass
@@ -62,7 +62,7 @@ class NodeTable:
             out["cpu"] = out["cpu"] + np.uint32(base)
         tb = int(n.get("tid_base", 0))
         if tb:
-            for f in _TASK_FIELDS:
+            for f in TASK_FIELDS:
                 if f in out:
                     a = out[f]
                     out[f] = np.where(a > 0, a + np.int32(tb), a).astype(a.dtype)
