@@ -12,6 +12,7 @@ local tid come back with ``split_tid``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ class NodeTable:
                 table.spans[cur] = (min(lo, h.t_min), max(hi, h.t_max))
         return table
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         return [str(n.get("node") or n.get("host") or f"node{i}")
                 for i, n in enumerate(self.nodes)]
@@ -105,21 +106,30 @@ class NodeTable:
             keep = e > s
             start[r], end[r], tid[r] = s[keep], e[keep], tid[r][keep]
 
-    def tid_bases(self) -> np.ndarray:
+    # Built once: node_of_* run per CPU row and per task label (the replay's rows).
+    @cached_property
+    def _tid_bases(self) -> np.ndarray:
         return np.array([int(n.get("tid_base", 0)) for n in self.nodes], dtype=np.int64)
 
-    def cpu_bases(self) -> np.ndarray:
+    @cached_property
+    def _cpu_bases(self) -> np.ndarray:
         return np.array([int(n.get("cpu_base", 0)) for n in self.nodes], dtype=np.int64)
+
+    def tid_bases(self) -> np.ndarray:
+        return self._tid_bases.copy()
+
+    def cpu_bases(self) -> np.ndarray:
+        return self._cpu_bases.copy()
 
     def node_of_tid(self, tid: int) -> int | None:
         if tid <= 0 or not self.nodes:
             return None
-        return int(np.searchsorted(self.tid_bases(), tid, side="right") - 1)
+        return int(np.searchsorted(self._tid_bases, tid, side="right") - 1)
 
     def node_of_cpu(self, cpu: int) -> int | None:
         if not self.nodes:
             return None
-        return int(np.searchsorted(self.cpu_bases(), cpu, side="right") - 1)
+        return int(np.searchsorted(self._cpu_bases, cpu, side="right") - 1)
 
     def split_tid(self, tid: int) -> tuple[str | None, int]:
         """(node name, the tid on that node) of a merged tid."""
