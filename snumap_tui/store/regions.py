@@ -1,4 +1,4 @@
-"""The regions chunk (kind 13, docs/format.md "Regions chunk"): region enter/leave records from
+"""The regions chunk (kind 14, docs/format.md "Regions chunk"): region enter/leave records from
 uprobes and user markers, with the table of the region names they use.
 
 Encoding, decoding and validation of that one chunk kind live here; the Writer buffers rows
