@@ -115,18 +115,23 @@ def pack_chunk(kind: int, payload: bytes, *, count: int = 0, t_min: int = 0, t_m
         packed = compress.compress(payload)
         if len(packed) < raw_len:
             payload, codec = packed, CODEC_ZSTD
-    head = CHUNK_HEADER.pack(CHUNK_MAGIC, kind, codec, 0, len(payload), raw_len, count,
-                             t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
-                             crc32(payload), 0)[:40]
-    return head + struct.pack("<I", crc32(head)) + payload
+    return _chunk_header(kind, codec, len(payload), raw_len, count, t_min, t_max,
+                         crc32(payload)) + payload
 
 
 def reheaded(h: ChunkHeader, t_min: int, t_max: int, kind: int | None = None) -> bytes:
     """The 44-byte header of chunk ``h`` with new times (payload and its CRC unchanged): how
     a merge copies a chunk onto another time base without touching its payload."""
-    head = CHUNK_HEADER.pack(CHUNK_MAGIC, h.kind if kind is None else kind, h.codec, 0,
-                             h.payload_len, h.raw_len, h.count, t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
-                             h.payload_crc, 0)[:40]
+    return _chunk_header(h.kind if kind is None else kind, h.codec, h.payload_len, h.raw_len,
+                         h.count, t_min, t_max, h.payload_crc)
+
+
+def _chunk_header(kind: int, codec: int, payload_len: int, raw_len: int, count: int,
+                  t_min: int, t_max: int, payload_crc: int) -> bytes:
+    """A 44-byte chunk header, its own CRC last."""
+    head = CHUNK_HEADER.pack(CHUNK_MAGIC, kind, codec, 0, payload_len, raw_len, count,
+                             t_min & 0xFFFFFFFFFFFFFFFF, t_max & 0xFFFFFFFFFFFFFFFF,
+                             payload_crc, 0)[:40]
     return head + struct.pack("<I", crc32(head))
 
 
