@@ -10,14 +10,14 @@ time sum, numpy asked for 148 GiB).
 The building blocks::
 
     Int(lo, hi)            an int (numpy integers too, never a bool) within [lo, hi]
-    Float()  Number()      a float / an int or a float
-    Str(max_len)  Bytes(max_len)  Bool()
+    Number()               an int or a float
+    Str(max_len)  Bool()
     Nullable(s)  OneOf(a, b, ...)
     Array(kinds, ndim, lo, hi, length, sorted)   a numpy array (kinds: numpy dtype kind letters)
     ListOf(item, length, max_len)                a list or tuple of items
     Row(a, b, ...)                               a list or tuple of exactly these items
     MapOf(key, value, max_len)                   a dict of any keys of one schema
-    Fields(required, optional, same_length, open, drop_bad, rules)   a dict with named keys
+    Fields(required, optional, same_length, drop_bad, rules)   a dict with named keys
     Anything(max_depth)                          any value a payload may hold, nested at most so
 
 ``length`` may be an int, ``COUNT`` (the chunk header's item count) or the name of an int key of
@@ -39,7 +39,6 @@ import numpy as np
 
 COUNT = "<count>"          # ``length=COUNT``: the item count in the chunk header
 I64 = (-(2 ** 63), 2 ** 63 - 1)
-U64 = (0, 2 ** 64 - 1)
 I32 = (-(2 ** 31), 2 ** 31 - 1)
 U32 = (0, 2 ** 32 - 1)
 
@@ -109,14 +108,6 @@ class Int(Schema):
 
 
 @dataclass(frozen=True)
-class Float(Schema):
-    def check(self, v: Any, path: str, ctx: Ctx) -> float:
-        if not isinstance(v, (float, np.floating)):
-            raise _fail(path, f"expected a float, got {_what(v)}")
-        return float(v)
-
-
-@dataclass(frozen=True)
 class Number(Schema):
     def check(self, v: Any, path: str, ctx: Ctx) -> int | float:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
@@ -141,18 +132,6 @@ class Str(Schema):
             raise _fail(path, f"expected a string, got {_what(v)}")
         if len(v) > self.max_len:
             raise _fail(path, f"a string of {len(v)} characters (at most {self.max_len})")
-        return v
-
-
-@dataclass(frozen=True)
-class Bytes(Schema):
-    max_len: int = 1 << 20
-
-    def check(self, v: Any, path: str, ctx: Ctx) -> bytes:
-        if not isinstance(v, bytes):
-            raise _fail(path, f"expected bytes, got {_what(v)}")
-        if len(v) > self.max_len:
-            raise _fail(path, f"{len(v)} bytes (at most {self.max_len})")
         return v
 
 
@@ -264,13 +243,12 @@ class MapOf(Schema):
 
 @dataclass(frozen=True)
 class Fields(Schema):
-    """A map with named keys. ``open``: other keys are kept unchecked (a newer writer may add
-    keys, docs/format.md); ``drop_bad``: an optional key that fails is dropped with a note."""
+    """A map with named keys; other keys are kept unchecked (a newer writer may add keys,
+    docs/format.md). ``drop_bad``: an optional key that fails is dropped with a note."""
 
     required: Mapping[str, Schema] = field(default_factory=dict)
     optional: Mapping[str, Schema] = field(default_factory=dict)
     same_length: tuple[str, ...] = ()
-    open: bool = True
     drop_bad: bool = False
     none_is_absent: bool = False
     rules: tuple[tuple[Callable[[dict[Any, Any]], bool], str], ...] = ()
@@ -278,8 +256,7 @@ class Fields(Schema):
     def check(self, v: Any, path: str, ctx: Ctx) -> dict[Any, Any]:
         if not isinstance(v, dict):
             raise _fail(path, f"expected a map, got {_what(v)}")
-        known = (*self.required, *self.optional)
-        out = dict(v) if self.open else {k: x for k, x in v.items() if k in known}
+        out = dict(v)
         for key, s in (*self.required.items(), *self.optional.items()):
             where = f"{path}.{key}" if path else key
             if key not in v or (self.none_is_absent and v[key] is None):
