@@ -119,14 +119,21 @@ def busy_before(start: np.ndarray, end: np.ndarray, x: np.ndarray,
     """Busy ns before each time x on one CPU row (sorted, non-overlapping intervals): a prefix
     sum and one searchsorted, so a window's busy time is busy_before(t1) - busy_before(t0).
     ``cum`` is the row's prefix sum if the caller keeps one (``Intervals.cum``)."""
-    if cum is None:
-        cum = np.concatenate([[0], np.cumsum(end - start)])
-    idx = np.searchsorted(start, x, "right")
-    prev = np.maximum(idx - 1, 0)
     if not len(start):
         return np.zeros(len(x), dtype=np.int64)
-    inside = np.where(idx > 0, np.clip(x - start[prev], 0, end[prev] - start[prev]), 0)
-    return cum[prev] + inside
+    if cum is None:
+        cum = np.concatenate([[0], np.cumsum(end - start)])
+    # Computed in place (a window per waiting thread makes x long). Before the row's first
+    # start, prev is 0: the overlap clips to 0 and cum[0] is 0.
+    prev = np.searchsorted(start, x, "right")
+    prev -= 1
+    np.maximum(prev, 0, out=prev)
+    s = start[prev]
+    inside = x - s
+    np.maximum(inside, 0, out=inside)
+    np.minimum(inside, end[prev] - s, out=inside)
+    inside += cum[prev]
+    return inside
 
 
 class IntervalBuilder:

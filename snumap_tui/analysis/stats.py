@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snumap_tui.analysis.intervals import Intervals
+from snumap_tui.analysis.intervals import Intervals, busy_before
 from snumap_tui.topology.model import Topology
 
 
@@ -129,21 +129,7 @@ def idle_pus_during(iv: Intervals, t0: np.ndarray, t1: np.ndarray,
         if not len(st):
             idle += 1
             continue
-        busy = _busy_before_sorted(st, en, x, iv.cum(r))
+        busy = busy_before(st, en, x, iv.cum(r))
         idle += (busy[at1] - busy[at0]) < limit
     return idle
 
-
-def _busy_before_sorted(start: np.ndarray, end: np.ndarray, x: np.ndarray,
-                        cum: np.ndarray) -> np.ndarray:
-    """``busy_before`` for sorted ``x`` and a row with intervals, computed in place: before
-    the row's first start, the first interval's overlap is clipped to 0 and cum[0] is 0."""
-    prev = np.searchsorted(start, x, "right")
-    prev -= 1
-    np.maximum(prev, 0, out=prev)
-    s = start[prev]
-    inside = x - s
-    np.maximum(inside, 0, out=inside)
-    np.minimum(inside, end[prev] - s, out=inside)
-    inside += cum[prev]
-    return inside
