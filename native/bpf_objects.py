@@ -167,6 +167,12 @@ class BpfProgram:
         _check(lib().bpf_program__set_autoload(self._ptr, on),
                f"program {self.name}: set_autoload", _log_mark())
 
+    def set_expected_attach_type(self, attach_type: int) -> None:
+        """Before load: the attach type (enum bpf_attach_type) when the section name does not
+        give it, e.g. BPF_TRACE_UPROBE_MULTI, which libbpf 1.1 knows no section for."""
+        _check(lib().bpf_program__set_expected_attach_type(self._ptr, attach_type),
+               f"program {self.name}: set_expected_attach_type", _log_mark())
+
     @property
     def fd(self) -> int:
         return int(lib().bpf_program__fd(self._ptr))

@@ -131,6 +131,7 @@ _SIGNATURES: list[tuple[str, object, list[object]]] = [
     ("bpf_program__name", c_char_p, [c_void_p]),
     ("bpf_program__section_name", c_char_p, [c_void_p]),
     ("bpf_program__set_autoload", c_int, [c_void_p, c_bool]),
+    ("bpf_program__set_expected_attach_type", c_int, [c_void_p, c_int]),
     ("bpf_program__fd", c_int, [c_void_p]),
     ("bpf_program__attach", c_void_p, [c_void_p]),
     ("bpf_program__attach_raw_tracepoint", c_void_p, [c_void_p, c_char_p]),

@@ -79,17 +79,10 @@ class BpfUprobes:
         self.links: list[int] = []
         self.by_group: dict[str, list[int]] = defaultdict(list)
         self.lost = 0
-        self._arg: dict[int, int] = {}
         try:
             self.obj.set_global("snumap_system_wide", struct.pack("<I", int(roots is None)))
-            set_type = libbpf.lib().bpf_program__set_expected_attach_type
-            set_type.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            set_type.restype = ctypes.c_int
             for name in ("region_entry", "region_return"):
-                # BpfProgram has no setter for it (libbpf 1.1 knows no uprobe.multi section).
-                prog = self.obj.program(name)
-                if set_type(prog._ptr, BPF_TRACE_UPROBE_MULTI) != 0:
-                    raise OSError(22, "cannot set the uprobe_multi attach type")
+                self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.load()
             self.obj.program("region_fork").attach()
