@@ -185,12 +185,6 @@ class BpfProgram:
                  f"attaching {self.name} ({self.section})", mark)
         return self._obj._keep(Link(p, self.section))
 
-    def attach_raw_tracepoint(self, name: str) -> Link:
-        mark = _log_mark()
-        p = _ptr(lib().bpf_program__attach_raw_tracepoint(self._ptr, name.encode()),
-                 f"attaching {self.name} to raw tracepoint {name}", mark)
-        return self._obj._keep(Link(p, f"raw_tp/{name}"))
-
     def attach_uprobe(self, binary: str | os.PathLike[str], func: str | None = None, *,
                       offset: int = 0, pid: int = -1, retprobe: bool = False,
                       cookie: int = 0) -> Link:

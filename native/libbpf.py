@@ -134,7 +134,6 @@ _SIGNATURES: list[tuple[str, object, list[object]]] = [
     ("bpf_program__set_expected_attach_type", c_int, [c_void_p, c_int]),
     ("bpf_program__fd", c_int, [c_void_p]),
     ("bpf_program__attach", c_void_p, [c_void_p]),
-    ("bpf_program__attach_raw_tracepoint", c_void_p, [c_void_p, c_char_p]),
     ("bpf_program__attach_uprobe_opts", c_void_p, [c_void_p, c_int, c_char_p, c_size_t,
                                                    POINTER(UprobeOpts)]),
     ("bpf_link__destroy", c_int, [c_void_p]),
