@@ -167,6 +167,12 @@ class BpfProgram:
         _check(lib().bpf_program__set_autoload(self._ptr, on),
                f"program {self.name}: set_autoload", _log_mark())
 
+    def set_expected_attach_type(self, attach_type: int) -> None:
+        """Before load: the attach type (enum bpf_attach_type) when the section name does not
+        give it, e.g. BPF_TRACE_UPROBE_MULTI, which libbpf 1.1 knows no section for."""
+        _check(lib().bpf_program__set_expected_attach_type(self._ptr, attach_type),
+               f"program {self.name}: set_expected_attach_type", _log_mark())
+
     @property
     def fd(self) -> int:
         return int(lib().bpf_program__fd(self._ptr))
@@ -178,12 +184,6 @@ class BpfProgram:
         p = _ptr(lib().bpf_program__attach(self._ptr),
                  f"attaching {self.name} ({self.section})", mark)
         return self._obj._keep(Link(p, self.section))
-
-    def attach_raw_tracepoint(self, name: str) -> Link:
-        mark = _log_mark()
-        p = _ptr(lib().bpf_program__attach_raw_tracepoint(self._ptr, name.encode()),
-                 f"attaching {self.name} to raw tracepoint {name}", mark)
-        return self._obj._keep(Link(p, f"raw_tp/{name}"))
 
     def attach_uprobe(self, binary: str | os.PathLike[str], func: str | None = None, *,
                       offset: int = 0, pid: int = -1, retprobe: bool = False,

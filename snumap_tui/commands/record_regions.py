@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,13 +67,11 @@ class RegionSession:
                 if cmd:
                     say(why)
                 self.mode = "none"
-        if self.user or self.mode != "none":
-            from snumap_tui.trace import elfsyms
+            else:
+                elfsyms.need_elftools()
+                from snumap_tui.trace.regions import RegionTracer
 
-            elfsyms.need_elftools()
-            from snumap_tui.trace.regions import RegionTracer
-
-            self.tracer = RegionTracer(self.mode, self.user, self.names, say)
+                self.tracer = RegionTracer(self.mode, self.user, self.names, say)
         if cmd:
             from snumap_tui.trace.markers import ENV, MarkerFifo
 
@@ -105,8 +104,6 @@ class RegionSession:
             self.say(line)
         self._drain_if_probed()
         # Not at once: until the held child execs, its maps are this Python's.
-        import time
-
         self._next_rescan = time.monotonic() + self.RESCAN_S
 
     def _drain_if_probed(self) -> None:
@@ -132,8 +129,6 @@ class RegionSession:
     RESCAN_S = 1.0
 
     def poll(self, writer: Any) -> None:
-        import time
-
         if self.tracer is not None and time.monotonic() >= self._next_rescan:
             self._next_rescan = time.monotonic() + self.RESCAN_S
             self.tracer.rescan()

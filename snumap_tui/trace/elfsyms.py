@@ -275,17 +275,16 @@ def _ld_dirs() -> list[str]:
                 out.append(ln)
 
     conf(Path("/etc/ld.so.conf"))
-    import platform
-
     arch = f"{platform.machine()}-linux-gnu"
     out += [f"/lib/{arch}", f"/usr/lib/{arch}", *DEFAULT_DIRS]
     return out
 
 
-def resolve_needed(name: str, runpath: list[str]) -> str | None:
+def resolve_needed(name: str, runpath: list[str], ld_dirs: list[str]) -> str | None:
+    """NAME (a DT_NEEDED entry) looked up in RUNPATH, then LD_DIRS (``_ld_dirs()``)."""
     if "/" in name:
         return name if os.path.exists(name) else None
-    for d in (*runpath, *_ld_dirs()):
+    for d in (*runpath, *ld_dirs):
         cand = os.path.join(d, name)
         if os.path.exists(cand):
             return os.path.realpath(cand)
@@ -333,6 +332,7 @@ def library_closure(path: str, limit: int = 200, keep: Any = None) -> list[str]:
     (a predicate on a path) only those it keeps are returned (the walk goes on through all)."""
     todo = [os.path.realpath(path)]
     seen: list[str] = []
+    ld_dirs = _ld_dirs()        # read once a walk, not for every DT_NEEDED entry
     while todo and len(seen) < limit:
         p = todo.pop(0)
         if p in seen:
@@ -340,7 +340,7 @@ def library_closure(path: str, limit: int = 200, keep: Any = None) -> list[str]:
         seen.append(p)
         needed, runpath = needed_of(p)
         for n in needed:
-            r = resolve_needed(n, runpath)
+            r = resolve_needed(n, runpath, ld_dirs)
             if r and r not in seen:
                 todo.append(r)
     return [p for p in seen if keep is None or keep(p)]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.trace.uprobes import HIT, Probe
+from snumap_tui.trace.uprobes import HIT, Probe, close_all
 
 BPF_LINK_CREATE = 28
 BPF_TRACE_UPROBE_MULTI = 48
@@ -79,32 +79,22 @@ class BpfUprobes:
         self.links: list[int] = []
         self.by_group: dict[str, list[int]] = defaultdict(list)
         self.lost = 0
-        self._arg: dict[int, int] = {}
         try:
             self.obj.set_global("snumap_system_wide", struct.pack("<I", int(roots is None)))
-            set_type = libbpf.lib().bpf_program__set_expected_attach_type
-            set_type.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            set_type.restype = ctypes.c_int
             for name in ("region_entry", "region_return"):
-                # BpfProgram has no setter for it (libbpf 1.1 knows no uprobe.multi section).
-                prog = self.obj.program(name)
-                if set_type(prog._ptr, BPF_TRACE_UPROBE_MULTI) != 0:
-                    raise OSError(22, "cannot set the uprobe_multi attach type")
+                self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.load()
             self.obj.program("region_fork").attach()
-            self.tracked = self.obj.map("tracked")
+            tracked = self.obj.map("tracked")
             for pid in roots or []:
-                self.tracked.update(struct.pack("<I", pid), struct.pack("<I", 1))
+                tracked.update_u32(pid, 1)
             self.ring = BpfRingReader(self.obj.map("hits").fd, RING_BYTES, HIT_RECORD)
             self._entry = self.obj.program("region_entry").fd
             self._return = self.obj.program("region_return").fd
         except BaseException:
             self.obj.close()
             raise
-
-    def track(self, pid: int) -> None:
-        self.tracked.update(struct.pack("<I", pid), struct.pack("<I", 1))
 
     def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
         """Attach PROBES (one link per file, direction and group); the ones refused, with
@@ -128,8 +118,6 @@ class BpfUprobes:
 
     def detach(self, group: str) -> None:
         """Detach every probe of GROUP (their links; one grace period for all)."""
-        from snumap_tui.trace.uprobes import close_all
-
         fds = self.by_group.pop(group, [])
         self.links = [fd for fd in self.links if fd not in fds]
         close_all(fds)
@@ -153,8 +141,6 @@ class BpfUprobes:
         return out
 
     def close(self) -> None:
-        from snumap_tui.trace.uprobes import close_all
-
         self.ring.close()
         close_all(self.links)
         self.links = []

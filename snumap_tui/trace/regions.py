@@ -38,11 +38,11 @@ PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait 
 # (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
 BODY_BUDGET = 10_000
 BODY_WINDOW_NS = 500_000_000
-MAX_MAPS = 4096
+MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
 RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
 # Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
 # (GNU, LLVM, Intel, MPICH, Open MPI, Intel MPI, MVAPICH).
-RUNTIME_NAME = re.compile(r"^lib(g?omp|iomp5|mpi|mpich|pmpi|mpi_\w+|open-(pal|rte))[.\d_-]")                 # processes whose maps are kept to name their regions
+RUNTIME_NAME = re.compile(r"^lib(g?omp|iomp5|mpi|mpich|pmpi|mpi_\w+|open-(pal|rte))[.\d_-]")
 MODES = ("auto", "omp", "mpi", "none")
 
 
@@ -274,25 +274,20 @@ class RegionTracer:
 
     def follow(self, batch: EventBatch) -> None:
         """Learn the tree's processes from a scheduling batch; probe what new programs load."""
-        e = batch.events
-        if self.tree is not None:
-            if len(e):
-                k = e["kind"]
-                self.tree.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
-                self.tree.update(e["pid2"][k == FORK].tolist())
-            self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
-            self.tree.discard(-1)
-            self.tree.discard(-2)
-        if not len(e):
-            return
-        k = e["kind"]
         if self.tree is None:
             return
+        e = batch.events
+        k = e["kind"]
+        self.tree.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
+        self.tree.update(e["pid2"][k == FORK].tolist())
+        self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
+        self.tree.discard(-1)
+        self.tree.discard(-2)
         for pid in sorted(set(e["pid"][k == EXEC].tolist())):
             # The new program is mapped already (its libraries maybe not yet): enough to name
             # its outlined functions even if the process is gone when its hits are decoded.
-            self.maps[pid] = E.read_maps(pid)
-            self._probe_new(pid)
+            self.maps[pid] = maps = E.read_maps(pid)
+            self._probe_new(pid, maps)
         # Maps stay after an exit: its last hits are decoded after the exit is seen.
         while len(self.maps) > MAX_MAPS:
             self.maps.pop(next(iter(self.maps)))
@@ -318,20 +313,15 @@ class RegionTracer:
             new = [f for i, f in enumerate(files) if f not in self.planned and
                    (i == 0 or RUNTIME_NAME.search(os.path.basename(f)))]
             self.planned.update(f for f in files if f not in new)
-            if not new:
-                continue
-            plan = self.plan(new, closure=False)
-            if plan.probes:
-                before = len(self.found)
-                self.attach(plan)
-                for line in self.found[before:]:
-                    self.say(f"regions: {line} (mapped later by pid {pid})")
+            if new:
+                self._attach_later(self.plan(new, closure=False), f"mapped later by pid {pid}")
 
-    def _probe_new(self, pid: int) -> None:
-        # A system-wide recording sees every exec of the machine: reading each new program's
-        # ELF files there would stall the recorder (a compiler's exec burst); only the traced
-        # tree's programs are planned.
-        if self.mode == "none" or self.tree is None:
+    def _probe_new(self, pid: int, maps: list[E.Mapping]) -> None:
+        """Probe what the program PID just exec'd (with these MAPS) and its libraries need.
+        Only the traced tree's programs come here (``follow``): a system-wide recording sees
+        every exec of the machine, and reading each new program's ELF files would stall the
+        recorder (a compiler's exec burst)."""
+        if self.mode == "none":
             return
         try:
             exe = os.path.realpath(f"/proc/{pid}/exe")
@@ -339,12 +329,16 @@ class RegionTracer:
             return
         if not exe.startswith("/") or exe in self.planned or not E.is_elf(exe):
             return
-        plan = self.plan([exe, *E.mapped_files(E.read_maps(pid))])
+        self._attach_later(self.plan([exe, *E.mapped_files(maps)]),
+                           f"found after exec of pid {pid}")
+
+    def _attach_later(self, plan: Plan, how: str) -> None:
+        """Attach a plan made while recording and say what it found, and HOW."""
         if plan.probes:
             before = len(self.found)
             self.attach(plan)
             for line in self.found[before:]:
-                self.say(f"regions: {line} (found after exec of pid {pid})")
+                self.say(f"regions: {line} ({how})")
 
     # ---- decoding ---------------------------------------------------------------------------
 

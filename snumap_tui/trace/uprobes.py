@@ -148,9 +148,6 @@ class UprobeSet:
         self.lost = 0
         self._paths: list[ctypes.Array[ctypes.c_char]] = []   # kept alive for the kernel
 
-    def track(self, pid: int) -> None:
-        """Nothing to do: this path filters in user space."""
-
     def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
         failed = []
         for p in probes:
@@ -182,7 +179,7 @@ class UprobeSet:
                     self.rings[cpu] = PerfRing(fd, self.ring_pages)
                     self.leader[cpu] = fd
                 buf = ctypes.c_uint64()
-                _ioctl_ptr(fd, pe.PERF_EVENT_IOC_ID, buf)
+                pe.ioctl(fd, pe.PERF_EVENT_IOC_ID, ctypes.addressof(buf))
                 self.tag_of_id[int(buf.value)] = probe.tag
         except BaseException:
             for fd in opened:
@@ -302,9 +299,3 @@ def close_all(fds: list[int]) -> None:
                             thread_name_prefix="snumap-uprobe-close") as pool:
         list(pool.map(close, fds))
 
-
-def _ioctl_ptr(fd: int, request: int, buf: ctypes.c_uint64) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.ioctl(ctypes.c_int(fd), ctypes.c_ulong(request), ctypes.byref(buf)) < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
