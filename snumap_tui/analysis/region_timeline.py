@@ -16,7 +16,7 @@ import numpy as np
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.regions import pair
 from snumap_tui.store.regions import Regions
-from snumap_tui.trace.region_catalog import MARK
+from snumap_tui.trace.region_catalog import BEGIN, MARK
 
 SERIAL = 0
 
@@ -120,9 +120,9 @@ def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
         ends.append(E2[o].astype(np.int64))
         keys.append(K2[o].astype(np.int32))
     riv = Intervals(iv.cpus, starts, ends, keys, iv.t0, iv.t1, iv.approximate)
-    marker_rows = reg.rows[(reg.rows["op"] == MARK)]
+    marker_rows = reg.rows[reg.rows["op"] == MARK]
     marks = [(int(r["t_ns"]), reg.names[int(r["rid"])].name) for r in marker_rows]
-    begins = reg.rows[(reg.rows["op"] == 1)]
+    begins = reg.rows[reg.rows["op"] == BEGIN]
     marks += [(int(r["t_ns"]), reg.names[int(r["rid"])].name) for r in begins
               if reg.names[int(r["rid"])].kind == "marker"]
     return RegionTimeline(riv, names, wait, sorted(marks))

@@ -29,6 +29,7 @@ from snumap_tui.analysis.regions import (
 )
 from snumap_tui.analysis.stats import percentiles
 from snumap_tui.model.derive import counters
+from snumap_tui.model.iorates import IO_KINDS
 from snumap_tui.model.sample import Sample
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.render import format_cpulist
@@ -151,6 +152,11 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             p[k] = {str(c): v / 1e9 for c, v in zip(u.tolist(), tot.tolist())}
         del p["_threads"]
         p["pus"] = cpulist(tuple(int(c) for c in p["cpus"]))
+    # The samples are decoded once for both energy and I/O, keeping only their readings.
+    samples = [Sample(t_ns=s.t_ns, wall_ns=s.wall_ns,
+                      readings={k: v for k, v in s.readings.items()
+                                if k == "rapl" or k in IO_KINDS})
+               for s in rec.samples()] if hasattr(rec, "samples") else []
     busy = iv.busy_ns()
     preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
         else np.zeros(len(iv.cpus), dtype=np.int64)
@@ -186,8 +192,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "cpus": {str(c): ns / 1e9 for c, ns in sorted(untraced.cpus.items())},
             "pus": format_cpulist(untraced.cpus)},
         "cpus": cpus,
-        "energy": rapl_energy(rec.samples(), topo) if hasattr(rec, "samples") else [],
-        "io": io_totals(rec.samples(), topo) if hasattr(rec, "samples") else [],
+        "energy": rapl_energy(samples, topo),
+        "io": io_totals(samples, topo),
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []

@@ -33,6 +33,7 @@ tracks are that node's PUs by their own numbers; tasks are named ``comm node:tid
 
 from __future__ import annotations
 
+import itertools
 import json
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -134,15 +135,13 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
     yield from _thread_events(iv, tasks, label)
     if counters is not None:
         yield from _counter_events(counters)
-    # Regions of parallel programs (and other spans) go here: complete events ("X") on the
-    # thread's own track (pid, tid as in _thread_events), with their own "cat".
     for t, text in markers:
         yield {"ph": "i", "s": "g", "name": text, "pid": CPU_PID, "tid": 0, "ts": t / 1e3}
 
 
-def region_events(reg: Regions, tasks: Mapping[int, TaskInfo], t0: int
-                  ) -> Iterator[dict[str, Any]]:
-    """Region instances as slices on their threads' tracks, marks as instants."""
+def region_events(reg: Regions, tasks: Mapping[int, TaskInfo]) -> Iterator[dict[str, Any]]:
+    """Region instances as slices on their threads' tracks, marks as instants (times on the
+    recording's clock, as every other event)."""
     from snumap_tui.analysis.regions import pair
 
     inst = pair(reg.rows)
@@ -163,11 +162,11 @@ def region_events(reg: Regions, tasks: Mapping[int, TaskInfo], t0: int
         n = reg.names[rid]
         where = {"pid": pid, "tid": tid} if tid > 0 else {"pid": CPU_PID, "tid": 0}
         yield {"ph": "X", "name": n.name, "cat": n.kind + (",wait" if n.wait else ""),
-               **where, "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3, "args": {"role": n.role}}
+               **where, "ts": s / 1e3, "dur": (e - s) / 1e3, "args": {"role": n.role}}
     for r in reg.rows[reg.rows["op"] == MARK]:
         tid, pid = int(r["tid"]), int(r["pid"])
         ev: dict[str, Any] = {"ph": "i", "name": reg.names[int(r["rid"])].name, "cat": "marker",
-                              "ts": (int(r["t_ns"]) - t0) / 1e3}
+                              "ts": int(r["t_ns"]) / 1e3}
         if tid > 0:
             ev.update({"s": "t", "pid": pid or tid, "tid": tid})
         else:
@@ -190,9 +189,7 @@ def write_chrome(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInfo],
     evs: Iterator[dict[str, Any]] = chrome_events(iv, tasks, markers, host, counters, nodes,
                                                   label)
     if regions is not None and len(regions):
-        import itertools
-
-        evs = itertools.chain(evs, region_events(regions, tasks, 0))  # one time base: the clock as recorded
+        evs = itertools.chain(evs, region_events(regions, tasks))
     for ev in evs:
         if n:
             out.write(",\n")

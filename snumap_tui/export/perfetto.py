@@ -282,6 +282,11 @@ class Machines:
     def local_tid(self, tid: np.ndarray, node: np.ndarray) -> np.ndarray:
         return np.where(tid > 0, tid - self.tid_bases[node], tid)
 
+    def split_tid(self, tid: int) -> tuple[int, int]:
+        """(node index, base subtracted from its tids and pids above 0) of a merged tid."""
+        node = max(int(np.searchsorted(self.tid_bases, tid, side="right")) - 1, 0)
+        return node, int(self.tid_bases[node])
+
 
 def _bundles(kinds: list[_Kind], comms: CommTable, machines: Machines | None = None
              ) -> Iterator[tuple[int, bytes]]:
@@ -437,12 +442,10 @@ def _tasks_by_node(tasks: Mapping[int, TaskInfo], machines: Machines
                    ) -> dict[int, dict[int, TaskInfo]]:
     """A merged job's task table split by node, with each node's own tids and pids."""
     out: dict[int, dict[int, TaskInfo]] = {}
-    bases = machines.tid_bases
     for tid, info in tasks.items():
         if tid <= 0:
             continue
-        k = int(np.searchsorted(bases, tid, side="right") - 1)
-        b = int(bases[k])
+        k, b = machines.split_tid(tid)
         out.setdefault(k, {})[tid - b] = TaskInfo(
             tid - b, info.pid - b if info.pid > 0 else info.pid, info.comm,
             info.ppid - b if info.ppid > 0 else info.ppid, info.t_ns)

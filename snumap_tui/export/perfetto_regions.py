@@ -41,9 +41,8 @@ def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None) -> tup
             elif machines is None:
                 got = (w.thread_track(pid, tid), None)
             else:           # a merged job: the node's own machine, pid and tid
-                node = int(np.searchsorted(machines.tid_bases, tid, side="right") - 1)
-                base = int(machines.tid_bases[max(node, 0)])
-                m = max(node, 0) + 1
+                node, base = machines.split_tid(tid)
+                m = node + 1
                 got = (w.thread_track(pid - base if pid > 0 else pid, tid - base, m), m)
             tracks[(pid, tid)] = got
         return got

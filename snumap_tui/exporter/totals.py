@@ -73,7 +73,7 @@ class NodeTotals:
                 pu[name] = self._accumulate(self._acc_pu, name, col)
             elif name in PU_FAMILIES and PU_FAMILIES[name].kind == "gauge":
                 pu[name] = col.copy()
-            elif name in PU_FAMILIES or name not in _NOT_EXPORTED:
+            elif name not in _NOT_EXPORTED:     # every other counter, a perf event too
                 pu[name] = self._accumulate(self._acc_pu, name, col)
         for name, row in c.obj.items():
             fam = OBJ_FAMILIES.get(name)
