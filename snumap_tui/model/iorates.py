@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from snumap_tui.model.sample import Sample
-    from snumap_tui.topology.io import IoObject
     from snumap_tui.topology.model import Topology
 
 IO_KINDS = ("net", "ib", "disk", "gpu")
@@ -53,38 +52,14 @@ def _f(v: float) -> float | None:
     return None if math.isnan(v) or math.isinf(v) else v
 
 
-# Per topology: its OS devices by (type, name) and PCI devices by bus id, built once (a storage
-# node's 60 disks would otherwise scan the I/O list 60 times a frame). Keyed by id() with the
-# topology kept alongside, so an id reused by a new object never matches a stale entry.
-_INDEX: dict[int, tuple[Topology, dict[tuple[str | None, str], IoObject], dict[str, IoObject]]] = {}
-
-
-def _index(topo: Topology) -> tuple[dict[tuple[str | None, str], IoObject], dict[str, IoObject]]:
-    got = _INDEX.get(id(topo))
-    if got is not None and got[0] is topo:
-        return got[1], got[2]
-    by_name: dict[tuple[str | None, str], IoObject] = {}
-    by_bus: dict[str, IoObject] = {}
-    for o in topo.io:
-        if o.type == "OSDev" and o.name:
-            by_name.setdefault((o.osdev_type, o.name), o)
-        elif o.type == "PCIDev" and o.busid:
-            by_bus.setdefault(o.busid, o)
-    if len(_INDEX) >= 8:
-        _INDEX.clear()
-    _INDEX[id(topo)] = (topo, by_name, by_bus)
-    return by_name, by_bus
-
-
 def place(topo: Topology, kind: str, name: str, busid: str | None, numa: int
           ) -> tuple[int, int | None, int | None]:
     """(object id shown under, local NUMA OS index, Topology.io index) of one device."""
-    by_name, by_bus = _index(topo)
     osdev = _OSDEV_OF.get(kind)
     dev_name = name.split(":")[0] if kind == "ib" else name
-    io = by_name.get((osdev, dev_name)) if osdev is not None else None
+    io = topo.io_osdev(osdev, dev_name) if osdev is not None else None
     if io is None and busid:
-        io = by_bus.get(busid)
+        io = topo.io_pci(busid)
     if io is not None:
         # hwloc's placement is the reference; when it is coarser than a NUMA node (a device
         # on the Machine), the node sysfs names is more precise.

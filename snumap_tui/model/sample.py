@@ -34,8 +34,9 @@ which wraps at ``max_uj``); derive() takes differences.
   multiplexing, "multiplexed": bool[k], "threads": int})}; hz int (the ticks' USER_HZ);
   partial list[int] (only these processes were read this sweep).
 - "net"       (/sys/class/net/*/statistics) names list[str] (physical interfaces and lo; other
-  virtual ones are not read); physical bool[n] (has a device link: not lo); numa int64[n] (sysfs numa_node, -1 unknown); busid list[str |
-  None] (the PCI function); rx_bytes, tx_bytes, rx_packets, tx_packets float64[n] (cumulative).
+  virtual ones are not read); physical bool[n] (has a device link: not lo); numa int64[n]
+  (sysfs numa_node, -1 unknown); busid list[str | None] (the PCI function); rx_bytes,
+  tx_bytes, rx_packets, tx_packets float64[n] (cumulative).
 - "ib"        (/sys/class/infiniband/*/ports/*/counters) names list[str] ("mlx5_0:1"); devices
   list[str]; physical, numa, busid as "net"; rx_bytes, tx_bytes (port_*_data x 4), rx_packets,
   tx_packets float64[n] (cumulative, NaN when a 32-bit counter saturated); saturated list[str].

@@ -79,7 +79,6 @@ class DiskstatsSource(DeviceSource):
             return SourceStatus(self.name, False, "no block devices in /proc/diskstats", None)
         return SourceStatus(self.name, True, None, None, {"disks": disks})
 
-
     def read(self) -> dict[str, Any]:
         stats = parse_diskstats(self._reader(self.root / DISKSTATS))
         whole = self.disks()

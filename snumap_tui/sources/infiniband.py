@@ -62,7 +62,6 @@ class InfinibandSource(DeviceSource):
         return SourceStatus(self.name, True, None, None,
                             {"ports": [f"{a}:{b}" for a, b in ports]})
 
-
     def read(self) -> dict[str, Any]:
         ports = self.ports()
         vals = {f: np.full(len(ports), np.nan) for f, _ in COUNTERS.values()}

@@ -55,11 +55,8 @@ def job_of(groups: dict[str, str], env: dict[str, str]) -> str | None:
     found = detect_job(groups)
     if found and not found.startswith("systemd:"):
         return found
-    if env.get("SLURM_JOB_ID"):
-        return f"slurm:{env['SLURM_JOB_ID']}"
-    if env.get("PBS_JOBID"):
-        return f"pbs:{env['PBS_JOBID']}"
-    return None
+    mine = current_job(env)
+    return f"{mine[0]}:{mine[1]}" if mine else None
 
 
 def step_of(groups: dict[str, str], env: dict[str, str]) -> str:

@@ -61,7 +61,6 @@ class NetSource(DeviceSource):
         return SourceStatus(self.name, True, None if phys else "only virtual interfaces",
                             None, {"interfaces": names, "physical": phys})
 
-
     def _files(self, name: str) -> list[Path]:
         got = self._paths.get(name)
         if got is None:

@@ -35,23 +35,16 @@ _HUGE = len(MEMINFO_FIELDS)            # hugepages_total, hugepages_free, then n
 
 # ``Node 0 MemTotal:        7432396 kB``: one match per line (drivers/base/node.c
 # node_read_meminfo); the kB is absent on the HugePages_* lines.
-_MEMINFO_LINE = re.compile(r"^Node\s+\d+\s+(\S+):\s+(\d+)(\s+kB)?", re.MULTILINE)
+# A node's meminfo prefixes each line with ``Node N``; /proc/meminfo (Documentation/
+# filesystems/proc.rst, "meminfo": ``MemTotal:  280840 kB``) has the same lines without it.
+_MEMINFO_LINE = re.compile(r"^(?:Node\s+\d+\s+)?(\S+):\s+(\d+)(\s+kB)?", re.MULTILINE)
 
 
 def parse_node_meminfo(text: str) -> dict[str, int]:
     """``Node 0 MemTotal: 16384 kB`` lines -> {"MemTotal": bytes, "HugePages_Total": count}.
-    One regex over the whole file: this runs per node every sweep."""
+    One regex over the whole file: this runs per node every sweep. /proc/meminfo's lines give
+    the same keys for what both have (no FilePages: /proc/meminfo splits it differently)."""
     return {k: int(v) * 1024 if kb else int(v) for k, v, kb in _MEMINFO_LINE.findall(text)}
-
-
-# /proc/meminfo: ``MemTotal:  280840 kB`` (Documentation/filesystems/proc.rst, "meminfo").
-_PROC_MEMINFO_LINE = re.compile(r"^(\S+):\s+(\d+)(\s+kB)?", re.MULTILINE)
-
-
-def parse_proc_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo lines -> {"MemTotal": bytes, "HugePages_Total": count}: the same keys as a
-    node's meminfo for what both have (no FilePages: /proc/meminfo splits it differently)."""
-    return {k: int(v) * 1024 if kb else int(v) for k, v, kb in _PROC_MEMINFO_LINE.findall(text)}
 
 
 def parse_numastat(text: str) -> dict[str, int]:
@@ -178,7 +171,7 @@ class NumaSource:
             row = [nan] * len(fields)
             text = self._read(d / "meminfo")
             if text is not None:
-                mi = parse_proc_meminfo(text) if self.whole_machine else parse_node_meminfo(text)
+                mi = parse_node_meminfo(text)
                 for j, key in enumerate(MEMINFO_FIELDS):
                     if key in mi:
                         row[j] = mi[key]

@@ -5,8 +5,9 @@ machines) whose children are each node's Machine subtree, in the order of the no
 node's name as the Machine's ``name``. OS indexes are made unique across nodes by adding a
 per-type base (node k's PU 3 is PU ``pu_base[k] + 3``), so everything that looks objects up by
 ``(type, os_index)`` (events' ``cpu``, per-PU arrays, ``Topology.pu``) keeps working; the
-original index is ``os_index - base``, and ``node_of_pu`` finds the node. Logical PU order stays
-a depth-first order, so every object still covers a contiguous run of PUs.
+original index is ``os_index - base`` (analysis/noderows.py gives each PU its node and its
+node-local indexes). Logical PU order stays a depth-first order, so every object still covers
+a contiguous run of PUs.
 """
 
 from __future__ import annotations
@@ -77,10 +78,3 @@ def combine(topologies: Sequence[Topology], names: Sequence[str]
             "root": root, "cpukinds": [], "distances": []}
     return Topology.from_dict(data), bases_out
 
-
-def node_machines(topo: Topology) -> list[Any]:
-    """The per-node Machine objects of a combined topology (just the root otherwise)."""
-    root = topo.root
-    if root.type != ROOT_TYPE:
-        return [root]
-    return [topo[c] for c in root.children if topo[c].type == "Machine"]

@@ -122,6 +122,10 @@ class Topology:
                                                         repr=False, compare=False)
     _by_os: dict[tuple[str, int], TopoObject] = field(default_factory=dict, init=False,
                                                       repr=False, compare=False)
+    _io_by_name: dict[tuple[str | None, str], IoObject] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _io_by_bus: dict[str, IoObject] = field(default_factory=dict, init=False, repr=False,
+                                            compare=False)
 
     def __post_init__(self) -> None:
         by_type: dict[str, list[TopoObject]] = {}
@@ -131,6 +135,11 @@ class Topology:
                 self._by_os[(o.type, o.os_index)] = o
         for t, objs in by_type.items():
             self._by_type[t] = tuple(sorted(objs, key=lambda o: o.logical_index))
+        for io in self.io:
+            if io.type == "OSDev" and io.name:
+                self._io_by_name.setdefault((io.osdev_type, io.name), io)
+            elif io.type == "PCIDev" and io.busid:
+                self._io_by_bus.setdefault(io.busid, io)
 
     # ---- basic access -------------------------------------------------------------------
     @property
@@ -159,6 +168,14 @@ class Topology:
 
     def find(self, type_name: str, os_index: int) -> TopoObject | None:
         return self._by_os.get((type_name, os_index))
+
+    def io_osdev(self, osdev_type: str | None, name: str) -> IoObject | None:
+        """The OS device of that type and name ("Network", "eth0"), or None."""
+        return self._io_by_name.get((osdev_type, name))
+
+    def io_pci(self, busid: str) -> IoObject | None:
+        """The PCI device at that bus id ("0000:02:00.0"), or None."""
+        return self._io_by_bus.get(busid)
 
     @property
     def pus(self) -> tuple[TopoObject, ...]:
