@@ -37,7 +37,7 @@ from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
 from snumap_tui.ui.textfit import fit_pieces
-from snumap_tui.ui.timeaxis import resolution_label
+from snumap_tui.ui.timeaxis import fmt_wall, resolution_label
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 if TYPE_CHECKING:
@@ -273,11 +273,8 @@ class ReplayApp(ReplayKeysMixin, App[int]):
         return resolution_label(t - self.data.t0, max(1, col_ns))
 
     def _wall(self, t: int) -> str | None:
-        h = self.data.header
-        if not h.get("start_wall_ns") or h.get("start_monotonic_ns") is None:
-            return None
-        ns = int(h["start_wall_ns"]) + t - int(h["start_monotonic_ns"])
-        return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        off = self.wall_offset()
+        return None if off is None else fmt_wall(off + t - self.data.t0, 3)
 
     def _sync_cursor(self) -> None:
         st = self.state
