@@ -414,14 +414,12 @@ class ReplayApp(ReplayKeysMixin, App[int]):
     def action_marker(self, step: int) -> None:
         """The cursor to the next (previous) marker: ``mark`` lines, phase begins, the
         command's start and exit."""
-        ticks = [t for t, _ in self.data.ticks]
-        col_ns = max(1, self.state.span // max(1, self.span_cols()))
+        ticks = self.data.ticks         # sorted anew at each read: once here
+        half = max(1, self.state.span // max(1, self.span_cols())) // 2
         if step > 0:
-            nxt = [(t, x) for t, x in self.data.ticks if t > self.cursor_t + col_ns // 2]
-            hit = nxt[0] if nxt else None
+            hit = next((m for m in ticks if m[0] > self.cursor_t + half), None)
         else:
-            prv = [(t, x) for t, x in self.data.ticks if t < self.cursor_t - col_ns // 2]
-            hit = prv[-1] if prv else None
+            hit = next((m for m in reversed(ticks) if m[0] < self.cursor_t - half), None)
         if hit is None:
             self.notify("no marker " + ("after" if step > 0 else "before") + " the cursor"
                         if ticks else "this recording has no markers", severity="warning")
