@@ -213,14 +213,13 @@ class Drainer:
             n = len(self._q)
         return self._joined(n)
 
-    def _joined(self, n: int, limit: int | None = None) -> Iterator[Any]:
-        """The first N queued drains, popped and joined a group (LIMIT bytes) at a time."""
-        limit = limit or MERGE_MAX
+    def _joined(self, n: int) -> Iterator[Any]:
+        """The first N queued drains, popped and joined a group (MERGE_MAX bytes) at a time."""
         while n > 0:
             group: list[Any] = []
             size = 0
             with self._lock:
-                while n > 0 and self._q and (not group or size + self._q[0][1] <= limit):
+                while n > 0 and self._q and (not group or size + self._q[0][1] <= MERGE_MAX):
                     raw, k = self._q.popleft()
                     self._queued -= k
                     size += k
@@ -228,7 +227,7 @@ class Drainer:
                     group.append(raw)
             if not group:
                 return
-            joined = merge_drains(group, limit)
+            joined = merge_drains(group)
             del group           # the parts go before the join is decoded
             yield from joined
 

@@ -322,13 +322,9 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
                args: argparse.Namespace | None = None) -> list[str]:
     """The first ``ntasks`` processes in the --sort order (the busiest by default), only
     those of -p and -u, the COMMAND column cut so each row fits ``width``."""
-    from snumap_tui.ui.processes import affinity_label, sort_tasks
+    from snumap_tui.ui.processes import affinity_label, only, sort_tasks
 
-    tasks = list(frame.tasks)
-    if args is not None:
-        pids = pids_of(args)
-        tasks = [t for t in tasks if (pids is None or t.pid in pids)
-                 and (not args.user or t.user == args.user)]
+    tasks = frame.tasks if args is None else only(frame.tasks, pids_of(args), args.user or None)
     out = [f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND"]
     for t in sort_tasks(tasks, getattr(args, "sort", "cpu"))[:ntasks]:
         cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"

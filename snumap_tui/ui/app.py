@@ -465,8 +465,7 @@ class TopApp(ProcessListMixin, App[int]):
         self.push_screen(metric_picker(values, self.metric.key), self._picked_metric)
 
     def _picked_metric(self, key: str | None) -> None:
-        ms = heatmap_metrics(self.frame.values) if self.frame else []
-        keys = [m.key for m in ms]
+        keys = [m.key for m in self.metric_views()] if self.frame else []
         if key in keys:
             self.metric_i = keys.index(key)
             if self.view == "topology":

@@ -20,6 +20,7 @@ from snumap_tui.ui.processes import (
     DESCENDING,
     SORT_KEYS,
     matches,
+    only,
     sort_tasks,
     tree_order,
 )
@@ -83,10 +84,8 @@ class ProcessListMixin:
         if (not narrowed and not self.tree_view and not self.sort_invert and top is not None
                 and self.sort_key in ("cpu", "pid", "time")):
             return cast("Sequence[TaskRow]", top(MAX_TASKS, self.sort_key))
-        if self.only_pids is not None:
-            tasks = [t for t in tasks if t.pid in self.only_pids]
-        if self.only_user is not None:
-            tasks = [t for t in tasks if t.user == self.only_user]
+        if self.only_pids is not None or self.only_user is not None:
+            tasks = only(tasks, self.only_pids, self.only_user)
         if self.filter_text:
             tasks = [t for t in tasks if matches(t, self.filter_text)]
         ordered = sort_tasks(tasks, self.sort_key, self.sort_invert)

@@ -174,6 +174,13 @@ def parse_pids(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
+def only(tasks: Iterable[TaskRow], pids: frozenset[int] | None,
+         user: str | None) -> list[TaskRow]:
+    """The processes of ``-p`` (None: any PID) and ``-u`` (None: any user)."""
+    return [t for t in tasks
+            if (pids is None or t.pid in pids) and (user is None or t.user == user)]
+
+
 def group_tasks(tasks: Iterable[TaskRow], mode: str) -> list[GroupRow]:
     """Sum processes per user or per batch job (processes outside a job: "(no job)")."""
     acc: dict[str, list[TaskRow]] = {}

@@ -37,7 +37,7 @@ from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
 from snumap_tui.ui.textfit import fit_pieces
-from snumap_tui.ui.timeaxis import resolution_label
+from snumap_tui.ui.timeaxis import fmt_wall, resolution_label
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 if TYPE_CHECKING:
@@ -273,11 +273,8 @@ class ReplayApp(ReplayKeysMixin, App[int]):
         return resolution_label(t - self.data.t0, max(1, col_ns))
 
     def _wall(self, t: int) -> str | None:
-        h = self.data.header
-        if not h.get("start_wall_ns") or h.get("start_monotonic_ns") is None:
-            return None
-        ns = int(h["start_wall_ns"]) + t - int(h["start_monotonic_ns"])
-        return _dt.datetime.fromtimestamp(ns / 1e9, _dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        off = self.wall_offset()
+        return None if off is None else fmt_wall(off + t - self.data.t0, 3)
 
     def _sync_cursor(self) -> None:
         st = self.state
@@ -417,14 +414,12 @@ class ReplayApp(ReplayKeysMixin, App[int]):
     def action_marker(self, step: int) -> None:
         """The cursor to the next (previous) marker: ``mark`` lines, phase begins, the
         command's start and exit."""
-        ticks = [t for t, _ in self.data.ticks]
-        col_ns = max(1, self.state.span // max(1, self.span_cols()))
+        ticks = self.data.ticks         # sorted anew at each read: once here
+        half = max(1, self.state.span // max(1, self.span_cols())) // 2
         if step > 0:
-            nxt = [(t, x) for t, x in self.data.ticks if t > self.cursor_t + col_ns // 2]
-            hit = nxt[0] if nxt else None
+            hit = next((m for m in ticks if m[0] > self.cursor_t + half), None)
         else:
-            prv = [(t, x) for t, x in self.data.ticks if t < self.cursor_t - col_ns // 2]
-            hit = prv[-1] if prv else None
+            hit = next((m for m in reversed(ticks) if m[0] < self.cursor_t - half), None)
         if hit is None:
             self.notify("no marker " + ("after" if step > 0 else "before") + " the cursor"
                         if ticks else "this recording has no markers", severity="warning")

@@ -58,12 +58,11 @@ def fmt_rel(ns: int, unit: str, per_unit: int, decimals: int) -> str:
 
 
 def fmt_wall(wall_ns: int, decimals: int) -> str:
-    """``10:42:07`` (UTC) with ``decimals`` digits of the second."""
+    """``10:42:07`` (UTC) with ``decimals`` (at most 9) digits of the second."""
     t = _dt.datetime.fromtimestamp(wall_ns // 10 ** 9, _dt.timezone.utc)
     out = t.strftime("%H:%M:%S")
-    if decimals:
-        frac = (wall_ns % 10 ** 9) / 10 ** 9
-        out += f"{frac:.{decimals}f}"[1:]
+    if decimals:      # cut, not rounded (rounded, .9996 s showed as .000 of the same second)
+        out += f".{(wall_ns % 10 ** 9) // 10 ** (9 - decimals):0{decimals}d}"
     return out
 
 
