@@ -39,6 +39,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 LIBRARY = "libbpf.so.1"
 # Users with a private build (or a test) point this at another file.
@@ -344,12 +345,24 @@ def kernel_btf_missing() -> str | None:
     return None
 
 
-# The objects (BpfObject, BpfMap, BpfProgram, Link, RingBuffer) live in bpf_objects.py; they
-# are imported here last, once everything they use from this module exists.
-from snumap_tui.native.bpf_objects import (  # noqa: F401 - re-exported
-    BpfMap,
-    BpfObject,
-    BpfProgram,
-    Link,
-    RingBuffer,
-)
+# The objects (BpfObject, BpfMap, BpfProgram, Link, RingBuffer) live in bpf_objects.py, which
+# imports this module: they are looked up from it when first asked for (``libbpf.BpfObject``),
+# so either module can be imported first.
+_OBJECTS = ("BpfMap", "BpfObject", "BpfProgram", "Link", "RingBuffer")
+
+if TYPE_CHECKING:
+    from snumap_tui.native.bpf_objects import (  # noqa: F401 - re-exported
+        BpfMap,
+        BpfObject,
+        BpfProgram,
+        Link,
+        RingBuffer,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OBJECTS:
+        from snumap_tui.native import bpf_objects
+
+        return getattr(bpf_objects, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

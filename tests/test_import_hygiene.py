@@ -7,7 +7,7 @@ import pkgutil
 import subprocess
 import sys
 
-import snumap_tui
+import snumap_tui.native
 
 HEADLESS = ("topology", "sources", "model", "trace", "store", "analysis", "native", "export",
             "exporter")
@@ -19,13 +19,17 @@ def _modules() -> list[str]:
         parts = info.name.split(".")
         if len(parts) > 1 and parts[1] in HEADLESS:
             names.append(info.name)
-    return names
+    # native/ is mapped in as snumap_tui.native (pyproject's package-dir): walk it too.
+    names += [info.name for info in pkgutil.walk_packages(snumap_tui.native.__path__,
+                                                          "snumap_tui.native.")]
+    return sorted(set(names))
 
 
 def test_headless_modules_exist() -> None:
     mods = _modules()
     assert "snumap_tui.topology.model" in mods
     assert "snumap_tui.model.frame" in mods
+    assert "snumap_tui.native.bpf_objects" in mods
 
 
 def test_headless_modules_do_not_import_ui_toolkits() -> None:
