@@ -11,7 +11,7 @@ call below with a schema built from ``store/schema.py``, document it in docs/for
 twice fails at import, so two branches that picked the same number collide loudly, not
 silently. Readers skip kinds they do not know (an older snumap reading a newer file).
 
-    K_REGIONS = register(11, "regions", Fields(
+    K_EXAMPLE = register(15, "example", Fields(
         required={"t_ns": Array("u", length=COUNT), "name": ListOf(Str(4096), length=COUNT)}),
         min_item_bytes=2)
 
