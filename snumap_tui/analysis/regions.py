@@ -123,6 +123,10 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
     marks = reg.rows[reg.rows["op"] == MARK]
     mark_n = np.bincount(marks["rid"].astype(np.int64), minlength=len(names)) if len(marks) \
         else np.zeros(len(names), np.int64)
+    # Each rid's instances, grouped once (not a scan of every instance per rid).
+    order = np.argsort(inst.rid, kind="stable")
+    cuts = np.searchsorted(inst.rid[order], np.arange(len(names) + 1))
+    dur = inst.end - inst.start
     out = []
     for name, rids in by_name.items():
         role = {names[r].role: r for r in rids}
@@ -130,13 +134,12 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         wait = any(names[r].wait for r in rids)
 
         def sel(r: int | None) -> np.ndarray:
-            return np.flatnonzero(inst.rid == r) if r is not None else np.zeros(0, np.int64)
+            return order[cuts[r]:cuts[r + 1]] if r is not None else np.zeros(0, np.int64)
 
         span, body = sel(role.get("span")), sel(role.get("body"))
         rest = np.concatenate([sel(role.get("call")), sel(role.get("marker"))])
         inside = body if len(body) else (rest if len(rest) else span)
         main = span if len(span) else (rest if len(rest) else body)
-        dur = inst.end - inst.start
         threads = _per_thread(inst.tid[inside], inst.pid[inside], dur[inside])
         # How many times the program ran it: a parallel region's master calls; a call or a
         # phase made by several threads (both ranks in MPI_Barrier) counts per thread, the
