@@ -27,9 +27,10 @@ import numpy as np
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
-from snumap_tui.trace.bpf_common import BpfTracer, ring_pages, seed_tree
+from snumap_tui.trace.bpf_common import BpfTracer, ring_pages
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.tasks import seed_tree
 from snumap_tui.trace.tracefs import tracefs_missing, tracefs_root
 
 DIST_PACKAGES = ("/usr/lib/python3/dist-packages",)

@@ -23,7 +23,7 @@ from snumap_tui.trace.bpf_layout import to_events
 from snumap_tui.trace.bpf_ring import BpfRingReader
 from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.rows import take_rows
-from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
+from snumap_tui.trace.tasks import TaskTable, seed_tree
 
 # The BPF ring's default share per CPU. The drain thread empties it every 10 ms, when 1 MiB
 # per CPU holds 22k events per CPU (2 M events/s per CPU); every byte of it counts in the
@@ -39,18 +39,6 @@ def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
     page = os.sysconf("SC_PAGE_SIZE")
     pages = max(1024, (buffer_bytes or DEFAULT_BYTES_PER_CPU) * n // page)
     return min((256 << 20) // page, 1 << (pages - 1).bit_length())
-
-
-def seed_tree(roots: list[int], tasks: TaskTable) -> list[tuple[int, int]]:
-    """(tid, tgid) of every thread of the ROOTS' process trees, to put in the tracked map;
-    the task table learns them and looks the roots' threads up."""
-    out = []
-    for pid in tree_of(roots):
-        for tid in threads_of(pid) or [pid]:
-            out.append((tid, pid))
-            tasks.learn(tid, tgid=pid)
-    tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
-    return out
 
 
 class BpfTracer(Tracer):

@@ -23,9 +23,10 @@ from snumap_tui.native import libbpf
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
-from snumap_tui.trace.bpf_common import BpfTracer, ring_pages, seed_tree
+from snumap_tui.trace.bpf_common import BpfTracer, ring_pages
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
 NAME = "trace:libbpf"

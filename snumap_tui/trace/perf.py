@@ -28,7 +28,7 @@ from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.reconstruct import NotRunning, missed_switch_ins
 from snumap_tui.trace.rows import concat_rows, insert_rows, take_rows
-from snumap_tui.trace.tasks import TaskTable, threads_of, tree_of
+from snumap_tui.trace.tasks import TaskTable, seed_tree
 from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_missing, tracefs_root
 
 TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
@@ -175,11 +175,7 @@ class PerfTracer(Tracer):
             self._open(cpus)
             if pids is not None:
                 roots = list(pids)
-                self._tracked = set()
-                for pid in tree_of(roots):
-                    for tid in threads_of(pid) or [pid]:
-                        self._tracked.add(tid)
-                        self._tasks.learn(tid, tgid=pid)
+                self._tracked = {tid for tid, _ in seed_tree(roots, self._tasks)}
                 self._tasks.lookup_live(sorted(self._tracked))
             for fd in self._fds:
                 pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
@@ -190,10 +186,7 @@ class PerfTracer(Tracer):
     def follow(self, pids: Iterable[int]) -> bool:
         if self._tracked is None:
             return True
-        for pid in tree_of(list(pids)):
-            for tid in threads_of(pid) or [pid]:
-                self._tracked.add(tid)
-                self._tasks.learn(tid, tgid=pid)
+        self._tracked.update(tid for tid, _ in seed_tree(list(pids), self._tasks))
         return True
 
     def _open(self, cpus: list[int]) -> None:

@@ -223,3 +223,15 @@ class TaskTable:
             self._reported.add(tid)
         self._pending.clear()
         return out
+
+
+def seed_tree(roots: list[int], tasks: TaskTable) -> list[tuple[int, int]]:
+    """(tid, tgid) of every thread of the ROOTS' process trees, to put in the tracked map;
+    the task table learns them and looks the roots' threads up."""
+    out = []
+    for pid in tree_of(roots):
+        for tid in threads_of(pid) or [pid]:
+            out.append((tid, pid))
+            tasks.learn(tid, tgid=pid)
+    tasks.lookup_live([t for p in roots for t in (threads_of(p) or [p])])
+    return out
