@@ -204,14 +204,22 @@ def main() -> None:
              "is the cost; the slowdown in % is of CPU time). OpenMP runs with "
              "OMP_WAIT_POLICY=passive, so waiting threads sleep and CPU time is work plus "
              f"overhead. Load average {load0:.1f} at the start, {load1:.1f} at the "
-             "end (the machine is shared: seven other engineers' builds and tests run on its "
-             "two cores). Probes: eBPF uprobe_multi (bpf/regions.bpf.c), filtered to the traced "
+             "end. Probes: eBPF uprobe_multi (bpf/regions.bpf.c), filtered to the traced "
              "tree in the kernel; a parallel region costs six hits (GOMP_parallel entry and "
              "return, each thread's body entry and return) until the bodies pass 10,000 hits "
              "a second, when they are detached (then two), a ping-pong round trip eight "
              "(MPI_Send and MPI_Recv entry and return on both ranks). A probe on an "
-             "instruction the kernel single-steps costs ~14 us here; on one it emulates (a "
-             "push; probes skip a leading endbr64 to reach it) ~0.4 us.\n")
+             "instruction the kernel single-steps costs ~14 us here; on one it emulates "
+             "(push, call, jmp, jcc) ~0.3 us, so each probe sits on the first emulated "
+             "instruction of its function's straight-line entry when nothing before it "
+             "touches the stack (trace/probe_point.py): GCC's outlined bodies and libgomp's "
+             "barrier, critical and single entry points start with loads, and their probes "
+             "now sit on their first conditional jump. The function 'starting with a load' "
+             "has no emulated instruction before its return, so its probe stays single-"
+             "stepped. At the highest region rate the runtime's own cost per region (waking "
+             "the sleeping worker through a futex, ~25 us here) dominates and is perturbed "
+             "by the probes' timing: the traced runs come out faster, so that row measures "
+             "nothing but the probes' hit count.\n")
     write_section("regions_overhead", "Region probes: slowdown of OpenMP and MPI programs", body)
 
 

@@ -311,3 +311,42 @@ def test_stripped_program_is_said_and_still_counted(tmp_path: Path) -> None:
     spans = [g for g in report["regions"] if g["role"] == "parallel"]
     # No body names: the regions are named by address, still counted by GOMP_parallel.
     assert sorted(g["count"] for g in spans) == [1, 2, 2], spans
+
+
+CALLS_SRC = r"""
+#include <stdio.h>
+static volatile long sink;
+/* starts with loads and a compare: its probe moves to the jle (trace/probe_point.py) */
+__attribute__((noinline)) long probed(long n) {
+    long s = sink;
+    for (long k = 0; k < n; k++) s += k;
+    return s;
+}
+int main(void) {
+    long total = 0;
+    for (long i = 0; i < %(n)d; i++) total += probed(i %% 7);
+    printf("%%ld\n", total);
+    return 0;
+}
+"""
+
+
+@needs_uprobes
+def test_probe_past_the_prologue_sees_every_call_and_returns_right(tmp_path: Path) -> None:
+    """A probe moved from the entry to the first emulated instruction: every call is one
+    region (entry and return), and the program's results (return values, return addresses
+    hijacked by the uretprobe there) are those of the untraced run."""
+    from snumap_tui.trace.elfsyms import load_elf
+
+    n = 3000
+    prog = _compile(["gcc", "-O1", "-fcf-protection=none"], CALLS_SRC % {"n": n},
+                    tmp_path / "calls")
+    elf = load_elf(prog)
+    entry, moved = elf.offset_of("probed"), elf.probe_offset("probed")
+    assert entry is not None and moved is not None and moved > entry
+    plain = subprocess.run([str(prog)], check=True, capture_output=True, text=True).stdout
+    report, _err, out = _record_out(tmp_path, "calls", [str(prog)], "--regions", "none",
+                                    "--probe", f"{prog}:probed")
+    assert out == plain == f"{sum(i % 7 * (i % 7 - 1) // 2 for i in range(n))}\n"
+    regs = _by_name(report)
+    assert regs["probed"]["count"] == n and regs["probed"]["kind"] == "user"

@@ -148,7 +148,7 @@ class RegionTracer:
                 for ep in rt[1]:
                     sym = C.mpi_symbol(elf.by_name, ep.symbol) if ep.kind == "mpi" else \
                         (ep.symbol if ep.symbol in elf.by_name else None)
-                    off = elf.probe_offset(sym) if sym else None
+                    off = elf.probe_offset(sym, ep.arg is not None) if sym else None
                     if off is None:
                         missing.append(ep.symbol)
                         continue
