@@ -210,3 +210,38 @@ def test_unprivileged_load_says_what_is_missing() -> None:
                                  "CAP_BPF + CAP_PERFMON"), out
     assert out.stdout.count("\n") == 1
     shutil.rmtree(d)
+
+
+def test_the_switch_program_loaded_is_the_kernels() -> None:
+    """5.18 and later pass prev_state to sched_switch: the program taking it is kept, the
+    one re-reading prev->__state is not loaded (and the other way round before 5.18)."""
+    from snumap_tui.trace.libbpf import unused_switch_program
+
+    assert unused_switch_program("6.18.44-fc-v769") == "sched_switch_pre518"
+    assert unused_switch_program("5.18.0") == "sched_switch_pre518"
+    assert unused_switch_program("5.17.15-generic") == "sched_switch"
+    assert unused_switch_program("5.8.0") == "sched_switch"
+
+
+@needs_bpf
+def test_the_tracer_runs_the_switch_program_with_prev_state() -> None:
+    import json
+    import platform
+
+    from snumap_tui.trace.libbpf import LibbpfTracer, kernel_release_tuple
+
+    if shutil.which("bpftool") is None:
+        pytest.skip("needs bpftool to list the loaded programs")
+    t = LibbpfTracer()
+    t.start(None)
+    try:
+        ids = {p["name"] for p in json.loads(subprocess.run(
+            ["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+            check=True).stdout) if p.get("type") == "tracing"}
+    finally:
+        t.stop()
+    want = "sched_switch" if kernel_release_tuple(platform.release()) >= (5, 18) \
+        else "sched_switch_pre518"
+    other = ({"sched_switch", "sched_switch_pre518"} - {want}).pop()
+    assert want in ids
+    assert other not in ids

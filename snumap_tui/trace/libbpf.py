@@ -40,6 +40,13 @@ def kernel_release_tuple(release: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
+def unused_switch_program(release: str) -> str:
+    """The sched_switch program this kernel must not load: the pre-5.18 one on 5.18 and
+    later (its TP_PROTO passes prev_state; re-reading prev->__state can see a concurrent
+    wakeup's TASK_RUNNING), the other one before."""
+    return SWITCH_PROGRAMS[int(kernel_release_tuple(release) >= (5, 18))]
+
+
 def object_path() -> os.PathLike[str]:
     return bpf_dir() / OBJECT
 
@@ -97,8 +104,7 @@ class LibbpfTracer(BpfTracer):
         try:
             obj = self._obj
             obj.set_global("snumap_system_wide", struct.pack("<I", int(self._system_wide)))
-            new = kernel_release_tuple(platform.release()) >= (5, 18)
-            obj.program(SWITCH_PROGRAMS[not new]).set_autoload(False)
+            obj.program(unused_switch_program(platform.release())).set_autoload(False)
             obj.map("events").set_max_entries(size)
             obj.load()
             if roots is not None:
