@@ -124,6 +124,9 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
     from snumap_tui.model.sampler import check_interval
+    from snumap_tui.native.malloc import one_arena
+
+    one_arena()        # before any thread starts: one malloc arena keeps the peak RSS lower
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
