@@ -21,6 +21,7 @@ from typing import ClassVar, Protocol
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
+from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
@@ -30,6 +31,7 @@ from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app_processes import ProcessListMixin
 from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
+from snumap_tui.ui.driver import quiet as quiet_driver
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.io_detail import ProcessIoLines
 from snumap_tui.ui.keymap import bindings
@@ -181,6 +183,9 @@ class TopApp(ProcessListMixin, App[int]):
 
     def get_default_screen(self) -> BackdropScreen:
         return BackdropScreen(id="_default")
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver(super().get_driver_class())    # no 10 Hz input polling
 
     def on_mount(self) -> None:
         try:
