@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import struct
 import subprocess
 import sys
@@ -23,17 +24,27 @@ from snumap_tui.native import libbpf
 
 from bench._report import table, write_section
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
-from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.bpf_ring import BpfRingSet
+from snumap_tui.trace.libbpf import fill_rings, unused_switch_program
 
-RING = 16 << 20
+RING = 8 << 20          # per CPU
 
 
-def open_sched() -> libbpf.BpfObject:
+class _Ring:
+    """What libbpf.RingBuffer needs of a map: its descriptor and a name."""
+
+    def __init__(self, fd: int, cpu: int) -> None:
+        self.fd, self.name = fd, f"ring of CPU {cpu}"
+
+
+def open_sched(fds: list[int]) -> libbpf.BpfObject:
+    ncpu = libbpf.num_possible_cpus()
     obj = libbpf.BpfObject.open(bpf_dir() / "sched.bpf.o")
     obj.set_global("snumap_system_wide", struct.pack("<I", 1))
-    obj.program("sched_switch_pre518").set_autoload(False)
-    obj.map("events").set_max_entries(RING)
+    obj.program(unused_switch_program(platform.release())).set_autoload(False)
+    obj.map("rings").set_max_entries(ncpu)
     obj.load()
+    fill_rings(obj, ncpu, RING, fds)
     return obj
 
 
@@ -44,7 +55,8 @@ def lost(obj: libbpf.BpfObject) -> int:
 
 def run(kind: str, secs: float) -> tuple[int, float, int]:
     """(records, reader CPU seconds, lost) for reader KIND over SECS of a switch storm."""
-    obj = open_sched()
+    fds: list[int] = []
+    obj = open_sched(fds)
     n = 0
     try:
         obj.attach_all()
@@ -54,18 +66,22 @@ def run(kind: str, secs: float) -> tuple[int, float, int]:
             def one(_rec: bytes) -> None:
                 count[0] += 1
 
-            ring = libbpf.RingBuffer(obj.map("events"), one)
+            rings = [libbpf.RingBuffer(_Ring(fd, c), one) for c, fd in enumerate(fds)]
             c0, end = time.thread_time(), time.monotonic() + secs
             while time.monotonic() < end:
-                ring.poll(10)
+                for ring in rings:
+                    ring.poll(0)
+                time.sleep(0.01)
             obj.detach()
-            ring.consume()
+            for ring in rings:
+                ring.consume()
             cpu = time.thread_time() - c0
-            ring.free()
+            for ring in rings:
+                ring.free()
             n = count[0]
         else:
             rec_dtype, _, _ = load_layout()
-            reader = BpfRingReader(obj.map("events").fd, RING, rec_dtype)
+            reader = BpfRingSet(fds, RING, rec_dtype)
             c0, end = time.thread_time(), time.monotonic() + secs
             while time.monotonic() < end:
                 n += len(reader.read())
@@ -77,6 +93,8 @@ def run(kind: str, secs: float) -> tuple[int, float, int]:
         return n, cpu, lost(obj)
     finally:
         obj.close()
+        for fd in fds:
+            os.close(fd)
 
 
 def main() -> int:
@@ -98,12 +116,13 @@ def main() -> int:
             storm.kill()
             storm.wait()
         rows.append(["libbpf ring_buffer__poll, Python callback" if kind == "callback"
-                     else "mmap + numpy batches (BpfRingReader)", f"{n:,}", f"{dropped:,}",
+                     else "mmap + numpy batches (BpfRingSet)", f"{n:,}", f"{dropped:,}",
                      f"{cpu:.2f}", f"{cpu / max(n, 1) * 1e9:.0f}"])
     body = table(["reader", "records", "lost (ring full)", "reader CPU s", "CPU ns / record"],
                  rows)
     notes = (f"\n{args.secs:.0f} s of `stress-ng --switch 2` each, bpf/sched.bpf.o system-wide "
-             f"(16 MiB ring); reader CPU is this thread's (time.thread_time). The batch reader "
+             f"(a ring of 8 MiB per CPU, each read every 10 ms); reader CPU is this thread's "
+             f"(time.thread_time). The batch reader "
              f"only decodes the records into an array; the callback reader only counts. "
              f"Load average before: {load}.\n")
     print(body + notes)

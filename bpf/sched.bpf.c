@@ -26,10 +26,22 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 snumap_system_wide = 0;
 
-struct {
+/* One ring per CPU (an array of rings, index = the CPU the program runs on): one ring shared
+ * by all CPUs takes a spinlock for every record, and with two CPUs switching a million times
+ * a second each the programs cost 150-170 ns a call instead of 86-92 ns (bpf_stats, this
+ * project's VM); the lock's cache line only bounces more with more CPUs. The loader sets the
+ * number of CPUs and creates and inserts each CPU's ring (of its own size) before attaching. */
+struct ring {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 1 << 22);           /* the loader sets the real size */
-} events SEC(".maps");
+    __uint(max_entries, 1 << 20);
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+    __uint(max_entries, 1);                 /* the loader sets: the possible CPUs */
+    __type(key, __u32);
+    __array(values, struct ring);
+} rings SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -69,7 +81,9 @@ struct {
 static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
                                     __s32 pid, __s32 pid2, __s64 arg)
 {
-    struct snumap_sched_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    __u32 me = bpf_get_smp_processor_id();
+    void *ring = bpf_map_lookup_elem(&rings, &me);
+    struct snumap_sched_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
     if (!e) {
         __u32 zero = 0;
         __u64 *n = bpf_map_lookup_elem(&lost, &zero);

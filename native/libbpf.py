@@ -105,6 +105,7 @@ _SIGNATURES: list[tuple[str, object, list[object]]] = [
     ("libbpf_strerror", c_int, [c_int, c_char_p, c_size_t]),
     ("libbpf_set_print", c_void_p, [PRINT_FN]),
     ("libbpf_num_possible_cpus", c_int, []),
+    ("bpf_map_create", c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
     ("libbpf_probe_bpf_map_type", c_int, [c_int, c_void_p]),
     ("bpf_object__open_file", c_void_p, [c_char_p, c_void_p]),
     ("bpf_object__load", c_int, [c_void_p]),
@@ -330,6 +331,14 @@ def _ptr(p: int | None, what: str, mark: int) -> int:
 
 def num_possible_cpus() -> int:
     return _check(lib().libbpf_num_possible_cpus(), "libbpf_num_possible_cpus", _log_mark())
+
+
+def create_ringbuf(size: int, name: str = "snumap_ring") -> int:
+    """A new BPF ring buffer map of SIZE bytes (a power-of-two number of pages), outside any
+    object -- e.g. to put into an array of maps; its file descriptor (the caller closes it)."""
+    mark = _log_mark()
+    return _check(lib().bpf_map_create(MAP_RINGBUF, name.encode()[:15], 0, 0, size, None),
+                  f"BPF ring buffer of {size} bytes", mark)
 
 
 def probe_map_type(map_type: int) -> bool:

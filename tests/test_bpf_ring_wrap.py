@@ -51,3 +51,62 @@ def test_records_wrapping_around_the_end_are_read_whole(shift: int) -> None:
         m.close()
     finally:
         os.close(fd)
+
+
+def _memfd_ring(records: list[tuple[int, int]], size: int) -> tuple[int, mmap.mmap]:
+    """A memfd laid out as a ring holding RECORDS ((t_ns, tid) each) from position 0."""
+    rec_dtype, _, _ = load_layout()
+    page = os.sysconf("SC_PAGE_SIZE")
+    stride = record_stride(rec_dtype.itemsize)
+    fd = os.memfd_create("snumap-ring-set-test")
+    os.ftruncate(fd, 2 * page + size)
+    m = mmap.mmap(fd, 2 * page + size)
+    for i, (t, tid) in enumerate(records):
+        rec = np.zeros(1, dtype=rec_dtype)
+        rec["t_ns"], rec["tid"], rec["kind"] = t, tid, 1
+        raw = struct.pack("<II", rec_dtype.itemsize, 0) + rec.tobytes()
+        m[2 * page + i * stride:2 * page + i * stride + len(raw)] = raw
+    m[0:8] = struct.pack("<Q", 0)
+    m[page:page + 8] = struct.pack("<Q", len(records) * stride)
+    return fd, m
+
+
+def test_a_ring_per_cpu_is_read_whole_within_a_budget_and_round_robin() -> None:
+    from snumap_tui.trace.bpf_ring import BpfRingSet
+
+    rec_dtype, _, _ = load_layout()
+    page = os.sysconf("SC_PAGE_SIZE")
+    stride = record_stride(rec_dtype.itemsize)
+    rings = [_memfd_ring([(100 + i, 10 + i) for i in range(4)], page),
+             _memfd_ring([(200 + i, 20 + i) for i in range(3)], page)]
+    try:
+        rs = BpfRingSet([fd for fd, _ in rings], page, rec_dtype)
+        assert rs.pending() == 7 * stride
+        first = rs.read(3 * stride)           # budget: 3 records, from ring 0
+        assert first["tid"].tolist() == [10, 11, 12]
+        second = rs.read(3 * stride)          # the next call starts at ring 1
+        assert second["tid"].tolist() == [20, 21, 22]
+        rest = rs.read()
+        assert rest["tid"].tolist() == [13] and rs.pending() == 0
+        assert rs.read().size == 0
+        rs.close()
+        rs.close()
+        assert rs.closed
+    finally:
+        for fd, m in rings:
+            m.close()
+            os.close(fd)
+
+
+def test_ring_sizes_per_cpu() -> None:
+    from snumap_tui.trace.bpf_common import ring_bytes_per_cpu
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert ring_bytes_per_cpu(None, 2) == 2 << 20           # 4 MiB at least, over all CPUs
+    assert ring_bytes_per_cpu(None, 64) == 1 << 20          # the default per CPU
+    assert ring_bytes_per_cpu(3 << 20, 4) == 4 << 20        # rounded up to a power of two
+    assert ring_bytes_per_cpu(1, 4) == page                 # at least a page
+    assert ring_bytes_per_cpu(64 << 20, 64) == 4 << 20      # 256 MiB in all at most
+    for n in (1, 3, 48, 384):
+        b = ring_bytes_per_cpu(None, n)
+        assert b % page == 0 and (b // page) & (b // page - 1) == 0

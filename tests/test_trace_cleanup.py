@@ -27,7 +27,7 @@ from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace import events as ev
 from snumap_tui.trace import select
 from snumap_tui.trace.base import Tracer
-from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.bpf_ring import BpfRingReader, BpfRingSet
 from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
 from tests.test_trace_reconstruct import events
@@ -133,16 +133,16 @@ def test_libbpf_start_failing_after_attach_detaches_everything(monkeypatch: pyte
     native_libbpf.lib()                        # the library's own fds stay open
     seen: dict[str, int] = {}
 
-    def failing_reader(*_a: object, **_k: object) -> BpfRingReader:
+    def failing_rings(*_a: object, **_k: object) -> BpfRingSet:
         seen["fds"] = len(open_fds())          # the programs are loaded and attached here
         raise OSError(12, "injected after the programs were attached")
 
-    monkeypatch.setattr(libbpf, "BpfRingReader", failing_reader)
+    monkeypatch.setattr(libbpf, "BpfRingSet", failing_rings)
     before = open_fds()
     tracer = libbpf.LibbpfTracer()
     with pytest.raises(OSError, match="injected"):
         tracer.start([os.getpid()])
-    assert seen["fds"] > len(before) + 10      # 7 programs, their links, 5 maps, BTF
+    assert seen["fds"] > len(before) + 10      # 7 programs, their links, 5 maps, BTF, rings
     assert tracer._obj is None
     assert open_fds() == before
     assert tracer.stop().events.size == 0      # stopping a tracer that never started

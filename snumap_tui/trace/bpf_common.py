@@ -1,8 +1,8 @@
 """What the two eBPF tracers (bcc, libbpf) share once the kernel handed the records over.
 
 Both run the same program logic (bpf/sched.c for bcc, bpf/sched.bpf.c for libbpf), emit the
-same record (bpf/sched_event.h) into one BPF ring buffer that user space maps and decodes in
-bulk (bpf_ring.py), and finish the records the same way here: time order, the switch-ins the
+same record (bpf/sched_event.h) into BPF ring buffers (bcc: one; libbpf: one per CPU) that user
+space maps and decodes in bulk (bpf_ring.py), and finish the records the same way here: time order, the switch-ins the
 kernel never traced placed by reconstruct.py, tids resolved to processes and names. What
 differs -- how the maps are reached -- is the subclasses' ``_lost``, ``_names`` and
 ``_untrack``.
@@ -20,7 +20,7 @@ import numpy as np
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
 from snumap_tui.trace.bpf_layout import to_events
-from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.bpf_ring import BpfRingReader, BpfRingSet
 from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.rows import take_rows
 from snumap_tui.trace.tasks import TaskTable, seed_tree
@@ -32,7 +32,7 @@ DEFAULT_BYTES_PER_CPU = 1 << 20
 
 
 def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
-    """Pages of the one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
+    """Pages of the bcc tracer's one BPF ring all CPUs share: BUFFER_BYTES per CPU (default
     ``DEFAULT_BYTES_PER_CPU``) times the CPUs, rounded up to a power of two (the kernel wants
     one), between 1024 pages (4 MiB: 87k events) and 256 MiB."""
     n = ncpu or os.cpu_count() or 1
@@ -41,11 +41,28 @@ def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
     return min((256 << 20) // page, 1 << (pages - 1).bit_length())
 
 
+# A CO-RE tracer's rings hold at least this much in all (a ring per CPU, so few CPUs get
+# bigger rings: two CPUs switching a million times a second each fill 1 MiB in ~20 ms).
+MIN_RINGS_BYTES = 4 << 20
+
+
+def ring_bytes_per_cpu(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
+    """Bytes of each CPU's BPF ring (the CO-RE tracer): BUFFER_BYTES (default
+    ``DEFAULT_BYTES_PER_CPU``, and at least MIN_RINGS_BYTES over all CPUs), rounded up to a
+    power of two pages (the kernel wants one), at most 256 MiB over all CPUs."""
+    n = ncpu or os.cpu_count() or 1
+    page = os.sysconf("SC_PAGE_SIZE")
+    want = buffer_bytes or max(DEFAULT_BYTES_PER_CPU, MIN_RINGS_BYTES // n)
+    pages = 1 << (max(1, -(-want // page)) - 1).bit_length()
+    cap = max(1, (256 << 20) // page // n)
+    return min(pages, 1 << (cap.bit_length() - 1)) * page
+
+
 class BpfTracer(Tracer):
     """The user-space half of the eBPF scheduling tracers."""
 
     def __init__(self) -> None:
-        self._ring: BpfRingReader | None = None
+        self._ring: BpfRingReader | BpfRingSet | None = None
         self._tasks = TaskTable()
         self._lost_seen: dict[int, int] = {}
         self._exited: list[int] = []

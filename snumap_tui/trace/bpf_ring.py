@@ -164,3 +164,55 @@ class BpfRingReader:
         self._data.release()
         self._cons_map.close()
         self._data_map.close()
+
+
+class BpfRingSet:
+    """Consumer side of one BPF ring per CPU (the CO-RE tracer's array of rings).
+
+    One ring shared by every CPU takes a spinlock for each record: with two CPUs switching a
+    million times a second each, the two BPF programs took 150-170 ns a call, against 86-92
+    ns with a ring per CPU (bpf_stats, `stress-ng --switch 2`, this project's 2-PU VM), and
+    the lock's cache line only bounces more with more CPUs. Records are read ring by ring and
+    put in time order after (bpf_common's _finish), as the perf backend does with its rings."""
+
+    def __init__(self, map_fds: list[int], size: int, rec_dtype: np.dtype) -> None:
+        self.rec_dtype = rec_dtype
+        self.size = size
+        self.rings: list[BpfRingReader] = []
+        try:
+            for fd in map_fds:
+                self.rings.append(BpfRingReader(fd, size, rec_dtype))
+        except BaseException:
+            self.close()
+            raise
+        self._next = 0
+        self.closed = False
+
+    def pending(self) -> int:
+        return sum(r.pending() for r in self.rings)
+
+    def read(self, max_bytes: int | None = None) -> np.ndarray:
+        """The complete records of every ring, at most about MAX_BYTES of ring in all; the
+        ring read first moves round from call to call, so a budget that runs out does not
+        always leave the same CPUs behind."""
+        n = len(self.rings)
+        if not n:
+            return np.empty(0, dtype=self.rec_dtype)
+        stride = record_stride(self.rec_dtype.itemsize)
+        left = max_bytes
+        parts = []
+        start, self._next = self._next, (self._next + 1) % n
+        for i in range(n):
+            if left is not None and left <= 0:
+                break
+            recs = self.rings[(start + i) % n].read(left)
+            parts.append(recs)
+            if left is not None:
+                left -= len(recs) * stride
+        return _joined(parts, self.rec_dtype)
+
+    def close(self) -> None:
+        """Unmap every ring; a second call does nothing."""
+        for r in self.rings:
+            r.close()
+        self.closed = True

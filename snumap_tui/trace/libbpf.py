@@ -23,9 +23,9 @@ from snumap_tui.native import libbpf
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
-from snumap_tui.trace.bpf_common import BpfTracer, ring_pages
+from snumap_tui.trace.bpf_common import BpfTracer, ring_bytes_per_cpu
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
-from snumap_tui.trace.bpf_ring import BpfRingReader
+from snumap_tui.trace.bpf_ring import BpfRingSet
 from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
@@ -47,6 +47,17 @@ def unused_switch_program(release: str) -> str:
     return SWITCH_PROGRAMS[int(kernel_release_tuple(release) >= (5, 18))]
 
 
+def fill_rings(obj: libbpf.BpfObject, ncpu: int, size: int, fds: list[int]) -> None:
+    """Create each CPU's ring (SIZE bytes) and put it in the loaded object's array of rings;
+    each new descriptor is appended to FDS at once, so the caller closes what was made even
+    when a later one fails."""
+    rings = obj.map("rings")
+    for cpu in range(ncpu):
+        fd = libbpf.create_ringbuf(size)
+        fds.append(fd)
+        rings.update(struct.pack("<I", cpu), struct.pack("<I", fd))
+
+
 def object_path() -> os.PathLike[str]:
     return bpf_dir() / OBJECT
 
@@ -61,6 +72,7 @@ class LibbpfTracer(BpfTracer):
         super().__init__()
         self._obj: libbpf.BpfObject | None = None
         self._names_dtype: np.dtype | None = None
+        self._ring_fds: list[int] = []
         self.load_s = 0.0
 
     @classmethod
@@ -97,30 +109,33 @@ class LibbpfTracer(BpfTracer):
         rec_dtype, self._names_dtype, _ = load_layout()
         roots = list(pids) if pids is not None else None
         self._system_wide = roots is None
-        pages = ring_pages(self.buffer_bytes)
-        size = pages * os.sysconf("SC_PAGE_SIZE")
+        ncpu = libbpf.num_possible_cpus()
+        size = ring_bytes_per_cpu(self.buffer_bytes, ncpu)
         t0 = time.monotonic()
         self._obj = libbpf.BpfObject.open(object_path())
         try:
             obj = self._obj
             obj.set_global("snumap_system_wide", struct.pack("<I", int(self._system_wide)))
             obj.program(unused_switch_program(platform.release())).set_autoload(False)
-            obj.map("events").set_max_entries(size)
+            obj.map("rings").set_max_entries(ncpu)
             obj.load()
+            fill_rings(obj, ncpu, size, self._ring_fds)
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)
             obj.attach_all()
-            self._ring = BpfRingReader(obj.map("events").fd, size, rec_dtype)
+            self._ring = BpfRingSet(self._ring_fds, size, rec_dtype)
         except BaseException:
             self._release()
             raise
         self.load_s = time.monotonic() - t0
 
     def _release(self) -> None:
-        """Unmap the ring, detach and close the object; each step on its own. Safe twice."""
+        """Unmap the rings, detach and close the object, close the rings; each step on its own.
+        Safe twice."""
         ring, self._ring = self._ring, None
         obj, self._obj = self._obj, None
+        fds, self._ring_fds = self._ring_fds, []
         if ring is not None:
             try:
                 ring.close()
@@ -128,6 +143,11 @@ class LibbpfTracer(BpfTracer):
                 pass
         if obj is not None:
             obj.close()
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _lost(self) -> dict[int, int]:
         if self._obj is None:
