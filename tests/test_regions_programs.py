@@ -226,7 +226,9 @@ def test_shell_markers_and_bad_lines(tmp_path: Path) -> None:
     ev = json.loads(out.read_text())["traceEvents"]
     slices = [e for e in ev if e["ph"] == "X" and e.get("cat") == "marker"]
     assert [e["name"] for e in slices] == ["load", "load"]
-    assert slices[0]["dur"] >= 50_000                      # microseconds
+    # microseconds; the script sleeps 50 ms between begin and end, but lines are stamped when
+    # snumap reads them, and a begin read late under a loaded test run shortens the slice
+    assert slices[0]["dur"] >= 25_000
     assert [e["name"] for e in ev if e["ph"] == "i" and e.get("cat") == "marker"] == \
         ["checkpoint"]
 
