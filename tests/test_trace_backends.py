@@ -376,8 +376,9 @@ def record_beside_perf_sched(perf: str, tmp: Path, backend: str
     tmp.mkdir()
     data = tmp / "perf.data"
     # -k: perf record's clock, so that its times and ours (CLOCK_MONOTONIC) compare directly.
-    ps = subprocess.Popen([perf, "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o",
-                           str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # -m: 16 MiB of ring per CPU (perf record's default, 512 KiB, lost events in bursts here).
+    ps = subprocess.Popen([perf, "sched", "record", "-k", "CLOCK_MONOTONIC", "-m", "16M", "-a",
+                           "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(1.0)          # perf is tracing before the workload starts
         proc, out = snumap_record(tmp, backend, [PY, "-c", CONTENDED])
