@@ -61,6 +61,15 @@ def emulated(code: bytes) -> bool:
     return b0 == 0x0f and len(code) > 1 and 0x80 <= code[1] <= 0x8f
 
 
+def missing_note() -> str | None:
+    """What a recording with probes should say when capstone is not there, else None."""
+    if _disassembler() is not None:
+        return None
+    return ("regions: capstone is not installed, so probes stay at function entries, where "
+            "most are single-stepped (~14 us a hit instead of ~0.3 us): "
+            "pip install 'snumap[regions]'")
+
+
 def _disassembler() -> Any:
     try:
         import capstone
