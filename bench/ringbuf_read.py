@@ -25,7 +25,7 @@ from snumap_tui.native import libbpf
 from bench._report import table, write_section
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingSet
-from snumap_tui.trace.libbpf import fill_rings, unused_switch_program
+from snumap_tui.trace.libbpf import fill_rings, ring_cpus, unused_switch_program
 
 RING = 8 << 20          # per CPU
 
@@ -44,7 +44,7 @@ def open_sched(fds: list[int]) -> libbpf.BpfObject:
     obj.program(unused_switch_program(platform.release())).set_autoload(False)
     obj.map("rings").set_max_entries(ncpu)
     obj.load()
-    fill_rings(obj, ncpu, RING, fds)
+    fill_rings(obj, ring_cpus(ncpu), RING, fds)
     return obj
 
 

@@ -71,7 +71,7 @@ def _memfd_ring(records: list[tuple[int, int]], size: int) -> tuple[int, mmap.mm
     return fd, m
 
 
-def test_a_ring_per_cpu_is_read_whole_within_a_budget_and_round_robin() -> None:
+def test_a_ring_per_cpu_is_read_whole_within_a_budget_shared_evenly() -> None:
     from snumap_tui.trace.bpf_ring import BpfRingSet
 
     rec_dtype, _, _ = load_layout()
@@ -82,10 +82,11 @@ def test_a_ring_per_cpu_is_read_whole_within_a_budget_and_round_robin() -> None:
     try:
         rs = BpfRingSet([fd for fd, _ in rings], page, rec_dtype)
         assert rs.pending() == 7 * stride
-        first = rs.read(3 * stride)           # budget: 3 records, from ring 0
-        assert first["tid"].tolist() == [10, 11, 12]
-        second = rs.read(3 * stride)          # the next call starts at ring 1
-        assert second["tid"].tolist() == [20, 21, 22]
+        # a budget of 4 records: 2 from each ring, so both rings advance at every read
+        first = rs.read(4 * stride)
+        assert first["tid"].tolist() == [10, 11, 20, 21]
+        second = rs.read(3 * stride)          # 1.5 records each: one whole record each
+        assert second["tid"].tolist() == [12, 22]
         rest = rs.read()
         assert rest["tid"].tolist() == [13] and rs.pending() == 0
         assert rs.read().size == 0
@@ -110,3 +111,15 @@ def test_ring_sizes_per_cpu() -> None:
     for n in (1, 3, 48, 384):
         b = ring_bytes_per_cpu(None, n)
         assert b % page == 0 and (b // page) & (b // page - 1) == 0
+
+
+def test_rings_go_to_the_online_cpus(tmp_path) -> None:
+    from snumap_tui.trace.libbpf import ring_cpus
+
+    online = tmp_path / "online"
+    online.write_text("0-1,4\n")
+    assert ring_cpus(8, online) == [0, 1, 4]
+    assert ring_cpus(4, online) == [0, 1]              # never beyond the possible CPUs
+    online.write_text("garbage\n")
+    assert ring_cpus(3, online) == [0, 1, 2]
+    assert ring_cpus(2, tmp_path / "missing") == [0, 1]

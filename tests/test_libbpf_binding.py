@@ -243,5 +243,6 @@ def test_the_tracer_runs_the_switch_program_with_prev_state() -> None:
     want = "sched_switch" if kernel_release_tuple(platform.release()) >= (5, 18) \
         else "sched_switch_pre518"
     other = ({"sched_switch", "sched_switch_pre518"} - {want}).pop()
-    assert want in ids
-    assert other not in ids
+    shown = {n[:15] for n in ids}       # an older bpftool shows the kernel's 15 characters
+    assert want[:15] in shown
+    assert other[:15] not in shown

@@ -82,14 +82,18 @@ def test_input_thread_reads_keys_sleeps_and_stops(monkeypatch: Any) -> None:
     th = threading.Thread(target=drv.run_input_thread)
     try:
         th.start()
-        os.write(master, b"a")
+        os.write(master, b"\xc3")        # the first byte of "é" alone in a read
+        time.sleep(0.2)
+        os.write(master, b"\xa9a")
+        time.sleep(0.2)
         os.write(master, b"\x1b")       # a lone Escape: a key once the parser's wait is over
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and len(
-                [m for m in drv.got if isinstance(m, events.Key)]) < 2:
+                [m for m in drv.got if isinstance(m, events.Key)]) < 3:
             time.sleep(0.02)
-        keys = [m.key for m in drv.got if isinstance(m, events.Key)]
-        assert keys == ["a", "escape"], keys
+        keys = [m for m in drv.got if isinstance(m, events.Key)]
+        assert [k.character for k in keys[:2]] == ["é", "a"], keys
+        assert len(keys) == 3 and keys[2].key == "escape", keys
         n = len(timeouts)
         time.sleep(0.5)                 # idle: the thread must not wake
         assert len(timeouts) == n and timeouts[-1] is None, timeouts[-5:]

@@ -185,34 +185,28 @@ class BpfRingSet:
         except BaseException:
             self.close()
             raise
-        self._next = 0
         self.closed = False
 
     def pending(self) -> int:
         return sum(r.pending() for r in self.rings)
 
     def read(self, max_bytes: int | None = None) -> np.ndarray:
-        """The complete records of every ring, at most about MAX_BYTES of ring in all; the
-        ring read first moves round from call to call, so a budget that runs out does not
-        always leave the same CPUs behind."""
+        """The complete records of every ring, at most about MAX_BYTES of ring in all, shared
+        evenly (at least a record each): every ring advances at each read, so a later read
+        does not bring one ring's older events after another ring's newer ones from a read
+        that spent its budget elsewhere (the reconstruction carries times across reads)."""
         n = len(self.rings)
         if not n:
             return np.empty(0, dtype=self.rec_dtype)
-        stride = record_stride(self.rec_dtype.itemsize)
-        left = max_bytes
-        parts = []
-        start, self._next = self._next, (self._next + 1) % n
-        for i in range(n):
-            if left is not None and left <= 0:
-                break
-            recs = self.rings[(start + i) % n].read(left)
-            parts.append(recs)
-            if left is not None:
-                left -= len(recs) * stride
-        return _joined(parts, self.rec_dtype)
+        share = None if max_bytes is None else max(1, max_bytes // n)
+        return _joined([r.read(share) for r in self.rings], self.rec_dtype)
 
     def close(self) -> None:
-        """Unmap every ring; a second call does nothing."""
-        for r in self.rings:
-            r.close()
+        """Unmap every ring, each on its own (one still exported does not keep the others
+        mapped); a second call does nothing."""
         self.closed = True
+        for r in self.rings:
+            try:
+                r.close()
+            except (BufferError, ValueError, OSError):
+                pass

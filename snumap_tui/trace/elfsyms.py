@@ -113,9 +113,14 @@ class ElfFile:
                 code = f.read(min(size, probe_point.MAX_FUNC_BYTES) if size else 16)
         except OSError:
             return off
-        if not size:
-            return off + probe_point.fallback_skip(code)
-        return off + probe_point.probe_skip(code, keep_args)
+        skip = probe_point.fallback_skip(code) if not size else \
+            probe_point.probe_skip(code, keep_args)
+        # Another symbol starting inside what the probe passes over (an alias entry point, a
+        # jump target of its own) would reach the probe without passing the entry.
+        j = int(np.searchsorted(self.addr, a, "right"))
+        if skip and j < len(self.addr) and int(self.addr[j]) <= a + skip:
+            return off
+        return off + skip
 
     def symbol_at(self, vaddr: int) -> str | None:
         """The function containing VADDR (or starting nearest below it, when sizes are 0)."""

@@ -16,10 +16,12 @@ import re
 import struct
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
 from snumap_tui.native import libbpf
+from snumap_tui.native.perf_pmu import parse_cpulist
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
@@ -47,12 +49,24 @@ def unused_switch_program(release: str) -> str:
     return SWITCH_PROGRAMS[int(kernel_release_tuple(release) >= (5, 18))]
 
 
-def fill_rings(obj: libbpf.BpfObject, ncpu: int, size: int, fds: list[int]) -> None:
-    """Create each CPU's ring (SIZE bytes) and put it in the loaded object's array of rings;
-    each new descriptor is appended to FDS at once, so the caller closes what was made even
-    when a later one fails."""
+def ring_cpus(ncpu: int, online: Path = Path("/sys/devices/system/cpu/online")) -> list[int]:
+    """The CPUs that get a ring: the online ones (cputopology.rst) below NCPU, the possible
+    CPUs. The kernel allocates a ring's pages when it is made, so a VM booted with room for 64
+    CPUs and 4 online would pin 64 rings; an event on a CPU brought online later finds no ring
+    and is counted lost."""
+    try:
+        cpus = [c for c in parse_cpulist(online.read_text()) if c < ncpu]
+    except (OSError, ValueError):
+        cpus = []
+    return cpus or list(range(ncpu))
+
+
+def fill_rings(obj: libbpf.BpfObject, cpus: list[int], size: int, fds: list[int]) -> None:
+    """Create a ring (SIZE bytes) for each of CPUS and put it in the loaded object's array of
+    rings; each new descriptor is appended to FDS at once, so the caller closes what was made
+    even when a later one fails."""
     rings = obj.map("rings")
-    for cpu in range(ncpu):
+    for cpu in cpus:
         fd = libbpf.create_ringbuf(size)
         fds.append(fd)
         rings.update(struct.pack("<I", cpu), struct.pack("<I", fd))
@@ -119,7 +133,7 @@ class LibbpfTracer(BpfTracer):
             obj.program(unused_switch_program(platform.release())).set_autoload(False)
             obj.map("rings").set_max_entries(ncpu)
             obj.load()
-            fill_rings(obj, ncpu, size, self._ring_fds)
+            fill_rings(obj, ring_cpus(ncpu), size, self._ring_fds)
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)

@@ -28,6 +28,7 @@ without it the probe stays at the entry (or just past ``endbr64; push``).
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 # At most this many instructions are passed over, and at most this many bytes decoded.
@@ -43,6 +44,8 @@ _ALIASES = {
 _STACK = frozenset({"rsp", *_ALIASES["rsp"]})
 _ARGS = frozenset({r for a in ARG_REGS for r in (a, *_ALIASES[a])})
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
+# Mnemonics that move the stack pointer whatever capstone says of their registers.
+_STACK_OPS = ("push", "pop", "enter", "leave")
 
 
 def emulated(code: bytes) -> bool:
@@ -62,8 +65,9 @@ def emulated(code: bytes) -> bool:
 
 
 def missing_note() -> str | None:
-    """What a recording with probes should say when capstone is not there, else None."""
-    if _disassembler() is not None:
+    """What a recording with probes should say when capstone is not there, else None (also
+    where probes never move: not x86-64)."""
+    if platform.machine() != "x86_64" or _disassembler() is not None:
         return None
     return ("regions: capstone is not installed, so probes stay at function entries, where "
             "most are single-stepped (~14 us a hit instead of ~0.3 us): "
@@ -140,8 +144,9 @@ def probe_skip(code: bytes, keep_args: bool = False) -> int:
             break
         if any(insn.group(g) for g in flow):
             return 0
-        if insn.mnemonic in ("syscall", "sysenter", "ud2", "hlt", "int3"):
-            return 0
+        if insn.mnemonic in ("syscall", "sysenter", "ud2", "hlt", "int3") or \
+                insn.mnemonic.startswith(_STACK_OPS):
+            return 0        # capstone lists no registers for enter, push/pop fs/gs
         read, written = _regs(md, insn)
         if (read | written) & _STACK or _mem_on_stack(md, insn):
             return 0

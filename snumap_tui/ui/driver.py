@@ -78,9 +78,12 @@ class QuietLinuxDriver(LinuxDriver):
                         except BlockingIOError:
                             pass
                         continue
-                    text = decode(os.read(self.fileno, 4096))
-                    if not text:                 # end of input: wait for the stop only
+                    data = os.read(self.fileno, 4096)
+                    if not data:                 # end of input: wait for the stop only
                         sel.unregister(self.fileno)
+                        continue
+                    text = decode(data)
+                    if not text:                 # the start of a multi-byte character
                         continue
                     for event in parser.feed(text):
                         self.process_message(event)
