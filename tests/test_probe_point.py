@@ -92,7 +92,7 @@ def test_undecodable_bytes_and_no_disassembler_fall_back(monkeypatch):
     assert P.probe_skip(BODY + b"\x0f\x0b\x0f") in (0,)
     assert P.probe_skip(ENDBR + bytes.fromhex("55") + b"\x06") == 4
     assert P.missing_note() is None
-    monkeypatch.setattr(P, "_disassembler", lambda: None)
+    monkeypatch.setattr(P, "_capstone", lambda: None)
     assert "pip install 'snumap[regions]'" in (P.missing_note() or "")
     assert P.probe_skip(BODY) == 0
     assert P.probe_skip(ENDBR + bytes.fromhex("53c3")) == 4

@@ -102,13 +102,6 @@ class RegionSession:
             return
         for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots):
             self.say(line)
-        if self.tracer.found:
-            from snumap_tui.trace.probe_point import missing_note
-
-            note = missing_note()
-            if note is not None:
-                self.info["problems"].append(note)
-                self.say(note)
         self._drain_if_probed()
         # Not at once: until the held child execs, its maps are this Python's.
         self._next_rescan = time.monotonic() + self.RESCAN_S

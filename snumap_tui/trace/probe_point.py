@@ -28,7 +28,9 @@ without it the probe stays at the entry (or just past ``endbr64; push``).
 
 from __future__ import annotations
 
+import functools
 import platform
+import re
 from typing import Any
 
 # At most this many instructions are passed over, and at most this many bytes decoded.
@@ -46,6 +48,14 @@ _ARGS = frozenset({r for a in ARG_REGS for r in (a, *_ALIASES[a])})
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 # Mnemonics that move the stack pointer whatever capstone says of their registers.
 _STACK_OPS = ("push", "pop", "enter", "leave")
+_NUMBER = re.compile(r"0x[0-9a-f]+|[0-9]+")
+_NEVER_PASSED = ("syscall", "sysenter", "ud2", "hlt", "int3")
+
+
+def _push(code: bytes) -> bool:
+    """``push reg`` (optionally REX.B): the prologue instruction the kernel emulates."""
+    return bool(code) and (0x50 <= code[0] <= 0x57 or (
+        code[0] == 0x41 and len(code) > 1 and 0x50 <= code[1] <= 0x57))
 
 
 def emulated(code: bytes) -> bool:
@@ -55,107 +65,97 @@ def emulated(code: bytes) -> bool:
     if not code:
         return False
     b0 = code[0]
-    if 0x50 <= b0 <= 0x57:
-        return True
-    if b0 == 0x41 and len(code) > 1 and 0x50 <= code[1] <= 0x57:
-        return True
-    if b0 in (0x90, 0xe8, 0xe9, 0xeb) or 0x70 <= b0 <= 0x7f:
+    if _push(code) or b0 in (0x90, 0xe8, 0xe9, 0xeb) or 0x70 <= b0 <= 0x7f:
         return True
     return b0 == 0x0f and len(code) > 1 and 0x80 <= code[1] <= 0x8f
+
+
+@functools.cache
+def _capstone() -> Any:
+    """capstone (the ``regions`` extra) and its two x86-64 decoders -- one with operand
+    detail for the few prologue instructions, one without for whole functions -- made once
+    per process; None without capstone."""
+    try:
+        import capstone
+        import capstone.x86
+    except ImportError:
+        return None
+    detail = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    detail.detail = True
+    lite = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    flow = (capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET,
+            capstone.CS_GRP_INT, capstone.CS_GRP_IRET, capstone.CS_GRP_BRANCH_RELATIVE)
+    return capstone, detail, lite, flow
 
 
 def missing_note() -> str | None:
     """What a recording with probes should say when capstone is not there, else None (also
     where probes never move: not x86-64)."""
-    if platform.machine() != "x86_64" or _disassembler() is not None:
+    if platform.machine() != "x86_64" or _capstone() is not None:
         return None
-    return ("regions: capstone is not installed, so probes stay at function entries, where "
+    return ("capstone is not installed, so probes stay at function entries, where "
             "most are single-stepped (~14 us a hit instead of ~0.3 us): "
             "pip install 'snumap[regions]'")
 
 
-def _disassembler() -> Any:
-    try:
-        import capstone
-    except ImportError:
-        return None
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-    md.detail = True
-    return md
-
-
-def _regs(md: Any, insn: Any) -> tuple[set[str], set[str]]:
+def _touches_stack(cs: Any, md: Any, insn: Any) -> bool:
+    """Whether INSN reads or writes rsp, directly or as a memory operand's base."""
     read, written = insn.regs_access()
-    return {md.reg_name(r) for r in read}, {md.reg_name(r) for r in written}
+    if any(md.reg_name(r) in _STACK for r in (*read, *written)):
+        return True
+    return any(op.type == cs.x86.X86_OP_MEM and op.mem.base
+               and md.reg_name(op.mem.base) in _STACK for op in insn.operands)
 
 
-def _mem_on_stack(md: Any, insn: Any) -> bool:
-    import capstone.x86 as X
+def _writes_arg(md: Any, insn: Any) -> bool:
+    return any(md.reg_name(r) in _ARGS for r in insn.regs_access()[1])
 
-    for op in insn.operands:
-        if op.type == X.X86_OP_MEM and op.mem.base and md.reg_name(op.mem.base) in _STACK:
+
+def _branches_into(lite: Any, code: bytes, upto: int) -> bool | None:
+    """Whether a direct jump or call in CODE targets an address in (0, UPTO]; None when CODE
+    does not decode to its end (data in the text, or a size we cannot trust)."""
+    end = 0
+    for address, size, mnemonic, op_str in lite.disasm_lite(code, 0):
+        end = address + size
+        # a direct target is a bare number: hex, or decimal below 10 (capstone's style)
+        if mnemonic.startswith(("j", "call", "loop")) and _NUMBER.fullmatch(op_str) \
+                and 0 < int(op_str, 0) <= upto:
             return True
-    return False
-
-
-def _branch_target(insn: Any) -> int | None:
-    import capstone
-    import capstone.x86 as X
-
-    if insn.group(capstone.CS_GRP_JUMP) or insn.group(capstone.CS_GRP_CALL):
-        ops = insn.operands
-        if len(ops) == 1 and ops[0].type == X.X86_OP_IMM:
-            return int(ops[0].imm)
-    return None
+    return None if end != len(code) else False
 
 
 def fallback_skip(code: bytes) -> int:
     """Without a disassembler: past a leading ``endbr64`` when a ``push`` follows it."""
-    rest = code[4:6]
-    if code[:4] == ENDBR64 and rest and rest[0] != 0x90 and emulated(rest) and (
-            0x50 <= rest[0] <= 0x57 or rest[0] == 0x41):
-        return 4
-    return 0
+    return 4 if code[:4] == ENDBR64 and _push(code[4:6]) else 0
 
 
 def probe_skip(code: bytes, keep_args: bool = False) -> int:
     """How many bytes past a function's entry its uprobe goes. CODE: the function's bytes
-    (its symbol's size, or as much as is known). 0 keeps the probe at the entry."""
-    if not code:
+    (its symbol's size, or as much as is known). 0 keeps the probe at the entry. Only the
+    prologue is decoded in detail; the whole function is decoded (without detail) only
+    once a point is found, for the branches that could jump over the entry."""
+    if not code or emulated(code):
         return 0
-    if emulated(code):
-        return 0
-    md = _disassembler()
-    if md is None:
+    got = _capstone()
+    if got is None:
         return fallback_skip(code)
+    cs, md, lite, flow = got
     code = code[:MAX_FUNC_BYTES]
-    insns = list(md.disasm(code, 0))
-    if not insns or insns[-1].address + insns[-1].size != len(code):
-        return fallback_skip(code)      # data in the text, or a size we cannot trust
-    import capstone
-
-    flow = (capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL, capstone.CS_GRP_RET, capstone.CS_GRP_INT,
-            capstone.CS_GRP_IRET, capstone.CS_GRP_BRANCH_RELATIVE)
     point = None
-    for insn in insns[:MAX_SKIP]:
-        raw = bytes(insn.bytes)
-        if insn.address and emulated(raw):
+    for i, insn in enumerate(md.disasm(code, 0)):
+        if i == MAX_SKIP:
+            return 0
+        if insn.address and emulated(bytes(insn.bytes)):
             point = insn.address
             break
-        if any(insn.group(g) for g in flow):
-            return 0
-        if insn.mnemonic in ("syscall", "sysenter", "ud2", "hlt", "int3") or \
+        if any(insn.group(g) for g in flow) or insn.mnemonic in _NEVER_PASSED or \
                 insn.mnemonic.startswith(_STACK_OPS):
             return 0        # capstone lists no registers for enter, push/pop fs/gs
-        read, written = _regs(md, insn)
-        if (read | written) & _STACK or _mem_on_stack(md, insn):
-            return 0
-        if keep_args and written & _ARGS:
+        if _touches_stack(cs, md, insn) or (keep_args and _writes_arg(md, insn)):
             return 0
     if point is None:
         return 0
-    for insn in insns:
-        t = _branch_target(insn)
-        if t is not None and 0 < t <= point:
-            return 0
-    return point
+    into = _branches_into(lite, code, point)
+    if into is None:
+        return fallback_skip(code)
+    return 0 if into else point

@@ -30,6 +30,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.trace import elfsyms as E
 from snumap_tui.trace import region_catalog as C
 from snumap_tui.trace.events import EXEC, FORK, EventBatch
+from snumap_tui.trace.probe_point import missing_note
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
 # Above this many region-body hits a second the body probes are detached (the rest of the
@@ -244,6 +245,9 @@ class RegionTracer:
             self.problems.append(f"{what}: probe not attached ({why})")
         self.found += plan.found
         self.problems += plan.problems
+        note = missing_note() if plan.probes else None
+        if note is not None and note not in self.problems:
+            self.problems.append(note)
         self.path = getattr(self.uprobes, "kind", None)
         rid = np.array([s.rid for s in self.sites], dtype=np.int64)
         op = np.array([C.END if s.ret else C.BEGIN for s in self.sites], dtype=np.uint8)
