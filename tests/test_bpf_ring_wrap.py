@@ -116,10 +116,11 @@ def test_ring_sizes_per_cpu() -> None:
 def test_rings_go_to_the_online_cpus(tmp_path) -> None:
     from snumap_tui.trace.libbpf import ring_cpus
 
-    online = tmp_path / "online"
+    online = tmp_path / "sys/devices/system/cpu/online"
+    online.parent.mkdir(parents=True)
     online.write_text("0-1,4\n")
-    assert ring_cpus(8, online) == [0, 1, 4]
-    assert ring_cpus(4, online) == [0, 1]              # never beyond the possible CPUs
+    assert ring_cpus(8, tmp_path) == [0, 1, 4]
+    assert ring_cpus(4, tmp_path) == [0, 1]              # never beyond the possible CPUs
     online.write_text("garbage\n")
-    assert ring_cpus(3, online) == [0, 1, 2]
+    assert ring_cpus(3, tmp_path) == [0, 1, 2]
     assert ring_cpus(2, tmp_path / "missing") == [0, 1]

@@ -177,7 +177,6 @@ class BpfRingSet:
 
     def __init__(self, map_fds: list[int], size: int, rec_dtype: np.dtype) -> None:
         self.rec_dtype = rec_dtype
-        self.size = size
         self.rings: list[BpfRingReader] = []
         try:
             for fd in map_fds:

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from snumap_tui.native import libbpf
-from snumap_tui.native.perf_pmu import parse_cpulist
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.freq import online_cpus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_common import BpfTracer, ring_bytes_per_cpu
@@ -49,14 +49,14 @@ def unused_switch_program(release: str) -> str:
     return SWITCH_PROGRAMS[int(kernel_release_tuple(release) >= (5, 18))]
 
 
-def ring_cpus(ncpu: int, online: Path = Path("/sys/devices/system/cpu/online")) -> list[int]:
-    """The CPUs that get a ring: the online ones (cputopology.rst) below NCPU, the possible
-    CPUs. The kernel allocates a ring's pages when it is made, so a VM booted with room for 64
-    CPUs and 4 online would pin 64 rings; an event on a CPU brought online later finds no ring
-    and is counted lost."""
+def ring_cpus(ncpu: int, root: Path = Path("/")) -> list[int]:
+    """The CPUs that get a ring: the online ones below NCPU, the possible CPUs (all of them
+    when that cannot be read). The kernel allocates a ring's pages when it is made, so a VM
+    booted with room for 64 CPUs and 4 online would pin 64 rings; an event on a CPU brought
+    online later finds no ring and is counted lost."""
     try:
-        cpus = [c for c in parse_cpulist(online.read_text()) if c < ncpu]
-    except (OSError, ValueError):
+        cpus = [c for c in online_cpus(root) if c < ncpu]
+    except ValueError:          # a cpulist that does not parse
         cpus = []
     return cpus or list(range(ncpu))
 
@@ -69,7 +69,7 @@ def fill_rings(obj: libbpf.BpfObject, cpus: list[int], size: int, fds: list[int]
     for cpu in cpus:
         fd = libbpf.create_ringbuf(size)
         fds.append(fd)
-        rings.update(struct.pack("<I", cpu), struct.pack("<I", fd))
+        rings.update_u32(cpu, fd)
 
 
 def object_path() -> os.PathLike[str]:
@@ -124,7 +124,8 @@ class LibbpfTracer(BpfTracer):
         roots = list(pids) if pids is not None else None
         self._system_wide = roots is None
         ncpu = libbpf.num_possible_cpus()
-        size = ring_bytes_per_cpu(self.buffer_bytes, ncpu)
+        cpus = ring_cpus(ncpu)
+        size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
         t0 = time.monotonic()
         self._obj = libbpf.BpfObject.open(object_path())
         try:
@@ -133,7 +134,7 @@ class LibbpfTracer(BpfTracer):
             obj.program(unused_switch_program(platform.release())).set_autoload(False)
             obj.map("rings").set_max_entries(ncpu)
             obj.load()
-            fill_rings(obj, ring_cpus(ncpu), size, self._ring_fds)
+            fill_rings(obj, cpus, size, self._ring_fds)
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)
