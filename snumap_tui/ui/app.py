@@ -21,7 +21,6 @@ from typing import ClassVar, Protocol
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
-from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
@@ -31,7 +30,7 @@ from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.app_processes import ProcessListMixin
 from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
-from snumap_tui.ui.driver import quiet as quiet_driver
+from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.io_detail import ProcessIoLines
 from snumap_tui.ui.keymap import bindings
@@ -102,7 +101,7 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
-class TopApp(ProcessListMixin, App[int]):
+class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
     """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
     tests run it with hand-made frames and a fixed host)."""
 
@@ -183,9 +182,6 @@ class TopApp(ProcessListMixin, App[int]):
 
     def get_default_screen(self) -> BackdropScreen:
         return BackdropScreen(id="_default")
-
-    def get_driver_class(self) -> type[Driver]:
-        return quiet_driver(super().get_driver_class())    # no 10 Hz input polling
 
     def on_mount(self) -> None:
         try:

@@ -61,6 +61,7 @@ class QuietLinuxDriver(LinuxDriver):
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        self._wake_fds: tuple[int, ...] = (self._wake_r, self._wake_w)   # () once closed
         self.exit_event = WakingEvent(self._wake_w)
 
     def run_input_thread(self) -> None:
@@ -94,7 +95,7 @@ class QuietLinuxDriver(LinuxDriver):
 
     def close(self) -> None:
         super().close()
-        fds, self._wake_fds = getattr(self, "_wake_fds", (self._wake_r, self._wake_w)), ()
+        fds, self._wake_fds = self._wake_fds, ()
         for fd in fds:                  # once: a second close could hit a reused number
             try:
                 os.close(fd)
@@ -106,3 +107,10 @@ def quiet(driver_class: type[Driver]) -> type[Driver]:
     """The driver an app should use: this quiet one where Textual would use its plain Linux
     driver, Textual's choice otherwise (TEXTUAL_DRIVER, headless, inline)."""
     return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
+
+
+class QuietDriverMixin:
+    """For an App: the quiet driver wherever Textual would pick its plain Linux one."""
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet(super().get_driver_class())  # type: ignore[misc]

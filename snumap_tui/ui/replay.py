@@ -19,13 +19,12 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical
-from textual.driver import Driver
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
-from snumap_tui.ui.driver import quiet as quiet_driver
+from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.gantt import (
     GanttState,
     Rendered,
@@ -120,7 +119,7 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(ReplayKeysMixin, App[int]):
+class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -183,9 +182,6 @@ class ReplayApp(ReplayKeysMixin, App[int]):
         yield Input(placeholder="only these processes: words of a name, a PID (enter applies, "
                     "esc clears)", id="filter")
         yield Footer()
-
-    def get_driver_class(self) -> type[Driver]:
-        return quiet_driver(super().get_driver_class())    # no 10 Hz input polling
 
     def on_mount(self) -> None:
         self._views_up = True
