@@ -272,8 +272,8 @@ class Machines:
     k + 1, with its own PU numbers and tids (a merged recording adds a base to both)."""
 
     def __init__(self, cpu_bases: np.ndarray, tid_bases: np.ndarray) -> None:
-        self.cpu_bases = cpu_bases.astype(np.int64)
-        self.tid_bases = tid_bases.astype(np.int64)
+        self.cpu_bases = np.asarray(cpu_bases, dtype=np.int64)
+        self.tid_bases = np.asarray(tid_bases, dtype=np.int64)
 
     def of_cpu(self, cpu: np.ndarray) -> np.ndarray:
         """Node index of each (merged) PU number."""

@@ -109,17 +109,19 @@ class NodeTable:
     # Built once: node_of_* run per CPU row and per task label (the replay's rows).
     @cached_property
     def _tid_bases(self) -> np.ndarray:
-        return np.array([int(n.get("tid_base", 0)) for n in self.nodes], dtype=np.int64)
+        return _bases(self.nodes, "tid_base")
 
     @cached_property
     def _cpu_bases(self) -> np.ndarray:
-        return np.array([int(n.get("cpu_base", 0)) for n in self.nodes], dtype=np.int64)
+        return _bases(self.nodes, "cpu_base")
 
     def tid_bases(self) -> np.ndarray:
-        return self._tid_bases.copy()
+        """Each node's first merged tid, in node order (read-only)."""
+        return self._tid_bases
 
     def cpu_bases(self) -> np.ndarray:
-        return self._cpu_bases.copy()
+        """Each node's first merged CPU, in node order (read-only)."""
+        return self._cpu_bases
 
     def node_of_tid(self, tid: int) -> int | None:
         if tid <= 0 or not self.nodes:
@@ -136,8 +138,14 @@ class NodeTable:
         k = self.node_of_tid(tid)
         if k is None:
             return None, tid
-        return self.names[k], tid - int(self.nodes[k].get("tid_base", 0))
+        return self.names[k], tid - int(self._tid_bases[k])
 
     def label(self, tid: int) -> str:
         node, local = self.split_tid(tid)
         return f"{node}:{local}" if node is not None else str(tid)
+
+
+def _bases(nodes: list[dict[str, Any]], key: str) -> np.ndarray:
+    out = np.array([int(n.get(key, 0)) for n in nodes], dtype=np.int64)
+    out.setflags(write=False)
+    return out
