@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -152,6 +153,26 @@ def pct(c: float, base: float) -> str:
     return f" ({100 * (c / base - 1):+.1f} %)" if base >= 0.05 else ""
 
 
+def placement_cost(libs: list[str]) -> str:
+    """CPU time to place a probe (trace/probe_point.py) on every function of LIBS, as a
+    recording does for the runtimes' entry points and the programs' bodies at start-up."""
+    from snumap_tui.trace.elfsyms import load_elf, which
+
+    parts = []
+    for lib in libs:
+        path = which(lib) or lib
+        if not os.path.exists(path):
+            continue
+        elf = load_elf(path)
+        names = list(elf.by_name)
+        c0 = time.process_time()
+        moved = sum(elf.probe_offset(n) != elf.offset_of(n) for n in names)
+        dt = time.process_time() - c0
+        parts.append(f"{os.path.basename(path)}: {len(names):,} functions in {dt * 1e3:.0f} ms "
+                     f"({dt / max(len(names), 1) * 1e6:.0f} us each; {moved:,} probes moved)")
+    return "; ".join(parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -159,6 +180,9 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("regions_overhead: uprobes need root")
     load0 = os.getloadavg()[0]
+    placed = placement_cost(["/lib/x86_64-linux-gnu/libgomp.so.1",
+                             "/lib/x86_64-linux-gnu/libmpich.so.12"])
+    print("probe placement:", placed, flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="snumap-bench-regions-") as d:
         tmp = Path(d)
@@ -219,7 +243,8 @@ def main() -> None:
              "stepped. At the highest region rate the runtime's own cost per region (waking "
              "the sleeping worker through a futex, ~25 us here) dominates and is perturbed "
              "by the probes' timing: the traced runs come out faster, so that row measures "
-             "nothing but the probes' hit count.\n")
+             "nothing but the probes' hit count. Placing the probes (a process's first use "
+             f"of capstone included): {placed}.\n")
     write_section("regions_overhead", "Region probes: slowdown of OpenMP and MPI programs", body)
 
 
