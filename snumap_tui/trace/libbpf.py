@@ -82,8 +82,11 @@ class LibbpfTracer(BpfTracer):
     name = "libbpf"
     approximate = False
 
-    def __init__(self) -> None:
+    def __init__(self, object_file: os.PathLike[str] | None = None) -> None:
+        """``object_file``: another build of bpf/sched.bpf.c with the same maps and programs
+        (bench/sched_floor.py's stripped-down variants); the shipped object by default."""
         super().__init__()
+        self._object_file = object_file
         self._obj: libbpf.BpfObject | None = None
         self._names_dtype: np.dtype | None = None
         self._ring_fds: list[int] = []
@@ -127,7 +130,7 @@ class LibbpfTracer(BpfTracer):
         cpus = ring_cpus(ncpu)
         size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
         t0 = time.monotonic()
-        self._obj = libbpf.BpfObject.open(object_path())
+        self._obj = libbpf.BpfObject.open(self._object_file or object_path())
         try:
             obj = self._obj
             obj.set_global("snumap_system_wide", struct.pack("<I", int(self._system_wide)))
