@@ -201,6 +201,32 @@ def test_seek_by_time_returns_exactly_the_half_open_range(tmp_path: Path) -> Non
         assert rec.damaged == []
 
 
+def test_batches_overlapping_at_their_seams_are_stored_in_time_order(tmp_path: Path) -> None:
+    """As per-CPU rings hand them over: each batch in time order, the next starting before
+    the last one ended. The file holds them merged; the caller's batches are left alone."""
+    path = tmp_path / "seams.rec"
+    ev = synthetic_events(30_000, list(range(4)), duration_ns=10**9)
+    rng = np.random.default_rng(3)
+    batches = []
+    for lo in range(0, ev.size, 3000):
+        b = ev[lo:lo + 3000].copy()
+        b["t_ns"] += rng.integers(0, 5 * 10**6, b.size).astype(np.uint64)   # ~150 events
+        batches.append(np.sort(b, order="t_ns", kind="stable"))
+    assert all(a["t_ns"][-1] > b["t_ns"][0] for a, b in zip(batches, batches[1:]))
+    kept = [b.copy() for b in batches]
+    with store.Writer(path, {}, max_chunk_events=4000) as w:
+        for b in batches:
+            w.add_events(EventBatch(b))
+    for b, k in zip(batches, kept, strict=True):
+        assert (b == k).all()
+    want = np.concatenate(kept)
+    want = want[np.argsort(want["t_ns"], kind="stable")]
+    with store.open(path) as rec:
+        got = rec.events()
+        assert len(rec.event_chunks) == 8
+    assert (got == want).all()
+
+
 def test_seek_reads_only_the_chunks_in_range(tmp_path: Path) -> None:
     path = tmp_path / "sorted.rec"
     ev = synthetic_events(50_000, list(range(8)), duration_ns=10**10)

@@ -312,3 +312,22 @@ def test_row_copies_match_numpy_structured_indexing() -> None:
     assert (insert_rows(e, at, new) == np.insert(e, at, new)).all()
     with pytest.raises(ValueError):
         concat_rows([e, np.zeros(2, dtype=[("x", "<u8")])])
+
+
+def test_sort_rows_moves_rows_in_place_as_numpy_indexing_would() -> None:
+    from snumap_tui.trace.rows import copy_rows, sort_rows
+
+    rng = np.random.default_rng(6)
+    e = np.zeros(400, dtype=ev.EVENT_DTYPE)
+    e["t_ns"] = rng.integers(0, 10**6, 400)
+    e["tid"], e["arg"], e["kind"] = np.arange(400), rng.integers(-9, 9, 400), 1
+    seam = np.arange(400)
+    seam[180:220] = 180 + rng.permutation(40)       # only the rows at a seam out of place
+    for order in (rng.permutation(400), seam, np.arange(400)):
+        a = copy_rows(e)
+        sort_rows(a, order)
+        assert (a == e[order]).all()
+    with pytest.raises(ValueError):
+        sort_rows(e[::2], np.arange(200))           # not contiguous
+    with pytest.raises(ValueError):
+        sort_rows(copy_rows(e), np.arange(10))

@@ -26,6 +26,19 @@ def take_rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
     return np.take(a, index)
 
 
+def sort_rows(a: np.ndarray, order: np.ndarray) -> None:
+    """``a[:] = a[order]`` in place for a permutation ORDER of a's rows, moving only the rows
+    that change place: the rows a permutation moves are sent among themselves, so batches
+    that overlap in time only near their seams move only the rows there. A must be
+    contiguous (a copy of its own, such as concat_rows gives)."""
+    if a.size != order.size or not a.flags.c_contiguous:
+        raise ValueError("sort_rows: a permutation of a contiguous array's rows is needed")
+    moved = np.flatnonzero(order != np.arange(order.size, dtype=order.dtype))
+    if moved.size:
+        v = _void(a)
+        v[moved] = np.take(v, order[moved])
+
+
 def concat_rows(parts: Sequence[np.ndarray]) -> np.ndarray:
     """``np.concatenate(parts)`` of arrays of one structured dtype."""
     if len(parts) == 1:
