@@ -3,6 +3,7 @@ time seeking, and the Writer's rules (no overwrite, flush by age, thread safety)
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -212,7 +213,7 @@ def test_batches_overlapping_at_their_seams_are_stored_in_time_order(tmp_path: P
         b = ev[lo:lo + 3000].copy()
         b["t_ns"] += rng.integers(0, 5 * 10**6, b.size).astype(np.uint64)   # ~150 events
         batches.append(np.sort(b, order="t_ns", kind="stable"))
-    assert all(a["t_ns"][-1] > b["t_ns"][0] for a, b in zip(batches, batches[1:]))
+    assert all(a["t_ns"][-1] > b["t_ns"][0] for a, b in itertools.pairwise(batches))
     kept = [b.copy() for b in batches]
     with store.Writer(path, {}, max_chunk_events=4000) as w:
         for b in batches:

@@ -92,6 +92,23 @@ def test_bpf_ring_decode_stops_at_busy_and_drops_discarded() -> None:
     assert events.dtype == ev.EVENT_DTYPE and events["kind"].tolist() == [1, 1]
 
 
+def test_bpf_ring_decode_of_submitted_records_is_the_header_walks() -> None:
+    """The fast path (every record submitted, of our size) gives what following each header
+    gives, field for field, and consumes every byte."""
+    from snumap_tui.trace.bpf_ring import _walk
+
+    rec, _, _ = load_layout()
+    rng = np.random.default_rng(2)
+    recs = np.zeros(300, dtype=rec)
+    for f in ("t_ns", "arg", "cpu", "tid", "tid2", "pid", "pid2", "kind"):
+        recs[f] = rng.integers(0, 200, 300)
+    buf = _ring_bytes(recs, [0] * 300)
+    out, used = decode_fixed(buf, rec)
+    walked, walked_used = _walk(buf, rec)
+    assert out.flags.c_contiguous and used == walked_used == len(buf)
+    assert (out == walked).all() and (out == recs).all()
+
+
 def test_bpf_ring_walks_records_of_another_size() -> None:
     rec, _, _ = load_layout()
     one = np.zeros(1, dtype=rec)
@@ -312,6 +329,17 @@ def test_row_copies_match_numpy_structured_indexing() -> None:
     assert (insert_rows(e, at, new) == np.insert(e, at, new)).all()
     with pytest.raises(ValueError):
         concat_rows([e, np.zeros(2, dtype=[("x", "<u8")])])
+
+
+def test_distinct_ids_is_np_unique() -> None:
+    from snumap_tui.trace.tasks import distinct_ids
+
+    rng = np.random.default_rng(4)
+    for ids in (rng.integers(-3, 500, 2000, dtype=np.int32),       # a dense range: marked
+                rng.integers(0, 2**31 - 1, 50, dtype=np.int64),    # sparse: sorted
+                np.array([7, 7, 7], dtype=np.int32), np.zeros(0, dtype=np.int32)):
+        got = distinct_ids(ids)
+        assert got.dtype == ids.dtype and np.array_equal(got, np.unique(ids))
 
 
 def test_sort_rows_moves_rows_in_place_as_numpy_indexing_would() -> None:
