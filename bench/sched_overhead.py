@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,12 +65,50 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def wait_rusage(p: subprocess.Popen) -> tuple[float, float, str]:
+class PeakRss:
+    """P's peak RSS from its own VmHWM (/proc/PID/status), read every 20 ms until it exits.
+
+    Not wait4's ru_maxrss: a child started from this process (fork or vfork, then exec)
+    carries the high-water mark of this process's memory across its exec, so once this
+    process had read a large recording, every recorder after it "peaked" at this process's
+    size (the bcc and perf rows showed ~1 GB)."""
+
+    def __init__(self, pid: int) -> None:
+        self.kb = 0
+        self._pid = pid
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        path = Path(f"/proc/{self._pid}/status")
+        # Until its exec the child is still this process's memory (vfork): not its own yet.
+        mine = Path("/proc/self/cmdline").read_bytes()
+        while True:
+            try:
+                if Path(f"/proc/{self._pid}/cmdline").read_bytes() == mine:
+                    time.sleep(0.005)
+                    continue
+                text = path.read_text()
+            except OSError:
+                return
+            if "\nState:\tZ" in text:
+                return
+            m = re.search(r"^VmHWM:\s+(\d+) kB", text, re.MULTILINE)
+            if m:
+                self.kb = max(self.kb, int(m.group(1)))
+            time.sleep(0.02)
+
+    def mb(self) -> float:
+        self._thread.join()
+        return self.kb / 1024
+
+
+def wait_rusage(p: subprocess.Popen, peak: PeakRss) -> tuple[float, float, str]:
     """Wait for P: (CPU seconds, peak RSS in MB, its stderr)."""
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read() if p.stderr else ""
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, err
+    return ru.ru_utime + ru.ru_stime, peak.mb(), err
 
 
 def run_snumap(cmd: list[str], backend: str, tmp: Path, repeat: int) -> dict[str, object]:
@@ -78,12 +117,13 @@ def run_snumap(cmd: list[str], backend: str, tmp: Path, repeat: int) -> dict[str
     rec = subprocess.Popen([sys.executable, "-m", "snumap_tui.cli", "record", "--system-wide",
                             "--backend", backend, "-o", str(out), "--force"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = PeakRss(rec.pid)
     while not out.exists() or out.stat().st_size == 0:
         time.sleep(0.1)
     time.sleep(1.0)                       # the tracer is attached once the header is written
     work = median_work(cmd, repeat)
     rec.send_signal(signal.SIGINT)
-    cpu, rss, err = wait_rusage(rec)
+    cpu, rss, err = wait_rusage(rec, peak)
     with store.open(out) as r:
         n = r.event_count if isinstance(r.event_count, int) else r.event_count()
         ev = r.events()
@@ -132,10 +172,11 @@ def run_perf_sched(cmd: list[str], tmp: Path, repeat: int) -> dict[str, object]:
     ps = subprocess.Popen(["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-a", "-o",
                            str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
+    peak = PeakRss(ps.pid)
     time.sleep(1.0)
     work = median_work(cmd, repeat)
     ps.send_signal(signal.SIGINT)
-    cpu, rss, err = wait_rusage(ps)
+    cpu, rss, err = wait_rusage(ps, peak)
     m = re.search(r"\((\d+) samples\)", err)
     samples = int(m.group(1)) if m else 0
     lost = re.search(r"lost (\d+)", err)

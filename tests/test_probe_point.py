@@ -142,5 +142,15 @@ alone:  mov $0, %eax
     so = tmp_path / "f.so"
     subprocess.run(["gcc", "-shared", "-nostdlib", str(src), "-o", str(so)], check=True)
     elf = load_elf(so)
+    assert elf.machine == "EM_X86_64"
     assert elf.probe_offset("outer") == elf.offset_of("outer")
     assert elf.probe_offset("alone") == elf.offset_of("alone") + 8      # at its jle
+    # The same file marked as i386 code (e_machine EM_386 = 3, at offset 18): its bytes
+    # would be 32-bit instructions, so no probe moves, whatever the host.
+    data = bytearray(so.read_bytes())
+    data[18:20] = (3).to_bytes(2, "little")
+    i386 = tmp_path / "f386.so"
+    i386.write_bytes(bytes(data))
+    elf = load_elf(i386)
+    assert elf.machine == "EM_386"
+    assert elf.probe_offset("alone") == elf.offset_of("alone")

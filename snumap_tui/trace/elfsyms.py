@@ -76,6 +76,7 @@ class ElfFile:
     needed: list[str] = field(default_factory=list)
     runpath: list[str] = field(default_factory=list)
     has_dwarf: bool = False
+    machine: str = ""                     # e_machine as pyelftools names it: EM_X86_64 ...
     _lines: tuple[np.ndarray, list[str], np.ndarray] | None = None
 
     def file_offset(self, vaddr: int) -> int | None:
@@ -102,7 +103,9 @@ class ElfFile:
         there costs ~0.3 us instead of ~14 us single-stepped). KEEP_ARGS: the probe reads an
         argument register, so no instruction passed over may write one."""
         off = self.offset_of(name)
-        if off is None or platform.machine() != "x86_64":
+        # The file's own instruction set decides, not the host's: an i386 program on an
+        # x86-64 host is 32-bit code, which the decoder (64-bit mode) would misread.
+        if off is None or self.machine != "EM_X86_64":
             return off
         a = self.by_name[name]
         i = int(np.searchsorted(self.addr, a, "left"))
@@ -207,6 +210,7 @@ def load_elf(path: str | Path) -> ElfFile:
                     _dynamic(sec, p, needed, runpath)
             dwarf = elf.get_section_by_name(".debug_line") is not None
             pie = elf["e_type"] == "ET_DYN"
+            machine = str(elf["e_machine"])
     except ELFError as e:
         raise SnumapError(f"{p}: unreadable ELF file ({e})") from None
     except OSError as e:
@@ -215,7 +219,8 @@ def load_elf(path: str | Path) -> ElfFile:
     out = ElfFile(p, pie, segs, [rows[a][0] for a in order],
                   np.array(order, dtype=np.uint64),
                   np.array([rows[a][1] for a in order], dtype=np.uint64), by_name,
-                  stripped=not symtab, needed=needed, runpath=runpath, has_dwarf=dwarf)
+                  stripped=not symtab, needed=needed, runpath=runpath, has_dwarf=dwarf,
+                  machine=machine)
     _CACHE[key] = out
     return out
 
