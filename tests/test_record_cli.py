@@ -53,6 +53,54 @@ def test_drains_are_merged_in_order_per_cpu() -> None:
     assert [p.tolist() for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
+def test_drain_thread_comes_back_at_once_while_the_rings_hold_much(monkeypatch) -> None:
+    """A drain that stopped at its budget with one busy ring (small, but much left behind)
+    is followed at once by the next, not after the 10 ms pause: that pause let a pinned
+    pipe benchmark's ring overflow while the other rings were empty."""
+    import numpy as np
+
+    from snumap_tui.commands.record_runtime import Drainer
+    from snumap_tui.trace.base import Tracer
+
+    class Busy(Tracer):
+        name = "busy"
+
+        def __init__(self) -> None:
+            self.drains = 0
+
+        @classmethod
+        def status(cls):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def start(self, pids=None) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def read(self):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def stop(self):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def drain(self) -> np.ndarray:
+            self.drains += 1
+            return np.zeros(10, dtype=np.uint64)        # far below Drainer.BIG
+
+        def pending(self) -> int:
+            return 1 << 20 if self.drains < 6 else 0     # much left for the first five
+
+    monkeypatch.setattr(Drainer, "DRAIN_S", 30.0)       # a pause would outlast the test
+    tracer = Busy()
+    d = Drainer(tracer)
+    try:
+        deadline = time.monotonic() + 10
+        while tracer.drains < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert tracer.drains == 6               # five at once, the sixth, then the pause
+    finally:
+        d._stop.set()
+
+
 def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "x.rec"
     p = record("-o", str(out), "--backend", "proc", "--", "sh", "-c", "exit 3")

@@ -46,6 +46,11 @@ class Tracer(ABC):
         without kernel buffers (polling) do their whole read in ``decode``."""
         return None
 
+    def pending(self) -> int:
+        """Bytes the kernel buffers still hold after the last drain (a drain that stopped at
+        its budget leaves some): the drain thread comes back at once while there are many."""
+        return 0
+
     def decode(self, raw: Any) -> EventBatch:
         """The batch for one ``drain()`` result (None: whatever ``read()`` finds now)."""
         return self.read()
