@@ -85,7 +85,7 @@ def test_drain_thread_comes_back_at_once_while_the_rings_hold_much(monkeypatch) 
             self.drains += 1
             return np.zeros(10, dtype=np.uint64)        # far below Drainer.BIG
 
-        def pending(self) -> int:
+        def backlog_bytes(self) -> int:
             return 1 << 20 if self.drains < 6 else 0     # much left for the first five
 
     monkeypatch.setattr(Drainer, "DRAIN_S", 30.0)       # a pause would outlast the test

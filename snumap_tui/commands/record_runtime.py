@@ -192,15 +192,15 @@ class Drainer:
                 # ring set reads each ring up to an even share of its budget, so one busy
                 # CPU's ring (a pinned pipe benchmark: 2 M events/s) is read a share at a time
                 # and, with a pause after each, overflowed while the other rings were empty.
-                if size < self.BIG and self._pending() < self.BIG // 4:
+                if size < self.BIG and self._backlog() < self.BIG // 4:
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
 
-    def _pending(self) -> int:
-        """The tracer's ``pending()`` (the region tracer has none: 0)."""
-        pending = getattr(self.tracer, "pending", None)
-        return int(pending()) if pending is not None else 0
+    def _backlog(self) -> int:
+        """The tracer's ``backlog_bytes()`` (the region tracer has none: 0)."""
+        backlog = getattr(self.tracer, "backlog_bytes", None)
+        return int(backlog()) if callable(backlog) else 0
 
     def wait(self, timeout: float) -> None:
         """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has

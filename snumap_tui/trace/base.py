@@ -46,7 +46,7 @@ class Tracer(ABC):
         without kernel buffers (polling) do their whole read in ``decode``."""
         return None
 
-    def pending(self) -> int:
+    def backlog_bytes(self) -> int:
         """Bytes the kernel buffers still hold after the last drain (a drain that stopped at
         its budget leaves some): the drain thread comes back at once while there are many."""
         return 0

@@ -115,7 +115,7 @@ class BpfTracer(Tracer):
         """The ring's records since the last drain (a copy; the space is given back)."""
         return self._ring.read(self.DRAIN_MAX) if self._ring is not None else None
 
-    def pending(self) -> int:
+    def backlog_bytes(self) -> int:
         return self._ring.pending() if self._ring is not None else 0
 
     def read(self) -> ev.EventBatch:
