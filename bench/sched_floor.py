@@ -88,7 +88,9 @@ def build(tmp: Path) -> dict[str, Path]:
         # are still found through -I bpf).
         cmd = [str(src) if a == str(SOURCE.relative_to(REPO)) else a
                for a in command(SOURCE, obj)]
-        subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
+        done = subprocess.run(cmd, cwd=REPO, check=False, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"clang failed on the {name!r} variant: {done.stderr.strip()}")
         out[name] = obj
     return out
 

@@ -99,16 +99,19 @@ class PeakRss:
             time.sleep(0.02)
 
     def mb(self) -> float:
-        self._thread.join()
+        self._thread.join(timeout=5)
         return self.kb / 1024
 
 
 def wait_rusage(p: subprocess.Popen, peak: PeakRss) -> tuple[float, float, str]:
-    """Wait for P: (CPU seconds, peak RSS in MB, its stderr)."""
+    """Wait for P: (CPU seconds, peak RSS in MB, its stderr). P is left a zombie until its
+    peak is read, so that its pid cannot be another process's meanwhile."""
+    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+    rss = peak.mb()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read() if p.stderr else ""
-    return ru.ru_utime + ru.ru_stime, peak.mb(), err
+    return ru.ru_utime + ru.ru_stime, rss, err
 
 
 def run_snumap(cmd: list[str], backend: str, tmp: Path, repeat: int) -> dict[str, object]:
@@ -194,9 +197,18 @@ def run_floors(cmd: list[str], tmp: Path, repeat: int,
     from bench.sched_floor import attached, build
 
     out = {}
-    for name, obj in build(tmp).items():
+    try:
+        objs = build(tmp)
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        print(f"sched_overhead: floor rows left out: {exc}", file=sys.stderr)
+        return out
+    for name, obj in objs.items():
         bases[name] = run_untraced(cmd, repeat)
-        tracer = attached(obj)
+        try:
+            tracer = attached(obj)
+        except Exception as exc:  # noqa: BLE001 - one line, the other rows stand
+            print(f"sched_overhead: floor {name!r} left out: {exc}", file=sys.stderr)
+            continue
         try:
             out[name] = median_work(cmd, repeat)
         finally:
@@ -252,11 +264,12 @@ def main() -> int:
     for name, work in floors.items():
         base = bases[name]
         slow = (work[0] / base[0] - 1, base[1] / work[1] - 1)
+        ratio = f" = {slow[0] / ref_slow[0]:.2f}x" if ref_slow[0] > 0 else ""
+        ratio_sw = f" = {slow[1] / ref_slow[1]:.2f}x" if ref_slow[1] > 0 else ""
         rows.append([f"floor: {name}", "-", "-", "-",
-                     (f"{base[0]:.2f} -> {work[0]:.2f} ({slow[0] * 100:+.0f} % = "
-                     f"{slow[0] / ref_slow[0]:.2f}x)"),
-                     (f"{base[1]:.0f} -> {work[1]:.0f} ({slow[1] * 100:+.0f} % = "
-                     f"{slow[1] / ref_slow[1]:.2f}x)"), "-", "-", "-", "-"])
+                     f"{base[0]:.2f} -> {work[0]:.2f} ({slow[0] * 100:+.0f} %{ratio})",
+                     f"{base[1]:.0f} -> {work[1]:.0f} ({slow[1] * 100:+.0f} %{ratio_sw})",
+                     "-", "-", "-", "-"])
     header = ["tracer", "events", "lost", "bytes/event on disk",
               "pipe µs/op untraced -> traced (slowdown = x perf sched's)",
               "stress-ng switch ops/s untraced -> traced (slowdown = x perf sched's)",

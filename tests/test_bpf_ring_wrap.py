@@ -85,10 +85,12 @@ def test_a_ring_per_cpu_is_read_whole_within_a_budget_shared_evenly() -> None:
         # a budget of 4 records: 2 from each ring, so both rings advance at every read
         first = rs.read(4 * stride)
         assert first["tid"].tolist() == [10, 11, 20, 21]
+        assert rs.capped and all(r.capped for r in rs.rings)   # both left records behind
         second = rs.read(3 * stride)          # 1.5 records each: one whole record each
         assert second["tid"].tolist() == [12, 22]
+        assert rs.capped and [r.capped for r in rs.rings] == [True, False]
         rest = rs.read()
-        assert rest["tid"].tolist() == [13] and rs.pending() == 0
+        assert rest["tid"].tolist() == [13] and rs.pending() == 0 and not rs.capped
         assert rs.read().size == 0
         rs.close()
         rs.close()

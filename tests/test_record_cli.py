@@ -53,10 +53,10 @@ def test_drains_are_merged_in_order_per_cpu() -> None:
     assert [p.tolist() for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
-def test_drain_thread_comes_back_at_once_while_the_rings_hold_much(monkeypatch) -> None:
-    """A drain that stopped at its budget with one busy ring (small, but much left behind)
-    is followed at once by the next, not after the 10 ms pause: that pause let a pinned
-    pipe benchmark's ring overflow while the other rings were empty."""
+def test_drain_thread_comes_back_at_once_after_a_drain_that_hit_its_budget(monkeypatch) -> None:
+    """A drain that stopped at its budget (small: one busy ring's share) is followed at once
+    by the next, not after the 10 ms pause, which let that ring overflow while the others
+    were empty."""
     import numpy as np
 
     from snumap_tui.commands.record_runtime import Drainer
@@ -85,8 +85,8 @@ def test_drain_thread_comes_back_at_once_while_the_rings_hold_much(monkeypatch) 
             self.drains += 1
             return np.zeros(10, dtype=np.uint64)        # far below Drainer.BIG
 
-        def backlog_bytes(self) -> int:
-            return 1 << 20 if self.drains < 6 else 0     # much left for the first five
+        def drain_capped(self) -> bool:
+            return self.drains < 6                      # budget-bound for the first five
 
     monkeypatch.setattr(Drainer, "DRAIN_S", 30.0)       # a pause would outlast the test
     tracer = Busy()
@@ -99,6 +99,50 @@ def test_drain_thread_comes_back_at_once_while_the_rings_hold_much(monkeypatch) 
         assert tracer.drains == 6               # five at once, the sixth, then the pause
     finally:
         d._stop.set()
+
+    class Stuck(Busy):
+        """Budget-bound but nothing comes out (a record still being written at the head):
+        no busy loop."""
+
+        def drain(self) -> np.ndarray:
+            self.drains += 1
+            return np.zeros(0, dtype=np.uint64)
+
+        def drain_capped(self) -> bool:
+            return True
+
+    stuck = Stuck()
+    d = Drainer(stuck)
+    try:
+        time.sleep(0.3)
+        assert stuck.drains == 1
+    finally:
+        d._stop.set()
+
+
+def test_drainer_stop_hands_over_what_the_buffers_still_hold() -> None:
+    """Records written after the thread's last drain (a traced program's last region hits,
+    just before it exited) come out of stop(), not left in the kernel buffer."""
+    import numpy as np
+
+    from snumap_tui.commands.record_runtime import Drainer
+
+    class Late:
+        def __init__(self) -> None:
+            self.stopping = False
+            self.left = [np.arange(5, dtype=np.uint64), np.arange(3, dtype=np.uint64)]
+
+        def drain(self) -> np.ndarray:
+            if self.stopping and self.left:
+                return self.left.pop(0)
+            return np.zeros(0, dtype=np.uint64)
+
+    tracer = Late()
+    d = Drainer(tracer)
+    time.sleep(0.05)
+    tracer.stopping = True
+    got = [r for r in d.stop() if r is not None]
+    assert sum(len(r) for r in got) == 8 and not tracer.left
 
 
 def test_exit_status_and_no_overwrite(tmp_path: Path) -> None:

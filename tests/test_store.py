@@ -227,6 +227,18 @@ def test_batches_overlapping_at_their_seams_are_stored_in_time_order(tmp_path: P
         assert len(rec.event_chunks) == 8
     assert (got == want).all()
 
+    # One batch out of order on its own, more than a chunk: sorted in a copy, never in the
+    # caller's array.
+    one = ev[:9000].copy()
+    one["t_ns"] = one["t_ns"][::-1].copy()
+    before = one.copy()
+    path1 = tmp_path / "one.rec"
+    with store.Writer(path1, {}, max_chunk_events=4000) as w:
+        w.add_events(EventBatch(one))
+    assert (one == before).all()
+    with store.open(path1) as rec:
+        assert (rec.events() == before[np.argsort(before["t_ns"], kind="stable")]).all()
+
 
 def test_seek_reads_only_the_chunks_in_range(tmp_path: Path) -> None:
     path = tmp_path / "sorted.rec"

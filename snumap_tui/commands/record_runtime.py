@@ -188,19 +188,19 @@ class Drainer:
                         self._queued += size
                     if self._queued >= self.WAKE:
                         self._ready.set()
-                # At once again after a large drain, or one that left much behind: a BPF
-                # ring set reads each ring up to an even share of its budget, so one busy
-                # CPU's ring (a pinned pipe benchmark: 2 M events/s) is read a share at a time
-                # and, with a pause after each, overflowed while the other rings were empty.
-                if size < self.BIG and self._backlog() < self.BIG // 4:
+                # At once again after a large drain, or one that stopped at its budget with
+                # more there: a BPF ring set reads each ring up to an even share, so a drain
+                # of one busy CPU's ring stayed under BIG and paused while that ring filled.
+                # Never at once after an empty drain (a record still being written stops it).
+                if size < self.BIG and (size == 0 or not self._capped()):
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
 
-    def _backlog(self) -> int:
-        """The tracer's ``backlog_bytes()`` (the region tracer has none: 0)."""
-        backlog = getattr(self.tracer, "backlog_bytes", None)
-        return int(backlog()) if callable(backlog) else 0
+    def _capped(self) -> bool:
+        """The tracer's ``drain_capped()`` (the region tracer has none: False)."""
+        capped = getattr(self.tracer, "drain_capped", None)
+        return bool(capped()) if callable(capped) else False
 
     def wait(self, timeout: float) -> None:
         """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has
@@ -240,13 +240,29 @@ class Drainer:
             del group           # the parts go before the join is decoded
             yield from joined
 
+    FINAL_DRAINS = 64         # at most this many drains of what the buffers still hold at stop
+
     def stop(self) -> Iterator[Any]:
-        """Stop the thread; the drains it made and not taken yet."""
+        """Stop the thread; the drains it made and not taken yet, then what the kernel
+        buffers still hold, drained here once the thread is gone: a traced program's last
+        milliseconds of region hits wait there when it has just exited, and a thread that
+        had not run since (a loaded machine) took them nowhere."""
         if self._thread is None:
             return iter([])
         self._stop.set()
         self._thread.join()
         self._thread = None
+        if self._error is None:
+            try:
+                for _ in range(self.FINAL_DRAINS):
+                    raw = self.tracer.drain()
+                    size = _raw_size(raw)
+                    if not size:
+                        break
+                    self._q.append((raw, size))
+                    self._queued += size
+            except (OSError, ValueError) as exc:     # handed on by take(), as the thread's
+                self._error = exc
         return self._joined(len(self._q))
 
 

@@ -46,10 +46,10 @@ class Tracer(ABC):
         without kernel buffers (polling) do their whole read in ``decode``."""
         return None
 
-    def backlog_bytes(self) -> int:
-        """Bytes the kernel buffers still hold after the last drain (a drain that stopped at
-        its budget leaves some): the drain thread comes back at once while there are many."""
-        return 0
+    def drain_capped(self) -> bool:
+        """Whether the last drain stopped at its budget with more in the kernel buffers: the
+        drain thread then comes back at once instead of pausing."""
+        return False
 
     def decode(self, raw: Any) -> EventBatch:
         """The batch for one ``drain()`` result (None: whatever ``read()`` finds now)."""

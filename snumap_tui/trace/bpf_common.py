@@ -115,8 +115,8 @@ class BpfTracer(Tracer):
         """The ring's records since the last drain (a copy; the space is given back)."""
         return self._ring.read(self.DRAIN_MAX) if self._ring is not None else None
 
-    def backlog_bytes(self) -> int:
-        return self._ring.pending() if self._ring is not None else 0
+    def drain_capped(self) -> bool:
+        return self._ring is not None and self._ring.capped
 
     def read(self) -> ev.EventBatch:
         return self.decode(self.drain())

@@ -114,6 +114,7 @@ class BpfRingReader:
         self._prod = np.frombuffer(self._data_map, dtype="<u8", count=1)
         self._data = memoryview(self._data_map)[page:page + size]
         self.closed = False
+        self.capped = False       # the last read stopped at its MAX_BYTES, with more there
 
     def pending(self) -> int:
         """Bytes written by the kernel and not consumed yet."""
@@ -124,6 +125,7 @@ class BpfRingReader:
         their space given back."""
         cons = int(self._cons[0])
         avail = int(self._prod[0]) - cons
+        self.capped = max_bytes is not None and avail > max_bytes
         if avail <= 0:
             return np.empty(0, dtype=self.rec_dtype)
         if max_bytes is not None and avail > max_bytes:
@@ -193,6 +195,7 @@ class BpfRingSet:
             self.close()
             raise
         self.closed = False
+        self.capped = False       # some ring's last read stopped at its share, with more there
 
     def pending(self) -> int:
         return sum(r.pending() for r in self.rings)
@@ -206,7 +209,9 @@ class BpfRingSet:
         if not n:
             return np.empty(0, dtype=self.rec_dtype)
         share = None if max_bytes is None else max(1, max_bytes // n)
-        return _joined([r.read(share) for r in self.rings], self.rec_dtype)
+        out = _joined([r.read(share) for r in self.rings], self.rec_dtype)
+        self.capped = any(r.capped for r in self.rings)
+        return out
 
     def close(self) -> None:
         """Unmap every ring, each on its own (one still exported does not keep the others
