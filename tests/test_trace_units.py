@@ -107,6 +107,10 @@ def test_bpf_ring_decode_of_submitted_records_is_the_header_walks() -> None:
     walked, walked_used = _walk(buf, rec)
     assert out.flags.c_contiguous and used == walked_used == len(buf)
     assert (out == walked).all() and (out == recs).all()
+    # Cut short (the end of a read mid-record): the whole records only, the rest stays.
+    out, used = decode_fixed(buf[:-3], rec)
+    assert len(out) == 299 and used == 299 * record_stride(rec.itemsize)
+    assert (out == recs[:299]).all()
 
 
 def test_bpf_ring_walks_records_of_another_size() -> None:
