@@ -41,6 +41,8 @@ from ctypes import (
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snumap_tui.native.libc import libc
+
 LIBRARY = "libbpf.so.1"
 # Users with a private build (or a test) point this at another file.
 LIBRARY_ENV = "SNUMAP_LIBBPF_LIB"
@@ -156,8 +158,7 @@ _lib_lock = threading.Lock()
 _log: collections.deque[str] = collections.deque(maxlen=400)
 _log_total = 0     # lines ever kept: a mark stays valid once the deque drops old lines
 _log_lock = threading.Lock()
-_libc = ctypes.CDLL(None, use_errno=True)
-_vsnprintf = _libc.vsnprintf
+_vsnprintf = libc().vsnprintf
 _vsnprintf.restype = c_int
 _vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
 

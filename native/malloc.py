@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from snumap_tui.native.libc import libc
+
 M_ARENA_MAX = -8        # glibc's malloc.h
 
 
@@ -23,11 +25,11 @@ def one_arena() -> bool:
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        c = libc()
+        mallopt = c.mallopt
     except (OSError, AttributeError):
         return False
-    if not hasattr(libc, "gnu_get_libc_version"):       # glibc only (musl's is a stub)
+    if not hasattr(c, "gnu_get_libc_version"):          # glibc only (musl's is a stub)
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

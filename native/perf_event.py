@@ -25,6 +25,7 @@ from pathlib import Path
 
 # The sysfs side of perf (PMU types, event encodings, cpumasks) is native/perf_pmu.py;
 # parse_cpulist stays importable from here for the code that reads cpulists with perf fds.
+from snumap_tui.native.libc import libc
 from snumap_tui.native.perf_pmu import parse_cpulist  # noqa: F401  (re-exported)
 
 # ---- syscall numbers (arch/*/include/uapi/asm/unistd*.h, the generic table for newer arches) --
@@ -359,7 +360,6 @@ def explain_errno(err: int, type_: int, *, cpu: int = -1, pid: int = -1,
 
 
 # ---- the syscall ----
-_libc: ctypes.CDLL | None = None
 
 
 def syscall_number(machine: str | None = None) -> int:
@@ -371,22 +371,13 @@ def syscall_number(machine: str | None = None) -> int:
                             None) from None
 
 
-def _get_libc() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-    return _libc
-
-
 def perf_event_open(attr: PerfEventAttr, pid: int = -1, cpu: int = -1, group_fd: int = -1,
                     flags: int = PERF_FLAG_FD_CLOEXEC, *, event: str = "") -> int:
     """Open one event; return its fd. Raises PerfOpenError with a reason and a fix.
 
     ``pid=-1, cpu=N`` counts everything on PU N; ``pid=P, cpu=-1`` follows thread P.
     """
-    libc = _get_libc()
-    fd = libc.syscall(ctypes.c_long(syscall_number()), ctypes.byref(attr), ctypes.c_int(pid),
+    fd = libc().syscall(ctypes.c_long(syscall_number()), ctypes.byref(attr), ctypes.c_int(pid),
                       ctypes.c_int(cpu), ctypes.c_int(group_fd), ctypes.c_ulong(flags))
     if fd < 0:
         err = ctypes.get_errno()
@@ -398,8 +389,7 @@ def perf_event_open(attr: PerfEventAttr, pid: int = -1, cpu: int = -1, group_fd:
 
 def ioctl(fd: int, request: int, arg: int = 0) -> int:
     """ioctl on a perf fd (ENABLE/DISABLE/RESET with PERF_IOC_FLAG_GROUP act on the group)."""
-    libc = _get_libc()
-    rc = libc.ioctl(ctypes.c_int(fd), ctypes.c_ulong(request), ctypes.c_ulong(arg))
+    rc = libc().ioctl(ctypes.c_int(fd), ctypes.c_ulong(request), ctypes.c_ulong(arg))
     if rc < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))

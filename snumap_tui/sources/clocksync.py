@@ -16,9 +16,10 @@ by up to the sum of their ``maxerror``s; that is the alignment error a merge kee
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import time
 from typing import Any
+
+from snumap_tui.native.libc import libc
 
 TIME_ERROR = 5
 # struct timex (LP64): modes u32 (+4 padding), offset, freq, maxerror, esterror (long each),
@@ -47,9 +48,8 @@ def ntp_state() -> dict[str, Any]:
     """adjtimex(2) read-only: {"synced": bool, "maxerror_ns", "esterror_ns"}, or
     {"synced": None, "reason"} where the call is not available."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         buf = ctypes.create_string_buffer(_TIMEX_SIZE)   # modes = 0: read only
-        state = libc.adjtimex(buf)
+        state = libc().adjtimex(buf)
     except (OSError, AttributeError) as exc:
         return {"synced": None, "reason": f"adjtimex unavailable: {exc}"}
     if state < 0:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.native.libc import libc
 from snumap_tui.trace.uprobes import HIT, Probe, close_all
 
 BPF_LINK_CREATE = 28
@@ -55,9 +56,7 @@ def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: l
     struct.pack_into("<IIII", attr, 0, prog_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
     struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(c_path), ctypes.addressof(c_offs),
                      0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, 0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
+    fd = libc().syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
                       ctypes.c_uint(64))
     if fd < 0:
         err = ctypes.get_errno()
