@@ -137,6 +137,9 @@ def test_drainer_stop_hands_over_what_the_buffers_still_hold() -> None:
                 return self.left.pop(0)
             return np.zeros(0, dtype=np.uint64)
 
+        def drain_capped(self) -> bool:
+            return False
+
     tracer = Late()
     d = Drainer(tracer)
     time.sleep(0.05)

@@ -142,7 +142,8 @@ def _size(n: int) -> str:
 
 class Drainer:
     """A thread that empties the tracer's kernel buffers every ``DRAIN_S`` (at once again
-    when a drain was large), so that they do not overflow while the main thread decodes,
+    when a drain was large or stopped at its budget: ``drain_capped()``, which the tracer --
+    a Tracer or the RegionTracer -- provides), so that they do not overflow while the main thread decodes,
     compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
     raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
     by the main thread as before.
@@ -192,15 +193,10 @@ class Drainer:
                 # more there: a BPF ring set reads each ring up to an even share, so a drain
                 # of one busy CPU's ring stayed under BIG and paused while that ring filled.
                 # Never at once after an empty drain (a record still being written stops it).
-                if size < self.BIG and (size == 0 or not self._capped()):
+                if size < self.BIG and (size == 0 or not self.tracer.drain_capped()):
                     self._stop.wait(self.DRAIN_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
-
-    def _capped(self) -> bool:
-        """The tracer's ``drain_capped()`` (the region tracer has none: False)."""
-        capped = getattr(self.tracer, "drain_capped", None)
-        return bool(capped()) if callable(capped) else False
 
     def wait(self, timeout: float) -> None:
         """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has

@@ -349,6 +349,10 @@ class RegionTracer:
     def drain(self) -> Any:
         return self.uprobes.drain() if self.uprobes is not None else None
 
+    def drain_capped(self) -> bool:
+        """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
+        return False
+
     def decode(self, raw: Any) -> np.ndarray:
         """REGION_DTYPE rows of the tree's hits in this drain (and earlier ones held back)."""
         if self.uprobes is None:
