@@ -1,11 +1,11 @@
 """What the two eBPF tracers (bcc, libbpf) share once the kernel handed the records over.
 
 Both run the same program logic (bpf/sched.c for bcc, bpf/sched.bpf.c for libbpf), emit the
-same record (bpf/sched_event.h) into BPF ring buffers (bcc: one; libbpf: one per CPU) that user
-space maps and decodes in bulk (bpf_ring.py), and finish the records the same way here: time order, the switch-ins the
-kernel never traced placed by reconstruct.py, tids resolved to processes and names. What
-differs -- how the maps are reached -- is the subclasses' ``_lost``, ``_names`` and
-``_untrack``.
+same record (bpf/sched_event.h) into BPF ring buffers (bcc: one; libbpf: one per CPU) that
+user space maps and decodes in bulk (bpf_ring.py), and finish the records the same way here:
+time order, the switch-ins the kernel never traced placed by reconstruct.py, tids resolved to
+processes and names. What differs -- how the maps are reached -- is the subclasses' ``_lost``,
+``_names`` and ``_untrack``.
 """
 
 from __future__ import annotations
