@@ -143,10 +143,10 @@ def _size(n: int) -> str:
 class Drainer:
     """A thread that empties the tracer's kernel buffers every ``DRAIN_S`` (at once again
     when a drain was large or stopped at its budget: ``drain_capped()``, which the tracer --
-    a Tracer or the RegionTracer -- provides), so that they do not overflow while the main thread decodes,
-    compresses and writes (which releases the GIL in zstd and numpy); ``take()`` hands the
-    raw drains over in order. Tracers without kernel buffers (``drain()`` is None) are read
-    by the main thread as before.
+    a Tracer or the RegionTracer -- provides), so that they do not overflow while the main
+    thread decodes, compresses and writes (which releases the GIL in zstd and numpy);
+    ``take()`` hands the raw drains over in order. Tracers without kernel buffers
+    (``drain()`` is None) are read by the main thread as before.
 
     The drains waiting for the main thread are bounded (``MAX_BACKLOG``): when it falls
     behind (more events than it can decode and write, as under a context-switch storm on a
