@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import struct
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from snumap_tui.native import libbpf
 from bench._report import table, write_section
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingSet
-from snumap_tui.trace.libbpf import fill_rings, ring_cpus, unused_switch_program
+from snumap_tui.trace.libbpf import load_sched, ring_cpus
 
 RING = 8 << 20          # per CPU
 
@@ -37,15 +36,13 @@ class _Ring:
         self.fd, self.name = fd, f"ring of CPU {cpu}"
 
 
-def open_sched(fds: list[int]) -> libbpf.BpfObject:
+def open_sched(fds: list[int]) -> tuple[libbpf.BpfObject, list[int]]:
+    """The recorder's object, system-wide, loaded with a RING per online CPU; and those CPUs."""
     ncpu = libbpf.num_possible_cpus()
+    cpus = ring_cpus(ncpu)
     obj = libbpf.BpfObject.open(bpf_dir() / "sched.bpf.o")
-    obj.set_global("snumap_system_wide", struct.pack("<I", 1))
-    obj.program(unused_switch_program(platform.release())).set_autoload(False)
-    obj.map("rings").set_max_entries(ncpu)
-    obj.load()
-    fill_rings(obj, ring_cpus(ncpu), RING, fds)
-    return obj
+    load_sched(obj, True, ncpu, cpus, RING, fds)
+    return obj, cpus
 
 
 def lost(obj: libbpf.BpfObject) -> int:
@@ -56,7 +53,7 @@ def lost(obj: libbpf.BpfObject) -> int:
 def run(kind: str, secs: float) -> tuple[int, float, int]:
     """(records, reader CPU seconds, lost) for reader KIND over SECS of a switch storm."""
     fds: list[int] = []
-    obj = open_sched(fds)
+    obj, cpus = open_sched(fds)
     n = 0
     try:
         obj.attach_all()
@@ -66,7 +63,7 @@ def run(kind: str, secs: float) -> tuple[int, float, int]:
             def one(_rec: bytes) -> None:
                 count[0] += 1
 
-            rings = [libbpf.RingBuffer(_Ring(fd, c), one) for c, fd in enumerate(fds)]
+            rings = [libbpf.RingBuffer(_Ring(fd, c), one) for c, fd in zip(cpus, fds, strict=True)]
             c0, end = time.thread_time(), time.monotonic() + secs
             while time.monotonic() < end:
                 for ring in rings:

@@ -72,6 +72,18 @@ def fill_rings(obj: libbpf.BpfObject, cpus: list[int], size: int, fds: list[int]
         rings.update_u32(cpu, fd)
 
 
+def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[int], size: int,
+               fds: list[int]) -> None:
+    """Configure and load an opened sched.bpf.o (every process or only the tracked ones, the
+    sched_switch program this kernel takes, an array of NCPU rings) and give each of CPUS its
+    ring of SIZE bytes (``fill_rings``: descriptors appended to FDS). Not attached."""
+    obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
+    obj.program(unused_switch_program(platform.release())).set_autoload(False)
+    obj.map("rings").set_max_entries(ncpu)
+    obj.load()
+    fill_rings(obj, cpus, size, fds)
+
+
 def object_path() -> os.PathLike[str]:
     return bpf_dir() / OBJECT
 
@@ -132,16 +144,11 @@ class LibbpfTracer(BpfTracer):
         t0 = time.monotonic()
         self._obj = libbpf.BpfObject.open(self._object_file or object_path())
         try:
-            obj = self._obj
-            obj.set_global("snumap_system_wide", struct.pack("<I", int(self._system_wide)))
-            obj.program(unused_switch_program(platform.release())).set_autoload(False)
-            obj.map("rings").set_max_entries(ncpu)
-            obj.load()
-            fill_rings(obj, cpus, size, self._ring_fds)
+            load_sched(self._obj, self._system_wide, ncpu, cpus, size, self._ring_fds)
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)
-            obj.attach_all()
+            self._obj.attach_all()
             self._ring = BpfRingSet(self._ring_fds, size, rec_dtype)
         except BaseException:
             self._release()
