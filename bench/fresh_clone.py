@@ -48,12 +48,15 @@ def main() -> int:
                                         base / "run.log")
         test_s, test_rc, test_tail = timed(["bash", "scripts/setup.sh", "test"], clone,
                                            base / "test.log")
+        failed = [ln for ln in (base / "test.log").read_text().splitlines()
+                  if ln.startswith("FAILED ")]
     summary = re.findall(r"=+ (.*(?:passed|failed).*) in [\d.]+s", test_tail)
     topo = [ln for ln in run_tail.splitlines() if ln.startswith("Machine:")]
     rows = [["bash scripts/setup.sh run topo", f"{run_s:.0f}", str(run_rc),
              f"prints `{topo[0][:60]}`" if topo else (run_tail.strip().splitlines() or [""])[-1]],
             ["bash scripts/setup.sh test", f"{test_s:.0f}", str(test_rc),
-             summary[-1] if summary else "no pytest summary"]]
+             (summary[-1] if summary else "no pytest summary")
+             + "".join(f"; {ln}" for ln in failed)]]
     body = (f"A fresh `git clone` of {head} into a temporary folder, with shared/ beside it; the "
             "machine's Debian packages already installed, so the set-up is the virtualenv and "
             "the editable install. `setup.sh run topo` stands for the README's first command "
