@@ -40,6 +40,9 @@ def main() -> int:
     shared = REPO.parent / "shared"
     with tempfile.TemporaryDirectory(prefix="snumap-fresh-") as d:
         base = Path(d)
+        # A clone others may enter, as a checkout normally is: the tests run the clone's
+        # interpreter as an unprivileged user (tempfile's 0700 made that test fail).
+        base.chmod(0o755)
         clone = base / "snumap"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         if shared.is_dir():
