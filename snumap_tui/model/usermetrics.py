@@ -148,6 +148,13 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
     events = data.get("events", [])
     if not isinstance(events, list) or not all(isinstance(e, str) and e for e in events):
         raise SnumapError(f"{source}: 'events' must be a list of perf event names")
+    from snumap_tui.native.perf_spec import EventSpecError, check_syntax
+
+    for e in events:
+        try:
+            check_syntax(e)
+        except EventSpecError as exc:
+            raise SnumapError(f"{source}: {exc}") from None
     known = frozenset(COUNTERS) | {perf_counter_name(e) for e in events}
     tables = data.get("metric", {})
     if not isinstance(tables, Mapping):
