@@ -18,7 +18,7 @@ spelt as a visible escape:
   ``\\uXXXX``: they reorder or break what follows them on the line.
 
 Everything else, printable Unicode included, passes unchanged, and text with nothing to escape
-is returned as it is (one regex search). The backslash itself is not doubled: this is for
+is returned as it is (``has_controls``). The backslash itself is not doubled: this is for
 eyes, not for parsing (JSON outputs keep exact strings; ``json.dumps`` escapes controls).
 Pure and stdlib only, so every layer may use it.
 """
@@ -51,7 +51,7 @@ def safe_text(value: object) -> str:
     """``str(value)`` with every terminal control escaped, newlines and tabs included: for
     one field (a comm, a name, a label)."""
     s = value if isinstance(value, str) else str(value)
-    if _UNSAFE.search(s) is None:
+    if not has_controls(s):
         return s
     return _UNSAFE.sub(_escape, s)
 
@@ -64,6 +64,13 @@ def safe_lines(text: str) -> str:
     return _UNSAFE_KEEP_LINES.sub(_escape, text)
 
 
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds anything ``safe_text`` would escape: ``str.isprintable`` (a C
+    loop, about three times the regex's speed) first, since every character escaped here is
+    unprintable to it; the regex only for what it refuses (a tab, a no-break space)."""
+    return not text.isprintable() and _UNSAFE.search(text) is not None
+
+
 def _blank(m: re.Match[str]) -> str:
     return "\ufffd" if "\ud800" <= m.group() <= "\udfff" else ""
 
@@ -73,9 +80,9 @@ def drop_controls(text: str) -> str:
     cell) are removed, a lone surrogate (one cell) becomes U+FFFD. For the last line of
     defence under a laid-out screen (the TUI's line filter), where a visible escape would
     change the widths already computed."""
-    if _UNSAFE.search(text) is None:
+    if not has_controls(text):
         return text
     return _UNSAFE.sub(_blank, text)
 
 
-__all__ = ["drop_controls", "safe_lines", "safe_text"]
+__all__ = ["drop_controls", "has_controls", "safe_lines", "safe_text"]
