@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.sources.base import SourceStatus
@@ -48,8 +49,8 @@ def hwloc_status(args: argparse.Namespace) -> SourceStatus:
         topo = topology_from_args(args)
     except SnumapError as exc:
         return SourceStatus("hwloc", False, str(exc), "apt install libhwloc15 (Debian/Ubuntu)"
-                            " or hwloc-libs (Fedora); without root: pip install "
-                            "'snumap[hwloc]'" if "libhwloc" in str(exc) else None)
+                            " or hwloc-libs (Fedora); without root: "
+                            + install_extra("hwloc") if "libhwloc" in str(exc) else None)
     counts = {t: len(topo.by_type(t)) for t in ("Package", "Core", "PU", "NUMANode")}
     version = topo.meta.get("hwlocVersion")
     what = ", ".join(f"{n} {label}{'s' if n != 1 else ''}" for n, label in (
