@@ -18,7 +18,7 @@ mkdir -p .venv && : > "$log"
 logged() {
   local show="$1"; shift
   if "$@" 2>>"$log" | tee -a "$log" | { grep --line-buffered -E "$show" || true; } \
-      | sed -u 's/^/  /' >&2; then
+      | sed -u -e 's/ (from .*//' -e 's/^/  /' >&2; then
     return 0
   fi
   say "failed: $* (the end of $log:)"
@@ -91,7 +91,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$spec" ] || [ pyproject.toml -nt
   say "upgrading pip in .venv"
   logged '^Successfully' .venv/bin/python -m pip install --upgrade pip
   say "installing snumap (editable) with pip install -e '$spec': one line per package"
-  logged '^(Collecting|Installing collected|Successfully installed)' .venv/bin/python -m pip install -e "$spec"
+  logged '^(Collecting|Processing|Installing collected|Successfully installed)' .venv/bin/python -m pip install -e "$spec"
   echo "$spec" > "$stamp"
 fi
 

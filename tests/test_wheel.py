@@ -47,6 +47,27 @@ def setup_run_extras() -> tuple[str, ...]:
     return tuple(found.group(1).split(","))
 
 
+def test_readme_setup_and_pyproject_agree_on_the_install() -> None:
+    """README's first commands are setup.sh's two; its cluster installs name setup.sh run's
+    extras (and hwloc, the library root would have installed); each is a pyproject extra."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    readme = (REPO / "README.md").read_text()
+    first = readme.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in first.splitlines()] == [
+        "bash scripts/setup.sh run", "bash scripts/setup.sh test"]
+    cluster = readme.split("## On a cluster, without root", 1)[1].split("\n## ", 1)[0]
+    installs = re.findall(r"pip install '\./snumap\[([a-z,]+)\]'", cluster)
+    assert len(installs) == 2
+    for extras in installs:
+        assert sorted(extras.split(",")) == sorted({*setup_run_extras(), "hwloc"})
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert {*setup_run_extras(), "hwloc", "gpu"} <= set(
+        pyproject["project"]["optional-dependencies"])
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheels")
