@@ -10,11 +10,16 @@ import sys
 import tokenize
 from pathlib import Path
 
+import numpy as np
 import pytest
+from snumap_tui.native import hwloc
 
+from snumap_tui.analysis.synth import synthetic_topology
 from snumap_tui.cli import main
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra, pip_install
+from snumap_tui.sources import nvml
+from snumap_tui.store.series import MetricSeries
 
 REPO = Path(__file__).resolve().parents[1]
 THIS_PIP = f"{shlex.quote(sys.executable)} -m pip install"
@@ -77,17 +82,9 @@ def test_exporter_hint(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_gpu_hwloc_and_pandas_hints(monkeypatch: pytest.MonkeyPatch) -> None:
-    from snumap_tui.native import hwloc
-    from snumap_tui.sources import nvml
-
     assert nvml.FIX.startswith(f"{THIS_PIP} 'snumap[gpu]'")
     assert f"{THIS_PIP} 'snumap[hwloc]'" in hwloc.INSTALL_HINT
     _without(monkeypatch, "pandas")
-    from snumap_tui.analysis.synth import synthetic_topology
-    from snumap_tui.store.series import MetricSeries
-
-    import numpy as np
-
     empty = np.zeros(0)
     series = MetricSeries(synthetic_topology(), empty, empty, empty)
     with pytest.raises(ImportError, match=f"{THIS_PIP} pandas"):
