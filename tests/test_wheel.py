@@ -9,8 +9,9 @@ top --batch, record of an OpenMP program compiled here (its regions in the repor
 and the exporter (one scrape). The commands and their trimmed output are written to
 ``transcript.txt`` in the test's tmp dir.
 
-Cost: about 40-60 s on a 2-CPU VM (wheelhouse 5 s, venv 6 s, install 6 s, the commands the
-rest); it needs root (uprobes for the regions, a UTS namespace for the second node's name).
+Cost: 65 s on the 2-CPU VM at a load of 6.6 (wheelhouse 8 s, venv and install 29 s, the 18
+commands 27 s); it needs root (uprobes for the regions, a UTS namespace for the second node's
+name).
 """
 
 from __future__ import annotations
