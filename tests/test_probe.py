@@ -175,3 +175,53 @@ def test_paranoid_that_is_not_a_number_is_a_status_not_a_traceback() -> None:
 
     s = paranoid_status(Path("/"), reader=lambda p: "two\n")
     assert not s.available and "not a number" in (s.reason or "")
+
+
+def test_probe_says_which_tracer_record_uses(capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
+    """The tracer probe names is the one `snumap record` then says it traces with."""
+    plan = probe_json(capsys)["tracer"]
+    name = plan["record"]["tracer"]
+    assert name in ("libbpf", "bcc", "perf", "proc")
+    assert plan["record"]["why"][0].startswith("the first of libbpf, bcc, perf, proc")
+    assert plan["record --job"]["tracer"] in ("perf", name)
+    assert main(["probe"]) == 0
+    text = capsys.readouterr().out
+    assert f"\nRecording\n  record traces with {name}\n" in text
+    assert main(["record", "-o", str(tmp_path / "r.rec"), "--regions", "none", "--",
+                 "true"]) == 0
+    assert f"snumap: tracing with {name}" in capsys.readouterr().err
+
+
+def test_probe_names_the_fallback_and_why_not_the_better_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No eBPF, no perf: record falls to /proc polling, and probe says so, why, and that it
+    is approximate."""
+    from snumap_tui.commands import probe
+    from snumap_tui.trace.perf import PerfTracer
+
+    def refused(name: str, why: str) -> SourceStatus:
+        return SourceStatus(name, False, why, "sysctl kernel.perf_event_paranoid=1")
+
+    monkeypatch.setattr(PerfTracer, "status",
+                        classmethod(lambda cls: refused("perf", "perf_event_paranoid is 3")))
+    checks = [refused("trace:libbpf", "no CAP_BPF"), refused("trace:bcc", "no bcc")]
+    plan = probe.record_plan(checks)
+    assert plan["record"]["tracer"] == "proc" and plan["record"]["approximate"]
+    assert plan["record"]["why"][1:] == [
+        "libbpf not used: no CAP_BPF (fix: sysctl kernel.perf_event_paranoid=1)",
+        "bcc not used: no bcc (fix: sysctl kernel.perf_event_paranoid=1)",
+        "perf not used: perf_event_paranoid is 3 (fix: sysctl kernel.perf_event_paranoid=1)"]
+    assert plan["record --job"]["tracer"] == "proc"
+    text = "\n".join(probe.render_plan(plan))
+    assert "record traces with proc (approximate" in text
+    assert "  - perf not used: perf_event_paranoid is 3" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_probe_of_a_gathered_tree_names_no_tracer(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakeRoot(tmp_path, cpus=2)
+    assert "tracer" not in probe_json(capsys, "--fsroot", str(fake.root))
+    assert main(["probe", "--fsroot", str(fake.root)]) == 0
+    assert "Recording" not in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """The package stays mypy-clean (the project's habit: ruff and mypy clean).
 
 mypy runs with pyproject's [tool.mypy] on the package as it is installed: native/ is
-``snumap_tui.native`` (pyproject's package-dir), which mypy cannot learn from the editable
+``snumap_tui.native`` (setup.py's package_dir), which mypy cannot learn from the editable
 install's import hook, so the check runs on a tree of symlinks with that layout. That way the
 package's calls into native/ are checked against native's real signatures (a plain ``mypy``
 from the repository sees them as missing imports). A cold run takes about 10 s on a 2-vCPU VM;

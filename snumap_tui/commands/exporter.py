@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        raise SnumapError("the exporter needs prometheus-client: pip install "
-                          "'snumap[exporter]'") from None
+        raise SnumapError("the exporter needs prometheus-client: "
+                          + install_extra("exporter")) from None
     from snumap_tui.exporter.server import DEFAULT_LISTEN, check_textfile_dir
 
     textfile = check_textfile_dir(args.textfile) if args.textfile else None

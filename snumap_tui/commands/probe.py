@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.sources.base import SourceStatus
@@ -48,8 +49,8 @@ def hwloc_status(args: argparse.Namespace) -> SourceStatus:
         topo = topology_from_args(args)
     except SnumapError as exc:
         return SourceStatus("hwloc", False, str(exc), "apt install libhwloc15 (Debian/Ubuntu)"
-                            " or hwloc-libs (Fedora); without root: pip install "
-                            "'snumap[hwloc]'" if "libhwloc" in str(exc) else None)
+                            " or hwloc-libs (Fedora); without root: "
+                            + install_extra("hwloc") if "libhwloc" in str(exc) else None)
     counts = {t: len(topo.by_type(t)) for t in ("Package", "Core", "PU", "NUMANode")}
     version = topo.meta.get("hwlocVersion")
     what = ", ".join(f"{n} {label}{'s' if n != 1 else ''}" for n, label in (
@@ -176,6 +177,54 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
     return out
 
 
+def record_plan(checks: list[SourceStatus]) -> dict[str, Any]:
+    """Which tracer `snumap record` will use here and why not the better ones: the choice
+    record makes (trace.select.pick on the same statuses), and `record --job`'s (perf first:
+    commands/record_job.job_backend). Only for this machine."""
+    from snumap_tui.commands.record_job import job_backend
+    from snumap_tui.trace.select import ORDER, pick, tracer_class
+
+    known = {s.name.removeprefix("trace:"): s for s in checks if s.name.startswith("trace:")}
+
+    def status_of(name: str) -> SourceStatus:
+        if name not in known:
+            known[name] = tracer_class(name).status()
+        return known[name]
+
+    plan: dict[str, Any] = {}
+    for key, backend in (("record", "auto"), ("record --job", job_backend("auto"))):
+        try:
+            name, lines = pick(backend, status_of)
+        except SnumapError as exc:
+            plan[key] = {"tracer": None, "why": [str(exc)], "approximate": False}
+            continue
+        plan[key] = {"tracer": name, "why": lines[:-1],
+                     "approximate": tracer_class(name).approximate}
+    plan["record"]["why"].insert(0, f"the first of {', '.join(ORDER)} that works here (one "
+                                    "that then fails to start gives way to the next)")
+    if plan["record --job"]["tracer"] != plan["record"]["tracer"]:
+        plan["record --job"]["why"] = [
+            ("a job's new tasks are forked by slurmd, outside the traced tree: perf filters "
+             "after each scan for them, so it keeps their first events")]
+    return plan
+
+
+def render_plan(plan: dict[str, Any], width: int = 80) -> list[str]:
+    """The "Recording" section of the text report: what each way of recording traces with."""
+    from snumap_tui.topology.render import wrap_words
+
+    lines = ["", "Recording"]
+    for key, p in plan.items():
+        said = f"{key} traces with {p['tracer']}" if p["tracer"] else f"{key} cannot trace"
+        if p["approximate"]:
+            said += " (approximate: CPU time per thread at each interval, not every switch)"
+        lines.extend("  " + w for w in wrap_words(said, width - 2))
+        for why in p["why"]:
+            lines.extend(f"  {'- ' if i == 0 else '  '}{w}"
+                         for i, w in enumerate(wrap_words(why, width - 4)))
+    return lines
+
+
 def _machine(args: argparse.Namespace) -> dict[str, Any]:
     fsroot = getattr(args, "fsroot", None)
     if fsroot:
@@ -206,7 +255,8 @@ def _groups(statuses: list[SourceStatus]) -> list[tuple[str, SourceStatus]]:
     return labelled
 
 
-def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 80) -> str:
+def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 80,
+           plan: dict[str, Any] | None = None) -> str:
     """The text report: one line per check (or per group of checks saying the same), with
     the reason and the fix wrapped under it at spaces (a long path after a slash). A fix
     already printed is referred to, not repeated."""
@@ -254,6 +304,8 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
                     fixes_shown[fix] = label
                 for i, w in enumerate(wrap_words(fix, width - len(indent) - 5)):
                     lines.append(indent + ("fix: " if i == 0 else "     ") + w)
+    if plan:
+        lines.extend(render_plan(plan, width))
     n_ok = sum(1 for s in statuses if s.available)
     lines.append("")
     lines.append(f"{n_ok} of {len(statuses)} checks available.")
@@ -263,13 +315,16 @@ def render(statuses: list[SourceStatus], machine: dict[str, Any], width: int = 8
 def run(args: argparse.Namespace) -> int:
     statuses = collect(args)
     machine = _machine(args)
+    plan = None if getattr(args, "fsroot", None) else record_plan(statuses)
     if args.json:
-        json.dump({**machine, "checks": [s.to_dict() for s in statuses]}, sys.stdout, indent=1,
-                  default=str)
+        out = {**machine, "checks": [s.to_dict() for s in statuses]}
+        if plan is not None:
+            out["tracer"] = plan
+        json.dump(out, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
         from snumap_tui.textsafe import safe_lines
 
         # The machine's strings (model name, kernel, paths, reasons): escaped.
-        sys.stdout.write(safe_lines(render(statuses, machine)))
+        sys.stdout.write(safe_lines(render(statuses, machine, plan=plan)))
     return 0

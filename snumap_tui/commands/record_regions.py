@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +63,7 @@ class RegionSession:
             from snumap_tui.trace import elfsyms
 
             if self.mode == "auto" and not self.user and not elfsyms.have_elftools():
-                why = "regions (auto): off: they need pyelftools: pip install 'snumap[regions]'"
+                why = f"regions (auto): off: they need pyelftools: {install_extra('regions')}"
                 self.info["problems"].append(why)
                 if cmd:
                     say(why)

@@ -29,6 +29,7 @@ from snumap_tui.analysis.load import load
 from snumap_tui.errors import SnumapError
 from snumap_tui.export.counters import frames
 from snumap_tui.export.tables import UNTRACED_COMM
+from snumap_tui.extras import install_extra
 from snumap_tui.store.columns import EVENT_FIELDS
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import KIND_NAMES
@@ -41,7 +42,7 @@ def _pa() -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise SnumapError("--format parquet needs pyarrow: pip install 'snumap[parquet]'") \
+        raise SnumapError(f"--format parquet needs pyarrow: {install_extra('parquet')}") \
             from None
     return pa, pq
 

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.extras import install_extra
 from snumap_tui.sources._io import Reader, is_live, read_text
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.iodev import normal_busid
 
-FIX = "pip install 'snumap[gpu]' (nvidia-ml-py) on a node with the NVIDIA driver"
+FIX = f"{install_extra('gpu')} (nvidia-ml-py) on a node with the NVIDIA driver"
 
 
 def _text(v: Any) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from snumap_tui.extras import pip_install
 from snumap_tui.model.derive import derive
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class MetricSeries:
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise ImportError("to_dataframe() needs pandas: pip install pandas") from exc
+            raise ImportError(f"to_dataframe() needs pandas: {pip_install('pandas')}") from exc
         keys = np.array(self.object_keys(), dtype=object)
         types = np.array([o.type for o in self.topology], dtype=object)
         osidx = np.array([-1 if o.os_index is None else o.os_index for o in self.topology])

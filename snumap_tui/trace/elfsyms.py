@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 from snumap_tui.trace import probe_point
 
 
@@ -37,7 +38,7 @@ def have_elftools() -> bool:
 
 def need_elftools() -> None:
     if not have_elftools():
-        raise SnumapError("regions need pyelftools: pip install 'snumap[regions]'")
+        raise SnumapError(f"regions need pyelftools: {install_extra('regions')}")
 
 
 def _dynamic(sec: Any, path: str, needed: list[str], runpath: list[str]) -> None:

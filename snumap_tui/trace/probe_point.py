@@ -33,6 +33,8 @@ import platform
 import re
 from typing import Any
 
+from snumap_tui.extras import install_extra
+
 # At most this many instructions are passed over, and at most this many bytes decoded.
 MAX_SKIP = 24
 MAX_FUNC_BYTES = 256 * 1024
@@ -95,7 +97,7 @@ def missing_note() -> str | None:
         return None
     return ("capstone is not installed, so probes stay at function entries, where "
             "most are single-stepped (~14 us a hit instead of ~0.3 us): "
-            "pip install 'snumap[regions]'")
+            + install_extra("regions"))
 
 
 def _touches_stack(cs: Any, md: Any, insn: Any) -> bool:

@@ -44,30 +44,40 @@ def describe(st: SourceStatus) -> str:
     return st.reason + (f" (fix: {st.fix})" if st.fix else "") if st.reason else "unavailable"
 
 
-def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = None,
-                  statuses: dict[str, SourceStatus] | None = None) -> tuple[Tracer, list[str]]:
-    """A ready (not started) tracer for BACKEND, and the lines explaining the choice.
-
-    ``auto`` tries libbpf, bcc, perf, proc in that order; a named backend that cannot run here is an
-    error that says why. Each line is also passed to SAY (default: stderr).
-    """
-    say = say or (lambda s: print(safe_lines(s), file=sys.stderr))
+def pick(backend: str, status_of: Callable[[str], SourceStatus]) -> tuple[str, list[str]]:
+    """The backend `record --backend BACKEND` uses, given each backend's status (STATUS_OF is
+    asked in order, only until one works), and the lines explaining the choice, the last one
+    ``tracing with NAME (...)``. ``auto`` takes the first of libbpf, bcc, perf, proc that
+    works; a named backend that cannot run here is an error that says why."""
     lines: list[str] = []
     names = ORDER if backend == "auto" else (backend,)
     for name in names:
-        cls = tracer_class(name)
-        st = statuses[name] if statuses and name in statuses else cls.status()
+        st = status_of(name)
         if st.available:
             why = "; ".join(lines)
             line = f"tracing with {name}" + (f" ({why})" if why else "")
-            if cls.approximate:
+            if tracer_class(name).approximate:
                 line += " — approximate: per-thread CPU time at each interval, not every switch"
-            say(line)
-            return cls(), [*lines, line]
+            return name, [*lines, line]
         if backend != "auto":
             raise SnumapError(f"the {name} backend cannot run here: {describe(st)}")
         lines.append(f"{name} not used: {describe(st)}")
     raise SnumapError("no tracing backend works here: " + "; ".join(lines))
+
+
+def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = None,
+                  statuses: dict[str, SourceStatus] | None = None) -> tuple[Tracer, list[str]]:
+    """A ready (not started) tracer for BACKEND (``pick``), and the lines explaining the
+    choice; STATUSES overrides a backend's own status. The last line is also passed to SAY
+    (default: stderr)."""
+    say = say or (lambda s: print(safe_lines(s), file=sys.stderr))
+
+    def status_of(name: str) -> SourceStatus:
+        return statuses[name] if statuses and name in statuses else tracer_class(name).status()
+
+    name, lines = pick(backend, status_of)
+    say(lines[-1])
+    return tracer_class(name)(), lines
 
 
 def start_tracer(backend: str, pids: Iterable[int] | None, *,
