@@ -423,12 +423,6 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
                 self.feed.watch_pid(pid)
             self._redraw()
 
-    def on_input_submitted(self, message: Input.Submitted) -> None:
-        self.filter_text = message.value.strip()
-        self.query_one(ProcessPanel).remove_class("-filtering")
-        self.query_one("#proc-table", DataTable).focus()
-        self._redraw()
-
     # ---- actions -------------------------------------------------------------------------------
     def watch_view(self, view: str) -> None:
         if not self._views_up:
@@ -468,9 +462,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
     def _picked_metric(self, key: str | None) -> None:
         keys = [m.key for m in self.metric_views()] if self.frame else []
         if key in keys:
-            self.metric_i = keys.index(key)
-            if self.view == "topology":
-                self.view = "heatmap"
+            self.metric_i = keys.index(key)      # the view stays: its metric changes
             self._redraw()
 
     def action_pause(self) -> None:
@@ -499,23 +491,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         self.view = "processes"
         self._redraw()
 
-    def action_filter(self) -> None:
-        self.view = "processes"
-        panel = self.query_one(ProcessPanel)
-        panel.add_class("-filtering")
-        box = panel.query_one(Input)
-        box.value = self.filter_text
-        box.focus()
-
-    def action_clear_filter(self) -> None:
-        panel = self.query_one(ProcessPanel)
-        if panel.has_class("-filtering") or self.filter_text:
-            self.filter_text = ""
-            panel.query_one(Input).value = ""
-            panel.remove_class("-filtering")
-            if self.view == "processes":
-                self.query_one("#proc-table", DataTable).focus()
-            self._redraw()
+    def action_detail(self, step: int) -> None:
+        """+ and -: the topology tree unfolded (folded) a level, as htop's + and - unfold and
+        fold its process tree; from another view the tree is shown, as ``o`` does."""
+        self.view = "topology"
+        self.query_one(TopologyTable).fold_level(step)
 
     def action_toggle_io(self) -> None:
         """Unfold (or fold) the I/O rows under every NUMA node of the tree."""

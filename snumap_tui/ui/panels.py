@@ -304,8 +304,9 @@ class ProcessPanel(Backdrop):
     """
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
-                    id="proc-filter")
+        # Not all selected on focus: typing after / goes on from the filter there is.
+        yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter keeps, esc cancels)",
+                    id="proc-filter", select_on_focus=False)
         yield ProcessTable(id="proc-table")
         yield TextLines(id="proc-detail")
 

@@ -29,10 +29,10 @@ NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran
 
 
 class ReplayHelpScreen(ModalScreen[None]):
-    """Every key of `snumap replay`, closed by escape, q, ? or F1."""
+    """Every key of `snumap replay`, closed by escape, q, ?, h or F1."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
+        Binding("escape,q,question_mark,f1,h", "app.pop_screen", "Close")]
     DEFAULT_CSS = MODAL_CSS.format(name="ReplayHelpScreen")
 
     def compose(self) -> ComposeResult:

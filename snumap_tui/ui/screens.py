@@ -40,9 +40,10 @@ MODAL_CSS = """
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of `snumap top`, closed by any of escape, q, ? or F1."""
+    """Every key of `snumap top`, closed by any of escape, q, ?, h or F1."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1,h", "app.pop_screen", "Close")]
     DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen")
 
     def compose(self) -> ComposeResult:
