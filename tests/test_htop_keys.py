@@ -7,16 +7,18 @@ keymap's."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_replay import make_recording, run_pilot
-from test_top_keys import TOPO, loaded, make_app, shown_pids
+from test_top_keys import TOPO, family_frame, loaded, make_app, shown_pids
 from test_ui_app import sync
 
+from snumap_tui.model.taskrows import derive_tasks
 from snumap_tui.ui.choices import ChoiceScreen
-from snumap_tui.ui.process_table import ProcessTable
+from snumap_tui.ui.process_table import ProcessTable, widths
 from snumap_tui.ui.replay import ReplayApp
 from snumap_tui.ui.replay_data import matching_tids
 from snumap_tui.ui.replay_help import ReplayHelpScreen
@@ -196,6 +198,91 @@ async def test_top_f2_in_the_tree_view_keeps_the_view() -> None:
         assert "mem used+cache" in spark.render_line(0).text
         await pilot.press("m")
         assert app.view == "topology"
+
+
+# ---- the CPU column follows the metric -------------------------------------------------------
+SYS_SHARE = {5034: 0.9, 5085: 0.5}          # sshd and bash mostly in the kernel, others 5 %
+
+
+def sys_frame(step: int):  # type: ignore[no-untyped-def]
+    f = family_frame(step)
+    f.values["system_pct"] = f.values["util_pct"] * 0.1
+    f.values["user_pct"] = f.values["util_pct"] * 0.9
+    f.tasks = [dataclasses.replace(t, sys_pct=None if t.cpu_pct is None else
+                                   t.cpu_pct * SYS_SHARE.get(t.pid, 0.05)) for t in f.tasks]
+    return f
+
+
+def cpu_cells(app) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    table = app.query_one("#proc-table", ProcessTable)
+    i = [c.label for c in table.cols].index("CPU%")
+    return {ln.pid: ln.cells[i] for ln in table.lines}
+
+
+def head(app) -> str:  # type: ignore[no-untyped-def]
+    table = app.query_one("#proc-table", ProcessTable)
+    return table.header_text(widths(table.cols, 120)).plain
+
+
+async def choose(pilot, app, key: str) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(len(app.metric_views())):
+        if app.metric.key == key:
+            break
+        await pilot.press("m")
+    await pilot.pause()
+    assert app.metric.key == key
+
+
+@sync
+async def test_cpu_column_follows_the_metric_where_a_process_has_it() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for s in range(3):
+            app.push_frame(sys_frame(s))
+        await pilot.press("3")
+        await pilot.pause()
+        rows = {t.pid: t for t in app.frame.tasks}
+        assert "CPU%▼" in head(app)
+        await choose(pilot, app, "system_pct")
+        assert app.view == "processes"
+        assert "SYS%▼" in head(app) and "CPU%" not in head(app)
+        cells = cpu_cells(app)
+        for pid, cell in cells.items():
+            assert cell == f"{rows[pid].sys_pct:.1f}"
+        order = shown_pids(app)                      # sorted by what the column shows
+        assert order.index(5034) < order.index(5000)          # sshd's 12.3 > postproc's 2.9
+        assert "sorted by SYS%" in app.query_one("#proc-table", ProcessTable).title.plain
+        await choose(pilot, app, "user_pct")
+        assert "USR%▼" in head(app)
+        assert cpu_cells(app)[4242] == f"{1520.0 * 0.95:.1f}"
+        await choose(pilot, app, "mem_used_pct")     # memory: RSS as % of the machine's
+        total = app.frame.get("mem_total_bytes", TOPO.root.id)
+        assert "MEM%▼" in head(app)
+        assert cpu_cells(app)[4242] == f"{100 * rows[4242].rss_bytes / total:.1f}"
+        await choose(pilot, app, "ipc")              # only the selected process has one
+        assert "CPU%▼" in head(app)
+        assert cpu_cells(app)[4242] == "1520.0"
+        title = app.query_one("#proc-table", ProcessTable).title.plain
+        assert "IPC: per process for the selected one only" in title
+        await choose(pilot, app, "ghz")              # no per-process value at all
+        assert "has no per-process value" in \
+            app.query_one("#proc-table", ProcessTable).title.plain
+
+
+def test_tasks_carry_their_system_share() -> None:
+    """The kernel's part of a process's CPU %, from the threads' stime (model/taskrows.py)."""
+    def reading(ut: list[int], st: list[int]) -> dict:  # type: ignore[type-arg]
+        return {"hz": 100.0, "threads": {
+            "pid": [10, 10, 20], "tid": [10, 11, 20], "ppid": [1, 1, 1], "uid": [0, 0, 0],
+            "comm": ["a", "a", "b"], "state": ["R", "S", "S"], "last_cpu": [0, 1, 2],
+            "utime": ut, "stime": st, "nice": [0, 0, 0]}, "processes": {}}
+    rows = derive_tasks(reading([100, 50, 10], [10, 5, 10]),
+                        reading([150, 70, 12], [30, 15, 28]), 1.0)
+    by = {t.pid: t for t in rows}
+    assert by[10].cpu_pct == 100.0 and by[10].sys_pct == 30.0      # (50+20) + (20+10)
+    assert by[20].cpu_pct == 20.0 and by[20].sys_pct == 18.0
+    first = derive_tasks(None, reading([1, 1, 1], [1, 1, 1]), 1.0)
+    assert all(t.sys_pct is None for t in first)                     # no interval yet
 
 
 # ---- snumap replay --------------------------------------------------------------------------

@@ -365,9 +365,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
             if self.feed is not None:
                 self.feed.watch_pid(selected.pid)
         if self.group_mode == "none":
+            col = self.cpu_column()            # the chosen metric's, per process
+            self.query_one("#proc-table", ProcessTable).set_cpu_column(col, self.mem_total())
             panel.show_tasks(self.topology, tasks, self.selected_pid, self.sort_key,
                              self.filter_text, self.tree_prefixes, self.descending,
-                             self.narrowing_note())
+                             self.narrowing_note() + (f" · {col.note}" if col.note else ""))
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()

@@ -28,6 +28,7 @@ from snumap_tui.ui.processes import (
     tree_order,
 )
 from snumap_tui.ui.signals import SIGNALS, send, why_not
+from snumap_tui.ui.task_column import CPU, CpuColumn, column_value, cpu_column
 
 MAX_TASKS = 200
 # The line over the list, by what it is open for (``line_mode``).
@@ -93,20 +94,48 @@ class ProcessListMixin:
         top = getattr(tasks, "top", None)
         narrowed = self.filter_text or self.only_pids is not None or self.only_user is not None
         self.tree_prefixes = None
+        # The CPU column may show another number (task_column.py): sorting by it, by that.
+        other = self.sort_key == "cpu" and self.cpu_column().kind != "cpu"
         if (not narrowed and not self.tree_view and not self.sort_invert and top is not None
-                and self.sort_key in ("cpu", "pid", "time")):
+                and self.sort_key in ("cpu", "pid", "time") and not other):
             return cast("Sequence[TaskRow]", top(MAX_TASKS, self.sort_key))
         if self.only_pids is not None or self.only_user is not None:
             tasks = only(tasks, self.only_pids, self.only_user)
         if self.filter_text:
             tasks = [t for t in tasks if matches(t, self.filter_text)]
-        ordered = sort_tasks(tasks, self.sort_key, self.sort_invert)
+        ordered = (self._sort_by_column(tasks) if other
+                   else sort_tasks(tasks, self.sort_key, self.sort_invert))
         if not self.tree_view:
             return ordered[:MAX_TASKS]
         # The tree shows every process (a cut tree would lose parents), siblings in the sort.
         pairs = tree_order(ordered)
         self.tree_prefixes = [p for _, p in pairs]
         return [t for t, _ in pairs]
+
+    def cpu_column(self) -> CpuColumn:
+        """What the CPU column shows for the chosen metric (m, F2)."""
+        metric = getattr(self, "metric", None)
+        return cpu_column(metric.key, metric.title) if metric is not None else CPU
+
+    def mem_total(self) -> float | None:
+        """The machine's memory (bytes), for the MEM% a memory metric puts in that column."""
+        if not self.frame:
+            return None
+        from snumap_tui.ui.metricspec import resolve
+
+        name = resolve(self.frame.values, "mem_total")
+        return self.frame.get(name, self.frame.topology.root.id) if name else None
+
+    def _sort_by_column(self, tasks: Sequence[TaskRow]) -> list[TaskRow]:
+        """By the CPU column's number when it is not CPU % (biggest first, as CPU %; I
+        inverts), shown rounding as the table does; unmeasured ones last, ties by PID."""
+        kind, total = self.cpu_column().kind, self.mem_total()
+        sign = 1.0 if self.sort_invert else -1.0
+
+        def key(t: TaskRow) -> tuple[bool, float, int]:
+            v = column_value(kind, t, total)
+            return (v is None, sign * round(v or 0.0, 1), t.pid)
+        return sorted(tasks, key=key)
 
     def narrowing_note(self) -> str:
         """What -p / -u leave out, for the list's title."""

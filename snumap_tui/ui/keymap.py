@@ -66,18 +66,16 @@ KEYMAP: list[Key] = [
         "slower", "slower"),
     Key("right_square_bracket", "]", "faster (top: shorter interval; replay: playback speed)",
         "faster", "faster"),
-    Key("m", "m", "next metric with data here (heatmap colour, history, the process list's "
-        "CPU column); the view stays", "metric(1)", "metric(1)", "Metric", footer_replay=""),
-    Key("f2", "F2", "pick a metric (those with no data here are marked); the view stays",
+    Key("m", "m", "next metric with data here, in the view you are in",
+        "metric(1)", "metric(1)", "Metric", footer_replay=""),
+    Key("f2", "F2", "pick a metric (no data here: marked), in the view you are in",
         "pick_metric", "pick_metric"),
-    Key("f3", "F3", "search as you type: the next process that matches (top: selected in the "
-        "list; replay: the cursor to its next run); F3 again: the one after; enter keeps, "
-        "esc goes back", "search", "search"),
-    Key("slash,f4", "/ F4", "filter as you type: words, PID, user:NAME (replay: the chart); "
-        "enter keeps it, esc cancels", "filter", "filter", footer_replay="Filter",
-        display="/"),
-    Key("escape", "esc", "cancel the open line (search, filter, go to); else clear the "
-        "filter or the selection", "clear_filter", "clear_filter"),
+    Key("f3", "F3", "search as you type (top: selects; replay: to its next run)",
+        "search", "search"),
+    Key("slash,f4", "/ F4", "filter as you type: words, PID, user:NAME",
+        "filter", "filter", footer_replay="Filter", display="/"),
+    Key("escape", "esc", "cancel the open line; else clear the filter or selection",
+        "clear_filter", "clear_filter"),
     # `snumap top` only: the process list, as in htop.
     Key("s", "s", "sort by the next column", "sort(1)", footer="Sort"),
     Key("less_than_sign", "<", "sort by the column to the left", "sort(-1)"),
@@ -105,11 +103,10 @@ KEYMAP: list[Key] = [
     Key("right", "→", "time cursor one column right", replay="step(1)"),
     # Both apps (here for the footer's order, after replay's Step): htop's + and - unfold and
     # fold its tree; top's tree of the machine, replay's time when its view is a time view.
-    Key("plus,equals_sign", "+", "more detail: the topology tree unfolded a level deeper "
-        "(replay's other views: zoom in at the cursor)", "detail(1)", "detail(1)",
-        footer_replay="Zoom", display="+ -"),
-    Key("minus", "-", "less detail: the topology tree folded a level (replay's other views: "
-        "zoom out)", "detail(-1)", "detail(-1)"),
+    Key("plus,equals_sign", "+", "topology tree: unfold a level (replay's chart: zoom in)",
+        "detail(1)", "detail(1)", footer_replay="Zoom", display="+ -"),
+    Key("minus", "-", "topology tree: fold a level (replay's chart: zoom out)",
+        "detail(-1)", "detail(-1)"),
     Key("home", "home", "start of the recording", replay="jump(0)"),
     Key("end", "end", "end of the recording", replay="jump(1)"),
     Key("0", "0", "the whole recording", replay="zoom_all"),

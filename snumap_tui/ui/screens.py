@@ -26,7 +26,13 @@ from snumap_tui.ui.metricspec import metric_choices
 HELP = [("up/down", "move the cursor (topology row, process)"),
         ("enter, ← →", "fold / unfold a topology row; choose a process")]
 
+# What the keymap's one-line meanings leave out.
+LINES_NOTE = ("F3 and / open a line: what you type goes into it, never to a command; the view "
+              "follows each key. enter keeps it, esc cancels it; F3 again: the next match.")
+
 NOTES = [
+    ("m, F2: the process list's CPU column follows the metric where every process has it "
+     "(SYS% USR% MEM%); else its title says why not"),
     "● on a row: it holds PUs or memory of the process selected in view 3",
     "memory used/total: used without page cache (MemUsed − FilePages)",
     "n/a: cannot be measured here (i says why); never shown as 0",
@@ -56,7 +62,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("snumap top — keys (↑ ↓ scroll; the same keys mean the same "
                               "in snumap replay)", style="bold"))
             yield Static(t)
-            yield Static(Text("\n".join(NOTES), style="italic"))
+            yield Static(Text("\n".join([LINES_NOTE, *NOTES]), style="italic"))
 
 
 def metric_picker(values: Mapping[str, Any], current: str) -> ChoiceScreen:
