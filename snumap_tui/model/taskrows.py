@@ -83,39 +83,50 @@ def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any],
     return thread_deltas_split(prev, cur, covered)[0]
 
 
+def _columns(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """tid, utime + stime, and stime (None when the reading has none), each converted once."""
+    tid = np.asarray(threads.get("tid", ()), dtype=np.int64)
+    ut = threads.get("utime")
+    ticks = np.asarray(ut, dtype=np.float64) if ut is not None else np.zeros(tid.shape)
+    st = threads.get("stime")
+    if st is None:
+        return tid, ticks, None
+    sys_ticks = np.asarray(st, dtype=np.float64)
+    return tid, ticks + sys_ticks, sys_ticks
+
+
 def thread_deltas_split(prev: Mapping[str, Any] | None, cur: Mapping[str, Any],
                         covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``thread_deltas`` and, paired the same way, the ticks in the kernel (stime) among
-    them; NaN where the system ticks are not in the readings (a thread's user ticks are the
-    difference)."""
-    tid, ticks = _ticks(cur)
-    has_sys = "stime" in cur and (prev is None or "stime" in prev)
-    _, sys_now = _ticks(cur, ("stime",))
+    them; NaN where the readings carry no stime (a thread's user ticks are the rest)."""
+    tid, ticks, sys_now = _columns(cur)
     if prev is None or "tid" not in prev:
         nan = np.full(tid.shape, np.nan)
         return nan, nan.copy()
-    ptid, pticks = _ticks(prev)
-    _, psys = _ticks(prev, ("stime",))
+    ptid, pticks, psys = _columns(prev)
     order = np.argsort(ptid, kind="stable")
-    stid, sticks, ssys = ptid[order], pticks[order], psys[order]
+    stid = ptid[order]
     at = np.searchsorted(stid, tid)
     at_c = np.minimum(at, max(len(stid) - 1, 0))
     seen = (at < len(stid)) & (stid[at_c] == tid) if len(stid) else np.zeros(tid.shape, bool)
-    before = np.where(seen, sticks[at_c] if len(stid) else 0.0, 0.0)
-    sys_before = np.where(seen, ssys[at_c] if len(stid) else 0.0, 0.0)
+    idx = order[at_c] if len(stid) else at_c          # each thread's row in prev
+    before = np.where(seen, pticks[idx], 0.0) if len(stid) else np.zeros(tid.shape)
     d = ticks - before
     # A recycled TID with fewer ticks than its predecessor is a new thread.
     fresh = d < 0
     d = np.where(fresh, ticks, d)
-    d_sys = np.where(fresh, sys_now, sys_now - sys_before)
+    if sys_now is None or psys is None:
+        d_sys = np.full(tid.shape, np.nan)
+    elif len(stid):
+        d_sys = np.maximum(np.where(seen & ~fresh, sys_now - psys[idx], sys_now), 0.0)
+    else:
+        d_sys = sys_now.copy()
     if covered is not None:
         pid = np.asarray(cur.get("pid", ()), dtype=np.int64)
-        known = seen | np.isin(pid, covered)
-        d = np.where(known, d, np.nan)
-        d_sys = np.where(known, d_sys, np.nan)
-    if not has_sys:
-        d_sys = np.full(tid.shape, np.nan)
-    return d, np.clip(d_sys, 0.0, np.where(np.isnan(d), np.inf, d))
+        unknown = ~(seen | np.isin(pid, covered))
+        d[unknown] = np.nan
+        d_sys[unknown] = np.nan
+    return d, d_sys
 
 
 class LazyRows(Sequence[TaskRow]):
