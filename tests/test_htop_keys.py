@@ -252,6 +252,14 @@ async def test_cpu_column_follows_the_metric_where_a_process_has_it() -> None:
         order = shown_pids(app)                      # sorted by what the column shows
         assert order.index(5034) < order.index(5000)          # sshd's 12.3 > postproc's 2.9
         assert "sorted by SYS%" in app.query_one("#proc-table", ProcessTable).title.plain
+        await pilot.press("1")                       # the tree's busiest processes too
+        await pilot.pause()
+        busiest = app.query_one("#topo-procs", ProcessTable)
+        assert "SYS%▼" in busiest.header_text(widths(busiest.cols, 120)).plain
+        listed = [ln.pid for ln in busiest.lines]
+        assert listed.index(5034) < listed.index(5000)
+        assert "by SYS%" in busiest.title.plain
+        await pilot.press("3")
         await choose(pilot, app, "user_pct")
         assert "USR%▼" in head(app)
         assert cpu_cells(app)[4242] == f"{1520.0 * 0.95:.1f}"
@@ -391,6 +399,18 @@ def test_replay_plus_in_the_tree_view_unfolds_it(recording: Path) -> None:
 
 
 # ---- the README ---------------------------------------------------------------------------------
+def test_the_keymap_is_data_without_textual() -> None:
+    """One definition every reader can load: importing it brings no Textual in."""
+    import subprocess
+    import sys
+
+    code = ("import sys, snumap_tui.ui.keymap as k; k.markdown(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.strip()
+    assert out == "[]"
+
+
 def test_readme_key_table_is_the_keymap() -> None:
     from snumap_tui.ui.keymap import markdown
 

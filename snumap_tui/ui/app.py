@@ -157,7 +157,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         self.frames_drawn = 0
         self._head_width = -1
         self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
-        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int]] | None = None
+        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
         self._process_io = ProcessIoLines()
@@ -334,14 +334,20 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         # how often), so it is rebuilt when the full reading or the room changes, not every
         # frame (building and sorting every row each frame was a tenth of the view's cost).
         tasks = getattr(tasks, "base", tasks)
+        col = self.cpu_column()              # the chosen metric's, per process (view 3's)
         if self._busiest_key is not None and self._busiest_key[0] is tasks \
-                and self._busiest_key[1] == fit:
+                and self._busiest_key[1] == fit and self._busiest_key[2] == col:
             return
-        self._busiest_key = (tasks, fit)     # the object itself: an id could be reused
+        self._busiest_key = (tasks, fit, col)   # the object itself: an id could be reused
         top = getattr(tasks, "top", None)
         rows = n - HEAD_ROWS
-        shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
-        title = Text(" busiest processes", style="bold")
+        if col.kind != "cpu":
+            shown = self._sort_by_column(list(tasks), invert=False)[:rows]
+        else:
+            shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
+        table.set_cpu_column(col, self.mem_total())
+        title = Text(" busiest processes" + (f" by {col.label}" if col.kind != "cpu" else ""),
+                     style="bold")
         if callable(getattr(self.feed, "tasks_cadence", None)):
             title.append(f" · every {TASKS_IDLE_S:g} s")
         if shown and shown[0].cpu_pct is None:

@@ -126,11 +126,12 @@ class ProcessListMixin:
         name = resolve(self.frame.values, "mem_total")
         return self.frame.get(name, self.frame.topology.root.id) if name else None
 
-    def _sort_by_column(self, tasks: Sequence[TaskRow]) -> list[TaskRow]:
+    def _sort_by_column(self, tasks: Sequence[TaskRow], invert: bool | None = None
+                        ) -> list[TaskRow]:
         """By the CPU column's number when it is not CPU % (biggest first, as CPU %; I
         inverts), shown rounding as the table does; unmeasured ones last, ties by PID."""
         kind, total = self.cpu_column().kind, self.mem_total()
-        sign = 1.0 if self.sort_invert else -1.0
+        sign = 1.0 if (self.sort_invert if invert is None else invert) else -1.0
 
         def key(t: TaskRow) -> tuple[bool, float, int]:
             v = column_value(kind, t, total)
