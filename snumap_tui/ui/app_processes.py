@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input
 
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.ui.choices import ChoiceScreen, ConfirmScreen
+from snumap_tui.ui.metricspec import resolve
 from snumap_tui.ui.panels import ProcessPanel
 from snumap_tui.ui.process_table import SORT_COLUMN, SORT_NAME
 from snumap_tui.ui.processes import (
@@ -121,8 +122,6 @@ class ProcessListMixin:
         """The machine's memory (bytes), for the MEM% a memory metric puts in that column."""
         if not self.frame:
             return None
-        from snumap_tui.ui.metricspec import resolve
-
         name = resolve(self.frame.values, "mem_total")
         return self.frame.get(name, self.frame.topology.root.id) if name else None
 

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.app import App
 from textual.widgets import Input
 
+from snumap_tui.ui.gantt import layout
 from snumap_tui.ui.metricspec import MetricView, heatmap_metrics, view_for
 from snumap_tui.ui.replay_data import matching_tids, next_run
 from snumap_tui.ui.screens import metric_picker
+from snumap_tui.ui.topology_view import TopologyTable
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
@@ -85,8 +87,6 @@ class ReplayKeysMixin:
         """+ -: the topology view's tree a level deeper or shallower; elsewhere the time
         zoomed in or out at the cursor."""
         if self.view == "topology":
-            from snumap_tui.ui.topology_view import TopologyTable
-
             self._as_app.query_one(TopologyTable).fold_level(step)
         else:
             self.zoom(0.5 if step > 0 else 2.0)
@@ -152,8 +152,6 @@ class ReplayKeysMixin:
         """The chart's selected row, scrolled into view."""
         st = self.state
         gv = self._as_app.query_one("#gantt")
-        from snumap_tui.ui.gantt import layout
-
         rows = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).rows
         st.sel_row = row
         if not st.row0 <= row < st.row0 + rows:
