@@ -132,7 +132,7 @@ def measure_app(path: str) -> dict[str, float]:
             # Key event in, to the compositor asking for the new lines: the app's own latency.
             # (Pilot.press would add its idle detection: two sleeps of 20 ms or more.)
             times = []
-            for key in ("plus", "l", "minus", "down", "plus", "h", "0", "up"):
+            for key in ("plus", "shift+right", "minus", "down", "plus", "shift+left", "0", "up"):
                 await pilot.pause()
                 r0 = gv.redraws
                 t1 = time.perf_counter()

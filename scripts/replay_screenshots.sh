@@ -15,6 +15,7 @@ $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-80x24.svg --size 
 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
+$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-help.svg --keys h
 # An imbalanced OpenMP program coloured by region (needs gcc -fopenmp and root for uprobes).
 gcc -g -O1 -fopenmp scripts/demo_omp_imbalance.c -o "$tmp/demo_omp_imbalance"
 $S record -o "$tmp/omp.rec" -- "$tmp/demo_omp_imbalance"

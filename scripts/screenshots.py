@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/screenshots.py            # all machines
     .venv/bin/python scripts/screenshots.py --only this-machine
+    .venv/bin/python scripts/screenshots.py --only this-machine --view help
 
 Machines:
 - ``this-machine``: live frames from the real sampler on / (a few sweeps 0.5 s apart);
@@ -39,7 +40,8 @@ from snumap_tui.ui.hostinfo import HostInfo, HostReader
 OUT = REPO / "screenshots"
 CORPUS = REPO.parent / "shared" / "corpus"
 VIEWS = {"topology": (), "heatmap": ("2",), "processes": ("3",), "sources": ("i",),
-         "process-tree": ("t",), "metric-picker": ("f2",), "sort-picker": ("3", "f6")}
+         "process-tree": ("t",), "metric-picker": ("f2",), "sort-picker": ("3", "f6"),
+         "help": ("h",)}
 
 
 async def shoot(topo: Topology, frames: list[Frame], host: Callable[[], HostInfo], name: str,
@@ -139,11 +141,14 @@ def machines(only: str | None) -> list[tuple[str, Callable[[], tuple[Topology, l
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="one machine: this-machine, demo384, epyc7763, knl7210, 64amd64")
+    ap.add_argument("--view", action="append", choices=list(VIEWS),
+                    help="only this view (again for more); default: all of them")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     for name, make in machines(args.only):
         topo, frames, host = make()
         views = list(VIEWS) if name == "this-machine" else ["topology", "heatmap", "processes"]
+        views = [v for v in views if not args.view or v in args.view]
         sizes = [(120, 40), (80, 24)]
         # Generated load on a corpus machine's tree must not look live: the status line says
         # "demo load" (the 64amd64 tree is read through --fsroot and says so itself).

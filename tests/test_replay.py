@@ -99,7 +99,7 @@ def test_pilot_cursor_zoom_pan_filter_and_colour(recording: Path) -> None:
                 await pilot.press("plus")
                 assert app.state.span == span // 2
                 t0 = app.state.t0
-                await pilot.press("l")
+                await pilot.press("shift+right")
                 assert app.state.t0 > t0
                 await pilot.press("0")
                 assert app.state.span == data.t1 - data.t0

@@ -44,6 +44,9 @@ class TaskRow:
     # CPU time of its live threads since they started, seconds (utime + stime; htop's TIME+
     # also keeps the time of threads that ended)
     cpu_time_s: float | None = None
+    # The part of cpu_pct spent in the kernel (stime; the rest, cpu_pct - sys_pct, is user
+    # time): the list's CPU column when the chosen metric is system % or user %.
+    sys_pct: float | None = None
 
 
 @dataclass

@@ -64,10 +64,14 @@ def counter_rates(prev: Mapping[str, Any] | None, cur: Mapping[str, Any], dt: fl
     return out
 
 
-def _ticks(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _ticks(threads: Mapping[str, Any], fields: tuple[str, ...] = ("utime", "stime")
+           ) -> tuple[np.ndarray, np.ndarray]:
     tid = np.asarray(threads.get("tid", ()), dtype=np.int64)
-    ticks = (np.asarray(threads.get("utime", ()), dtype=np.float64)
-             + np.asarray(threads.get("stime", ()), dtype=np.float64))
+    ticks = np.zeros(tid.shape)
+    for f in fields:
+        col = threads.get(f)
+        if col is not None:
+            ticks = ticks + np.asarray(col, dtype=np.float64)
     return tid, ticks
 
 
@@ -76,23 +80,53 @@ def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any],
     """Ticks each of cur's threads ran during the interval (NaN without a previous reading).
     ``covered``: when the previous reading was partial, the pids it read; a thread of any
     other process is unknown there (NaN), not new."""
-    tid, ticks = _ticks(cur)
+    return thread_deltas_split(prev, cur, covered)[0]
+
+
+def _columns(threads: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """tid, utime + stime, and stime (None when the reading has none), each converted once."""
+    tid = np.asarray(threads.get("tid", ()), dtype=np.int64)
+    ut = threads.get("utime")
+    ticks = np.asarray(ut, dtype=np.float64) if ut is not None else np.zeros(tid.shape)
+    st = threads.get("stime")
+    if st is None:
+        return tid, ticks, None
+    sys_ticks = np.asarray(st, dtype=np.float64)
+    return tid, ticks + sys_ticks, sys_ticks
+
+
+def thread_deltas_split(prev: Mapping[str, Any] | None, cur: Mapping[str, Any],
+                        covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``thread_deltas`` and, paired the same way, the ticks in the kernel (stime) among
+    them; NaN where the readings carry no stime (a thread's user ticks are the rest)."""
+    tid, ticks, sys_now = _columns(cur)
     if prev is None or "tid" not in prev:
-        return np.full(tid.shape, np.nan)
-    ptid, pticks = _ticks(prev)
+        nan = np.full(tid.shape, np.nan)
+        return nan, nan.copy()
+    ptid, pticks, psys = _columns(prev)
     order = np.argsort(ptid, kind="stable")
-    stid, sticks = ptid[order], pticks[order]
+    stid = ptid[order]
     at = np.searchsorted(stid, tid)
     at_c = np.minimum(at, max(len(stid) - 1, 0))
     seen = (at < len(stid)) & (stid[at_c] == tid) if len(stid) else np.zeros(tid.shape, bool)
-    before = np.where(seen, sticks[at_c] if len(stid) else 0.0, 0.0)
+    idx = order[at_c] if len(stid) else at_c          # each thread's row in prev
+    before = np.where(seen, pticks[idx], 0.0) if len(stid) else np.zeros(tid.shape)
     d = ticks - before
     # A recycled TID with fewer ticks than its predecessor is a new thread.
-    d = np.where(d < 0, ticks, d)
+    fresh = d < 0
+    d = np.where(fresh, ticks, d)
+    if sys_now is None or psys is None:
+        d_sys = np.full(tid.shape, np.nan)
+    elif len(stid):
+        d_sys = np.maximum(np.where(seen & ~fresh, sys_now - psys[idx], sys_now), 0.0)
+    else:
+        d_sys = sys_now.copy()
     if covered is not None:
         pid = np.asarray(cur.get("pid", ()), dtype=np.int64)
-        d = np.where(seen | np.isin(pid, covered), d, np.nan)
-    return d
+        unknown = ~(seen | np.isin(pid, covered))
+        d[unknown] = np.nan
+        d_sys[unknown] = np.nan
+    return d, d_sys
 
 
 class LazyRows(Sequence[TaskRow]):
@@ -148,7 +182,7 @@ class TaskRows(LazyRows):
     def __init__(self, cur: Mapping[str, Any], pids: np.ndarray, cpu_pct: np.ndarray,
                  main: np.ndarray, busiest: np.ndarray, nthreads: np.ndarray,
                  running: np.ndarray, rates: Mapping[int, dict[str, float]] | None = None,
-                 time_s: np.ndarray | None = None) -> None:
+                 time_s: np.ndarray | None = None, sys_pct: np.ndarray | None = None) -> None:
         # Busiest first, ties by pid (what every reader of Frame.tasks expects).
         order = np.lexsort((pids, -np.nan_to_num(cpu_pct, nan=0.0)))
         self._th = cur["threads"]
@@ -158,6 +192,7 @@ class TaskRows(LazyRows):
         self._main, self._busiest = main[order], busiest[order]
         self._nthreads, self._running = nthreads[order], running[order]
         self._time = (time_s if time_s is not None else np.full(pids.shape, np.nan))[order]
+        self._sys = (sys_pct if sys_pct is not None else np.full(pids.shape, np.nan))[order]
         self._by_pid: dict[int, int] | None = None
         self._rates: Mapping[int, dict[str, float]] = rates or {}
         self._made: dict[int, TaskRow] = {}      # rows built one at a time (``[i]``)
@@ -199,7 +234,7 @@ class TaskRows(LazyRows):
         sub._pids, sub._cpu = self._pids[idx], self._cpu[idx]
         sub._main, sub._busiest = self._main[idx], self._busiest[idx]
         sub._nthreads, sub._running = self._nthreads[idx], self._running[idx]
-        sub._time = self._time[idx]
+        sub._time, sub._sys = self._time[idx], self._sys[idx]
         sub._by_pid, sub._rows, sub._made = None, None, {}
         return sub
 
@@ -244,7 +279,7 @@ class TaskRows(LazyRows):
         m = int(self._main[g])
         lc = last_cpu[int(self._busiest[g])] if len(last_cpu) else None
         lc = None if lc is None or (isinstance(lc, float) and math.isnan(lc)) else int(lc)
-        pct = float(self._cpu[g])
+        pct, sys_pct = float(self._cpu[g]), float(self._sys[g])
         user = info.get("user")
         if user is None:
             uid = th.get("uid", ())
@@ -268,7 +303,8 @@ class TaskRows(LazyRows):
             {int(k): int(v) for k, v in numa.items()} if numa else None,
             int(self._nthreads[g]), int(rss) if rss is not None else None,
             rates, rates.get("context-switches") if rates else None, ipc,
-            int(ppid[m]) if len(ppid) else None, None if math.isnan(secs) else secs)
+            int(ppid[m]) if len(ppid) else None, None if math.isnan(secs) else secs,
+            None if math.isnan(sys_pct) or math.isnan(pct) else sys_pct)
 
 
 _NO_INFO: Mapping[str, Any] = {}
@@ -340,7 +376,7 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     if pid.size == 0:
         return TaskRows(cur, *_empty_columns())
     prev_threads = prev.get("threads") if prev else None
-    delta = thread_deltas(prev_threads, th, _covered(prev))
+    delta, delta_sys = thread_deltas_split(prev_threads, th, _covered(prev))
     pids, inv = np.unique(pid, return_inverse=True)
     inv = inv.reshape(-1)
     ngroups = pids.size
@@ -351,8 +387,14 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
         cpu_pct = cpu_ticks / hz / dt * 100.0
         # A process none of whose threads the previous reading knew has no interval.
         cpu_pct[np.bincount(inv, weights=known, minlength=ngroups) == 0] = np.nan
+        # In the kernel (its user time is the rest); unknown where stime is not read.
+        sys_known = ~np.isnan(delta_sys)
+        sys_pct = np.bincount(inv, weights=np.where(sys_known, delta_sys, 0.0),
+                              minlength=ngroups) / hz / dt * 100.0
+        sys_pct[np.bincount(inv, weights=sys_known, minlength=ngroups) == 0] = np.nan
     else:
         cpu_pct = np.full(ngroups, np.nan)
+        sys_pct = cpu_pct.copy()
     # Busiest thread of each process (ties go to the main thread): its last CPU is shown.
     is_main = tid == pid
     score = np.where(known, delta, -1.0) + 0.5 * is_main
@@ -365,10 +407,10 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     if len(state):
         running[inv[np.asarray(state) == "R"]] = True
     _, ticks = _ticks(th)
-    time_s = (np.bincount(inv, weights=ticks, minlength=ngroups) / hz if len(ticks) == len(pid)
-              else None)
+    time_s = (np.bincount(inv, weights=ticks, minlength=ngroups) / hz
+              if len(ticks) == len(pid) and "utime" in th else None)
     return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running,
-                    counter_rates(prev, cur, dt), time_s)
+                    counter_rates(prev, cur, dt), time_s, sys_pct)
 
 
 class TaskTimeline:

@@ -160,7 +160,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         self.frames_drawn = 0
         self._head_width = -1
         self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
-        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int]] | None = None
+        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
         self._process_io = ProcessIoLines()
@@ -337,14 +337,20 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         # how often), so it is rebuilt when the full reading or the room changes, not every
         # frame (building and sorting every row each frame was a tenth of the view's cost).
         tasks = getattr(tasks, "base", tasks)
+        col = self.cpu_column()              # the chosen metric's, per process (view 3's)
         if self._busiest_key is not None and self._busiest_key[0] is tasks \
-                and self._busiest_key[1] == fit:
+                and self._busiest_key[1] == fit and self._busiest_key[2] == col:
             return
-        self._busiest_key = (tasks, fit)     # the object itself: an id could be reused
+        self._busiest_key = (tasks, fit, col)   # the object itself: an id could be reused
         top = getattr(tasks, "top", None)
         rows = n - HEAD_ROWS
-        shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
-        title = Text(" busiest processes", style="bold")
+        if col.kind != "cpu":
+            shown = self._sort_by_column(list(tasks), invert=False)[:rows]
+        else:
+            shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
+        table.set_cpu_column(col, self.mem_total())
+        title = Text(" busiest processes" + (f" by {col.label}" if col.kind != "cpu" else ""),
+                     style="bold")
         if callable(getattr(self.feed, "tasks_cadence", None)):
             title.append(f" · every {TASKS_IDLE_S:g} s")
         if shown and shown[0].cpu_pct is None:
@@ -368,9 +374,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
             if self.feed is not None:
                 self.feed.watch_pid(selected.pid)
         if self.group_mode == "none":
+            col = self.cpu_column()            # the chosen metric's, per process
+            self.query_one("#proc-table", ProcessTable).set_cpu_column(col, self.mem_total())
             panel.show_tasks(self.topology, tasks, self.selected_pid, self.sort_key,
                              self.filter_text, self.tree_prefixes, self.descending,
-                             self.narrowing_note())
+                             self.narrowing_note() + (f" · {col.note}" if col.note else ""))
         else:
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()
@@ -427,12 +435,6 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
                 self.feed.watch_pid(pid)
             self._redraw()
 
-    def on_input_submitted(self, message: Input.Submitted) -> None:
-        self.filter_text = message.value.strip()
-        self.query_one(ProcessPanel).remove_class("-filtering")
-        self.query_one("#proc-table", DataTable).focus()
-        self._redraw()
-
     # ---- actions -------------------------------------------------------------------------------
     def watch_view(self, view: str) -> None:
         if not self._views_up:
@@ -472,9 +474,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
     def _picked_metric(self, key: str | None) -> None:
         keys = [m.key for m in self.metric_views()] if self.frame else []
         if key in keys:
-            self.metric_i = keys.index(key)
-            if self.view == "topology":
-                self.view = "heatmap"
+            self.metric_i = keys.index(key)      # the view stays: its metric changes
             self._redraw()
 
     def action_pause(self) -> None:
@@ -503,23 +503,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         self.view = "processes"
         self._redraw()
 
-    def action_filter(self) -> None:
-        self.view = "processes"
-        panel = self.query_one(ProcessPanel)
-        panel.add_class("-filtering")
-        box = panel.query_one(Input)
-        box.value = self.filter_text
-        box.focus()
-
-    def action_clear_filter(self) -> None:
-        panel = self.query_one(ProcessPanel)
-        if panel.has_class("-filtering") or self.filter_text:
-            self.filter_text = ""
-            panel.query_one(Input).value = ""
-            panel.remove_class("-filtering")
-            if self.view == "processes":
-                self.query_one("#proc-table", DataTable).focus()
-            self._redraw()
+    def action_detail(self, step: int) -> None:
+        """+ and -: the topology tree unfolded (folded) a level, as htop's + and - unfold and
+        fold its process tree; from another view the tree is shown, as ``o`` does."""
+        self.view = "topology"
+        self.query_one(TopologyTable).fold_level(step)
 
     def action_toggle_io(self) -> None:
         """Unfold (or fold) the I/O rows under every NUMA node of the tree."""

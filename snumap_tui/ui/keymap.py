@@ -7,10 +7,18 @@ list it (``help_rows``), and ``tests/test_keymap.py`` checks that no key name ap
 entries, so the same key cannot drift to two meanings again (before this, ``/`` filtered in top
 but ``f`` in replay, ``g`` grouped in top and went to a time in replay).
 
-The keys follow htop where htop has the thing: F10 quits, F1 helps, F4 or ``/`` filters, F5 or
-``t`` shows the process tree, F6 or ``<`` ``>`` choose the sort column, ``M`` ``P`` ``T`` sort
-by memory, CPU and time, ``I`` inverts the order, F9 or ``k`` sends a signal, ``Z`` (and
-space) pauses.
+The keys follow htop where htop has the thing: F10 quits, F1 ``?`` ``h`` help, F3 searches,
+F4 or ``/`` filter as you type (enter keeps the line's text, escape cancels it), F5 or ``t``
+shows the process tree, F6 or ``<`` ``>`` choose the sort column, ``M`` ``P`` ``T`` sort by
+memory, CPU and time, ``I`` inverts the order, F9 or ``k`` sends a signal, ``Z`` (and space)
+pauses, ``+`` ``-`` show more or less (htop: unfold / fold the tree).
+
+While a typed line (search, filter, go to) is open, printable keys are its text: the line is
+an ``Input`` with the focus, which takes them before any binding here (only the priority
+ones, ctrl+c and tab, and keys an Input has no use for, F-keys and escape, reach the app).
+
+The table itself is data (no Textual here): ``bindings`` makes Textual's ``Binding`` objects
+when an app asks, and ``markdown`` writes the README's key table (a test compares them).
 
 To add a key (another view, another mode), append a ``Key`` to ``KEYMAP`` with the actions of
 the apps that have it; the apps pick it up, the help lists it, the test guards it.
@@ -19,8 +27,10 @@ the apps that have it; the apps pick it up, the help lists it, the test guards i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from textual.binding import Binding
+if TYPE_CHECKING:
+    from textual.binding import Binding
 
 APPS = ("top", "replay")
 
@@ -42,7 +52,7 @@ class Key:
 
 
 KEYMAP: list[Key] = [
-    Key("question_mark,f1", "? F1", "this help", "help", "help", "Help", display="?"),
+    Key("question_mark,f1,h", "? F1 h", "this help", "help", "help", "Help", display="?"),
     Key("q,f10", "q F10", "quit", "quit", "quit", "Quit", display="q"),
     Key("ctrl+c", "ctrl+c", "quit", "quit", "quit", priority=True),
     Key("1", "1", "topology tree view", "view('topology')", "view('topology')"),
@@ -56,13 +66,15 @@ KEYMAP: list[Key] = [
         "slower", "slower"),
     Key("right_square_bracket", "]", "faster (top: shorter interval; replay: playback speed)",
         "faster", "faster"),
-    Key("m", "m", "next metric with data here (heatmap colour, history)",
+    Key("m", "m", "next metric with data here, in the view you are in",
         "metric(1)", "metric(1)", "Metric", footer_replay=""),
-    Key("f2", "F2", "pick a metric (those with no data here are marked)",
+    Key("f2", "F2", "pick a metric (no data here: marked), in the view you are in",
         "pick_metric", "pick_metric"),
-    Key("slash,f4", "/ F4", "filter processes: words, PID, user:NAME (replay: the chart)",
+    Key("f3", "F3", "search as you type (top: selects; replay: to its next run)",
+        "search", "search"),
+    Key("slash,f4", "/ F4", "filter as you type: words, PID, user:NAME",
         "filter", "filter", footer_replay="Filter", display="/"),
-    Key("escape", "esc", "clear the filter; close a line or selection",
+    Key("escape", "esc", "cancel the open line; else clear the filter or selection",
         "clear_filter", "clear_filter"),
     # `snumap top` only: the process list, as in htop.
     Key("s", "s", "sort by the next column", "sort(1)", footer="Sort"),
@@ -89,14 +101,19 @@ KEYMAP: list[Key] = [
     Key("left", "←", "time cursor one column left", replay="step(-1)", footer="Step",
         display="← →"),
     Key("right", "→", "time cursor one column right", replay="step(1)"),
+    # Both apps (here for the footer's order, after replay's Step): htop's + and - unfold and
+    # fold its tree; top's tree of the machine, replay's time when its view is a time view.
+    Key("plus,equals_sign", "+", "topology tree: unfold a level (replay's chart: zoom in)",
+        "detail(1)", "detail(1)", footer_replay="Zoom", display="+ -"),
+    Key("minus", "-", "topology tree: fold a level (replay's chart: zoom out)",
+        "detail(-1)", "detail(-1)"),
     Key("home", "home", "start of the recording", replay="jump(0)"),
     Key("end", "end", "end of the recording", replay="jump(1)"),
-    Key("plus,equals_sign", "+", "zoom in at the cursor", replay="zoom(0.5)", footer="Zoom",
-        display="+ -"),
-    Key("minus", "-", "zoom out", replay="zoom(2)"),
     Key("0", "0", "the whole recording", replay="zoom_all"),
-    Key("shift+left,h", "h shift+←", "pan a quarter of a screen left", replay="pan(-0.25)"),
-    Key("shift+right,l", "l shift+→", "pan a quarter of a screen right", replay="pan(0.25)"),
+    Key("shift+left,ctrl+left", "shift+← ctrl+←", "pan a quarter of a screen left",
+        replay="pan(-0.25)"),
+    Key("shift+right,ctrl+right", "shift+→ ctrl+→", "pan a quarter of a screen right",
+        replay="pan(0.25)"),
     Key("up", "↑", "row up (a PU, a topology row)", replay="row(-1)"),
     Key("down", "↓", "row down", replay="row(1)"),
     Key("pageup", "pgup", "ten rows up", replay="row(-10)"),
@@ -121,6 +138,8 @@ def entries(app: str) -> list[Key]:
 
 def bindings(app: str) -> list[Binding]:
     """``app``'s BINDINGS, built from KEYMAP."""
+    from textual.binding import Binding
+
     out = []
     for k in entries(app):
         action = k.action(app)
@@ -147,3 +166,20 @@ def help_rows(app: str) -> list[tuple[str, str]]:
 def key_names() -> list[str]:
     """Every key name of KEYMAP, once per entry that uses it (the test wants no repeats)."""
     return [name.strip() for k in KEYMAP for name in k.keys.split(",")]
+
+
+def markdown() -> str:
+    """The README's key table: one row per meaning, and which app has it."""
+    rows: list[tuple[str, str, set[str]]] = []
+    for k in KEYMAP:
+        apps = {a for a in APPS if k.action(a) is not None}
+        if rows and rows[-1][1] == k.what:
+            rows[-1] = (f"{rows[-1][0]} {k.shown}", k.what, rows[-1][2] | apps)
+        else:
+            rows.append((k.shown, k.what, apps))
+    out = ["| keys | what | top | replay |", "|---|---|:-:|:-:|"]
+    for shown, what, apps in rows:
+        keys = " ".join(f"`{name}`" for name in shown.split())
+        marks = " | ".join("✓" if a in apps else "" for a in APPS)
+        out.append(f"| {keys} | {what} | {marks} |")
+    return "\n".join(out) + "\n"

@@ -309,8 +309,9 @@ class ProcessPanel(Backdrop):
     """
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter to apply, esc clears)",
-                    id="proc-filter")
+        # Not all selected on focus: typing after / goes on from the filter there is.
+        yield Input(placeholder="filter: words, user:NAME, job:TEXT (enter keeps, esc cancels)",
+                    id="proc-filter", select_on_focus=False)
         yield ProcessTable(id="proc-table")
         yield TextLines(id="proc-detail")
 
@@ -329,7 +330,8 @@ class ProcessPanel(Backdrop):
         table.descending = sort_key == "cpu" if descending is None else descending
         what = (f"{len(tasks)} process{'es' if len(tasks) != 1 else ''}"
                 + (" as a tree" if prefixes is not None else "") + note)
-        title = table_title(what, sort_key, "none", filt, table.descending)
+        title = table_title(what, sort_key, "none", filt, table.descending,
+                            table.cpu_col.label)
         empty = f"no process matches '{filt}'" if filt else "no process to show"
         table.set_tasks(topo, tasks, selected, sort_key, title, empty, prefixes)
 
@@ -355,12 +357,14 @@ class ProcessPanel(Backdrop):
 
 
 def table_title(what: str, sort_key: str, mode: str, filter_text: str,
-                descending: bool | None = None) -> Text:
-    """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table."""
+                descending: bool | None = None, cpu_label: str = "CPU%") -> Text:
+    """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table
+    (``cpu_label``: what the CPU column shows, task_column.py)."""
     t = Text(f" {what}", style="bold")
     if mode == "none":
         down = sort_key == "cpu" if descending is None else descending
-        t.append(f" · sorted by {SORT_NAME.get(sort_key, sort_key)} {'▼' if down else '▲'}")
+        name = cpu_label if sort_key == "cpu" else SORT_NAME.get(sort_key, sort_key)
+        t.append(f" · sorted by {name} {'▼' if down else '▲'}")
     else:
         t.append(f" · grouped by {mode}")
     if filter_text:

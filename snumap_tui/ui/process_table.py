@@ -42,6 +42,7 @@ from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE
 from snumap_tui.ui.processes import GroupRow, affinity_label
+from snumap_tui.ui.task_column import CPU, CpuColumn, column_value
 
 HEAD_ROWS = 2                    # the title line and the column headers stay in place
 # sort key -> the column it sorts (every column sorts: htop's F6, < and >)
@@ -222,6 +223,9 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
         self._cpu_i = 3
         self._base: Style | None = None      # rich_style, once per repaint (it walks the DOM)
         self._drawn_cols: tuple[Col, ...] = ()     # the columns the screen shows now
+        # What the CPU% column shows: the chosen metric's per-process number (task_column.py)
+        self.cpu_col: CpuColumn = CPU
+        self._mem_total: float | None = None
 
     # ---- the compatibility surface (DataTable's reading API) ---------------------------------
     @property
@@ -262,12 +266,13 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
         command. (The columns are in the key: without them a row cached at 60 columns kept
         its 60-column cells after a resize to 120, its CPU % under JOB.)"""
         keep = self._keep
-        raw = (keep, t.pid, prefix, t.user, t.job, t.cpu_pct, t.rss_bytes, t.nthreads,
+        cpu = column_value(self.cpu_col.kind, t, self._mem_total)
+        raw = (keep, t.pid, prefix, t.user, t.job, cpu, t.rss_bytes, t.nthreads,
                round(t.cpu_time_s, 2) if t.cpu_time_s is not None and keep[6] else None,
                t.last_cpu, t.affinity, t.cmdline or t.comm)
         got = self._cells.get(raw)
         if got is None:
-            cells = (str(t.pid), t.user, t.job or "", _cpu(t.cpu_pct), _mem(t.rss_bytes),
+            cells = (str(t.pid), t.user, t.job or "", _cpu(cpu), _mem(t.rss_bytes),
                      str(t.nthreads), fmt_cpu_time(t.cpu_time_s) if keep[6] else "",
                      "" if t.last_cpu is None else str(t.last_cpu),
                      self._affinity(topo, t.affinity), prefix + (t.cmdline or t.comm))
@@ -298,6 +303,14 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
             # The selected process is gone or filtered out: the row under the cursor is the
             # selection now, so the details pane does not describe a row nobody sees.
             self._announce()
+
+    def set_cpu_column(self, col: CpuColumn, mem_total: float | None = None) -> None:
+        """What the CPU% column shows from the next ``set_tasks`` on (the chosen metric's
+        per-process number); ``mem_total``: the machine's memory, for MEM%."""
+        if (col, mem_total) != (self.cpu_col, self._mem_total):
+            self.cpu_col, self._mem_total = col, mem_total
+            self._strips.clear()
+            self.refresh()
 
     def set_groups(self, topo: Topology, groups: Sequence[GroupRow], mode: str,
                    sort_key: str, title: Text, empty_note: str) -> None:
@@ -425,7 +438,9 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
     def header_text(self, ws: Sequence[int]) -> Text:
         mark = SORT_COLUMN.get(self.sort_key) if self._mode == "none" else None
         arrow = "▼" if self.descending else "▲"
-        labels = [c.label + (arrow if c.label == mark else "") for c in self.cols]
+        cpu = self.cpu_col.label if self._mode == "none" else "CPU%"
+        labels = [(cpu if c.label == "CPU%" else c.label)
+                  + (arrow if c.label == mark else "") for c in self.cols]
         return line_text(labels, self.cols, ws, HEAD_STYLE)
 
     def render_lines(self, crop: Region) -> list[Strip]:
@@ -466,7 +481,7 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
                                lambda: self.title, width)
         if y == 1:
             key = ("head", tuple(c.label for c in self.cols), self.sort_key, self.descending,
-                   self._mode, width)
+                   self._mode, width, self.cpu_col.label)
             return self._strip(key, lambda: self.header_text(ws), width)
         idx = top + y - HEAD_ROWS
         if not self.lines:

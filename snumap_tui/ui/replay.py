@@ -163,6 +163,8 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
         self.speed = speed
         self._timer: Timer | None = None
         self._frame: Frame | None = None
+        self.line_mode: str | None = None      # the open line: "filter", "search" or None
+        self._line_before: tuple[object, ...] = ()     # what escape puts back
         # Set by on_mount: before it there are no widgets to draw into, so a cursor or view
         # set before the app runs is only stored (App.is_mounted is a method that takes a
         # widget, not this flag).
@@ -181,8 +183,8 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
         yield Static(id="too-small")
         yield Input(placeholder="go to time: seconds from the start (e.g. 12.5), or the wall "
                     "clock (10:42:07.5)", id="goto")
-        yield Input(placeholder="only these processes: words of a name, a PID (enter applies, "
-                    "esc clears)", id="filter")
+        yield Input(placeholder="only these processes: words of a name, a PID (enter keeps, "
+                    "esc cancels)", id="filter", select_on_focus=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -260,6 +262,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
             f = self._frame
             a, b = fmt_time(f.t_ns - f.dt_s * 1e9 - d.t0), fmt_time(f.t_ns - d.t0)
             two.append((f" │ sample {a}–{b}", ""))
+            two.append((f" │ {self.metric_view().title}", ""))
         if d.approximate:
             two.append((" │ /proc polling: coarse, approximate", "bold magenta"))
         wall = self._wall(self.cursor_t)
@@ -465,6 +468,8 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
             self.query_one(focus).focus()
 
     def action_next_view(self) -> None:
+        if isinstance(self.focused, Input):       # tab is a priority key: not in a line
+            return
         self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
 
     def action_view(self, view: str) -> None:

@@ -325,3 +325,26 @@ def matching_tids(data: ReplayData, query: str) -> np.ndarray:
         if ok:
             keep.append(tid)
     return np.array(sorted(keep), dtype=np.int64)
+
+
+def next_run(data: ReplayData, tids: np.ndarray, after: int,
+             running: bool = False) -> tuple[int, int] | None:
+    """F3's answer: the first run of one of ``tids`` that starts at or after ``after`` (ns)
+    (``running``: or is still running then), as (the time the cursor goes to, the chart's row
+    that shows it), the top row on a tie; None when there is none. A folded node's row
+    stands for each of its PUs. A row's runs do not overlap: starts and ends are sorted."""
+    if tids.size == 0:
+        return None
+    iv = data.intervals
+    best: tuple[int, int] | None = None
+    for row, lab in enumerate(data.labels):
+        for r in lab.members or (int(data.row_iv[row]),):
+            start = iv.start[r]
+            i = int(np.searchsorted(iv.end[r], after, "right") if running
+                    else np.searchsorted(start, after, "left"))
+            hit = np.nonzero(np.isin(iv.tid[r][i:], tids))[0]
+            if hit.size:
+                t = max(int(start[i + hit[0]]), after)
+                if best is None or t < best[0]:
+                    best = (t, row)
+    return best

@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from snumap_tui.ui.keymap import help_rows
-from snumap_tui.ui.screens import MODAL_CSS
+from snumap_tui.ui.screens import LINES_NOTE, MODAL_CSS
 
 # keymap.KEYMAP's entries for replay (one map for top and replay), and what the widgets add.
 KEYS: list[tuple[str, str]] = [*help_rows("replay"),
@@ -29,10 +29,10 @@ NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran
 
 
 class ReplayHelpScreen(ModalScreen[None]):
-    """Every key of `snumap replay`, closed by escape, q, ? or F1."""
+    """Every key of `snumap replay`, closed by escape, q, ?, h or F1."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
+        Binding("escape,q,question_mark,f1,h", "app.pop_screen", "Close")]
     DEFAULT_CSS = MODAL_CSS.format(name="ReplayHelpScreen")
 
     def compose(self) -> ComposeResult:
@@ -41,6 +41,6 @@ class ReplayHelpScreen(ModalScreen[None]):
         for k, what in KEYS:
             body.append(f" {k:<{width}}", style="bold cyan")
             body.append(f"{what}\n")
-        body.append(NOTES, style="italic")
+        body.append(f"{LINES_NOTE}\n{NOTES}", style="italic")
         with VerticalScroll():
             yield Static(body)

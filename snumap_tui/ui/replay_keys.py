@@ -1,6 +1,6 @@
-"""`snumap replay`'s keys that `snumap top` shares (keymap.py): the typed filter (``/``),
-the metric (``m``, F2), escape; and replay's own: only the selected cell's process (enter),
-go to a time (``:``), the wall-clock axis (``w``).
+"""`snumap replay`'s keys that `snumap top` shares (keymap.py): the typed filter (``/``) and
+search (F3), both as you type, the metric (``m``, F2), escape; and replay's own: only the
+selected cell's process (enter), go to a time (``:``), the wall-clock axis (``w``).
 
 A mixin of ``ReplayApp`` (replay.py holds the views, the cursor and the drawing).
 """
@@ -13,14 +13,24 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.app import App
 from textual.widgets import Input
 
+from snumap_tui.ui.gantt import layout
 from snumap_tui.ui.metricspec import MetricView, heatmap_metrics, view_for
-from snumap_tui.ui.replay_data import matching_tids
+from snumap_tui.ui.replay_data import matching_tids, next_run
 from snumap_tui.ui.screens import metric_picker
+from snumap_tui.ui.topology_view import TopologyTable
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
     from snumap_tui.ui.gantt import GanttState
     from snumap_tui.ui.replay_data import ReplayData
+
+# The line under the chart, by what it is open for (``line_mode``).
+LINE_HINTS = {
+    "filter": "only these processes, as you type: words of a name, a PID (enter keeps, "
+              "esc cancels)",
+    "search": "find a process, as you type: the cursor to its next run (F3: the one after; "
+              "enter keeps, esc goes back)",
+}
 
 
 class ReplayKeysMixin:
@@ -33,6 +43,13 @@ class ReplayKeysMixin:
         view: str
         _frame: Frame | None
         metric_i: int
+        cursor_t: int
+        line_mode: str | None
+        _line_before: tuple[object, ...]
+
+        def span_cols(self) -> int: ...
+
+        def zoom(self, factor: float) -> None: ...
 
         def _redraw(self) -> None: ...
 
@@ -52,9 +69,7 @@ class ReplayKeysMixin:
         return ms[self.metric_i % len(ms)] if ms else view_for("util")
 
     def action_metric(self, step: int) -> None:
-        self.metric_i += step
-        if self.view == "topology":
-            self.view = "heatmap"
+        self.metric_i += step               # the view stays: its metric changes
         self._redraw()
 
     def action_pick_metric(self) -> None:
@@ -66,17 +81,86 @@ class ReplayKeysMixin:
         keys = [m.key for m in heatmap_metrics(self._frame.values)] if self._frame else []
         if key in keys:
             self.metric_i = keys.index(key)
-            self.view = "heatmap"
             self._redraw()
 
-    # ---- filters -------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        """``/``: a typed filter, as in top: words of a process or thread name, a PID."""
+    def action_detail(self, step: int) -> None:
+        """+ -: the topology view's tree a level deeper or shallower; elsewhere the time
+        zoomed in or out at the cursor."""
+        if self.view == "topology":
+            self._as_app.query_one(TopologyTable).fold_level(step)
+        else:
+            self.zoom(0.5 if step > 0 else 2.0)
+
+    # ---- the typed line: filter (/ F4) and search (F3), both as you type ---------------------
+    def _open_line(self, mode: str, value: str) -> None:
         box = self._as_app.query_one("#filter", Input)
+        self._as_app.query_one("#goto", Input).display = False
+        self.line_mode = mode
+        box.placeholder = LINE_HINTS[mode]
         box.display = True
         box.border_title = None
-        box.value = self.state.filter_text
+        box.value = value
+        box.cursor_position = len(value)
         box.focus()
+
+    def action_filter(self) -> None:
+        """``/``: a typed filter, as in top: words of a process or thread name, a PID; the
+        chart follows each key."""
+        if self.line_mode != "filter":
+            self._line_before = (self.state.filter_text,)
+            self._open_line("filter", self.state.filter_text)
+
+    def action_search(self) -> None:
+        """F3: the cursor to the next run of a process matching what is typed, from where it
+        was when the line opened; F3 while the line is open: the run after the cursor."""
+        if self.line_mode == "search":
+            self._search(self._as_app.query_one("#filter", Input).value, after=True)
+            return
+        self._line_before = (self.cursor_t, self.state.sel_row, self.state.row0)
+        self._open_line("search", "")
+
+    def on_input_changed(self, message: Input.Changed) -> None:
+        if message.input.id != "filter" or self.line_mode is None:
+            return
+        if self.line_mode == "filter":
+            if message.value.strip() != self.state.filter_text:
+                self.apply_filter(message.value)
+        else:
+            self._search(message.value, after=False)
+
+    def _search(self, text: str, after: bool) -> None:
+        box = self._as_app.query_one("#filter", Input)
+        query = text.strip()
+        if not query:
+            box.border_title = None
+            return
+        if after:       # past the cursor's column, so F3 moves on to another column's run
+            start = self.cursor_t + max(1, self.state.span // max(1, self.span_cols()))
+        else:
+            start = int(cast("int", self._line_before[0]))
+        hit = next_run(self.data, matching_tids(self.data, query), start, running=not after)
+        if hit is None:
+            box.border_title = (f"no run of '{query}' after "
+                                + ("the cursor" if after else "where the search began"))
+            return
+        box.border_title = None
+        t, row = hit
+        self._select_row(row)
+        self.set_cursor(t)
+
+    def _select_row(self, row: int) -> None:
+        """The chart's selected row, scrolled into view."""
+        st = self.state
+        gv = self._as_app.query_one("#gantt")
+        rows = layout(self.data, gv.size.width or 80, max(1, gv.size.height - 1)).rows
+        st.sel_row = row
+        if not st.row0 <= row < st.row0 + rows:
+            st.row0 = max(0, row - rows // 2)
+
+    def _close_line(self) -> None:
+        self.line_mode = None
+        self._as_app.query_one("#filter", Input).display = False
+        self._focus_view()
 
     def apply_filter(self, text: str) -> None:
         text = text.strip()
@@ -99,13 +183,22 @@ class ReplayKeysMixin:
         self._as_app.notify("select a busy cell first", severity="warning")
 
     def action_clear_filter(self) -> None:
-        """escape: close an open line; else drop the filter and the selection's focus."""
-        for name in ("#goto", "#filter"):
-            box = self._as_app.query_one(name, Input)
-            if box.display:
-                box.display = False
-                self._focus_view()
-                return
+        """escape: cancel an open line (the filter, or the cursor, as before it opened; the
+        go-to line closes); else drop the filter and the selection's focus."""
+        mode, before = self.line_mode, self._line_before
+        if mode is not None:
+            self._close_line()
+            if mode == "filter":
+                self.apply_filter(str(before[0]))
+            else:
+                t, self.state.sel_row, self.state.row0 = (int(cast("int", v)) for v in before)
+                self.set_cursor(t)
+            return
+        goto = self._as_app.query_one("#goto", Input)
+        if goto.display:
+            goto.display = False
+            self._focus_view()
+            return
         self.state.only_key = None
         self.state.only_tids = None
         self.state.filter_text = ""
@@ -130,6 +223,8 @@ class ReplayKeysMixin:
         self._redraw()
 
     def action_goto(self) -> None:
+        if self.line_mode is not None:
+            self._close_line()
         goto = self._as_app.query_one("#goto", Input)
         goto.display = True
         goto.border_title = None
@@ -140,9 +235,10 @@ class ReplayKeysMixin:
         """The filter applies; a time goes there; anything else keeps the go-to line open,
         says why, and how to write a time."""
         if message.input.id == "filter":
-            message.input.display = False
-            self._focus_view()
-            self.apply_filter(message.value)
+            mode = self.line_mode
+            self._close_line()
+            if mode == "filter":
+                self.apply_filter(message.value)
             return
         goto = self._as_app.query_one("#goto", Input)
         try:

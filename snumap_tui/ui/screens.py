@@ -26,7 +26,13 @@ from snumap_tui.ui.metricspec import metric_choices
 HELP = [("up/down", "move the cursor (topology row, process)"),
         ("enter, ← →", "fold / unfold a topology row; choose a process")]
 
+# What the keymap's one-line meanings leave out.
+LINES_NOTE = ("F3 and / open a line: what you type goes into it, never to a command; the view "
+              "follows each key. enter keeps it, esc cancels it; F3 again: the next match.")
+
 NOTES = [
+    ("m, F2: the process list's CPU column follows the metric where every process has it "
+     "(SYS% USR% MEM%); else its title says why not"),
     "● on a row: it holds PUs or memory of the process selected in view 3",
     "memory used/total: used without page cache (MemUsed − FilePages)",
     "n/a: cannot be measured here (i says why); never shown as 0",
@@ -40,9 +46,10 @@ MODAL_CSS = """
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of `snumap top`, closed by any of escape, q, ? or F1."""
+    """Every key of `snumap top`, closed by any of escape, q, ?, h or F1."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "app.pop_screen", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1,h", "app.pop_screen", "Close")]
     DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen")
 
     def compose(self) -> ComposeResult:
@@ -55,7 +62,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("snumap top — keys (↑ ↓ scroll; the same keys mean the same "
                               "in snumap replay)", style="bold"))
             yield Static(t)
-            yield Static(Text("\n".join(NOTES), style="italic"))
+            yield Static(Text("\n".join([LINES_NOTE, *NOTES]), style="italic"))
 
 
 def metric_picker(values: Mapping[str, Any], current: str) -> ChoiceScreen:

@@ -40,6 +40,7 @@ from snumap_tui.ui.tree_rows import (
     chain_ids,
     default_collapsed,
     memory_text,
+    refold_level,
     row_cells,
     visible_rows,
 )
@@ -339,6 +340,21 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
 
     def action_toggle_io(self) -> None:
         self.toggle_io()
+
+    def fold_level(self, step: int) -> None:
+        """+ (``step`` 1) unfolds the shallowest folded rows, - (-1) folds the deepest open
+        ones (``tree_rows.refold_level``); the cursor stays on its row or the one folding
+        it."""
+        new = refold_level(self.topology, self.collapsed, step)
+        if new == self.collapsed:
+            return
+        old, at = self.rows, self.cursor
+        self.collapsed = new
+        self._rebuild()
+        index = {r.key: i for i, r in enumerate(self.rows)}
+        # The cursor's row, else the nearest row above it still shown (the one folding it).
+        self.cursor = next((index[r.key] for r in reversed(old[:at + 1]) if r.key in index),
+                           0)
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:

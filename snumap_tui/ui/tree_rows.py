@@ -145,6 +145,25 @@ def chain_ids(topo: Topology, key: int) -> list[int]:
     return [o.id for o in _chain(topo, topo[key])]
 
 
+def refold_level(topo: Topology, collapsed: Iterable[int], step: int) -> set[int]:
+    """``collapsed`` after ``+`` (``step`` > 0: the shallowest folded rows unfold) or ``-``
+    (the deepest unfolded rows fold; the machine's row stays open). I/O rows are left as
+    they are: ``o`` folds those."""
+    out = set(collapsed)
+    rows = [r for r in visible_rows(topo, out) if r.key >= 0 and r.expandable]
+    if step > 0:
+        pick = [r for r in rows if not r.expanded]
+        level = min((r.indent for r in pick), default=None)
+        for r in pick:
+            if r.indent == level:
+                out.difference_update(chain_ids(topo, r.key))
+    else:
+        pick = [r for r in rows if r.expanded and r.indent > 0]
+        level = max((r.indent for r in pick), default=None)
+        out.update(r.key for r in pick if r.indent == level)
+    return out
+
+
 COLUMNS = ("util", "ipc", "ghz", "power_w")
 
 
