@@ -166,7 +166,7 @@ def _read(p: Path) -> str:
 
 
 def _write(p: Path, value: str) -> None:
-    fd = os.open(p, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(p, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.write(fd, value.encode())
     finally:

@@ -201,9 +201,11 @@ def findings(by_region: dict[str, list[dict[str, Any]]], tree: list[dict[str, An
                       if sp.get(top, 1.0) < SLOWER else "")
             out.append({"kind": "does_not_scale", "region": r, "efficiency": eff[top],
                         "text": f"{r} does not scale{slower}: efficiency {effs}{serial}"})
-        elif eff[top] >= SCALING:
-            out.append({"kind": "scales", "region": r, "efficiency": eff[top],
-                        "text": f"{r} scales: efficiency {effs}{serial}"})
+        else:
+            kind, how = ("scales", "scales") if eff[top] >= SCALING else \
+                ("scales_partly", "scales partly")
+            out.append({"kind": kind, "region": r, "efficiency": eff[top],
+                        "text": f"{r} {how}: efficiency {effs}{serial}"})
         out.extend(_placement_finding(r, rs, unit))
     return out
 
