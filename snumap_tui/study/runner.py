@@ -90,6 +90,8 @@ def execute(study: Study, run: RunPlan, topo: Any, say: Callable[[str], None],
                                     preexec_fn=_die_with_parent)  # noqa: PLW1509
         finally:
             os.close(fd)
+        state["recorder_pid"] = proc.pid
+        study.write_run(run.id, state)
         try:
             rc = _wait(proc, stop)
         except BaseException:
