@@ -97,8 +97,8 @@ def overhead(tmp: Path, repeat: int, n: int) -> tuple[list[list[object]], dict[s
         ["each configuration recorded by hand (`snumap record`)", runs, f"{hand_s:.2f}",
          f"{(hand_s - prog_s) / runs:.2f} s a run over the bare program", ""],
         ["`snumap scale` (the same runs)", runs, f"{study:.2f}",
-         f"{own:+.2f} s over by hand ({own / runs:+.2f} s a run, "
-         f"{100 * own / prog_s:+.1f} % of the programs' time)",
+         (f"{own:+.2f} s over by hand ({own / runs:+.2f} s a run, "
+         f"{100 * own / prog_s:+.1f} % of the programs' time)"),
          f"<= {target:.2f} s: {'yes' if own <= target else 'no'}"],
     ]
     return rows, {"prog_s": prog_s / runs, "own": own}

@@ -97,7 +97,7 @@ def test_counts_inputs_and_substitution() -> None:
     assert C.substitute(["mpirun", "./a", "{input}", "--out=x{input}"], cfg) == \
         ["mpirun", "-np", "4", "./a", "-n", "100", "-v", "--out=x-n 100 -v"]
     assert C.cpulist([0, 1, 2, 4, 6, 7]) == "0-2,4,6-7"
-    assert C.parse_cpulist("0-2,4,6-7") == (0, 1, 2, 4, 6, 7)
+    assert C.parse_cpulist("0-2,4,6-7") == [0, 1, 2, 4, 6, 7]
 
 
 # ---- cpufreq on a fake sysfs tree --------------------------------------------------------------

@@ -171,7 +171,7 @@ def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
     text = getattr(args, "cpus", None)
     if not text:
         return None
-    from snumap_tui.study.configs import parse_cpulist
+    from snumap_tui.native.perf_pmu import parse_cpulist
 
     if not cmd:
         raise SnumapError("--cpus: needs a command to run (after --)")

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.native.perf_pmu import parse_cpulist
+from snumap_tui.topology.render import format_cpulist as cpulist
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.topology.model import Topology, TopoObject
@@ -37,6 +39,7 @@ LAUNCHERS = {"mpirun": "-np", "mpiexec": "-np", "mpiexec.hydra": "-np", "orterun
              "srun": "-n"}
 INPUT = "{input}"
 RANKS = "{ranks}"
+__all__ = ["Config", "Placement", "cpulist", "parse_cpulist", "placement"]
 
 
 @dataclass(frozen=True)
@@ -264,28 +267,3 @@ def distrib(topo: Topology, roots: list[TopoObject], n: int, merge: bool = True
             sets.extend(distrib(topo, kids, chunk, merge))
         given_w += w
     return sets
-
-
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """``0-3,8`` -> (0, 1, 2, 3, 8)."""
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        a, _, b = part.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
-    return tuple(sorted(out))
-
-
-def cpulist(cpus: tuple[int, ...] | list[int]) -> str:
-    """(0, 1, 2, 3, 8) -> ``0-3,8``."""
-    out, cpus = [], sorted(cpus)
-    i = 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)

@@ -35,7 +35,7 @@ def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
     study, _ = create_or_resume(path, m)
     study.save(keys=None)
     for run in study.plan():
-        regs = []
+        regs: list[dict[str, Any]] = []
         for r, s in serial.items():
             t = amdahl(t1[r], s, run.config.threads) * (1 + noise * (2 * rnd.random() - 1))
             regs.append({"region": r, "parent": "(program)", "kind": "omp", "wait": False,
