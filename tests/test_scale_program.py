@@ -189,3 +189,28 @@ def test_sigkill_mid_study_resumes_only_that_run(tmp_path: Path) -> None:
     man = json.loads((st / "manifest.json").read_text())
     assert [r["status"] for r in man["runs"]] == ["ok", "ok", "ok"]
     assert man.get("resumed")
+
+
+def test_failed_run_is_kept_and_the_study_goes_on(tmp_path: Path) -> None:
+    """A configuration whose command fails: marked failed with its exit status, the other
+    runs recorded; a resume keeps it, --retry-failed records it again."""
+    cmd = ["--input", "ok=0", "--input", "bad=3", "--regions", "none", "-o", "study", "--",
+           "sh", "-c", "exit {input}"]
+    r = subprocess.run([*SNUMAP, "scale", *cmd], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 0 and "1 runs recorded, 1 failed (kept, marked)" in r.stderr, r.stderr
+    st = tmp_path / "study"
+    bad = _state(st, "t1-none-in_bad-rep1")
+    assert bad["status"] == "failed" and bad["exit_status"] == 3 and bad["why"] == "exit status 3"
+    assert (st / bad["recording"]).exists()
+    rep = json.loads(subprocess.run([*SNUMAP, "scale", "report", str(st), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert rep["runs"] == {"planned": 2, "ok": 1, "failed": 1}
+    assert rep["failed"] == [{"id": "t1-none-in_bad-rep1", "why": "exit status 3"}]
+    r = subprocess.run([*SNUMAP, "scale", *cmd], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert "0 of 2 runs to record" in r.stderr and _state(st, "t1-none-in_bad-rep1") == bad
+    r = subprocess.run([*SNUMAP, "scale", "--retry-failed", *cmd], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert "1 of 2 runs to record" in r.stderr, r.stderr
+    assert _state(st, "t1-none-in_bad-rep1")["recorder_pid"] != bad["recorder_pid"]
