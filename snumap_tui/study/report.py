@@ -294,12 +294,12 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
         lines.append("  nowhere")
     for b in below[:top]:
         where = ", ".join(str(b[k]) for k in ("places", "input", "freq") if b.get(k))
-        lines.append(f"  {b['region']}: at {b['threads']} {unit} ({where}): "
+        lines.append(f"  {b['region']}: at {_count(b, unit)} {unit} ({where}): "
                      f"{b['efficiency']:.2f}"[:120])
     ml = rep["most_lost"]
     if ml:
         where = ", ".join(str(ml[k]) for k in ("places", "input", "freq") if ml.get(k))
-        lines += ["", (f"Most time lost at the largest configuration ({ml['threads']} {unit}, "
+        lines += ["", (f"Most time lost at the largest configuration ({_count(ml, unit)} {unit}, "
                       f"{where}): {ml['region']}: {ml['lost_s']:.3f} s above perfect scaling "
                       f"({ml['time_median_s']:.3f} s, efficiency {_f(ml['efficiency'], '.2f')})")]
         if ml.get("wait_inside"):
@@ -317,6 +317,12 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     else:
         lines += ["", f"Models: n/a: {mo.get('why')}"]
     return "\n".join(lines)
+
+
+def _count(row: dict[str, Any], unit: str) -> int:
+    """The parallelism of ROW in the report's unit (threads, ranks or threads x ranks)."""
+    return {"threads": int(row["threads"]), "ranks": int(row.get("ranks") or 1)}.get(
+        unit, parallelism(row))
 
 
 def _columns(rep: dict[str, Any]) -> dict[str, Any]:
