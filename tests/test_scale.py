@@ -257,3 +257,17 @@ def test_unwritable_study_directory() -> None:
                                text=True, timeout=60, cwd="/", check=False)
             _refused(r, words)
         assert _digest(base / "study") == before and not (base / "new").exists()
+
+
+def test_ranks_and_record_cpus_bad_input(tmp_path: Path) -> None:
+    r = scale("--ranks", "1,2", "--dry-run", "--json", "--", "mpiexec", "./app")
+    assert r.returncode == 0, r.stderr
+    cmds = [c["command"] for c in json.loads(r.stdout)["configurations"]]
+    assert cmds == [["mpiexec", "-np", "1", "./app"], ["mpiexec", "-np", "2", "./app"]]
+    _refused(scale("--ranks", "2", "--dry-run", "--", "./app"), "no MPI launcher")
+    pus = os.cpu_count() or 1
+    rec = subprocess.run([*SNUMAP, "record", "-o", str(tmp_path / "x.rec"), "--cpus",
+                          str(pus + 7), "--", "true"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    _refused(rec, f"--cpus {pus + 7}: CPUs [{pus + 7}] are not available here")
+    assert not (tmp_path / "x.rec").exists()
