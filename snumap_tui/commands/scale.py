@@ -238,32 +238,23 @@ def _verb(verb: str, argv: list[str]) -> int:
         return _report(data, args)
     if verb == "export":
         return _export(data, args)
-    try:
-        from snumap_tui.ui import scale_view  # type: ignore[attr-defined]
-    except ImportError:
-        raise SnumapError("scale view needs snumap_tui.ui.scale_view, which this build does "
-                          "not have") from None
+    from snumap_tui.study import optional
+
+    scale_view = optional("snumap_tui.ui.scale_view", "scale view")
     return int(scale_view.run_view(data.dir) or 0)
 
 
 def _report(data: Any, args: argparse.Namespace) -> int:
+    from snumap_tui.study import optional
     from snumap_tui.study.report import format_report
 
     rep = data.report(args.predict)
     if args.plot:
-        try:
-            from snumap_tui.study import plots  # type: ignore[attr-defined]
-        except ImportError:
-            raise SnumapError("--plot needs snumap_tui.study.plots, which this build does not "
-                              "have") from None
+        plots = optional("snumap_tui.study.plots", "--plot")
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
     if args.extrap:
-        try:
-            from snumap_tui.study import extrap  # type: ignore[attr-defined]
-        except ImportError:
-            raise SnumapError("--extrap needs snumap_tui.study.extrap, which this build does "
-                              "not have") from None
+        extrap = optional("snumap_tui.study.extrap", "--extrap")
         extrap.write_extrap(Path(args.extrap), data.measurements)
         rep["extrap"] = args.extrap
     if args.json:

@@ -232,11 +232,13 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
            ) -> dict[str, Any]:
     """PMNF models of each region's time (snumap_tui.study.pmnf), extrapolated to the
     machine's cores and to PREDICT; unavailable, with why, where that module is missing."""
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.study import optional
+
     try:
-        from snumap_tui.study import pmnf  # type: ignore[attr-defined]
-    except ImportError:
-        return {"available": False,
-                "why": "models need snumap_tui.study.pmnf, which this build does not have"}
+        pmnf = optional("snumap_tui.study.pmnf", "models")
+    except SnumapError as exc:
+        return {"available": False, "why": str(exc)}
     rows = [a for a in agg if a.get("time_median_s") is not None]
     try:
         fitted = pmnf.fit_models(rows, params=("threads",))
