@@ -271,3 +271,19 @@ def test_ranks_and_record_cpus_bad_input(tmp_path: Path) -> None:
                          timeout=60, check=False)
     _refused(rec, f"--cpus {pus + 7}: CPUs [{pus + 7}] are not available here")
     assert not (tmp_path / "x.rec").exists()
+
+
+def test_placement_finding_says_when_the_cpus_are_the_same() -> None:
+    from snumap_tui.study.report import _placement_finding
+
+    rows = [{"region": "r", "threads": 2, "ranks": None, "places": p, "input": None,
+             "freq": None, "time_median_s": t} for p, t in (("compact", 1.0), ("spread", 1.5))]
+    same = [{"places": p, "threads": 2, "cpuset": "0-1"} for p in ("compact", "spread")]
+    (f,) = _placement_finding("r", rows, "threads", same)
+    assert f["best"] == "compact" and "1.50x faster than spread" in f["text"]
+    assert "both on CPUs 0-1: only the OpenMP binding differs" in f["text"]
+    other = [{"places": "compact", "threads": 2, "cpuset": "0-1"},
+             {"places": "spread", "threads": 2, "cpuset": "0,4"}]
+    assert "both on" not in _placement_finding("r", rows, "threads", other)[0]["text"]
+    rows[1]["time_median_s"] = 1.05            # under 10 %: no finding
+    assert _placement_finding("r", rows, "threads", other) == []

@@ -58,7 +58,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
         "first_below_half": _below_half(by_region),
         "most_lost": _most_lost(agg),
     }
-    rep["findings"] = findings(by_region, tree, unit)
+    rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
     rep["models"] = models(agg, manifest, predict)
     return rep
 
@@ -179,7 +179,7 @@ def _by_p(rs: list[dict[str, Any]], key: str) -> dict[int, float]:
 
 
 def findings(by_region: dict[str, list[dict[str, Any]]], tree: list[dict[str, Any]],
-             unit: str) -> list[dict[str, Any]]:
+             unit: str, configs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     prog = by_region.get(PROGRAM, [])
     prog_t = max((a["time_median_s"] for a in prog), default=0.0)
     out: list[dict[str, Any]] = []
@@ -206,12 +206,12 @@ def findings(by_region: dict[str, list[dict[str, Any]]], tree: list[dict[str, An
                 ("scales_partly", "scales partly")
             out.append({"kind": kind, "region": r, "efficiency": eff[top],
                         "text": f"{r} {how}: efficiency {effs}{serial}"})
-        out.extend(_placement_finding(r, rs, unit))
+        out.extend(_placement_finding(r, rs, unit, configs or []))
     return out
 
 
-def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str
-                       ) -> list[dict[str, Any]]:
+def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
+                       configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     top = max(parallelism(a) for a in rs)
     acc: dict[str, list[float]] = {}
     for a in rs:
@@ -223,9 +223,13 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str
     best, worst = min(med, key=med.__getitem__), max(med, key=med.__getitem__)
     if med[best] <= 0 or med[worst] / med[best] < PLACE_GAP:
         return []
+    cpus = {c["places"]: c.get("cpuset") for c in configs
+            if c["threads"] * (c.get("ranks") or 1) == top}
+    same = (f"; both on CPUs {cpus[best]}: only the OpenMP binding differs"
+            if cpus.get(best) and cpus.get(best) == cpus.get(worst) else "")
     return [{"kind": "placement", "region": region, "best": best, "worst": worst,
              "text": f"{region}: --places {best} is {med[worst] / med[best]:.2f}x faster than "
-                     f"{worst} at {top} {unit} ({med[best]:.3f} s vs {med[worst]:.3f} s)"}]
+                     f"{worst} at {top} {unit} ({med[best]:.3f} s vs {med[worst]:.3f} s{same})"}]
 
 
 def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None
@@ -277,8 +281,8 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     cols = _columns(rep)
     head = "".join(f"{h:>{w}}" if i >= len(cols["keys"]) else f"{h:<{w}}"
                    for i, (h, w) in enumerate(cols["head"]))
-    lines += ["", (f"Time per region and configuration (s, median [min-max] over repeats); "
-                  f"speedup, efficiency and serial fraction (Karp-Flatt) vs the fewest {unit}:")]
+    lines += ["", "Time per region and configuration (s, median [min-max] over repeats);",
+              f"speedup, efficiency and serial fraction (Karp-Flatt) vs the fewest {unit}:"]
     for node in rep["regions"][:top]:
         ind = "  " * node["depth"]
         tag = " [wait]" if node.get("wait") else ""
