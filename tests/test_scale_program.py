@@ -20,6 +20,8 @@ import pytest
 from snumap_tui import store
 from snumap_tui.trace.uprobes import pmu_type
 
+sys.path.insert(0, str(Path(__file__).parent))
+
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 
 PROG = r"""
@@ -214,3 +216,85 @@ def test_failed_run_is_kept_and_the_study_goes_on(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120, check=False)
     assert "1 of 2 runs to record" in r.stderr, r.stderr
     assert _state(st, "t1-none-in_bad-rep1")["recorder_pid"] != bad["recorder_pid"]
+
+
+def test_frequencies_restored_when_the_study_is_stopped(tmp_path: Path) -> None:
+    """SIGTERM mid-run (as Ctrl-C): the run is marked interrupted and the CPU frequencies
+    (a fake cpufreq tree) are back as they were."""
+    import threading
+
+    from test_scale import _state as sysfs_state
+    from test_scale import fake_cpufreq
+
+    from snumap_tui.study.configs import build_configs
+    from snumap_tui.study.freq import CpuFreq
+    from snumap_tui.study.manifest import create_or_resume, new_manifest
+    from snumap_tui.study.runner import run_pending
+
+    root = fake_cpufreq(tmp_path / "cpu")
+    before = sysfs_state(root)
+    confs = [{**c.to_dict(), "key": c.key, "cpus": None, "cpuset": None, "omp_env": {}}
+             for c in build_configs([1], ["none"], None, [], ["1.2GHz", "max"])]
+    study, _ = create_or_resume(tmp_path / "study", new_manifest(
+        ["sleep", "5"], ["--regions", "none"], confs, 1, {}, {}, {}))
+    study.save(keys=None)
+    freq = CpuFreq(root, study.dir / "freq-restore.json")
+    seen: list[str] = []
+
+    def stop_when_running() -> None:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            st = _state(study.dir, "t1-none-f_1.2GHz-rep1")
+            if st.get("recorder_pid"):
+                seen.append((root / "cpu0/cpufreq/scaling_max_freq").read_text())
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=stop_when_running)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_pending(study, None, lambda _s: None, freq=freq)
+    t.join()
+    assert seen == ["1200000"]                     # it was set while the run recorded
+    assert sysfs_state(root) == before and not (study.dir / "freq-restore.json").exists()
+    assert _state(study.dir, "t1-none-f_1.2GHz-rep1")["status"] == "interrupted"
+    assert not (study.dir / "runs" / "t1-none-f_max-rep1.json").exists()
+
+
+MPI = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    int n; MPI_Init(&argc, &argv); MPI_Comm_size(MPI_COMM_WORLD, &n);
+    volatile unsigned long x = 1;
+    for (long i = 0; i < 300000000L / n; i++) x = x * 6364136223846793005UL + 1;
+    MPI_Barrier(MPI_COMM_WORLD); MPI_Finalize(); return 0;
+}
+"""
+
+
+@needs_uprobes
+def test_mpi_ranks_through_the_launcher(tmp_path: Path) -> None:
+    if shutil.which("mpicc") is None or shutil.which("mpiexec") is None:
+        pytest.skip("mpicc/mpiexec not installed")
+    (tmp_path / "mpi.c").write_text(MPI)
+    subprocess.run(["mpicc", "-O1", "-g", "mpi.c", "-o", "mpi"], cwd=tmp_path, check=True,
+                   timeout=120)
+    r = _scale("--ranks", "1,2", "--places", "compact", "-o", "study", "--", "mpiexec",
+               "./mpi", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    man = json.loads((tmp_path / "study" / "manifest.json").read_text())
+    assert [x["command"] for x in man["runs"]] == [["mpiexec", "-np", "1", "./mpi"],
+                                                  ["mpiexec", "-np", "2", "./mpi"]]
+    rep = json.loads(subprocess.run([*SNUMAP, "scale", "report", str(tmp_path / "study"),
+                                     "--json"], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert rep["unit"] == "ranks"
+    barrier = next(n for n in rep["regions"] if n["region"] == "MPI_Barrier")
+    assert [a["ranks"] for a in barrier["rows"]] == [1, 2]
+    for run in man["runs"]:         # each rank recorded: MPI_Init once per rank
+        with store.open(tmp_path / "study" / run["recording"]) as rec:
+            from snumap_tui.analysis.regions import region_stats
+
+            init = next(g for g in region_stats(rec.regions()) if g["name"] == "MPI_Init")
+        assert len(init["threads"]) == int(run["command"][2])
