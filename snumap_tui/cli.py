@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "record": "record metrics and every scheduling event into a crash-safe file",
     "replay": "show a recording again, with a time cursor and a core-vs-time view",
     "report": "summary of a recording (text or --json)",
+    "scale": "scalability study: record a command over threads, placements, inputs, "
+             "frequencies; report speedup and efficiency per region",
     "merge": "merge the recordings of a job's nodes into one recording",
     "export": "export a recording as a Perfetto trace, Parquet tables, Chrome JSON or CSV",
     "topo": "the topology as a text tree or JSON",

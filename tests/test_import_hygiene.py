@@ -10,7 +10,7 @@ import sys
 import snumap_tui.native
 
 HEADLESS = ("topology", "sources", "model", "trace", "store", "analysis", "native", "export",
-            "exporter")
+            "exporter", "study")
 
 
 def _modules() -> list[str]:

@@ -34,6 +34,7 @@ from snumap_tui.commands.record_runtime import (
     TreeWatch,
 )
 from snumap_tui.commands.record_status import LiveStatus, better_backends_note, summary
+from snumap_tui.errors import SnumapError
 
 if TYPE_CHECKING:
     from snumap_tui.trace.events import EventBatch
@@ -61,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "less on many CPUs; libbpf, bcc: one ring of SIZE x CPUs, default "
                              "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument("--cpus", default=None, metavar="LIST",
+                        help="run CMD on these CPUs (its affinity, e.g. 0-3,8; the recorder "
+                             "itself stays free)")
     add_job_argument(parser)
     record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
@@ -162,6 +166,25 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
+def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
+    """--cpus: the command's affinity (checked against this machine's CPUs)."""
+    text = getattr(args, "cpus", None)
+    if not text:
+        return None
+    from snumap_tui.native.perf_pmu import parse_cpulist
+
+    if not cmd:
+        raise SnumapError("--cpus: needs a command to run (after --)")
+    try:
+        cpus = set(parse_cpulist(text))
+    except ValueError:
+        raise SnumapError(f"--cpus {text}: give a CPU list such as 0-3,8") from None
+    missing = cpus - os.sched_getaffinity(0)
+    if not cpus or missing:
+        raise SnumapError(f"--cpus {text}: CPUs {sorted(missing)[:8]} are not available here")
+    return cpus
+
+
 def _until(batch: EventBatch, t_ns: int) -> EventBatch:
     """The batch without the events after ``t_ns`` (names and lost counts kept)."""
     from snumap_tui.trace.events import EventBatch
@@ -191,7 +214,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
 
     regions = record_regions.RegionSession(args, cmd, args.backend, say)
     cleanup.push("stopping the region probes", regions.close)
-    child = HeldChild(cmd) if cmd else None
+    cpus = _cpus(args, cmd)
+    child = HeldChild(cmd, cpus) if cmd else None
     held = {"child": child is not None}
 
     def abandon() -> None:
@@ -223,6 +247,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
         header["command"] = cmd
+    if cpus:
+        header["cpus"] = sorted(cpus)
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()

@@ -20,7 +20,7 @@ class HeldChild:
     exec succeeded, which is how subprocess does it too.
     """
 
-    def __init__(self, cmd: list[str]) -> None:
+    def __init__(self, cmd: list[str], cpus: set[int] | None = None) -> None:
         self.cmd = cmd
         go_r, go_w = os.pipe()
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -34,6 +34,8 @@ class HeldChild:
                 if os.read(go_r, 1) != b"g":
                     os._exit(127)
                 os.close(go_r)
+                if cpus:
+                    os.sched_setaffinity(0, cpus)
                 os.execvp(cmd[0], cmd)
             except OSError as exc:
                 os.write(err_w, str(exc.errno).encode())

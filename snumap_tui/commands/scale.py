@@ -1,0 +1,330 @@
+"""`snumap scale`: a scalability study -- the command recorded over threads, placements,
+inputs and frequencies (snumap_tui/study/), and its report, export, view.
+
+    snumap scale [options] -o STUDY -- CMD ARGS...     record every configuration
+    snumap scale report STUDY [--json] [--plot DIR]     speedup, efficiency, findings
+    snumap scale export STUDY --format parquet -o F     one row per run x region
+    snumap scale view STUDY                             efficiency diagram (terminal)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+
+VERBS = ("report", "export", "view", "task")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("other forms: snumap scale report STUDY [--json] [--plot DIR] "
+                     "[--extrap FILE] [--predict N]; snumap scale export STUDY --format "
+                     "parquet|json|csv -o FILE; snumap scale view STUDY")
+    parser.add_argument("-o", "--output", metavar="STUDY",
+                        help="study directory (made; rerun the same command to resume it)")
+    parser.add_argument("--threads", default="1", metavar="LIST",
+                        help="thread counts (OMP_NUM_THREADS): 1,2,4 or pow2 or all (up to "
+                             "the PUs; pow2:cores, all:cores up to the cores); default 1")
+    parser.add_argument("--ranks", default=None, metavar="LIST",
+                        help="MPI rank counts: the launcher's -np (or {ranks} in CMD)")
+    parser.add_argument("--places", default="none", metavar="LIST",
+                        help="placements to compare, computed on the hwloc topology: "
+                             "compact, spread, cores, pus, numa, none (default none)")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=ARGS",
+                        help="a named argument set put where CMD says {input} (repeatable)")
+    parser.add_argument("--freq", default=None, metavar="LIST",
+                        help="CPU frequencies through cpufreq, e.g. 1.2GHz,2.0GHz,max "
+                             "(restored afterwards)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="runs per configuration, interleaved across configurations")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="on resume, record the failed runs again too")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="allow more threads than the machine has PUs")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the configurations, their CPUs and commands; run nothing")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: as JSON")
+    parser.add_argument("--slurm", nargs="?", const="", default=None, metavar="SBATCH_OPTS",
+                        help='submit the runs as a Slurm job array (sbatch --array), e.g. '
+                             '--slurm "-p batch -t 10"')
+    parser.add_argument("--wait", action="store_true", help="with --slurm: until the job ends")
+    rec = parser.add_argument_group("passed to each snumap record")
+    rec.add_argument("--backend", default=None, choices=["auto", "libbpf", "bcc", "perf", "proc"])
+    rec.add_argument("--interval", default=None, help="metric sampling interval")
+    rec.add_argument("--regions", default=None, choices=["auto", "omp", "mpi", "none"])
+    rec.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
+                        help="the command ({input} and {ranks} are substituted)")
+
+
+def run(args: argparse.Namespace) -> int:
+    rest = list(args.rest or [])
+    if rest and rest[0] in VERBS and not args.output:
+        return _verb(rest[0], rest[1:])
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    return _study(args, rest)
+
+
+# ---- running a study ---------------------------------------------------------------------------
+
+def _record_args(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for opt in ("backend", "interval", "regions"):
+        v = getattr(args, opt)
+        if v is not None:
+            out += [f"--{opt}", v]
+    for p in args.probe:
+        out += ["--probe", p]
+    return out
+
+
+def _machine(topo: Any) -> dict[str, Any]:
+    from snumap_tui.sources.cpuinfo import cpu_model
+
+    return {"hostname": platform.node(), "kernel": platform.release(),
+            "arch": platform.machine(), "cpu_model": cpu_model(Path("/")),
+            "pus": len(topo.pus), "cores": len(topo.by_type("Core")) or len(topo.pus),
+            "packages": len(topo.by_type("Package")), "numa_nodes": len(topo.numa_nodes)}
+
+
+def _plan(args: argparse.Namespace, cmd: list[str], topo: Any) -> tuple[list[dict[str, Any]],
+                                                                       list[str]]:
+    from snumap_tui.study import configs as C
+    from snumap_tui.study.freq import parse_freq
+
+    pus = len(topo.pus)
+    cores = len(topo.by_type("Core")) or pus
+    threads = C.parse_counts(args.threads, "--threads", pus, "PUs", cores)
+    ranks = C.parse_counts(args.ranks, "--ranks", pus, "PUs", cores) if args.ranks else None
+    places = [p.strip() for p in args.places.split(",") if p.strip()]
+    for p in places:
+        if p not in C.PLACES:
+            raise SnumapError(f"--places {p}: choose from {', '.join(C.PLACES)}")
+    if not places or len(set(places)) != len(places):
+        raise SnumapError(f"--places {args.places}: give each placement once")
+    inputs = C.parse_inputs(args.input)
+    freqs = [parse_freq(f) for f in args.freq.split(",")] if args.freq else None
+    if args.repeat < 1:
+        raise SnumapError("--repeat: give 1 or more")
+    C.check_command(cmd, inputs, ranks)
+    most = max(threads) * max(ranks or [1])
+    if most > pus and not args.oversubscribe:
+        raise SnumapError(f"--threads {args.threads}: {most} threads but the machine has "
+                          f"{pus} PUs (--oversubscribe to run them anyway)")
+    out = []
+    for cfg in C.build_configs(threads, places, ranks, inputs, freqs):
+        n = cfg.threads * (cfg.ranks or 1)
+        pl = C.placement(topo, cfg.places, min(n, pus)) if cfg.places != "none" else None
+        out.append({**cfg.to_dict(), "key": cfg.key,
+                    "cpus": list(pl.cpus) if pl else None,
+                    "cpuset": C.cpulist(pl.cpus) if pl else None,
+                    "omp_env": pl.env() if pl and (cfg.ranks or 1) == 1 else {},
+                    "command": C.substitute(cmd, cfg)})
+    return out, freqs or []
+
+
+def _study(args: argparse.Namespace, cmd: list[str]) -> int:
+    from snumap_tui.commands.common import topology_from_args
+    from snumap_tui.study import manifest as M
+
+    other = [o for o in ("topology", "synthetic", "fsroot") if getattr(args, o, None)]
+    if other and not args.dry_run:
+        raise SnumapError(f"--{other[0]} describes another machine: only --dry-run can use it")
+    if args.slurm is None and args.wait:
+        raise SnumapError("--wait goes with --slurm")
+    topo = topology_from_args(args)
+    confs, freqs = _plan(args, cmd, topo)
+    if args.dry_run:
+        _print_plan(confs, args.repeat, args.json)
+        return 0
+    if not args.output:
+        raise SnumapError("give the study directory: -o STUDY")
+    actuator = None
+    if freqs:
+        from snumap_tui.study.freq import CpuFreq
+
+        actuator = CpuFreq(restore_file=Path(args.output) / "freq-restore.json")
+        actuator.check(freqs)
+    actuators = {"threads": "OMP_NUM_THREADS",
+                 "places": "record --cpus (the command's affinity) and OMP_PLACES/OMP_PROC_BIND",
+                 "input": "{input} in the command" if args.input else None,
+                 "ranks": "the launcher's -np/-n or {ranks}" if args.ranks else None,
+                 "freq": ("cpufreq scaling_min_freq/scaling_max_freq (userspace governor: "
+                          "scaling_setspeed)") if freqs else None,
+                 "slurm": "sbatch --array" if args.slurm is not None else None}
+    options = {k: getattr(args, k) for k in ("threads", "ranks", "places", "input", "freq",
+                                            "repeat")}
+    manifest = M.new_manifest(cmd, _record_args(args), confs, args.repeat, _machine(topo),
+                              {k: v for k, v in actuators.items() if v}, options)
+    study, resumed = M.create_or_resume(args.output, manifest)
+    say = _say
+    with M.flocked(study.dir / ".lock", f"study {study.dir}"):
+        from snumap_tui.study.freq import restore_leftover
+
+        if restore_leftover(study.dir / "freq-restore.json"):
+            say("restored the CPU frequencies a killed study had changed")
+        study.save(keys=None)
+        if args.slurm is not None:
+            from snumap_tui.study.slurm import submit
+
+            pending = study.pending(args.retry_failed)
+            job = submit(study, pending, args.slurm, wait=args.wait)
+            say(f"submitted {len(pending)} runs as Slurm job array {job}; then: "
+                f"snumap scale report {study.dir}")
+            return 0
+        from snumap_tui.study.runner import run_pending
+
+        if resumed:
+            say(f"resuming {study.dir}: {len(study.pending(args.retry_failed))} of "
+                f"{len(study.plan())} runs to record")
+        try:
+            counts = run_pending(study, topo, say, retry_failed=args.retry_failed,
+                                 freq=actuator)
+        except KeyboardInterrupt:
+            say(f"interrupted; rerun the same command to resume {study.dir}")
+            return 130
+    failed = f", {counts['failed']} failed (kept, marked)" if counts.get("failed") else ""
+    say(f"{counts.get('ok', 0)} runs recorded{failed}, {counts['skipped']} already complete; "
+        f"snumap scale report {study.dir}")
+    return 0
+
+
+def _say(text: str) -> None:
+    print(f"snumap scale: {text}", file=sys.stderr, flush=True)
+
+
+def _print_plan(confs: list[dict[str, Any]], repeat: int, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"configurations": confs, "repeat": repeat}, indent=1))
+        return
+    print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs")
+    for c in confs:
+        env = " ".join(f"{k}={v}" for k, v in (c["omp_env"] or {}).items())
+        print(f"  {c['key']:<32} cpus {c['cpuset'] or 'any':<12} {env}")
+
+
+# ---- report, export, view, task --------------------------------------------------------------
+
+def _verb(verb: str, argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog=f"snumap scale {verb}")
+    p.add_argument("study", metavar="STUDY")
+    if verb == "report":
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--plot", metavar="DIR", help="write SVG/PNG plots there (matplotlib)")
+        p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
+        p.add_argument("--predict", type=int, metavar="P",
+                       help="extrapolate the models to P threads too")
+    elif verb == "export":
+        p.add_argument("--format", default="parquet", choices=["parquet", "json", "csv"])
+        p.add_argument("-o", "--output", required=True, metavar="FILE")
+        p.add_argument("--force", action="store_true", help="overwrite FILE")
+    elif verb == "task":
+        p.add_argument("--list", required=True)
+        p.add_argument("--index", type=int, required=True)
+    args = p.parse_args(argv)
+    if verb == "task":
+        return _task(args)
+    from snumap_tui.study import load
+
+    data = load(args.study)
+    if verb == "report":
+        return _report(data, args)
+    if verb == "export":
+        return _export(data, args)
+    from snumap_tui.study import optional
+
+    scale_view = optional("snumap_tui.ui.scale_view", "scale view")
+    return int(scale_view.run_view(data.dir) or 0)
+
+
+def _report(data: Any, args: argparse.Namespace) -> int:
+    from snumap_tui.study import optional
+    from snumap_tui.study.report import format_report
+
+    rep = data.report(args.predict)
+    if args.plot:
+        plots = optional("snumap_tui.study.plots", "--plot")
+        Path(args.plot).mkdir(parents=True, exist_ok=True)
+        rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
+    if args.extrap:
+        extrap = optional("snumap_tui.study.extrap", "--extrap")
+        extrap.write_extrap(Path(args.extrap), data.measurements)
+        rep["extrap"] = args.extrap
+    if args.json:
+        print(json.dumps(rep, indent=1, default=str))
+    else:
+        print(format_report(rep))
+        for f in rep.get("plots", []):
+            print(f"plot: {f}")
+        if args.extrap:
+            print(f"Extra-P input: {args.extrap}")
+    return 0
+
+
+def _export(data: Any, args: argparse.Namespace) -> int:
+    from snumap_tui.study.manifest import write_atomic
+
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise SnumapError(f"{out} exists (--force to replace it)")
+    if out.is_symlink():
+        raise SnumapError(f"{out} is a symbolic link: refused")
+    if args.format == "parquet":
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            n = data.write_parquet(tmp)
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    elif args.format == "json":
+        doc = data.to_json()
+        write_atomic(out, json.dumps(doc, indent=1, default=str))
+        n = len(doc["measurements"])
+    else:
+        import csv
+        import io
+
+        from snumap_tui.study.data import COLUMNS
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(COLUMNS), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(data.measurements)
+        write_atomic(out, buf.getvalue())
+        n = len(data.measurements)
+    print(f"snumap scale: {n} rows (run x region) to {out}", file=sys.stderr)
+    return 0
+
+
+def _task(args: argparse.Namespace) -> int:
+    """One Slurm array task: its run, recorded on this node."""
+    from snumap_tui.study.manifest import open_study
+    from snumap_tui.study.runner import execute
+    from snumap_tui.study.slurm import task_run
+    from snumap_tui.topology.build import load_topology
+
+    study = open_study(args.study)
+    run = task_run(study, Path(args.list), args.index)
+    actuator = None
+    if run.config.freq is not None:
+        from snumap_tui.study.freq import CpuFreq
+
+        actuator = CpuFreq()
+        actuator.check([run.config.freq])
+        actuator.set(run.config.freq)
+    try:
+        st = execute(study, run, load_topology(io=False), _say)
+    finally:
+        if actuator is not None:
+            actuator.restore()
+        study.save()
+    _say(f"{run.id}: {st['status']}")
+    return 0 if st["status"] == "ok" else 1

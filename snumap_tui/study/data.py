@@ -1,0 +1,75 @@
+"""A study as data: its manifest, runs, measurements and aggregated table, and the hand-off
+forms (JSON-ready dicts, pandas DataFrames, Parquet)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.study.aggregate import aggregate, measurements
+from snumap_tui.study.manifest import Study
+
+#: Parquet/DataFrame columns of the measurements, in this order (one row per run x region).
+COLUMNS = ("run", "config", "region", "parent", "kind", "wait", "threads", "ranks", "places",
+           "input", "input_value", "freq", "repeat", "time_s", "energy_j", "count", "status",
+           "recording")
+
+
+class StudyData:
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.dir = study.dir
+        self.manifest = study.manifest
+        self.runs = study.run_states()
+        self.measurements = measurements(study)
+        self._agg: list[dict[str, Any]] | None = None
+
+    def aggregated(self) -> list[dict[str, Any]]:
+        if self._agg is None:
+            self._agg = aggregate(self.measurements)
+        return self._agg
+
+    def report(self, predict: int | None = None) -> dict[str, Any]:
+        from snumap_tui.study.report import report_from
+
+        return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
+                           predict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Configurations, runs and per-region measurements, JSON-ready."""
+        return {"study": {k: v for k, v in self.manifest.items()
+                          if k not in ("runs", "plan", "configurations")},
+                "configurations": self.manifest.get("configurations", []),
+                "runs": self.manifest.get("runs", []),
+                "measurements": self.measurements, "aggregated": self.aggregated()}
+
+    def columns(self) -> dict[str, list[Any]]:
+        return {c: [m.get(c) for m in self.measurements] for c in COLUMNS}
+
+    def to_pandas(self, aggregated: bool = False) -> Any:
+        """The measurements (one row per run x region) or, with AGGREGATED, the table per
+        region and configuration, as a pandas DataFrame."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise SnumapError("pandas is not installed: pip install 'snumap[pandas]'") from None
+        if aggregated:
+            return pd.DataFrame(self.aggregated())
+        return pd.DataFrame(self.columns(), columns=list(COLUMNS))
+
+    def write_parquet(self, path: Path) -> int:
+        """One row per run x region; returns the number of rows."""
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise SnumapError("Parquet needs pyarrow: pip install 'snumap[parquet]'") from None
+        types = {"threads": pa.int32(), "ranks": pa.int32(), "repeat": pa.int32(),
+                 "count": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
+                 "time_s": pa.float64(), "energy_j": pa.float64()}
+        cols = self.columns()
+        table = pa.table({c: pa.array(v, type=types.get(c, pa.string()))
+                          for c, v in cols.items()})
+        pq.write_table(table, path)
+        return table.num_rows

@@ -1,0 +1,309 @@
+"""The study directory: ``manifest.json`` (the study, its configurations and every run) beside
+one recording per run.
+
+Layout::
+
+    STUDY/manifest.json        study-level facts, configurations, the runs (rewritten whole)
+    STUDY/runs/ID.json         one run's state and per-region measurements (its source of truth)
+    STUDY/runs/ID.rec          its recording (snumap record)
+    STUDY/runs/ID.log          the recorder's and the command's output
+    STUDY/runs/ID.lock         held (flock) while the run is being recorded
+    STUDY/.lock                held by a `snumap scale` running the study here
+
+A run's state file is written when it starts (``running``) and when it ends (``ok``,
+``failed`` or ``interrupted``); ``manifest.json`` is rebuilt from the plan and those files
+after each run. So several writers (the tasks of a Slurm array) never write the same file,
+and a run killed with its recorder leaves ``running`` behind, with its lock free: it is redone
+on resume. Files are replaced by rename, and opened without following links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.study.configs import Config
+
+FORMAT = "snumap-study"
+VERSION = 1
+MANIFEST = "manifest.json"
+DONE = ("ok", "failed")          # states a resume keeps
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write TEXT to PATH by a fresh temporary file (O_EXCL, no link followed) and a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, not followed through a link; SnumapError when it is not JSON."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SnumapError(f"{path} is a symbolic link: refused") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(64 << 20)
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise SnumapError(f"{path}: not JSON ({exc})") from None
+
+
+@contextlib.contextmanager
+def flocked(path: Path, what: str) -> Iterator[int]:
+    """An exclusive flock on PATH (created), or SnumapError saying who holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+            raise SnumapError(f"{what} is in use by another snumap scale ({holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def is_locked(path: Path) -> bool:
+    """Whether someone holds PATH's flock (a run being recorded right now)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# ---- the study --------------------------------------------------------------------------------
+
+@dataclass
+class RunPlan:
+    """One planned run: a configuration and its repeat number (1-based)."""
+
+    config: Config
+    repeat: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.config.key}-rep{self.repeat}"
+
+
+@dataclass
+class Study:
+    dir: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.dir / "runs"
+
+    def run_file(self, run_id: str, ext: str) -> Path:
+        return self.runs_dir / f"{run_id}.{ext}"
+
+    @property
+    def command(self) -> list[str]:
+        return list(self.manifest.get("command") or [])
+
+    def configs(self) -> list[Config]:
+        return [Config.from_dict(c) for c in self.manifest.get("configurations", [])]
+
+    def plan(self) -> list[RunPlan]:
+        by_key = {c.key: c for c in self.configs()}
+        return [RunPlan(by_key[r["config"]], int(r["repeat"]))
+                for r in self.manifest.get("plan", []) if r.get("config") in by_key]
+
+    def run_states(self) -> dict[str, dict[str, Any]]:
+        """Every run's state file, by run id (a damaged one is skipped: the run is redone)."""
+        out: dict[str, dict[str, Any]] = {}
+        for p in self.plan():
+            f = self.run_file(p.id, "json")
+            try:
+                st = read_json(f)
+            except (OSError, SnumapError):
+                continue
+            if isinstance(st, dict):
+                out[p.id] = st
+        return out
+
+    def pending(self, retry_failed: bool = False) -> list[RunPlan]:
+        """Runs to record: never run, interrupted, or left ``running`` by a recorder that is
+        gone (its lock is free); with RETRY_FAILED failed ones too. Interleaved: repeat 1 of
+        every configuration, then repeat 2, ... (the plan's order)."""
+        states = self.run_states()
+        keep = ("ok",) if retry_failed else DONE
+        out = []
+        for p in self.plan():
+            st = states.get(p.id, {}).get("status")
+            if st in keep:
+                continue
+            if st == "running" and is_locked(self.run_file(p.id, "lock")):
+                continue            # being recorded elsewhere (a Slurm task)
+            out.append(p)
+        return out
+
+    def write_run(self, run_id: str, state: dict[str, Any]) -> None:
+        write_atomic(self.run_file(run_id, "json"), json.dumps(state, indent=1))
+
+    def save(self, keys: tuple[str, ...] | None = ()) -> None:
+        """manifest.json: the study with every run's state merged in (measurements left in
+        the run files). Under a lock, over what is on disk, so writers in parallel (a Slurm
+        array's tasks) lose nothing: KEYS (None: all) of this process's manifest replace the
+        file's, and the runs are always read afresh."""
+        path = self.dir / MANIFEST
+        with _blocking_lock(self.dir / ".manifest.lock"):
+            base = self.manifest
+            if keys is not None and path.exists():
+                try:
+                    disk = read_json(path)
+                except SnumapError:
+                    disk = None
+                if isinstance(disk, dict) and disk.get("format") == FORMAT:
+                    base = {**disk, **{k: self.manifest[k] for k in keys
+                                       if k in self.manifest}}
+            states = self.run_states()
+            runs = []
+            for p in Study(self.dir, base).plan():
+                st = states.get(p.id, {"status": "pending"})
+                runs.append({"id": p.id, "config": p.config.key, "repeat": p.repeat,
+                             **{k: v for k, v in st.items()
+                                if k not in ("measurements", "id")}})
+            base["runs"] = runs
+            base["updated"] = _now()
+            write_atomic(path, json.dumps(base, indent=1))
+            self.manifest = base
+
+
+@contextlib.contextmanager
+def _blocking_lock(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def open_study(path: str | Path) -> Study:
+    """An existing study (for report, export, resume); SnumapError when PATH is none."""
+    d = Path(path)
+    m = d / MANIFEST
+    if not d.is_dir():
+        raise SnumapError(f"{d}: no such study directory")
+    if not m.exists():
+        raise SnumapError(f"{d} is not a snumap study (no {MANIFEST})")
+    data = read_json(m)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SnumapError(f"{d}/{MANIFEST} is not a snumap study manifest")
+    if int(data.get("version", 0)) > VERSION:
+        raise SnumapError(f"{d}: study format {data.get('version')} is newer than this "
+                          f"snumap reads ({VERSION})")
+    return Study(d, data)
+
+
+def create_or_resume(path: str | Path, manifest: dict[str, Any]) -> tuple[Study, bool]:
+    """The study at PATH for MANIFEST's command: a new directory (made), an empty one, or the
+    same command's study (resumed: its plan grows by the new configurations and repeats).
+    Refused, with nothing written: a study of another command, a directory holding other
+    files, one that cannot be written."""
+    d = Path(path)
+    if d.is_symlink():
+        raise SnumapError(f"{d} is a symbolic link: give the directory itself")
+    if d.exists() and not d.is_dir():
+        raise SnumapError(f"{d} exists and is not a directory")
+    if (d / MANIFEST).exists():
+        study = open_study(d)
+        old = study.manifest
+        if old.get("command") != manifest["command"] or \
+                old.get("record_args") != manifest["record_args"]:
+            was = " ".join(old.get("command") or [])
+            raise SnumapError(f"{d} is a study of another command ({was[:60]}): give another "
+                              "-o, or the same command and record options to resume it")
+        _check_writable(d)
+        _merge(old, manifest)
+        return study, True
+    if d.exists() and any(d.iterdir()):
+        raise SnumapError(f"{d} is not empty and is not a snumap study: give a new or empty "
+                          "directory")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SnumapError(f"cannot create the study directory {d}: "
+                          f"{exc.strerror or exc}") from None
+    _check_writable(d)
+    (d / "runs").mkdir(exist_ok=True)
+    study = Study(d, dict(manifest))
+    return study, False
+
+
+def _check_writable(d: Path) -> None:
+    if not os.access(d, os.W_OK | os.X_OK) or (os.geteuid() == 0 and _read_only_fs(d)):
+        raise SnumapError(f"cannot write in the study directory {d}")
+
+
+def _read_only_fs(d: Path) -> bool:
+    return bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+
+
+def _merge(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Configurations and planned runs of NEW added to OLD's (nothing removed)."""
+    keys = {c["key"] for c in old.get("configurations", [])}
+    for c in new.get("configurations", []):
+        if c["key"] not in keys:
+            old.setdefault("configurations", []).append(c)
+            keys.add(c["key"])
+    have = {(r["config"], r["repeat"]) for r in old.get("plan", [])}
+    for r in new.get("plan", []):
+        if (r["config"], r["repeat"]) not in have:
+            old.setdefault("plan", []).append(r)
+    old["plan"].sort(key=lambda r: int(r["repeat"]))     # interleaved: by repeat, stable
+    old.setdefault("resumed", []).append(_now())
+    for k in ("actuators", "options"):
+        old[k] = new.get(k, old.get(k))
+
+
+def new_manifest(command: list[str], record_args: list[str], configs: list[dict[str, Any]],
+                 repeat: int, machine: dict[str, Any], actuators: dict[str, Any],
+                 options: dict[str, Any]) -> dict[str, Any]:
+    from snumap_tui import __version__
+
+    plan = [{"config": c["key"], "repeat": r} for r in range(1, repeat + 1) for c in configs]
+    return {"format": FORMAT, "version": VERSION, "created": _now(),
+            "host": socket.gethostname(), "machine": machine, "snumap_version": __version__,
+            "command": command, "record_args": record_args, "actuators": actuators,
+            "options": options, "configurations": configs, "plan": plan}

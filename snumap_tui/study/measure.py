@@ -1,0 +1,137 @@
+"""One run's measurements from its recording: the whole program's time and energy, and each
+region's time -- counted once where its threads overlap (the union of its instances'
+intervals, as `snumap report`'s wall time: a parallel region by its master's span, a call or
+a phase by its instances on every thread), never summed over threads.
+
+A region's parent is the innermost other region whose intervals hold (nearly) all of its
+instances, so nested regions (a phase around parallel regions, critical sections inside a
+parallel region) form a tree under ``(program)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.study.aggregate import PROGRAM
+
+CONTAINED = 0.9          # share of a region's instances inside another for it to be the parent
+
+
+def command_window(rec: Any) -> tuple[int, int]:
+    """The command's run in the recording: its start and exit markers (else the recording)."""
+    t0, t1 = int(rec.t_start), int(rec.t_end)
+    for t, text in rec.markers:
+        if text.startswith("command start:"):
+            t0 = int(t)
+        elif text.startswith("command exit:"):
+            t1 = int(t)
+    return t0, t1
+
+
+def energy_j(rec: Any, t0: int, t1: int) -> tuple[float | None, str | None]:
+    """Package (else whole-machine) RAPL energy over the command's run, or None and why."""
+    from snumap_tui.analysis.report import rapl_energy
+
+    try:
+        topo = rec.topology
+        doms = rapl_energy(rec.samples(t0, t1), topo)
+    except Exception as exc:  # noqa: BLE001 - a damaged sample stream: energy n/a, time kept
+        return None, f"energy unreadable ({type(exc).__name__})"
+    pkg = [d["energy_j"] for d in doms if d["domain"].startswith("package")]
+    if pkg:
+        return float(sum(pkg)), None
+    psys = [d["energy_j"] for d in doms if d["domain"].startswith("psys")]
+    if psys:
+        return float(sum(psys)), None
+    return None, "no RAPL energy in the recording (no RAPL here, or not readable)"
+
+
+def main_intervals(reg: Any) -> dict[str, tuple[np.ndarray, np.ndarray, str, bool]]:
+    """Per region name: (starts, ends, kind, wait) of the instances its wall time is the union
+    of -- a parallel region's spans, else its calls and phases, else its threads' bodies."""
+    from snumap_tui.analysis.regions import pair
+
+    inst = pair(reg.rows)
+    names = reg.names
+    by_name: dict[str, dict[str, list[int]]] = {}
+    for rid, n in enumerate(names):
+        by_name.setdefault(n.name, {}).setdefault(n.role, []).append(rid)
+    order = np.argsort(inst.rid, kind="stable")
+    cuts = np.searchsorted(inst.rid[order], np.arange(len(names) + 1))
+    out = {}
+    for name, roles in by_name.items():
+        def sel(rs: list[int]) -> np.ndarray:
+            parts = [order[cuts[r]:cuts[r + 1]] for r in rs]
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+        span = sel(roles.get("span", []))
+        rest = sel(roles.get("call", []) + roles.get("marker", []))
+        body = sel(roles.get("body", []))
+        main = span if len(span) else (rest if len(rest) else body)
+        if not len(main):
+            continue
+        first = names[next(iter(roles.values()))[0]]
+        wait = any(names[r].wait for rs in roles.values() for r in rs)
+        out[name] = (inst.start[main], inst.end[main], first.kind, wait)
+    return out
+
+
+def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint sorted runs."""
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], np.maximum.accumulate(end[o])
+    new = np.concatenate([[True], s[1:] > e[:-1]])
+    idx = np.flatnonzero(new)
+    return s[idx], np.concatenate([e[idx[1:] - 1], e[-1:]])
+
+
+def parents(iv: dict[str, tuple[np.ndarray, np.ndarray, str, bool]],
+            times: dict[str, int]) -> dict[str, str]:
+    """Each region's innermost container (PROGRAM when none)."""
+    runs = {n: _merged(s, e) for n, (s, e, _k, _w) in iv.items()}
+    out = {}
+    for b, (bs, be, _k, _w) in iv.items():
+        best: str | None = None
+        for a, (rs, re_) in runs.items():
+            if a == b:
+                continue
+            # A region that holds B's intervals while B holds A's (same extent): the longer
+            # (then the first by name) is the parent, so the tree has no cycle.
+            if (times[a], a) <= (times[b], b):
+                continue
+            j = np.searchsorted(rs, bs, "right") - 1
+            jc = np.clip(j, 0, len(rs) - 1)
+            inside = (j >= 0) & (be <= re_[jc])
+            if inside.mean() >= CONTAINED and (best is None or times[a] < times[best]):
+                best = a
+        out[b] = best or PROGRAM
+    return out
+
+
+def measure(path: Path) -> dict[str, Any]:
+    """The run's measurements: ``program`` (time_s, energy_j, energy note) and ``regions``
+    (name, parent, kind, wait, time_s, count)."""
+    from snumap_tui import store
+    from snumap_tui.analysis.regions import union_ns
+
+    with store.open(path) as rec:
+        t0, t1 = command_window(rec)
+        energy, why = energy_j(rec, t0, t1)
+        try:
+            reg = rec.regions()
+        except Exception:  # noqa: BLE001 - no region chunk: no regions, the program's time kept
+            reg = None
+        header = dict(rec.header)
+    iv = main_intervals(reg) if reg is not None and len(reg.rows) else {}
+    times = {n: union_ns(s, e) for n, (s, e, _k, _w) in iv.items()}
+    par = parents(iv, times)
+    regions = [{"region": n, "parent": par[n], "kind": iv[n][2], "wait": iv[n][3],
+                "time_s": times[n] / 1e9, "count": len(iv[n][0])}
+               for n in sorted(iv, key=lambda n: -times[n])]
+    return {"program": {"time_s": max(0, t1 - t0) / 1e9, "energy_j": energy,
+                        "energy_note": why},
+            "regions": regions, "host": header.get("host"), "cpus": header.get("cpus"),
+            "backend": header.get("backend")}

@@ -1,0 +1,371 @@
+"""`snumap scale report`: per region (as a tree under the whole program) and configuration, the
+times over repeats, speedup, efficiency, serial fraction, energy and EDP; where efficiency
+first falls below 50 %; the region losing most time at the largest configuration; findings
+in one line each; the fitted models when the model module is there.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from snumap_tui.study.aggregate import (
+    PROGRAM,
+    aggregate,
+    finite,
+    measurements,
+    parallelism,
+    series_key,
+)
+
+HALF = 0.5
+NOT_SCALING = 0.6        # efficiency at the largest p below which a region "does not scale"
+SCALING = 0.8
+MIN_SHARE = 0.01         # regions under this share of the program's time get no finding
+SLOWER = 0.95            # speedup under which more threads made a region slower
+PLACE_GAP = 1.1          # best vs worst placement ratio worth a finding
+
+
+def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
+    rows = measurements(study)
+    agg = aggregate(rows)
+    return report_from(study.manifest, study.run_states(), rows, agg, predict)
+
+
+def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
+                rows: list[dict[str, Any]], agg: list[dict[str, Any]],
+                predict: int | None = None) -> dict[str, Any]:
+    status = Counter(s.get("status") for s in states.values())
+    n_plan = len(manifest.get("plan", []))
+    status["pending"] = n_plan - sum(status.values())
+    parent = _parents(rows)
+    by_region: dict[str, list[dict[str, Any]]] = {}
+    for a in agg:
+        by_region.setdefault(a["region"], []).append(a)
+    tree = _tree(by_region, parent)
+    unit = _unit(agg)
+    rep: dict[str, Any] = {
+        "study": {k: manifest.get(k) for k in ("command", "host", "machine", "snumap_version",
+                                               "actuators", "created", "updated")},
+        "runs": {"planned": n_plan, **{k: v for k, v in status.items() if v}},
+        "configurations": manifest.get("configurations", []),
+        "failed": [{"id": i, "why": s.get("why")} for i, s in sorted(states.items())
+                   if s.get("status") == "failed"],
+        "unit": unit,
+        "regions": tree,
+        "energy": _energy_note(agg, states),
+        "first_below_half": _below_half(by_region),
+        "most_lost": _most_lost(agg),
+    }
+    rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
+    rep["models"] = models(agg, manifest, predict)
+    return rep
+
+
+def _parents(rows: list[dict[str, Any]]) -> dict[str, str | None]:
+    votes: dict[str, Counter[str | None]] = {}
+    for r in rows:
+        votes.setdefault(r["region"], Counter())[r.get("parent")] += 1
+    return {k: v.most_common(1)[0][0] for k, v in votes.items()}
+
+
+def _tree(by_region: dict[str, list[dict[str, Any]]], parent: dict[str, str | None]
+          ) -> list[dict[str, Any]]:
+    """Regions depth-first under the program, the longest first at each level."""
+    kids: dict[str | None, list[str]] = {}
+    for r in by_region:
+        p = parent.get(r) if r != PROGRAM else None
+        if p is not None and p not in by_region:
+            p = PROGRAM
+        kids.setdefault(p, []).append(r)
+    weight = {r: max(a["time_median_s"] for a in rs) for r, rs in by_region.items()}
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def visit(r: str, depth: int) -> None:
+        if r in seen:
+            return
+        seen.add(r)
+        rs = by_region[r]
+        out.append({"region": r, "parent": parent.get(r) if r != PROGRAM else None,
+                    "depth": depth, "kind": rs[0].get("kind"), "wait": rs[0].get("wait"),
+                    "rows": rs})
+        for k in sorted(kids.get(r, []), key=lambda k: -weight[k]):
+            visit(k, depth + 1)
+
+    for top in sorted(kids.get(None, []), key=lambda k: (k != PROGRAM, -weight[k])):
+        visit(top, 0)
+    for r in sorted(by_region, key=lambda k: -weight[k]):     # parents lost in a cycle
+        visit(r, 1)
+    return out
+
+
+def _unit(agg: list[dict[str, Any]]) -> str:
+    ranks = {a.get("ranks") for a in agg}
+    threads = {a["threads"] for a in agg}
+    if ranks == {None}:
+        return "threads"
+    if len(threads) == 1 and threads == {1}:
+        return "ranks"
+    return "p"
+
+
+def _series(rs: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for a in rs:
+        out.setdefault(series_key(a), []).append(a)
+    for v in out.values():
+        v.sort(key=parallelism)
+    return out
+
+
+def _label(a: dict[str, Any]) -> str:
+    parts = [a["places"]] + [str(a[k]) for k in ("input", "freq") if a.get(k) is not None]
+    return ", ".join(parts)
+
+
+def _below_half(by_region: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    out = []
+    for r, rs in by_region.items():
+        for ser in _series(rs).values():
+            hit = next((a for a in ser if finite(a["efficiency"]) and a["efficiency"] < HALF),
+                       None)
+            if hit is not None and not hit.get("wait"):
+                out.append({"region": r, "places": hit["places"], "input": hit["input"],
+                            "freq": hit["freq"], "threads": hit["threads"],
+                            "ranks": hit.get("ranks"), "efficiency": hit["efficiency"]})
+    return out
+
+
+def _most_lost(agg: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """At the largest parallelism, the region (not a wait call: they are inside one) with the
+    most time above perfect scaling, and the wait call inside it that waited longest."""
+    regs = [a for a in agg if a["region"] != PROGRAM and finite(a["lost_s"])]
+    work = [a for a in regs if not a.get("wait")] or regs
+    if not work:
+        return None
+    top_p = max(parallelism(a) for a in work)
+    a = max((a for a in work if parallelism(a) == top_p), key=lambda a: a["lost_s"])
+    out = {"region": a["region"], "threads": a["threads"], "ranks": a.get("ranks"),
+           "places": a["places"], "input": a["input"], "freq": a["freq"],
+           "lost_s": a["lost_s"], "time_median_s": a["time_median_s"],
+           "efficiency": a["efficiency"], "wait_inside": None}
+    same = [w for w in regs if w.get("wait") and w.get("parent") == a["region"]
+            and parallelism(w) == top_p and series_key(w)[1:] == series_key(a)[1:]]
+    if same:
+        w = max(same, key=lambda w: w["time_median_s"])
+        out["wait_inside"] = {"region": w["region"], "time_s": w["time_median_s"]}
+    return out
+
+
+def _energy_note(agg: list[dict[str, Any]], states: dict[str, dict[str, Any]]
+                 ) -> dict[str, Any]:
+    if any(a.get("energy_j") is not None for a in agg):
+        return {"available": True}
+    whys = [((s.get("measurements") or {}).get("program") or {}).get("energy_note")
+            for s in states.values()]
+    why = next((w for w in whys if w), "no run measured energy")
+    return {"available": False, "why": why}
+
+
+def _by_p(rs: list[dict[str, Any]], key: str) -> dict[int, float]:
+    """Per parallelism, the median of KEY over the region's series (placements, inputs)."""
+    acc: dict[int, list[float]] = {}
+    for a in rs:
+        if finite(a.get(key)):
+            acc.setdefault(parallelism(a), []).append(float(a[key]))
+    return {p: statistics.median(v) for p, v in sorted(acc.items())}
+
+
+def findings(by_region: dict[str, list[dict[str, Any]]], tree: list[dict[str, Any]],
+             unit: str, configs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    prog = by_region.get(PROGRAM, [])
+    prog_t = max((a["time_median_s"] for a in prog), default=0.0)
+    out: list[dict[str, Any]] = []
+    for node in tree:
+        r, rs = node["region"], node["rows"]
+        share = max(a["time_median_s"] for a in rs) / prog_t if prog_t > 0 else 1.0
+        if (r != PROGRAM and share < MIN_SHARE) or node.get("wait"):
+            continue
+        eff, sp, kf = _by_p(rs, "efficiency"), _by_p(rs, "speedup"), _by_p(rs, "karp_flatt")
+        ps = [p for p in eff if p != min(eff)]
+        if not ps:
+            continue
+        top = ps[-1]
+        effs = ", ".join(f"{eff[p]:.2f} at {p} {unit}" if i == 0 else f"{eff[p]:.2f} at {p}"
+                         for i, p in enumerate(ps))
+        serial = f"; serial fraction {kf[top]:.2f}" if top in kf else ""
+        if eff[top] < NOT_SCALING:
+            slower = (f" (slower at {top} {unit} than at {min(eff)}: speedup {sp[top]:.2f})"
+                      if sp.get(top, 1.0) < SLOWER else "")
+            out.append({"kind": "does_not_scale", "region": r, "efficiency": eff[top],
+                        "text": f"{r} does not scale{slower}: efficiency {effs}{serial}"})
+        else:
+            kind, how = ("scales", "scales") if eff[top] >= SCALING else \
+                ("scales_partly", "scales partly")
+            out.append({"kind": kind, "region": r, "efficiency": eff[top],
+                        "text": f"{r} {how}: efficiency {effs}{serial}"})
+        out.extend(_placement_finding(r, rs, unit, configs or []))
+    return out
+
+
+def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
+                       configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    top = max(parallelism(a) for a in rs)
+    acc: dict[str, list[float]] = {}
+    for a in rs:
+        if parallelism(a) == top:
+            acc.setdefault(a["places"], []).append(a["time_median_s"])
+    if len(acc) < 2:
+        return []
+    med = {k: statistics.median(v) for k, v in acc.items()}
+    best, worst = min(med, key=med.__getitem__), max(med, key=med.__getitem__)
+    if med[best] <= 0 or med[worst] / med[best] < PLACE_GAP:
+        return []
+    cpus = {c["places"]: c.get("cpuset") for c in configs
+            if c["threads"] * (c.get("ranks") or 1) == top}
+    same = (f"; both on CPUs {cpus[best]}: only the OpenMP binding differs"
+            if cpus.get(best) and cpus.get(best) == cpus.get(worst) else "")
+    return [{"kind": "placement", "region": region, "best": best, "worst": worst,
+             "text": f"{region}: --places {best} is {med[worst] / med[best]:.2f}x faster than "
+                     f"{worst} at {top} {unit} ({med[best]:.3f} s vs {med[worst]:.3f} s{same})"}]
+
+
+def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None
+           ) -> dict[str, Any]:
+    """PMNF models of each region's time (snumap_tui.study.pmnf), extrapolated to the
+    machine's cores and to PREDICT; unavailable, with why, where that module is missing."""
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.study import optional
+
+    try:
+        pmnf = optional("snumap_tui.study.pmnf", "models")
+    except SnumapError as exc:
+        return {"available": False, "why": str(exc)}
+    rows = [a for a in agg if a.get("time_median_s") is not None]
+    try:
+        fitted = pmnf.fit_models(rows, params=("threads",))
+    except ValueError as exc:
+        return {"available": False, "why": f"no model fitted: {exc}"}
+    cores = int((manifest.get("machine") or {}).get("cores") or 0)
+    out = {}
+    for region, m in fitted.items():
+        item: dict[str, Any] = {"formula": m.formula}
+        for label, p in (("at_cores", cores), ("at_predict", predict)):
+            if p:
+                item[label] = {"p": p, "time_s": float(m.predict(p))}
+        out[region] = item
+    return {"available": True, "models": out}
+
+
+# ---- text -------------------------------------------------------------------------------------
+
+def _f(x: Any, fmt: str) -> str:
+    return format(x, fmt) if finite(x) else "-"
+
+
+def format_report(rep: dict[str, Any], top: int = 30) -> str:
+    st = rep["study"]
+    runs = rep["runs"]
+    m = st.get("machine") or {}
+    counts = ", ".join(f"{v} {k}" for k, v in runs.items() if k != "planned")
+    lines = [f"Study of: {' '.join(st.get('command') or [])}"[:200],
+             (f"  on {st.get('host')} ({m.get('pus', '?')} PUs, {m.get('cores', '?')} cores, "
+             f"{m.get('packages', '?')} packages), snumap {st.get('snumap_version')}"),
+             f"  {len(rep['configurations'])} configurations, {runs['planned']} runs: {counts}"]
+    for f in rep["failed"][:5]:
+        lines.append(f"  failed: {f['id']}: {f.get('why') or '?'}"[:120])
+    unit = rep["unit"]
+    energy = rep["energy"]["available"]
+    cols = _columns(rep)
+    head = "".join(f"{h:>{w}}" if i >= len(cols["keys"]) else f"{h:<{w}}"
+                   for i, (h, w) in enumerate(cols["head"]))
+    lines += ["", "Time per region and configuration (s, median [min-max] over repeats);",
+              f"speedup, efficiency and serial fraction (Karp-Flatt) vs the fewest {unit}:"]
+    for node in rep["regions"][:top]:
+        ind = "  " * node["depth"]
+        tag = " [wait]" if node.get("wait") else ""
+        lines.append(f"{ind}{node['region']}{tag}")
+        lines.append(f"{ind}  {head}".rstrip())
+        for a in node["rows"]:
+            lines.append(f"{ind}  {_row(a, cols, energy)}".rstrip())
+    if len(rep["regions"]) > top:
+        lines.append(f"... {len(rep['regions']) - top} more regions (--json has all)")
+    if not energy:
+        lines.append(f"Energy and EDP: n/a: {rep['energy']['why']}")
+    lines += ["", "Efficiency first below 50 %:"]
+    below = rep["first_below_half"]
+    if not below:
+        lines.append("  nowhere")
+    for b in below[:top]:
+        where = ", ".join(str(b[k]) for k in ("places", "input", "freq") if b.get(k))
+        lines.append(f"  {b['region']}: at {_count(b, unit)} {unit} ({where}): "
+                     f"{b['efficiency']:.2f}"[:120])
+    ml = rep["most_lost"]
+    if ml:
+        where = ", ".join(str(ml[k]) for k in ("places", "input", "freq") if ml.get(k))
+        lines += ["", (f"Most time lost at the largest configuration ({_count(ml, unit)} {unit}, "
+                      f"{where}): {ml['region']}: {ml['lost_s']:.3f} s above perfect scaling "
+                      f"({ml['time_median_s']:.3f} s, efficiency {_f(ml['efficiency'], '.2f')})")]
+        if ml.get("wait_inside"):
+            w = ml["wait_inside"]
+            lines.append(f"  of which waiting in {w['region']}: {w['time_s']:.3f} s")
+    lines += ["", "Findings:"]
+    lines += [f"  - {f['text']}" for f in rep["findings"]] or ["  none"]
+    mo = rep["models"]
+    if mo.get("available"):
+        lines += ["", "Models (time in s as a function of threads p):"]
+        for r, item in mo["models"].items():
+            extra = "".join(f"; {v['time_s']:.3f} s at {v['p']}" for k, v in item.items()
+                            if k.startswith("at_"))
+            lines.append(f"  {r}: {item['formula']}{extra}"[:200])
+    else:
+        lines += ["", f"Models: n/a: {mo.get('why')}"]
+    return "\n".join(lines)
+
+
+def _count(row: dict[str, Any], unit: str) -> int:
+    """The parallelism of ROW in the report's unit (threads, ranks or threads x ranks)."""
+    return {"threads": int(row["threads"]), "ranks": int(row.get("ranks") or 1)}.get(
+        unit, parallelism(row))
+
+
+def _columns(rep: dict[str, Any]) -> dict[str, Any]:
+    confs = rep["configurations"]
+    keys = ["places"]
+    if any(c.get("input") is not None for c in confs):
+        keys.append("input")
+    if any(c.get("freq") is not None for c in confs):
+        keys.append("freq")
+    head = [(k.upper(), 9) for k in keys]
+    head += [("THR", 4)] + ([("RANKS", 6)] if rep["unit"] != "threads" else [])
+    head += [("MEDIAN", 9), ("MIN", 8), ("MAX", 8), ("N", 3), ("SPEEDUP", 8), ("EFF", 6),
+             ("SERIAL", 8)]
+    if rep["energy"]["available"]:
+        head += [("ENERGY J", 10), ("EDP J*s", 10)]
+    return {"keys": keys, "head": head}
+
+
+def _num(x: Any, width: int) -> str:
+    """X in WIDTH columns, two decimals, or '>' and the largest that fits."""
+    if not finite(x):
+        return f"{'-':>{width}}"
+    text = f"{x:.2f}"
+    if len(text) > width - 1:
+        text = ">" + "9" * (width - 5) + ".99" if x > 0 else "<-" + "9" * (width - 6) + ".99"
+    return f"{text:>{width}}"
+
+
+def _row(a: dict[str, Any], cols: dict[str, Any], energy: bool) -> str:
+    out = "".join(f"{str(a.get(k) if a.get(k) is not None else '-')[:8]:<9}"
+                  for k in cols["keys"])
+    out += f"{a['threads']:>4}"
+    if any(h == "RANKS" for h, _ in cols["head"]):
+        out += f"{a.get('ranks') or 1:>6}"
+    out += (f"{a['time_median_s']:>9.4f}{a['time_min_s']:>8.4f}{a['time_max_s']:>8.4f}"
+            f"{a['n']:>3}{_num(a['speedup'], 8)}{_num(a['efficiency'], 6)}"
+            f"{_num(a['karp_flatt'], 8)}")
+    if energy:
+        out += f"{_f(a.get('energy_j'), '10.2f'):>10}{_f(a.get('edp'), '10.3f'):>10}"
+    return out

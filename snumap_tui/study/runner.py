@@ -1,0 +1,201 @@
+"""Running a study's configurations: each run is one `snumap record` of the command (a child
+process of this interpreter), with the configuration applied -- OMP_NUM_THREADS, the
+placement's CPUs as the command's affinity (``record --cpus``) and OMP_PLACES/OMP_PROC_BIND,
+the input substituted, the launcher's rank count, the CPU frequency set.
+
+The recorder gets PR_SET_PDEATHSIG=SIGTERM: if `snumap scale` is killed, its recorder ends
+the recording cleanly and the command with it, and the run is redone on resume.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from snumap_tui.study.configs import Config, cpulist, placement, substitute
+from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def run_env(cfg: Config, cpus: tuple[int, ...], omp: dict[str, str],
+            base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["OMP_NUM_THREADS"] = str(cfg.threads)
+    for k in ("OMP_PLACES", "OMP_PROC_BIND"):
+        env.pop(k, None)
+    if cfg.ranks is None or cfg.ranks == 1:
+        env.update(omp)
+    return env
+
+
+def record_argv(study: Study, run: RunPlan, cpus: tuple[int, ...]) -> list[str]:
+    cmd = substitute(study.command, run.config)
+    argv = [sys.executable, "-m", "snumap_tui.cli", "record",
+            "-o", str(study.run_file(run.id, "rec")), *study.manifest.get("record_args", [])]
+    if cpus:
+        argv += ["--cpus", cpulist(cpus)]
+    return [*argv, "--", *cmd]
+
+
+def execute(study: Study, run: RunPlan, topo: Any, say: Callable[[str], None],
+            stop: dict[str, int] | None = None) -> dict[str, Any]:
+    """Record RUN (holding its lock); its state file says how it went. Returns the state."""
+    cfg = run.config
+    conf: dict[str, Any] = next((c for c in study.manifest["configurations"] if c["key"] == cfg.key), {})
+    cpus = tuple(conf.get("cpus") or ())
+    omp = conf.get("omp_env") or {}
+    if cfg.places != "none" and topo is not None:
+        # on this node's topology (a Slurm task's node may not be the submitting host)
+        p = placement(topo, cfg.places, min(cfg.threads * (cfg.ranks or 1), len(topo.pus)))
+        cpus, omp = p.cpus, (p.env() if (cfg.ranks or 1) == 1 else {})
+    rec = study.run_file(run.id, "rec")
+    log = study.run_file(run.id, "log")
+    with flocked(study.run_file(run.id, "lock"), f"run {run.id}"):
+        for f in (rec, log):
+            try:
+                os.unlink(f)            # a killed run's partial files: this run is redone
+            except FileNotFoundError:
+                pass
+        argv = record_argv(study, run, cpus)
+        state: dict[str, Any] = {
+            "id": run.id, "config": cfg.key, "repeat": run.repeat, "status": "running",
+            "host": socket.gethostname(), "pid": os.getpid(), "start": _now(),
+            "cpuset": cpulist(cpus) if cpus else None, "command": argv[argv.index("--") + 1:],
+            "recording": f"runs/{rec.name}", "log": f"runs/{log.name}",
+            "slurm": _slurm_ids()}
+        study.write_run(run.id, state)
+        t0 = time.monotonic()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644)
+        try:
+            proc = subprocess.Popen(argv, env=run_env(cfg, cpus, omp), stdin=subprocess.DEVNULL,
+                                    stdout=fd, stderr=fd,
+                                    # scale runs no threads of its own
+                                    preexec_fn=_die_with_parent)  # noqa: PLW1509
+        finally:
+            os.close(fd)
+        state["recorder_pid"] = proc.pid
+        study.write_run(run.id, state)
+        try:
+            rc = _wait(proc, stop)
+        except BaseException:
+            _end(proc)
+            state.update(status="interrupted", end=_now(), wall_s=time.monotonic() - t0)
+            study.write_run(run.id, state)
+            raise
+        state.update(end=_now(), wall_s=round(time.monotonic() - t0, 6), recorder_status=rc)
+        if rc < 0:
+            state.update(status="interrupted", why=f"recorder killed by signal {-rc}")
+        else:
+            _finish(state, rec, rc, log)
+        study.write_run(run.id, state)
+    return state
+
+
+def _finish(state: dict[str, Any], rec: Any, rc: int, log: Any) -> None:
+    """The run's status from its recording: the command's exit status (its 'command exit'
+    marker) and measurements; a recorder that failed before the command ran is a failed run
+    whose reason is the log's last line."""
+    from snumap_tui.study.measure import measure
+
+    exit_status = None
+    try:
+        m = measure(rec)
+        from snumap_tui import store
+
+        with store.open(rec) as r:
+            for _t, text in r.markers:
+                if text.startswith("command exit: status "):
+                    exit_status = int(text.rsplit(" ", 1)[1])
+    except Exception as exc:  # noqa: BLE001 - no usable recording: the run failed, say why
+        state.update(status="failed", exit_status=None, why=_last_line(log) or str(exc)[:200])
+        return
+    state["exit_status"] = exit_status if exit_status is not None else rc
+    state["measurements"] = m
+    state["cpus_recorded"] = m.get("cpus")
+    if state["exit_status"] == 0:
+        state["status"] = "ok"
+    else:
+        state.update(status="failed", why=f"exit status {state['exit_status']}")
+
+
+def _last_line(log: Any) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def _wait(proc: subprocess.Popen[bytes], stop: dict[str, int] | None) -> int:
+    while True:
+        try:
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            if stop and stop.get("sig"):
+                raise KeyboardInterrupt from None
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """The recorder of an interrupted run: asked to stop (it ends the command), then made to."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _slurm_ids() -> dict[str, str] | None:
+    keys = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME")
+    got = {k: os.environ[k] for k in keys if k in os.environ}
+    return got or None
+
+
+def run_pending(study: Study, topo: Any, say: Callable[[str], None], *,
+                retry_failed: bool = False, freq: Any = None) -> dict[str, int]:
+    """Record every pending run, interleaved across configurations; SIGTERM and Ctrl-C stop
+    after the current run is marked interrupted; frequencies are restored whatever happens."""
+    pending = study.pending(retry_failed)
+    counts = {"ok": 0, "failed": 0, "interrupted": 0, "skipped": len(study.plan()) - len(pending)}
+    stop = {"sig": 0}
+
+    def on_term(signum: int, _frame: Any) -> None:
+        stop["sig"] = signum
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        for i, run in enumerate(pending, 1):
+            if freq is not None and run.config.freq is not None:
+                freq.set(run.config.freq)
+            say(f"run {i}/{len(pending)}: {run.id}")
+            st = execute(study, run, topo, say, stop)
+            counts[st["status"]] = counts.get(st["status"], 0) + 1
+            if st["status"] != "ok":
+                say(f"  {run.id}: {st['status']}: {st.get('why', '')}".rstrip(": "))
+            study.save()
+            if stop["sig"]:
+                raise KeyboardInterrupt
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        if freq is not None:
+            freq.restore()
+        study.save()
+    return counts

@@ -1,0 +1,79 @@
+"""`snumap scale --slurm`: the study's pending runs as one Slurm job array.
+
+Task I of the array records run I of a list written beside the job script
+(``STUDY/slurm/job-N.runs``), on the node Slurm gives it, into the same study directory (a
+shared file system): ``snumap scale task STUDY --list FILE --index $SLURM_ARRAY_TASK_ID``.
+Each task writes only its own run's files; the manifest is rebuilt under a lock after each.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.study.manifest import RunPlan, Study, write_atomic
+
+SCRIPT = """#!/bin/sh
+# snumap scale: one run of the study per array task ({n} runs)
+exec {python} -m snumap_tui.cli scale task {study} --list {runs} --index "$SLURM_ARRAY_TASK_ID"
+"""
+
+
+def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = False) -> str:
+    """Write the job script and run list, submit them as ``sbatch --array=0-N``; returns the
+    job id. SnumapError (one line) when sbatch is missing or refuses."""
+    if shutil.which("sbatch") is None:
+        raise SnumapError("--slurm: sbatch is not installed here")
+    try:
+        opts = shlex.split(sbatch_opts or "")
+    except ValueError as exc:
+        raise SnumapError(f"--slurm {sbatch_opts!r}: {exc}") from None
+    if not runs:
+        raise SnumapError("--slurm: every run of the study is already complete")
+    d = study.dir.resolve()
+    sdir = d / "slurm"
+    sdir.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    listf = sdir / f"job-{stamp}.runs"
+    write_atomic(listf, "".join(f"{r.id}\n" for r in runs))
+    script = sdir / f"job-{stamp}.sh"
+    write_atomic(script, SCRIPT.format(n=len(runs), python=shlex.quote(sys.executable),
+                                       study=shlex.quote(str(d)), runs=shlex.quote(str(listf))))
+    os.chmod(script, 0o755)
+    argv = ["sbatch", "--parsable", f"--array=0-{len(runs) - 1}", "-J", "snumap-scale",
+            "-o", str(sdir / "%A_%a.out"), *opts, *(["--wait"] if wait else []), str(script)]
+    r = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if r.returncode != 0 and not (wait and r.stdout.strip()):
+        why = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        raise SnumapError(f"sbatch refused the study's job array: {why[-1] if why else '?'}")
+    job = r.stdout.strip().split(";")[0].splitlines()[0] if r.stdout.strip() else "?"
+    jobs = study.manifest.setdefault("slurm", [])
+    jobs.append({"job": job, "runs": [x.id for x in runs], "script": f"slurm/{script.name}",
+                 "sbatch": argv[1:-1], "submitted": stamp})
+    study.save(keys=("slurm",))
+    return job
+
+
+def task_run(study: Study, list_file: Path, index: int) -> RunPlan:
+    """The run that array task INDEX records."""
+    try:
+        ids = [x.strip() for x in list_file.read_text().splitlines() if x.strip()]
+    except OSError as exc:
+        raise SnumapError(f"{list_file}: {exc.strerror or exc}") from None
+    if not 0 <= index < len(ids):
+        raise SnumapError(f"task index {index} is outside the job's {len(ids)} runs")
+    plan = {p.id: p for p in study.plan()}
+    if ids[index] not in plan:
+        raise SnumapError(f"run {ids[index]} is not in the study's plan")
+    return plan[ids[index]]
+
+
+def describe() -> dict[str, Any]:
+    return {"how": "sbatch --array, one run per task"}

@@ -1,0 +1,50 @@
+"""Synthetic studies: a study directory whose runs' measurements follow Amdahl's law with
+known serial fractions (no recordings), for tests and benchmarks of everything downstream of
+the runs -- aggregation, report, export, models, plots."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.study.configs import build_configs
+from snumap_tui.study.manifest import Study, create_or_resume, new_manifest
+
+
+def amdahl(t1: float, serial: float, p: int) -> float:
+    return t1 * (serial + (1 - serial) / p)
+
+
+def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
+               t1: dict[str, float] | None = None, repeats: int = 1, places: list[str] | None = None,
+               noise: float = 0.0, seed: int = 1, machine: dict[str, Any] | None = None) -> Study:
+    """A study at PATH of ``prog {input}`` over THREADS × PLACES, REPEATS each: region R
+    takes ``amdahl(t1[R], serial[R], p)`` seconds (times a uniform noise of ±NOISE), the
+    program their sum plus 10 ms."""
+    rnd = random.Random(seed)
+    t1 = t1 or {r: 1.0 for r in serial}
+    confs = []
+    for c in build_configs(threads, places or ["compact"], None, [], None):
+        confs.append({**c.to_dict(), "key": c.key, "cpus": None, "cpuset": None,
+                      "omp_env": {}, "command": ["prog"]})
+    m = new_manifest(["prog"], [], confs, repeats,
+                     machine or {"hostname": "synthetic", "pus": max(threads),
+                                 "cores": max(threads), "packages": 1},
+                     {"threads": "OMP_NUM_THREADS"}, {"threads": threads})
+    study, _ = create_or_resume(path, m)
+    study.save(keys=None)
+    for run in study.plan():
+        regs: list[dict[str, Any]] = []
+        for r, s in serial.items():
+            t = amdahl(t1[r], s, run.config.threads) * (1 + noise * (2 * rnd.random() - 1))
+            regs.append({"region": r, "parent": "(program)", "kind": "omp", "wait": False,
+                         "time_s": t, "count": 1})
+        prog = sum(x["time_s"] for x in regs) + 0.01
+        study.write_run(run.id, {
+            "id": run.id, "config": run.config.key, "repeat": run.repeat, "status": "ok",
+            "exit_status": 0, "recording": f"runs/{run.id}.rec",
+            "measurements": {"program": {"time_s": prog, "energy_j": None,
+                                         "energy_note": "synthetic"}, "regions": regs}})
+    study.save()
+    return study
