@@ -229,7 +229,8 @@ PERF_ATTR_SIZE_VER5 = 112  # without sig_data/config3: accepted by kernels since
 
 
 def make_attr(type_: int, config: int, *, read_format: int = 0, disabled: bool = False,
-              inherit: bool = False, exclude_kernel: bool = False, exclude_hv: bool = False,
+              inherit: bool = False, exclude_user: bool = False,
+              exclude_kernel: bool = False, exclude_hv: bool = False,
               sample_period: int = 0, sample_type: int = 0, wakeup_events: int = 0,
               config1: int = 0, config2: int = 0) -> PerfEventAttr:
     """An attr for counting (or sampling, with ``sample_period``) one event."""
@@ -241,6 +242,7 @@ def make_attr(type_: int, config: int, *, read_format: int = 0, disabled: bool =
     attr.read_format = read_format
     attr.disabled = int(disabled)
     attr.inherit = int(inherit)
+    attr.exclude_user = int(exclude_user)
     attr.exclude_kernel = int(exclude_kernel)
     attr.exclude_hv = int(exclude_hv)
     attr.sample_period = sample_period

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from snumap_tui import __version__
 from snumap_tui.errors import SnumapError
+from snumap_tui.textsafe import safe_lines
 
 COMMANDS: dict[str, str] = {
     "top": "live topology view (Textual TUI, or --batch text/JSON)",
@@ -78,14 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._module.run(args) or 0)
     except SnumapError as exc:
-        print(f"snumap: {exc}", file=sys.stderr)
+        # A message may quote a name from the machine or a file: escaped for the terminal.
+        print(safe_lines(f"snumap: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except OSError as exc:
         # Permission problems, missing files, a full disk: the machine's state, not a bug.
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"snumap: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(safe_lines(f"snumap: {exc.strerror or exc}{where}"), file=sys.stderr)
         return 2
 
 

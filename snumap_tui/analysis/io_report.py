@@ -13,6 +13,7 @@ from typing import Any
 
 from snumap_tui.model.iorates import IO_KINDS, device_rows
 from snumap_tui.model.sample import Sample
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 
 DISK_BUSY_PCT = 90.0     # the catalogue's disk_util_pct warning threshold
@@ -91,7 +92,7 @@ def format_io(io: list[dict[str, Any]]) -> list[str]:
     for d in io:
         a, b = words.get(d["kind"], ("in", "out"))
         where = f"NUMA {d['numa']}" if d.get("numa") is not None else ""
-        lines.append(f"  {d['name'][:12]:<12} {d['kind']:<4} {where:<7} "
+        lines.append(f"  {safe_text(d['name'])[:12]:<12} {d['kind']:<4} {where:<7} "
                      f"{a} {_b(d['in_bytes'])} ({_b(d['in_avg'])}/s, max {_b(d['in_peak'])}/s)"
                      f"  {b} {_b(d['out_bytes'])}"[:80])
         if d["kind"] == "disk" and d.get("util_avg") is not None:

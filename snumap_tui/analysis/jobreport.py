@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from snumap_tui.textsafe import safe_text
+
 
 def _imbalance(values: list[float]) -> dict[str, float] | None:
     if len(values) < 2 or max(values) <= 0:
@@ -145,21 +147,21 @@ def _fmt_imb(d: dict[str, float] | None) -> str:
 
 
 def format_job(j: dict[str, Any]) -> str:
-    title = f"Job {j['id']}" if j.get("id") else "Job"
+    title = f"Job {safe_text(j['id'])}" if j.get("id") else "Job"
     lines = [f"{title}: {len(j['nodes'])} node(s), {len(j['ranks'])} rank(s)", "",
              "Nodes:",
              f"  {'NODE':<14}{'PUS':>4}{'BUSY%':>7}{'PROCS':>6}{'RANKS':>6}{'RUN s':>9}  ALIGN"]
     for n in j["nodes"]:
         busy = f"{n['busy_pct']:.1f}" if n["busy_pct"] is not None else "-"
-        lines.append(f"  {n['node']:<14}{n['pus']:>4}{busy:>7}{n['processes']:>6}"
+        lines.append(f"  {safe_text(n['node']):<14}{n['pus']:>4}{busy:>7}{n['processes']:>6}"
                      f"{n['ranks']:>6}{n['runtime_s']:>9.3f}  {_fmt_err(n['align_error_ns'])}")
     lines.append(f"  imbalance across nodes: {_fmt_imb(j['imbalance']['nodes'])}")
     lines += ["", "Ranks:",
               f"  {'RANK':>5}  {'NODE':<14}{'PID':>8}  {'COMM':<14}{'RUN s':>9}  PUs  (from)"]
     for r in j["ranks"]:
-        lines.append(f"  {r['rank']:>5}  {r['node']:<14}{r['local_pid']:>8}  "
-                     f"{r['comm'][:14]:<14}{r['runtime_s']:>9.3f}  {r['pus']}  "
-                     f"({r['rank_var']})")
+        lines.append(f"  {r['rank']:>5}  {safe_text(r['node']):<14}{r['local_pid']:>8}  "
+                     f"{safe_text(r['comm'])[:14]:<14}{r['runtime_s']:>9.3f}  {r['pus']}  "
+                     f"({safe_text(r['rank_var'])})")
     if not j["ranks"]:
         lines.append("  (no process with PMI_RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID seen)")
     lines.append(f"  imbalance across ranks: {_fmt_imb(j['imbalance']['ranks'])}")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.store.regions import Regions
+from snumap_tui.textsafe import safe_text
 from snumap_tui.trace.region_catalog import BEGIN, END, MARK, RegionName
 
 IMBALANCED = 1.2            # max/mean above which a region is reported as imbalanced
@@ -240,13 +241,14 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
     if not regs:
         info = r.get("regions_info") or {}
         why = "; ".join(info.get("problems") or []) or "none recorded"
-        lines.append(f"  {why}"[:80])
+        lines.append(f"  {safe_text(why)}"[:80])
         return lines
     lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
                  f"{'WAIT s':>7}")
     for g in regs[:top]:
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
-        name = g["name"] if len(g["name"]) <= 39 else g["name"][:38] + "…"
+        name = safe_text(g["name"])
+        name = name if len(name) <= 39 else name[:38] + "…"
         lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
                      f"{imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
@@ -255,7 +257,7 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
     if waits:
         lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]
         for w in waits[:top]:
-            where = max(w["where"].items(), key=lambda kv: kv[1])[0]
-            lines.append(f"  {w['tid']:>7} {w['comm'][:15]:<15} {w['wait_s']:>8.3f} s  "
+            where = safe_text(max(w["where"].items(), key=lambda kv: kv[1])[0])
+            lines.append(f"  {w['tid']:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
                          f"most in {where}"[:80])
     return lines

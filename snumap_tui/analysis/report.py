@@ -31,6 +31,7 @@ from snumap_tui.analysis.stats import percentiles
 from snumap_tui.model.derive import counters
 from snumap_tui.model.iorates import IO_KINDS
 from snumap_tui.model.sample import Sample
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.render import format_cpulist
 from snumap_tui.trace.events import KIND_NAMES, MIGRATE, SWITCH
@@ -224,28 +225,31 @@ def _fmt_pid(pid: Any) -> str:
 
 def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     """The text form: header, findings, processes, threads, PUs, energy (80 columns)."""
-    lines = [f"snumap report: {r.get('file') or ''}",
-             (f"host {r.get('host') or '?'}  kernel {r.get('kernel') or '?'}  "
-             f"backend {r.get('backend') or '?'}{' (approximate: /proc polling)' if r['approximate'] else ''}"),
+    # Names, commands and labels come from the traced machine: escaped (textsafe) before
+    # they are cut and aligned.
+    lines = [f"snumap report: {safe_text(r.get('file') or '')}",
+             (f"host {safe_text(r.get('host') or '?')}  kernel {safe_text(r.get('kernel') or '?')}  "
+             f"backend {safe_text(r.get('backend') or '?')}{' (approximate: /proc polling)' if r['approximate'] else ''}"),
              f"duration {r['duration_s']:.3f} s  events {r['events']}  "
              f"sched_switch {r['sched_events']}  lost {r['lost_events']}"
              + ("" if r["complete"] else "  (recording was not closed cleanly)")]
     for d in r["damaged"]:
-        lines.append(f"  damaged: {d}")
+        lines.append(f"  damaged: {safe_text(d)}")
     if r.get("command"):
         cmd = r["command"]
         text = " ".join(cmd) if isinstance(cmd, list) else str(cmd)
-        text = " ".join(text.split())
+        text = safe_text(" ".join(text.split()))
         lines.append(("command " + text)[:80] if len(text) < 72 else f"command {text[:69]}...")
     lines += ["", "Findings:"]
     for f in r["findings"]:
-        lines += textwrap.wrap(f["text"], 78, initial_indent="  - ", subsequent_indent="    ")
+        lines += textwrap.wrap(safe_text(f["text"]), 78, initial_indent="  - ", subsequent_indent="    ")
     if not r["findings"]:
         lines.append("  (none)")
     lines += ["", "Processes (by run time):",
               f"  {'PID':>7} {'COMM':<16} {'THR':>4} {'RUN s':>9} {'MIGR':>6}  PUs"]
     for p in r["processes"][:top]:
-        lines.append(f"  {p.get('label') or _fmt_pid(p['pid']):>7} {p['comm'][:16]:<16} {p['threads']:>4} "
+        label = safe_text(p.get('label') or _fmt_pid(p['pid']))
+        lines.append(f"  {label:>7} {safe_text(p['comm'])[:16]:<16} {p['threads']:>4} "
                      f"{_fmt_s(p['runtime_s']):>9} {p['migrations']:>6}  {p['pus'][:30]}")
     lines += ["", "Threads (by run time; run-queue latency wakeup->switch-in, us):",
               (f"  {'TID':>7} {'COMM':<15} {'RUN s':>8} {'MIGR':>5} {'XNUMA':>5} "
@@ -254,7 +258,8 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
         lat = t["runqueue_latency_us"]
         p50 = _fmt_us(lat["p50"]) if lat else "-"
         p99 = _fmt_us(lat["p99"]) if lat else "-"
-        lines.append(f"  {t.get('label') or t['tid']:>7} {t['comm'][:15]:<15} {_fmt_s(t['runtime_s']):>8} "
+        label = safe_text(t.get('label') or t['tid'])
+        lines.append(f"  {label:>7} {safe_text(t['comm'])[:15]:<15} {_fmt_s(t['runtime_s']):>8} "
                      f"{t['migrations']:>5} {t['numa_migrations']:>5} {p50:>7} {p99:>8}  "
                      f"{t['pus'][:22]}")
         if len(t["numa"]) > 1:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.textsafe import safe_lines
 
 FORMATS = ("perfetto", "parquet", "chrome", "csv")
 CHROME_MAX_EVENTS = 1_000_000      # trace viewers stop loading JSON near ~256 MB / 1 M events
@@ -132,5 +133,5 @@ def run(args: argparse.Namespace) -> int:
         # Damage is also found while decoding: warn after the export, not before.
         warn_damaged(rec, args.file, f"the export to {where}")
     if out_path:
-        print(f"snumap: wrote {n} {what} to {out_path}", file=sys.stderr)
+        print(safe_lines(f"snumap: wrote {n} {what} to {out_path}"), file=sys.stderr)
     return 0

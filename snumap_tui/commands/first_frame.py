@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from snumap_tui.textsafe import safe_text
+
 #: Between the two sweeps: /proc/stat moves in USER_HZ ticks (10 ms), so one or two waits.
 GAP_S = 0.015
 TRIES = 8
@@ -43,7 +45,8 @@ def frame_lines(frame: Any, title: str, width: int, height: int) -> list[str]:
     lines = [f" snumap top  {title}", ""] + [" " + ln for ln in plain_tree(frame)]
     lines.append("")
     lines.append(" starting the live view...")
-    return [ln[:width] for ln in lines[:max(1, height - 1)]]
+    # The title (host name) and the tree's names are the machine's text: escaped.
+    return [safe_text(ln)[:width] for ln in lines[:max(1, height - 1)]]
 
 
 def draw(frame: Any, title: str, stream: TextIO | None = None) -> bool:

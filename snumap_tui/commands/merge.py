@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from snumap_tui.textsafe import safe_lines
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
@@ -23,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from snumap_tui.store.merge import merge
 
     def say(s: str) -> None:
-        print(f"snumap: {s}", file=sys.stderr)
+        print(safe_lines(f"snumap: {s}"), file=sys.stderr)
 
     res = merge(args.files, args.output, force=args.force, overwrite=args.force, say=say)
     for d in res.damaged:

@@ -268,5 +268,8 @@ def run(args: argparse.Namespace) -> int:
                   default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(statuses, machine))
+        from snumap_tui.textsafe import safe_lines
+
+        # The machine's strings (model name, kernel, paths, reasons): escaped.
+        sys.stdout.write(safe_lines(render(statuses, machine)))
     return 0

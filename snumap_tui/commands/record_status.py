@@ -15,6 +15,7 @@ import time
 from typing import Any, TextIO
 
 from snumap_tui.commands.record_runtime import _size
+from snumap_tui.textsafe import safe_lines, safe_text
 
 REFRESH_S = 0.5
 
@@ -41,7 +42,7 @@ class LiveStatus:
 
     def say(self, text: str) -> None:
         self.clear()
-        print(f"snumap: {text}", file=self.stream, flush=True)
+        print(safe_lines(f"snumap: {text}"), file=self.stream, flush=True)
 
     def update(self, elapsed_s: float, writer: Any, force: bool = False) -> None:
         """Redraw the line (at most every REFRESH_S unless ``force``)."""
@@ -51,8 +52,8 @@ class LiveStatus:
         if not force and now - self._at < REFRESH_S:
             return
         self._at = now
-        line = status_text(elapsed_s, int(writer.events_written), int(writer.lost_total),
-                           int(writer.bytes_written), self.backend, self.command)
+        line = safe_text(status_text(elapsed_s, int(writer.events_written), int(writer.lost_total),
+                           int(writer.bytes_written), self.backend, self.command))
         width = _columns(self.stream)
         if len(line) > width - 1:
             line = line[:max(0, width - 2)] + "…"

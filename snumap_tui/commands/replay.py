@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.textsafe import safe_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,8 +91,8 @@ def app_exit_code(app: Any, name: str) -> int:
     rc = int(getattr(app, "return_code", 0) or 0) or (1 if exc is not None else 0)
     if rc:
         what = f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {rc}"
-        print(f"snumap: the {name} view stopped on an internal error ({what}); "
-              "the traceback is above", file=sys.stderr)
+        print(safe_lines(f"snumap: the {name} view stopped on an internal error ({what}); "
+                         "the traceback is above"), file=sys.stderr)
     return rc
 
 
@@ -117,5 +118,5 @@ def _screenshot(app: object, args: argparse.Namespace) -> int:
     app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)  # type: ignore[attr-defined]
     rc = app_exit_code(app, "replay")
     if not rc:
-        print(f"snumap: wrote {out}")
+        print(safe_lines(f"snumap: wrote {out}"))
     return rc

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.textsafe import safe_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def warn_damaged(rec: Any, path: str, what: str) -> int:
     is found while decoding too), then one saying ``what`` lacks it. Returns how many."""
     notes = list(getattr(rec, "damaged", []) or [])
     for d in notes:
-        print(f"snumap: warning: {path}: damaged: {d}", file=sys.stderr)
+        print(safe_lines(f"snumap: warning: {path}: damaged: {d}"), file=sys.stderr)
     if notes:
         print(f"snumap: warning: {what} lacks what was skipped", file=sys.stderr)
     return len(notes)
@@ -74,8 +75,11 @@ def run(args: argparse.Namespace) -> int:
         label_nodes(rec, report)
     if job is not None:
         report["job"] = job
+    # JSON escapes every control itself; the text form is escaped for the terminal (names
+    # are escaped field by field where laid out, this catches the rest).
     text = json.dumps(report, indent=1) + "\n" if args.json \
-        else format_report(report, top=args.top) + ("\n" + format_job(job) if job else "")
+        else safe_lines(format_report(report, top=args.top)
+                        + ("\n" + format_job(job) if job else ""))
     with writing("standard output"):
         sys.stdout.write(text)
         sys.stdout.flush()        # a full disk shows here, not at exit without a name

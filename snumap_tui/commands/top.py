@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.textsafe import safe_lines, safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.model.frame import Frame
@@ -329,9 +330,9 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
     for t in sort_tasks(tasks, getattr(args, "sort", "cpu"))[:ntasks]:
         cpu = "n/a" if t.cpu_pct is None else f"{t.cpu_pct:.1f}"
         pu = "" if t.last_cpu is None else str(t.last_cpu)
-        row = (f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
+        row = (f"{t.pid:>7} {safe_text(t.user)[:10]:<10} {cpu:>6} {pu:>4}  "
                f"{affinity_label(frame.topology, t.affinity)[:22]:<22} ")
-        out.append(row + clip(t.comm, width - len(row)))
+        out.append(row + clip(safe_text(t.comm), width - len(row)))
     return out
 
 
@@ -359,7 +360,8 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
         out += wrap_line(line)
     if ntasks and frame.tasks:
         out += task_lines(frame, ntasks, args=args)
-    return "\n".join(out) + "\n"
+    # The host line, the fsroot's strings and the tree's names are the machine's: escaped.
+    return safe_lines("\n".join(out) + "\n")
 
 
 def user_metric_lines(frame: Frame, per_metric: int = 16) -> list[str]:

@@ -30,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(topo.to_json() + "\n")
         return 0
+    from snumap_tui.textsafe import safe_lines
     from snumap_tui.topology.render import render
 
-    sys.stdout.write(render(topo, full=args.full, width=args.width))
+    # Names and info strings come from the XML or the fsroot: escaped for the terminal.
+    sys.stdout.write(safe_lines(render(topo, full=args.full, width=args.width)))
     return 0

@@ -19,8 +19,10 @@ included); ``deploy/prometheus/snumap-rules.yml`` is its output for the built-in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from snumap_tui.errors import SnumapError
 from snumap_tui.exporter.families import (
     CPU_MODES,
     CPU_SECONDS,
@@ -30,6 +32,7 @@ from snumap_tui.exporter.families import (
 )
 from snumap_tui.model.expr import BinOp, Name, Neg, Node, Num
 from snumap_tui.model.metrics import Catalogue, Metric, default_catalogue
+from snumap_tui.textsafe import safe_text
 
 WINDOW = "1m"
 CORE = ("package", "numa_node", "core")
@@ -161,8 +164,33 @@ def rules(catalogue: Catalogue | None = None,
     return out
 
 
+# Prometheus metric names (recording rules' names included; the colon is for rules).
+METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
 def _yaml_str(s: str) -> str:
+    """A YAML single-quoted scalar; one line (a line break in one is folded into a space
+    by YAML, so it is refused rather than changed)."""
+    if any(c in s for c in "\n\r\x85\u2028\u2029"):
+        raise ValueError(f"a rule expression holds a line break: {s!r}")
     return "'" + s.replace("'", "''") + "'"
+
+
+def _comment(text: str) -> str:
+    """Text for one YAML comment line: a description is the user's (a metrics file), and a
+    line break in it would end the comment and start YAML of its own (a rule of its
+    choosing). Every run of whitespace, line breaks included, becomes one space, and what is
+    left of the controls is escaped."""
+    return safe_text(" ".join(text.split()))
+
+
+def _record_name(rec: str) -> str:
+    """``rec`` checked against Prometheus' metric name syntax: a name that is not one would
+    make promtool (and Prometheus) refuse the whole file."""
+    if not METRIC_NAME.fullmatch(rec):
+        raise SnumapError(f"metric {rec!r}: not a valid Prometheus name "
+                          f"([a-zA-Z_:][a-zA-Z0-9_:]*)")
+    return rec
 
 
 def rules_yaml(catalogue: Catalogue | None = None) -> str:
@@ -178,7 +206,8 @@ def rules_yaml(catalogue: Catalogue | None = None) -> str:
     for level, items in by_level.items():
         lines += [f"  - name: snumap_{level}", "    rules:"]
         for rec, expr, m in items:
-            lines += [f"      # {m.description} ({m.unit})", f"      - record: {rec}",
+            lines += [f"      # {_comment(f'{m.description} ({m.unit})')}",
+                      f"      - record: {_record_name(rec)}",
                       f"        expr: {_yaml_str(expr)}"]
     return "\n".join(lines) + "\n"
 

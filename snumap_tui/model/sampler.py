@@ -45,21 +45,21 @@ def default_sources(root: Path = Path("/"), tasks: bool = True, topology: Topolo
 
 
 def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
-    """Add the perf events a user's metrics file asks for (``events = [...]``) to the perf
-    source before it opens its groups (it opens them on its first status()). Only events
-    perf_event_open can be given by name (the generic hardware and software ones) are added;
-    the metrics that need any other stay "not available"."""
+    """Add the perf events a user's metrics file asks for (``events = [...]``, any event perf(1)
+    can name: native/perf_spec.py) to the perf source before it opens its groups (it opens
+    them on its first status()): software events join the software group, all others the
+    hardware group. One the machine cannot count is reported by the source's status ("perf:
+    LLC-load-misses: no hardware PMU (virtual machine)"), never silently n/a."""
     wanted = list(dict.fromkeys(events))
     if not wanted:
         return
-    from snumap_tui.native import perf_event as pe
-    from snumap_tui.sources.perf import PerfSource
+    from snumap_tui.sources.perf import PerfSource, needs_pmu
 
     for s in sources:
         if not isinstance(s, PerfSource):
             continue
-        hw = [e for e in wanted if e in pe.HARDWARE_EVENTS and e not in s.hw_events]
-        sw = [e for e in wanted if e in pe.SOFTWARE_EVENTS and e not in s.sw_events]
+        hw = [e for e in wanted if needs_pmu(e, s.root) and e not in s.hw_events]
+        sw = [e for e in wanted if not needs_pmu(e, s.root) and e not in s.sw_events]
         s.hw_events = (*s.hw_events, *hw)
         s.sw_events = (*s.sw_events, *sw)
 

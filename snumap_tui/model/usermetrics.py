@@ -25,6 +25,7 @@ counters, and every mistake is one ``SnumapError`` line naming the file and the 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -59,6 +60,8 @@ _ALIASES = {t.lower(): t for t in OBJECT_TYPES} | {
 MAX_FILE_BYTES = 1 << 20
 MAX_METRICS = 1000
 MAX_FALLBACKS = 16
+MAX_NAME = 64
+_NAME = re.compile(f"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME - 1}}}")
 
 _KEYS = {"object", "obj", "formula", "ctr", "expr", "unit", "description", "rule", "logscale",
          "scale", "min", "max", "warn_above", "warn_below", "crit_above", "crit_below",
@@ -148,6 +151,13 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
     events = data.get("events", [])
     if not isinstance(events, list) or not all(isinstance(e, str) and e for e in events):
         raise SnumapError(f"{source}: 'events' must be a list of perf event names")
+    from snumap_tui.native.perf_spec import EventSpecError, check_syntax
+
+    for e in events:
+        try:
+            check_syntax(e)
+        except EventSpecError as exc:
+            raise SnumapError(f"{source}: {exc}") from None
     known = frozenset(COUNTERS) | {perf_counter_name(e) for e in events}
     tables = data.get("metric", {})
     if not isinstance(tables, Mapping):
@@ -156,9 +166,12 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
         raise SnumapError(f"{source}: {len(tables)} metrics (at most {MAX_METRICS})")
     metrics = []
     for name, spec in tables.items():
-        if not name.replace("_", "").isalnum():
+        # ASCII only: a name becomes part of Prometheus rule names ([a-zA-Z_:][a-zA-Z0-9_:]*),
+        # where str.isalnum's "é" or "٣" would make the rules file invalid.
+        if not _NAME.fullmatch(name):
             raise SnumapError(f"{source}: metric name {name!r} may only hold letters, digits "
-                              f"and '_'")
+                              f"and '_' (ASCII, not starting with a digit, at most "
+                              f"{MAX_NAME} characters)")
         metrics.append(_metric(f"{source}: metric {name!r}", name, spec, known))
     return metrics, list(events)
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from snumap_tui.native import perf_event as pe
 from snumap_tui.native import perf_pmu as pmus
+from snumap_tui.native import perf_spec
 from snumap_tui.sources._io import Reader, is_live, read_optional, read_text
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.freq import online_cpus
@@ -87,13 +88,27 @@ def raise_fd_limit(needed: int) -> None:
 class Group:
     """One perf group (leader first); members that could not be opened are left out."""
 
-    def __init__(self, events: Sequence[str], pid: int, cpu: int) -> None:
+    def __init__(self, events: Sequence[str], pid: int, cpu: int,
+                 root: Path = Path("/")) -> None:
         self.events: list[str] = []
         self.fds: list[int] = []
         self.errors: dict[str, pe.PerfOpenError] = {}
+        specs: list[tuple[str, perf_spec.EventSpec]] = []
         for ev in events:
-            type_, config = pe.event_by_name(ev)
-            attr = pe.make_attr(type_, config, read_format=pe.GROUP_READ_FORMAT)
+            try:
+                specs.append((ev, event_spec(ev, root)))
+            except perf_spec.EventSpecError as exc:
+                self.errors[ev] = pe.PerfOpenError(errno.EINVAL, str(exc), None, ev)
+        # A clock (cpu-clock, task-clock: hrtimer events) never leads a group: counting a
+        # whole PU, the members of a group it leads read 0 (seen on Linux 6.18: page faults
+        # under a task-clock leader stayed 0 while 16 K pages were touched).
+        specs.sort(key=lambda es: es[1].type == perf_spec.PERF_TYPE_SOFTWARE
+                   and es[1].config in (0, 1))
+        for ev, spec in specs:
+            attr = pe.make_attr(spec.type, spec.config, read_format=pe.GROUP_READ_FORMAT,
+                                config1=spec.config1, config2=spec.config2,
+                                exclude_user=spec.exclude_user,
+                                exclude_kernel=spec.exclude_kernel, exclude_hv=spec.exclude_hv)
             leader = self.fds[0] if self.fds else -1
             try:
                 fd = pe.perf_event_open(attr, pid, cpu, leader, event=ev)
@@ -115,13 +130,30 @@ class Group:
         self.fds = []
 
 
+def event_spec(ev: str, root: Path = Path("/")) -> perf_spec.EventSpec:
+    """The perf_event_attr fields of an event as perf(1) names it (native/perf_spec.py)."""
+    return perf_spec.parse_event(ev, root)
+
+
+def needs_pmu(ev: str, root: Path = Path("/")) -> bool:
+    """True unless ev is a software event (an unparsable name counts as needing the PMU: its
+    own error says why)."""
+    try:
+        return event_spec(ev, root).needs_pmu
+    except perf_spec.EventSpecError:
+        return True
+
+
 def _event_status(ev: str, errors: list[pe.PerfOpenError], opened: int, total: int,
                   hw_missing: tuple[str, str] | None) -> SourceStatus:
     name = f"perf:{ev}"
     if opened:
         caveat = None if opened == total else f"open on {opened} of {total} PUs"
         return SourceStatus(name, True, caveat, None, {"cpus": opened})
-    if ev in HW_EVENTS and hw_missing:
+    if errors and isinstance(errors[0].reason, str) and errors[0].reason.startswith(
+            ("event ", "unknown event", "an event")):
+        return SourceStatus(name, False, errors[0].reason, None)
+    if needs_pmu(ev) and hw_missing:
         return SourceStatus(name, False, hw_missing[0], hw_missing[1])
     if errors:
         e = errors[0]
@@ -165,7 +197,7 @@ class PerfSource:
             for events in ((self.hw_events if hw_ok else ()), self.sw_events):
                 if not events:
                     continue
-                g = Group(events, -1, cpu)
+                g = Group(events, -1, cpu, self.root)
                 for ev, exc in g.errors.items():
                     self._errors.setdefault(ev, []).append(exc)
                 if g.fds:
@@ -300,7 +332,7 @@ class ThreadCounters:
         for tid in sorted(tids - per_tid.keys()):
             groups = []
             for events in (self.hw_events, self.sw_events):
-                g = Group(events, tid, -1)
+                g = Group(events, tid, -1, self.root)
                 if g.fds:
                     groups.append(g)
                 elif g.errors and events is self.sw_events:

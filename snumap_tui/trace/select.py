@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.textsafe import safe_lines
 from snumap_tui.trace.base import Tracer
 
 ORDER = ("libbpf", "bcc", "perf", "proc")
@@ -50,7 +51,7 @@ def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = 
     ``auto`` tries libbpf, bcc, perf, proc in that order; a named backend that cannot run here is an
     error that says why. Each line is also passed to SAY (default: stderr).
     """
-    say = say or (lambda s: print(s, file=sys.stderr))
+    say = say or (lambda s: print(safe_lines(s), file=sys.stderr))
     lines: list[str] = []
     names = ORDER if backend == "auto" else (backend,)
     for name in names:
@@ -75,7 +76,7 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
     """Choose and start a tracer; with ``auto``, a backend that is available but fails to
     start (bcc cannot compile, perf_event_open refused) is stopped and gives way to the next
     one."""
-    say = say or (lambda s: print(s, file=sys.stderr))
+    say = say or (lambda s: print(safe_lines(s), file=sys.stderr))
     roots = list(pids) if pids is not None else None
     failed: dict[str, SourceStatus] = {}
     while True:

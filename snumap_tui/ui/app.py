@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
+from rich.markup import escape as escape_markup
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
@@ -28,6 +29,7 @@ from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
+from snumap_tui.ui import safe_screen
 from snumap_tui.ui.app_processes import ProcessListMixin
 from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
 from snumap_tui.ui.driver import QuietDriverMixin
@@ -132,6 +134,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
                  origin: tuple[str, str] | None = None, sort_key: str = "cpu",
                  pids: frozenset[int] | None = None, user: str | None = None) -> None:
         super().__init__()
+        safe_screen.install(self)        # no terminal control in a name reaches the screen
         # The process list's sort, tree, filter, -p and -u (app_processes.py).
         self._init_process_list(sort_key, pids, user)
         # Not this machine's live numbers: ("fsroot", DIR) for --fsroot, ("topology", NAME)
@@ -381,7 +384,8 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         panel.show_detail(detail)
         title = (f"sort {self.sort_key} · group {self.group_mode}"
                  + (" · tree" if self.tree_view else "")
-                 + (f" · filter '{self.filter_text}'" if self.filter_text else ""))
+                 + (f" · filter '{escape_markup(self.filter_text)}'" if self.filter_text
+                    else ""))
         if panel.border_title != title:
             panel.border_title = title        # setting it repaints the whole panel, every time
 

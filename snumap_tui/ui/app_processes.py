@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.app import App
 
 from snumap_tui.model.frame import TaskRow
+from snumap_tui.textsafe import safe_text
 from snumap_tui.ui.choices import ChoiceScreen, ConfirmScreen
 from snumap_tui.ui.process_table import SORT_COLUMN, SORT_NAME
 from snumap_tui.ui.processes import (
@@ -172,7 +173,7 @@ class ProcessListMixin:
             return
         options = [(str(num), Text(f"{num:>2} {name:<8} {what}"), True)
                    for name, num, what in SIGNALS]
-        pid, comm = t.pid, t.comm
+        pid, comm = t.pid, safe_text(t.comm)
         self._as_app.push_screen(ChoiceScreen(f"Send a signal to {pid} {comm}", options, "15"),
                          lambda num: self._confirm_signal(pid, comm, num))
 

@@ -417,7 +417,7 @@ def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
     parts = []
     for j in order.tolist():
         k = int(u[j])
-        name = "other (not traced)" if k < 0 else data.regions.key_name(k)
+        name = "other (not traced)" if k < 0 else data.key_name("region", k)
         wait = " (wait)" if k in data.regions.wait else ""
         parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
     busy = float(ns.sum()) / max(b - a, 1)

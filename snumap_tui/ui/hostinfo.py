@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.sources.cpuinfo import parse_cpu_model
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 
 
@@ -142,6 +143,8 @@ def read_host(root: Path, topo: Topology | None = None, *, local: bool = True,
                 break
     up = _read(root / "proc/uptime") if local else None
     la = _read(root / "proc/loadavg") if local else None
-    return HostInfo(host=host, kernel=kernel, cpu_model=model or "unknown CPU",
+    # The tree's, the file's or the machine's strings: escaped once for every view.
+    return HostInfo(host=safe_text(host), kernel=safe_text(kernel),
+                    cpu_model=safe_text(model or "unknown CPU"),
                     uptime_s=parse_uptime(up) if up else None,
                     load=parse_loadavg(la) if la else None)

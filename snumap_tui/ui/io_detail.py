@@ -16,6 +16,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from snumap_tui.textsafe import safe_text
 from snumap_tui.ui.palette import NA_STYLE
 
 WARN_STYLE = Style(color="red", bold=True)
@@ -30,7 +31,7 @@ def devices_text(uses: Sequence[Any], findings: Sequence[Any], width: int) -> Te
     for i, u in enumerate(uses):
         if i:
             out.append(" · ")
-        out.append(u.device.name, style="bold")
+        out.append(safe_text(u.device.name), style="bold")
         where = (f" pkg {u.package}" if u.package is not None else " place unknown") + \
             (f" NUMA {u.numa}" if u.numa is not None else "")
         out.append(where)

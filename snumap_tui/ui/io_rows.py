@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from snumap_tui.textsafe import safe_text
 from snumap_tui.ui.metricspec import fmt_bytes
 
 if TYPE_CHECKING:
@@ -221,6 +222,6 @@ def strip_lines(frame: Frame | None, topo: Topology, width: int) -> list[str]:
     for anchor, rs in places.items():
         obj = topo[anchor]
         where = f"N{obj.os_index}" if obj.type == "NUMANode" else obj.label().replace(" ", "")
-        text = f"I/O {where}: " + " · ".join(f"{r.name} {device_text(r)}" for r in rs)
+        text = f"I/O {where}: " + " · ".join(f"{safe_text(r.name)} {device_text(r)}" for r in rs)
         lines.append(text if len(text) <= width else text[:max(1, width - 1)] + "…")
     return lines

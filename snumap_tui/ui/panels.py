@@ -7,6 +7,7 @@ and replay drive them the same way. Text building is in pure functions next to e
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -19,6 +20,7 @@ from textual.widgets import Input, Static
 
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.backdrop import Backdrop, TextLines
 from snumap_tui.ui.heatmap import Heatmap
@@ -45,6 +47,9 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
     for another machine's tree (--topology/--synthetic: no live data at all)."""
     # Whole pieces or none (at 80 columns the model name was cut to "Intel (R) Xeo"): the
     # CPU model, the longest, is shortened at a word instead when it is what does not fit.
+    # The machine's own strings (a tree or file may carry any): escaped (textsafe).
+    host = replace(host, host=safe_text(host.host), kernel=safe_text(host.kernel),
+                   cpu_model=safe_text(host.cpu_model))
     kernel = f" │ {'Linux ' if width >= 100 else ''}{host.kernel}"
     rest = []
     if host.uptime_s is not None:
@@ -265,8 +270,8 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     and its memory per NUMA node."""
     if t is None:
         return Text(" no process selected", style=NA_STYLE)
-    head = f" {t.pid} {t.comm}"
-    fields = [("user", t.user), *([("job", t.job)] if t.job else []),
+    head = f" {t.pid} {safe_text(t.comm)}"
+    fields = [("user", safe_text(t.user)), *([("job", safe_text(t.job))] if t.job else []),
               ("threads", str(t.nthreads)), ("may run on", affinity_label(topo, t.affinity)),
               ("last PU", str(t.last_cpu) if t.last_cpu is not None else "n/a")]
     out = Text(_fit_fields(head, fields, width))

@@ -36,6 +36,7 @@ from textual.widgets import DataTable
 from textual.widgets._data_table import Row, RowKey
 
 from snumap_tui.model.frame import TaskRow
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import fmt_bytes
@@ -106,9 +107,12 @@ def widths(cols: Sequence[Col], width: int) -> list[int]:
 
 
 def line_str(cells: Sequence[str], cols: Sequence[Col], ws: Sequence[int]) -> str:
-    """One row as a string: cells cut or padded to their columns."""
+    """One row as a string: cells cut or padded to their columns. A cell's terminal
+    controls are escaped first (a process names itself: ``textsafe``); rows are cached as
+    strips, so this runs when a row changes, not at every repaint."""
     parts = []
     for cell, c, w in zip(cells, cols, ws):
+        cell = safe_text(cell)
         s = cell if len(cell) <= w else cell[:w - 1] + "…"
         parts.append(s.rjust(w) if c.right else s.ljust(w))
     return " " + " ".join(parts)

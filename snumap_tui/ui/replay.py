@@ -24,6 +24,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from snumap_tui.ui import safe_screen
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.gantt import (
     GanttState,
@@ -154,6 +155,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
 
     def __init__(self, data: ReplayData, speed: float = 1.0) -> None:
         super().__init__()
+        safe_screen.install(self)        # no terminal control in a name reaches the screen
         self.data = data
         self.state = GanttState(data.t0, data.t1)
         self.metric_i = 0
@@ -426,7 +428,9 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
                         if ticks else "this recording has no markers", severity="warning")
             return
         self.set_cursor(hit[0])
-        self.notify(f"marker at {fmt_time(hit[0] - self.data.t0)}: {hit[1]}", timeout=3)
+        # The marker's name is the traced program's text: not markup (ticks escaped it).
+        self.notify(f"marker at {fmt_time(hit[0] - self.data.t0)}: {hit[1]}", timeout=3,
+                    markup=False)
 
     def action_colour(self) -> None:
         modes = self.data.modes

@@ -19,6 +19,7 @@ from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.analysis.noderows import node_rows
 from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology
 
 MODES = ("process", "thread", "group")
@@ -73,7 +74,7 @@ class ReplayData:
         """Markers on the time axis: the recording's own (command start/exit) and the user's
         (mark lines, phase begins), in time order."""
         extra = self.regions.marks if self.regions is not None else []
-        return sorted([*self.markers, *extra])
+        return sorted((t, safe_text(s)) for t, s in [*self.markers, *extra])
 
     def intervals_for(self, mode: str) -> Intervals:
         if mode == REGION and self.regions is not None:
@@ -134,12 +135,12 @@ class ReplayData:
 
     @property
     def host(self) -> str:
-        return str(self.header.get("host") or self.header.get("hostname")
-                   or self.topology.meta.get("HostName") or "?")
+        return safe_text(self.header.get("host") or self.header.get("hostname")
+                         or self.topology.meta.get("HostName") or "?")
 
     def key_name(self, mode: str, key: int) -> str:
         if mode == REGION and self.regions is not None:
-            return self.regions.key_name(key)
+            return safe_text(self.regions.key_name(key))
         table = getattr(self.recording, "nodes", None)
         shown = table.label(key) if table is not None else key   # node:tid in a merged job
         if mode == "thread":
@@ -276,10 +277,12 @@ def load_replay(rec: Any, nodes: set[int] | None = None) -> ReplayData:
         labels = [RowLabel(r.package, r.numa, r.core, r.pu, r.node) for r in per_node]
     row_iv = np.searchsorted(iv.cpus, np.array(pus, dtype=np.int64))
     tasks = dict(getattr(rec, "tasks", {}) or {})
-    names = {tid: info.comm for tid, info in tasks.items()}
-    pid_names = {info.pid: info.comm for info in tasks.values() if info.tid == info.pid}
+    # Names are the traced processes' own: escaped here, once, for every view that shows them.
+    names = {tid: safe_text(info.comm) for tid, info in tasks.items()}
+    pid_names = {info.pid: safe_text(info.comm) for info in tasks.values()
+                 if info.tid == info.pid}
     for info in tasks.values():
-        pid_names.setdefault(info.pid, info.comm)
+        pid_names.setdefault(info.pid, safe_text(info.comm))
     groups = _groups(tasks, iv.pid_of_tid)
     keymaps: dict[str, KeyMap | None] = {"thread": None,
                                          "process": KeyMap.from_dict(iv.pid_of_tid),

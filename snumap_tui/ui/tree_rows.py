@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from snumap_tui.model.frame import Frame
+from snumap_tui.textsafe import safe_text
 from snumap_tui.topology.model import Topology, TopoObject
 from snumap_tui.ui.io_rows import default_io_collapsed, with_io_rows
 from snumap_tui.ui.metricspec import fmt_bytes, resolve
@@ -133,7 +134,7 @@ def visible_rows(topo: Topology, collapsed: Iterable[int] = ()) -> list[TreeRow]
 
 
 def _memkind(n: TopoObject) -> str:
-    return n.subtype or (n.info("MemoryTier") or "")
+    return safe_text(n.subtype or (n.info("MemoryTier") or ""))
 
 
 def chain_ids(topo: Topology, key: int) -> list[int]:
