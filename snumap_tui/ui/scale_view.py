@@ -21,11 +21,7 @@ from textual.widgets import Footer, Header, OptionList, Static
 
 from ..study.plots import config_label, efficiency_grid, regions_of, varying_dims
 
-try:
-    from ..textsafe import safe_text
-except ImportError:  # TODO(merge): the termsafe branch's function
-    def safe_text(s: str) -> str:
-        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(s))
+from ..textsafe import safe_text
 
 HELP = ("up/down or j/k: region   q: quit   h, F1, ?: this help\n"
         "cells: parallel efficiency = T(1) / (p * T(p)) at the same placement and input; "
