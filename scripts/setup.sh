@@ -95,6 +95,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$spec" ] || [ pyproject.toml -nt
   echo "$spec" > "$stamp"
 fi
 
+# Extra-P (the scale study's model tool) in a venv of its own, only to check that it reads the
+# files `snumap scale` writes for it: its wheel pins numpy < 2 and pulls in Qt.
+if [ "$mode" = test ] && [ ! -x .venv-extrap/bin/python ]; then
+  echo "setup: installing Extra-P into .venv-extrap (for one test of the files snumap writes for it)" >&2
+  python3 -m venv .venv-extrap.tmp && .venv-extrap.tmp/bin/python -m pip install -q extrap >/dev/null \
+    && mv .venv-extrap.tmp .venv-extrap || { rm -rf .venv-extrap.tmp; echo "setup: Extra-P not installed" >&2; }
+fi
+
 case "$mode" in
   run)  say "starting .venv/bin/snumap ${*:-top}"; exec .venv/bin/snumap "${@:-top}" ;;
   test) say "running the tests: .venv/bin/python -m pytest $*"; exec .venv/bin/python -m pytest "$@" ;;

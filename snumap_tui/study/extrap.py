@@ -1,0 +1,135 @@
+"""A study written in Extra-P's text input format, so users can open it in Extra-P itself.
+
+The format (Extra-P's `--text` reader) is line based:
+
+    PARAMETER threads [input]       the model parameters (numeric, at most four)
+    POINTS 1 2 4                    one value per point, or (1 10) (2 10) ... for several
+    METRIC time                     the metric the following DATA lines belong to
+    REGION program->main._omp_fn.0  a call path ('->' separates its levels)
+    DATA 0.251 0.249                the repetitions at one point, one line per point in
+                                    POINTS order, for each region
+
+Extra-P's parameters are numbers: placements and frequencies are not, so a study with several
+placements (or frequencies) gives one file per combination, named after it. A region must have
+a value at every point; one measured at only some of them is left out and named in a comment.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+PROGRAM = "program"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@<>\[\]-]")
+
+
+def _callpath(row: Mapping, parents: Mapping[str, str | None]) -> str:
+    region = str(row["region"])
+    if region == "(program)":
+        return PROGRAM
+    chain = [region]
+    seen = {region}
+    parent = parents.get(region)
+    while parent and parent != "(program)" and parent not in seen:
+        chain.append(parent)
+        seen.add(parent)
+        parent = parents.get(parent)
+    return "->".join([PROGRAM] + [_clean(c) for c in reversed(chain)])
+
+
+def _clean(name: str) -> str:
+    # A call path is one whitespace-free token per level in the text format; '->' splits levels.
+    return _UNSAFE.sub("_", name.replace("->", "_")) or "_"
+
+
+def _fmt(v: float) -> str:
+    return repr(float(v))
+
+
+def extrap_texts(measurements: Sequence[Mapping]) -> dict[str, str]:
+    """The Extra-P text files for these measurements: {file suffix: text}.
+
+    The suffix is '' when the study has one placement and one frequency, else
+    '-<places>-<freq>' for each combination."""
+    ok = [m for m in measurements
+          if m.get("status", "ok") == "ok" and isinstance(m.get("time_s"), (int, float))
+          and math.isfinite(float(m["time_s"])) and isinstance(m.get("threads"), int)]
+    numeric_input = all(isinstance(m.get("input_value"), (int, float)) for m in ok) and \
+        len({m.get("input_value") for m in ok}) > 1
+    parents = {str(m["region"]): m.get("parent") for m in ok}
+    groups: dict[tuple[str, str], list[Mapping]] = {}
+    for m in ok:
+        groups.setdefault((str(m.get("places") or ""), str(m.get("freq") or "")), []).append(m)
+    several = len(groups) > 1
+    out: dict[str, str] = {}
+    for (places, freq), ms in sorted(groups.items()):
+        suffix = ""
+        if several:
+            suffix = "-" + "-".join(_clean(x) for x in (places, freq) if x)
+        out[suffix] = _one_file(ms, parents, numeric_input, places, freq)
+    return out
+
+
+def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_input: bool,
+              places: str, freq: str) -> str:
+    def point(m: Mapping) -> tuple[float, ...]:
+        p = (float(m["threads"]),)
+        return p + (float(m["input_value"]),) if numeric_input else p
+
+    points = sorted({point(m) for m in ms})
+    metrics = ["time"]
+    if all(isinstance(m.get("energy_j"), (int, float)) and math.isfinite(m["energy_j"])
+           for m in ms):
+        metrics.append("energy")
+    by_region: dict[str, dict[tuple[float, ...], list[Mapping]]] = {}
+    for m in ms:
+        by_region.setdefault(_callpath(m, parents), {}).setdefault(point(m), []).append(m)
+    lines = [f"# snumap scale study; placement {places or '-'}, frequency {freq or '-'}"]
+    complete = {r: v for r, v in by_region.items() if all(p in v for p in points)}
+    for r in sorted(set(by_region) - set(complete)):
+        lines.append(f"# left out (not measured at every point): {r}")
+    lines.append("PARAMETER threads input" if numeric_input else "PARAMETER threads")
+    if numeric_input:
+        lines.append("POINTS " + " ".join(f"({_fmt(p[0])} {_fmt(p[1])})" for p in points))
+    else:
+        lines.append("POINTS " + " ".join(_fmt(p[0]) for p in points))
+    key = {"time": "time_s", "energy": "energy_j"}
+    for metric in metrics:
+        lines.append(f"METRIC {metric}")
+        for region in sorted(complete):
+            lines.append(f"REGION {region}")
+            for p in points:
+                reps = sorted(complete[region][p], key=lambda m: m.get("repeat", 0))
+                lines.append("DATA " + " ".join(_fmt(m[key[metric]]) for m in reps))
+    return "\n".join(lines) + "\n"
+
+
+def write_extrap(path: str | Path, measurements: Sequence[Mapping]) -> list[Path]:
+    """Write the Extra-P text file(s) of a study: `path` itself, or one file per placement and
+    frequency beside it (path's stem + '-<places>-<freq>' + its suffix). Returns the paths."""
+    path = Path(path)
+    texts = extrap_texts(measurements)
+    if not texts:
+        raise ValueError("no completed runs to write for Extra-P")
+    written = []
+    for suffix, text in texts.items():
+        target = path if not suffix else path.with_name(path.stem + suffix + path.suffix)
+        _write_atomic(target, text)
+        written.append(target)
+    return written
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,148 @@
+"""`snumap scale view STUDY`: a study's efficiency diagrams in the terminal.
+
+Left, the regions (the whole program first); right, the selected region's efficiency diagram
+(configurations by threads, each cell its parallel efficiency, coloured red below 0.5, yellow
+below 0.8, green above, the number printed so it reads without colour), then its table of
+times, speedup and efficiency per configuration, and its model and extrapolation.
+Keys: up/down (or j/k) choose the region, q quits, h/F1/? help.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, Header, OptionList, Static
+
+from ..study.plots import config_label, efficiency_grid, regions_of, varying_dims
+
+from ..textsafe import safe_text
+
+HELP = ("up/down or j/k: region   q: quit   h, F1, ?: this help\n"
+        "cells: parallel efficiency = T(1) / (p * T(p)) at the same placement and input; "
+        "red < 0.5, yellow < 0.8, green >= 0.8")
+
+
+def _cell_style(e: float) -> str:
+    if math.isnan(e):
+        return "grey50"
+    if e < 0.5:
+        return "bold white on rgb(170,30,40)"
+    if e < 0.8:
+        return "black on rgb(220,190,40)"
+    return "black on rgb(60,170,70)"
+
+
+def diagram(rows: Sequence[Mapping], region: str, cell: int = 7) -> Text:
+    """The efficiency diagram of one region as styled text (pure: also used by tests)."""
+    labels, threads, grid = efficiency_grid(rows, region)
+    out = Text()
+    if not labels:
+        out.append("no completed runs of this region\n", style="italic")
+        return out
+    width = max(len(lab) for lab in labels + ["threads"]) + 1
+    out.append("threads".rjust(width))
+    for t in threads:
+        out.append(str(t).center(cell))
+    out.append("\n")
+    for lab, line in zip(labels, grid):
+        out.append(safe_text(lab).rjust(width))
+        for e in line:
+            txt = "n/a" if math.isnan(e) else f"{e:.2f}"
+            out.append(" " + txt.center(cell - 2) + " ", style=_cell_style(e))
+        out.append("\n")
+    return out
+
+
+def table(rows: Sequence[Mapping], region: str) -> Text:
+    mine = [r for r in rows if r.get("region") == region]
+    dims = varying_dims(rows)
+    out = Text()
+    out.append(f"{'configuration':<24} {'threads':>7} {'median s':>9} {'min s':>8} "
+               f"{'max s':>8} {'speedup':>8} {'effic.':>7} {'serial f.':>9} {'energy J':>9}\n",
+               style="bold")
+
+    def num(v, fmt: str) -> str:
+        return fmt.format(v) if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
+
+    for r in sorted(mine, key=lambda r: (config_label(r, dims), int(r["threads"]))):
+        out.append(f"{safe_text(config_label(r, dims))[:24]:<24} {int(r['threads']):>7} "
+                   f"{num(r.get('time_median_s'), '{:.4f}'):>9} "
+                   f"{num(r.get('time_min_s'), '{:.4f}'):>8} "
+                   f"{num(r.get('time_max_s'), '{:.4f}'):>8} "
+                   f"{num(r.get('speedup'), '{:.2f}'):>8} "
+                   f"{num(r.get('efficiency'), '{:.2f}'):>7} "
+                   f"{num(r.get('karp_flatt'), '{:.2f}'):>9} "
+                   f"{num(r.get('energy_j'), '{:.1f}'):>9}\n")
+    return out
+
+
+class ScaleViewApp(App):
+    """The study viewer; rows are the aggregated rows, models {region: text lines}."""
+
+    TITLE = "snumap scale view"
+    CSS = """
+    #regions { width: 34; }
+    #detail { padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "quit"), Binding("j", "down", show=False),
+                Binding("k", "up", show=False), Binding("h", "help", "help"),
+                Binding("f1", "help", show=False), Binding("question_mark", "help", show=False)]
+
+    def __init__(self, rows: Sequence[Mapping], models: Mapping[str, Sequence[str]],
+                 title: str = "") -> None:
+        super().__init__()
+        self.rows = list(rows)
+        self.models = dict(models)
+        self.regions = regions_of(self.rows)
+        self.sub_title = safe_text(title)
+        self._help = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            yield OptionList(*[safe_text(r) for r in self.regions] or ["(no regions)"],
+                             id="regions")
+            with VerticalScroll(id="detail"):
+                yield Static(id="diagram")
+                yield Static(id="table")
+                yield Static(id="model")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#regions", OptionList).highlighted = 0
+        self._show(0)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show(event.option_index)
+
+    def action_down(self) -> None:
+        self.query_one("#regions", OptionList).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one("#regions", OptionList).action_cursor_up()
+
+    def action_help(self) -> None:
+        self._help = not self._help
+        idx = self.query_one("#regions", OptionList).highlighted or 0
+        self._show(idx)
+
+    def _show(self, index: int) -> None:
+        if not self.regions:
+            self.query_one("#diagram", Static).update("this study has no completed runs yet")
+            return
+        region = self.regions[min(index, len(self.regions) - 1)]
+        head = Text(f"parallel efficiency: {safe_text(region)}\n", style="bold")
+        if self._help:
+            head.append(HELP + "\n\n", style="italic")
+        head.append_text(diagram(self.rows, region))
+        self.query_one("#diagram", Static).update(head)
+        self.query_one("#table", Static).update(table(self.rows, region))
+        lines = self.models.get(region) or ["model: n/a (no model for this region)"]
+        self.query_one("#model", Static).update(
+            Text("\n" + "\n".join(safe_text(x) for x in lines)))
