@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from snumap_tui import study as study_api
 from snumap_tui.errors import SnumapError
 from snumap_tui.study import configs as C
 from snumap_tui.study.freq import CpuFreq, restore_leftover
@@ -287,3 +288,32 @@ def test_placement_finding_says_when_the_cpus_are_the_same() -> None:
     assert "both on" not in _placement_finding("r", rows, "threads", other)[0]["text"]
     rows[1]["time_median_s"] = 1.05            # under 10 %: no finding
     assert _placement_finding("r", rows, "threads", other) == []
+
+
+def test_models_plots_extrap_and_view_cli(tmp_path: Path) -> None:
+    """The report's PMNF models recover Amdahl's law, --plot and --extrap write their files,
+    `scale view --screenshot` draws the efficiency diagram (four thread counts, so the models
+    come from a hypothesis search, not the two-point rule)."""
+    make_study(tmp_path / "s", threads=[1, 2, 4, 8], repeats=2,
+               serial={"amdahl": 0.2, "scales": 0.0})
+    r = scale("report", str(tmp_path / "s"), "--json", "--predict", "64", "--plot",
+              str(tmp_path / "plots"), "--extrap", str(tmp_path / "study.txt"))
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    models = rep["models"]["models"]
+    assert "threads^(-1)" in models["amdahl"]["formula"] and "note" not in models["amdahl"]
+    # T(p) = T1 (0.2 + 0.8 / p): at 64 threads 0.2125 T1
+    t1 = next(a["time_median_s"] for a in study_api.load(tmp_path / "s").aggregated()
+              if a["region"] == "amdahl" and a["threads"] == 1)
+    assert models["amdahl"]["at_predict"]["time_s"] == pytest.approx(0.2125 * t1, rel=0.02)
+    names = {p.name for p in (tmp_path / "plots").iterdir()}
+    assert {"efficiency-amdahl.svg", "speedup.svg", "speedup.png"} <= names
+    text = (tmp_path / "study.txt").read_text()
+    assert "PARAMETER threads" in text and "REGION program->amdahl" in text
+    svg = tmp_path / "view.svg"
+    r = scale("view", str(tmp_path / "s"), "--screenshot", str(svg), "--size", "120x30")
+    assert r.returncode == 0, r.stderr
+    body = svg.read_text()
+    assert "parallel&#160;efficiency" in body or "parallel efficiency" in body
+    r = scale("view", str(tmp_path / "s"), "--screenshot", str(svg), "--size", "9x9")
+    assert r.returncode == 2 and "--size" in r.stderr

@@ -225,6 +225,11 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--format", default="parquet", choices=["parquet", "json", "csv"])
         p.add_argument("-o", "--output", required=True, metavar="FILE")
         p.add_argument("--force", action="store_true", help="overwrite FILE")
+    elif verb == "view":
+        p.add_argument("--screenshot", metavar="OUT.svg",
+                       help="do not open the terminal UI: write an SVG screenshot and exit")
+        p.add_argument("--size", default="120x40", metavar="WxH",
+                       help="with --screenshot: the terminal size (default 120x40)")
     elif verb == "task":
         p.add_argument("--list", required=True)
         p.add_argument("--index", type=int, required=True)
@@ -238,23 +243,20 @@ def _verb(verb: str, argv: list[str]) -> int:
         return _report(data, args)
     if verb == "export":
         return _export(data, args)
-    from snumap_tui.study import optional
+    from snumap_tui.ui.scale_view import run_view
 
-    scale_view = optional("snumap_tui.ui.scale_view", "scale view")
-    return int(scale_view.run_view(data.dir) or 0)
+    return run_view(data, screenshot=args.screenshot, size=args.size)
 
 
 def _report(data: Any, args: argparse.Namespace) -> int:
-    from snumap_tui.study import optional
+    from snumap_tui.study import extrap, plots
     from snumap_tui.study.report import format_report
 
     rep = data.report(args.predict)
     if args.plot:
-        plots = optional("snumap_tui.study.plots", "--plot")
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
     if args.extrap:
-        extrap = optional("snumap_tui.study.extrap", "--extrap")
         extrap.write_extrap(Path(args.extrap), data.measurements)
         rep["extrap"] = args.extrap
     if args.json:

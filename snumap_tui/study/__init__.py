@@ -12,9 +12,8 @@ The Python API::
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.study.data import StudyData
@@ -26,18 +25,3 @@ def load(path: str | Path) -> StudyData:
     from snumap_tui.study.manifest import open_study
 
     return StudyData(open_study(path))
-
-
-def optional(module: str, what: str) -> Any:
-    """MODULE (the model, Extra-P, plot and view parts), or SnumapError saying WHAT needs it
-    when this build lacks it, or which package it misses."""
-    from snumap_tui.errors import SnumapError
-
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            raise SnumapError(f"{what}: needs {module}, which this build does not have") \
-                from None
-        raise SnumapError(f"{what}: needs the Python package {exc.name}: install it "
-                          "(pip install 'snumap[plots]' for pictures)") from None

@@ -236,13 +236,8 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
            ) -> dict[str, Any]:
     """PMNF models of each region's time (snumap_tui.study.pmnf), extrapolated to the
     machine's cores and to PREDICT; unavailable, with why, where that module is missing."""
-    from snumap_tui.errors import SnumapError
-    from snumap_tui.study import optional
+    from snumap_tui.study import pmnf
 
-    try:
-        pmnf = optional("snumap_tui.study.pmnf", "models")
-    except SnumapError as exc:
-        return {"available": False, "why": str(exc)}
     rows = [a for a in agg if a.get("time_median_s") is not None]
     try:
         fitted = pmnf.fit_models(rows, params=("threads",))
@@ -251,7 +246,10 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
     cores = int((manifest.get("machine") or {}).get("cores") or 0)
     out = {}
     for region, m in fitted.items():
-        item: dict[str, Any] = {"formula": m.formula}
+        item: dict[str, Any] = {"formula": m.formula, "cv_smape_pct": m.cv_smape,
+                                "points": m.points}
+        if m.note:
+            item["note"] = m.note
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
                 item[label] = {"p": p, "time_s": float(m.predict(p))}
@@ -315,11 +313,13 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     lines += [f"  - {f['text']}" for f in rep["findings"]] or ["  none"]
     mo = rep["models"]
     if mo.get("available"):
-        lines += ["", "Models (time in s as a function of threads p):"]
+        lines += ["", "Models (PMNF, time in s as a function of the thread count; hypotheses "
+                  "chosen by leave-one-out cross-validation):"]
         for r, item in mo["models"].items():
             extra = "".join(f"; {v['time_s']:.3f} s at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))
-            lines.append(f"  {r}: {item['formula']}{extra}"[:200])
+            note = f" ({item['note']})" if item.get("note") else ""
+            lines.append(f"  {r}: {item['formula']}{extra}{note}"[:240])
     else:
         lines += ["", f"Models: n/a: {mo.get('why')}"]
     return "\n".join(lines)

@@ -20,7 +20,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, OptionList, Static
 
 from ..study.plots import config_label, efficiency_grid, regions_of, varying_dims
-
 from ..textsafe import safe_text
 
 HELP = ("up/down or j/k: region   q: quit   h, F1, ?: this help\n"
@@ -60,25 +59,29 @@ def diagram(rows: Sequence[Mapping], region: str, cell: int = 7) -> Text:
 
 
 def table(rows: Sequence[Mapping], region: str) -> Text:
+    """Times, speedup, efficiency, serial fraction and energy per configuration (fits 84
+    columns: the detail pane of a 120-column terminal)."""
     mine = [r for r in rows if r.get("region") == region]
     dims = varying_dims(rows)
-    out = Text()
-    out.append(f"{'configuration':<24} {'threads':>7} {'median s':>9} {'min s':>8} "
-               f"{'max s':>8} {'speedup':>8} {'effic.':>7} {'serial f.':>9} {'energy J':>9}\n",
-               style="bold")
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(f"{'configuration':<18}{'thr':>4}{'median':>9}{'min':>8}{'max':>8}"
+               f"{'speedup':>8}{'eff':>6}{'serial':>7}{'energy J':>10}\n", style="bold")
 
     def num(v, fmt: str) -> str:
         return fmt.format(v) if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
 
     for r in sorted(mine, key=lambda r: (config_label(r, dims), int(r["threads"]))):
-        out.append(f"{safe_text(config_label(r, dims))[:24]:<24} {int(r['threads']):>7} "
-                   f"{num(r.get('time_median_s'), '{:.4f}'):>9} "
-                   f"{num(r.get('time_min_s'), '{:.4f}'):>8} "
-                   f"{num(r.get('time_max_s'), '{:.4f}'):>8} "
-                   f"{num(r.get('speedup'), '{:.2f}'):>8} "
-                   f"{num(r.get('efficiency'), '{:.2f}'):>7} "
-                   f"{num(r.get('karp_flatt'), '{:.2f}'):>9} "
-                   f"{num(r.get('energy_j'), '{:.1f}'):>9}\n")
+        eff = r.get("efficiency")
+        out.append(f"{safe_text(config_label(r, dims))[:17]:<18}{int(r['threads']):>4}"
+                   f"{num(r.get('time_median_s'), '{:.4f}'):>9}"
+                   f"{num(r.get('time_min_s'), '{:.4f}'):>8}"
+                   f"{num(r.get('time_max_s'), '{:.4f}'):>8}"
+                   f"{num(r.get('speedup'), '{:.2f}'):>8}")
+        e = num(eff, "{:.2f}")
+        out.append(f"{e:>6}", style=_cell_style(float(eff)).split(" on ")[-1]
+                   if isinstance(eff, (int, float)) and math.isfinite(eff) else "")
+        out.append(f"{num(r.get('karp_flatt'), '{:.2f}'):>7}"
+                   f"{num(r.get('energy_j'), '{:.1f}'):>10}\n")
     return out
 
 
@@ -146,3 +149,49 @@ class ScaleViewApp(App):
         lines = self.models.get(region) or ["model: n/a (no model for this region)"]
         self.query_one("#model", Static).update(
             Text("\n" + "\n".join(safe_text(x) for x in lines)))
+
+
+def model_lines(report: Mapping) -> dict[str, list[str]]:
+    """{region: text lines} of the study report's models (formula and extrapolations)."""
+    models = report.get("models") or {}
+    if not models.get("available"):
+        why = models.get("why", "no models")
+        return {"": [f"model: n/a ({why})"]}
+    out: dict[str, list[str]] = {}
+    for region, m in (models.get("models") or {}).items():
+        lines = [f"model (PMNF, time in s, p = threads): {m['formula']}"]
+        for key in ("at_cores", "at_predict"):
+            if key in m:
+                lines.append(f"  extrapolated to p = {m[key]['p']}: {m[key]['time_s']:.4f} s")
+        out[region] = lines
+    return out
+
+
+def run_view(data, screenshot: str | None = None, size: str = "120x40") -> int:
+    """Open the view of a loaded study (snumap_tui.study.load); with screenshot, write the
+    screen as SVG instead and return."""
+    from pathlib import Path
+
+    from ..errors import SnumapError
+
+    report = data.report(None)
+    app = ScaleViewApp(data.aggregated(), model_lines(report), title=str(data.dir))
+    if not screenshot:
+        app.run()
+        return 0
+    try:
+        w, h = (int(x) for x in size.lower().split("x"))
+    except ValueError:
+        raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {size!r}") from None
+    if not (20 <= w <= 1000 and 5 <= h <= 500):
+        raise SnumapError(f"--size: {w}x{h} is out of range (20x5 to 1000x500)")
+    out = Path(screenshot)
+
+    async def pilot_fn(pilot) -> None:
+        await pilot.pause()
+        pilot.app.save_screenshot(filename=out.name, path=str(out.parent or "."))
+        pilot.app.exit(0)
+
+    app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)
+    print(f"snumap: wrote {out}")
+    return 0
