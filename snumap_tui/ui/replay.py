@@ -250,7 +250,9 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
                 two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
                             "bold"))
             if self.state.filter_text:
-                two.append((f" │ filter '{self.state.filter_text}'", "bold yellow"))
+                none = self.state.only_tids is not None and not len(self.state.only_tids)
+                two.append((f" │ filter '{self.state.filter_text}'"
+                            + (": no match" if none else ""), "bold yellow"))
             two.append((f" │ by {self.state.mode}", ""))
         elif self._frame is None:
             two.append((" │ no samples recorded here: n/a", "bold magenta"))

@@ -79,6 +79,13 @@ class ReplayData:
         if mode == REGION and self.regions is not None:
             return self.regions.intervals
         return self.intervals
+
+    def owners_for(self, mode: str) -> list[np.ndarray] | None:
+        """Who ran each interval of ``intervals_for(mode)`` when its tid column holds other
+        keys (by region: region keys), for the typed filter; None: the tid column."""
+        if mode == REGION and self.regions is not None:
+            return self.regions.tids
+        return None
     folded: set[str] = field(default_factory=set)         # nodes shown as one row
     all_rows: tuple[list[RowLabel], np.ndarray] | None = None   # unfolded labels, row_iv
     pending: int = 0            # nodes of a merged job whose events are still being read
