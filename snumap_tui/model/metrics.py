@@ -300,13 +300,17 @@ def _builtin() -> list[Metric]:
         # -- memory per NUMA node, summed for objects that hold nodes
         m("mem_total_bytes", "mem_total", unit="B", vmax=2.0**40, group="memory",
           description="memory of the NUMA nodes"),
-        m("mem_used_bytes", "mem_used", unit="B", vmax=2.0**40, group="memory",
-          description="memory in use on the NUMA nodes, page cache included "
-          "(node meminfo MemUsed = MemTotal - MemFree)"),
+        # Used is what free(1) calls used: without the page cache. Node meminfo's MemUsed is
+        # MemTotal - MemFree and counts the cache; FilePages is the node's page cache
+        # (Documentation/filesystems/proc.rst). Without FilePages, MemUsed as it is.
+        m("mem_used_bytes", ["mem_used - file_pages", "mem_used"], unit="B", vmax=2.0**40,
+          group="memory", description="memory in use on the NUMA nodes, without the page "
+          "cache (what free(1) calls used: MemTotal - MemFree - FilePages)"),
         m("mem_free_bytes", "mem_free", unit="B", vmax=2.0**40, group="memory",
           description="free memory on the NUMA nodes"),
-        m("mem_used_pct", "100 * mem_used / mem_total", unit="%", group="memory",
-          description="memory in use, page cache included", thresholds=(_t(">", 90, "warn", "node memory almost "
+        m("mem_used_pct", ["100 * (mem_used - file_pages) / mem_total",
+                           "100 * mem_used / mem_total"], unit="%", group="memory",
+          description="memory in use, without the page cache", thresholds=(_t(">", 90, "warn", "node memory almost "
                                                       "full"), _t(">", 98, "crit", "node "
                                                       "memory full"))),
         m("mem_anon_bytes", "anon_pages", unit="B", vmax=2.0**40, group="memory",
