@@ -98,6 +98,10 @@ class GanttState:
     def span(self) -> int:
         return max(self.t1 - self.t0, 1)
 
+    def col_of(self, t: int, cols: int) -> int:
+        """The column of time ``t`` in a chart of ``cols`` columns (clamped to the chart)."""
+        return max(0, min(cols - 1, int((t - self.t0) * cols // self.span)))
+
 
 @dataclass
 class Layout:
