@@ -453,6 +453,8 @@ def operations(path: str, out: str) -> list[tuple[str, Callable[[], str | None]]
         ("export csv", lambda: cli(["export", path, "--format", "csv", "-o", out, "--force"])),
         ("export samples", lambda: cli(["export", path, "--format", "csv", "--table",
                                         "samples", "-o", out, "--force"])),
+        ("export readings", lambda: cli(["export", path, "--format", "csv", "--table",
+                                         "readings", "-o", out, "--force"])),
         ("export events", lambda: cli(["export", path, "--format", "csv", "--table", "events",
                                        "-o", out, "--force"])),
         ("replay load", lambda: replay_load(path)),
