@@ -153,6 +153,17 @@ class Metric:
     def formula(self) -> str:
         return " | ".join(e.text for e in self.exprs)
 
+    def evaluate(self, env: Mapping[str, np.ndarray], size: int) -> np.ndarray:
+        """The formulas on these counters (``size`` values each), per element the first that
+        gives a value; a formula reading a counter ``env`` lacks is skipped; NaN where none
+        gives one. For a few values outside a sweep (derive evaluates the whole catalogue at
+        once, evaluate.py)."""
+        out = np.full(size, np.nan)
+        for e in self.exprs:
+            if e.needs <= env.keys():
+                out = np.where(np.isnan(out), e.evaluate(env, size), out)
+        return out
+
     def levels(self, values: np.ndarray) -> np.ndarray:
         """0 (fine), 1 (warn) or 2 (crit) per value; NaN is 0 (nothing to flag)."""
         out = np.zeros(np.shape(values), dtype=np.int8)
