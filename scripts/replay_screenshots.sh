@@ -16,11 +16,21 @@ $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
 $S replay "$tmp/real.rec" --screenshot screenshots/replay-real-help.svg --keys h
-# An imbalanced OpenMP program coloured by region (needs gcc -fopenmp and root for uprobes).
+# OpenMP programs coloured by region (needs gcc -fopenmp and root for uprobes), in colour
+# (COLORTERM: the headless screenshot would otherwise draw the legend's letters), recorded
+# from the scratch folder so the report names ./demo_omp_imbalance, not a path here: an
+# imbalanced one, and one whose regions hold thousands of critical sections, its threads
+# spinning at the region's end (OMP_WAIT_POLICY=active: the closing barrier's ┄).
+here=$PWD
 gcc -g -O1 -fopenmp scripts/demo_omp_imbalance.c -o "$tmp/demo_omp_imbalance"
-$S record -o "$tmp/omp.rec" -- "$tmp/demo_omp_imbalance"
-$S replay "$tmp/omp.rec" --screenshot screenshots/replay-regions.svg --size 120x24 --by region
-$S report "$tmp/omp.rec" > screenshots/replay-regions-report.txt
+gcc -g -O1 -fopenmp scripts/demo_omp_critical.c -o "$tmp/demo_omp_critical"
+(cd "$tmp" && "$here/$S" record -o omp.rec -- ./demo_omp_imbalance &&
+   OMP_WAIT_POLICY=active "$here/$S" record -o critical.rec -- ./demo_omp_critical &&
+   "$here/$S" report omp.rec > "$here/screenshots/replay-regions-report.txt")
+COLORTERM=truecolor $S replay "$tmp/omp.rec" --screenshot screenshots/replay-regions.svg \
+  --size 120x24 --by region
+COLORTERM=truecolor $S replay "$tmp/critical.rec" --by region --size 120x24 \
+  --screenshot screenshots/replay-regions-critical.svg
 NO_COLOR=1 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-no-color.svg --size 120x24
 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
   --keys "slash,d,e,m,o,enter,plus,plus,plus"

@@ -140,7 +140,7 @@ def api_seed(out: Path) -> None:
 def merged_seed(where: Path) -> Path:
     """A job of two nodes as `snumap merge` writes it (format 2: node chunks, shifts)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from jobrecs import WALL, node_rec
+    from jobrecs import MB, WALL, node_rec, with_samples
 
     from snumap_tui.store.merge import merge
 
@@ -148,6 +148,10 @@ def merged_seed(where: Path) -> Path:
     b = node_rec(where / "node-b.rec", "b", 95 * 10**9, WALL + 5 * 10**9,
                  rank_pids={2: 500, 3: 777}, runs={3: [(0, 30_000_000)]})
     merge([a, b], where / "merged.rec")
+    # and a job whose nodes sampled metrics (read back as one sample per step)
+    c = with_samples(where / "node-c.rec", "c", 100 * 10**9, WALL, 0.5, MB, 20.0)
+    d = with_samples(where / "node-d.rec", "d", 95 * 10**9, WALL + 5 * 10**9, 1.0, MB, 50.0)
+    merge([c, d], where / "merged-samples.rec")
     return where / "merged.rec"
 
 
@@ -164,6 +168,7 @@ def make_seeds(where: Path) -> tuple[dict[str, bytes], list[str]]:
     api_seed(where / "api.rec")
     seeds["api"] = (where / "api.rec").read_bytes()
     seeds["merged"] = merged_seed(where).read_bytes()
+    seeds["merged-samples"] = (where / "merged-samples.rec").read_bytes()
     return seeds, skipped
 
 
@@ -453,6 +458,8 @@ def operations(path: str, out: str) -> list[tuple[str, Callable[[], str | None]]
         ("export csv", lambda: cli(["export", path, "--format", "csv", "-o", out, "--force"])),
         ("export samples", lambda: cli(["export", path, "--format", "csv", "--table",
                                         "samples", "-o", out, "--force"])),
+        ("export readings", lambda: cli(["export", path, "--format", "csv", "--table",
+                                         "readings", "-o", out, "--force"])),
         ("export events", lambda: cli(["export", path, "--format", "csv", "--table", "events",
                                        "-o", out, "--force"])),
         ("replay load", lambda: replay_load(path)),

@@ -127,13 +127,21 @@ def test_csv_intervals_parse_back(recording: Path, capsys: pytest.CaptureFixture
     assert {int(r["pid"]) for r in rows} == {100, 200}
 
 
-def test_csv_samples_and_events(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["export", str(recording), "--format", "csv", "--table", "samples", "-o", "-"]) == 0
+def test_csv_readings_and_events(recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(recording), "--format", "csv", "--table", "readings",
+                 "-o", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     ticks = {r["index"]: int(r["value"]) for r in rows if r["field"] == "ticks"}
     assert ticks == {"0.0": 1, "0.1": 2, "1.0": 3, "1.1": 4}
     nan = [r for r in rows if r["field"] == "energy_uj"]
     assert nan and nan[0]["value"] == ""          # unreadable stays empty, never 0
+    # A RAPL domain's (a device's) name is the row's index, never a value; the value
+    # column holds numbers only.
+    assert nan[0]["index"] == "package-0"
+    assert not [r for r in rows if r["field"] in ("domains", "cpus")]
+    for r in rows:
+        if r["value"]:
+            float(r["value"])
     assert main(["export", str(recording), "--format", "csv", "--table", "events", "-o", "-"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == len(SCENARIO)

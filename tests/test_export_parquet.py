@@ -141,3 +141,25 @@ def test_samples_are_the_models_metrics(tmp_path: Path) -> None:
     machine = sql(con, "SELECT value FROM 'run.parquet/samples.parquet' WHERE metric = "
                        "'util_pct' AND object_type = 'Machine' ORDER BY t_ns", out)
     assert [v for (v,) in machine] == [37.5, 50.0]
+
+
+def test_csv_samples_are_the_parquet_samples(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """One name, one table: ``--format csv --table samples`` has the rows of Parquet's
+    ``samples`` (the metrics per object per frame); the raw readings are ``readings``."""
+    import csv
+    import io
+
+    rec = write_recording(tmp_path / "s.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                          make_events(SCENARIO), tasks=TASKS, samples=_samples())
+    out = tmp_path / "s.parquet"
+    assert main(["export", str(rec), "--format", "parquet", "-o", str(out)]) == 0
+    want = sql(duckdb.connect(), "SELECT t_ns, wall_ns, dt_s, metric, object_type, os_index, "
+               "value FROM 'run.parquet/samples.parquet'", out)
+    capsys.readouterr()
+    assert main(["export", str(rec), "--format", "csv", "--table", "samples", "-o", "-"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    got = [(int(r["t_ns"]), int(r["wall_ns"]), float(r["dt_s"]), r["metric"],
+            r["object_type"], int(r["os_index"]), float(r["value"])) for r in rows]
+    assert want and sorted(got) == sorted(want)
+    assert ("util_pct", "PU", 1, 25.0) in {(m, o, i, v) for _, _, _, m, o, i, v in got}

@@ -158,7 +158,8 @@ def test_job_parsers() -> None:
 
 def test_node_samples_on_the_merged_time_base(tmp_path: Path) -> None:
     """Each node's samples stay that node's (kind 12), read back on the merged time base;
-    the merged recording has no machine-wide samples (different machines' metrics)."""
+    the merged recording's samples are the job's steps (store/jobsamples.py), here node b's
+    alone (node a recorded none)."""
     from snumap_tui.model.sample import Sample
     from snumap_tui.store.merge import node_samples
 
@@ -172,7 +173,9 @@ def test_node_samples_on_the_merged_time_base(tmp_path: Path) -> None:
         w.add_sample(Sample(4 * 10**9 + 9, WALL + 10**9 + 9, {"procstat": {"x": 2}}))
     merge([a, b2], tmp_path / "m.rec")
     with store.open(tmp_path / "m.rec") as rec:
-        assert list(rec.samples()) == [] and len(rec.sample_times) == 0
+        assert [(s.t_ns, s.readings["procstat"]["x"]) for s in rec.samples()] == \
+            [(10**9 + 5, 1), (10**9 + 9, 2)]
+        assert rec.sample_times.tolist() == [10**9 + 5, 10**9 + 9]
         got = [(s.t_ns, s.readings["procstat"]["x"]) for s in node_samples(rec, 1)]
         assert got == [(10**9 + 5, 1), (10**9 + 9, 2)]      # b's clock onto a's: -3 s
         assert list(node_samples(rec, 0)) == []

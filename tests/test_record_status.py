@@ -39,7 +39,41 @@ def test_live_line_is_rewritten_in_place_and_cleared_before_messages() -> None:
     text = out.getvalue()
     assert "20 events" in text
     # the message starts on a cleared line, never after the status text
-    assert re.search(r"\r +\rsnumap: tracing stopped\n$", text)
+    assert re.search(r"\r\x1b\[2Ksnumap: tracing stopped\n$", text)
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text``: carriage return, newline, ERASE LINE."""
+    lines, col = [[]], 0
+    for part in re.split(r"(\r|\n|\x1b\[2K)", text):
+        if part == "\r":
+            col = 0
+        elif part == "\n":
+            lines.append([])
+            col = 0
+        elif part == "\x1b[2K":
+            lines[-1] = []
+        elif part:
+            cur = lines[-1]
+            cur.extend(" " * (col - len(cur)))
+            cur[col:col + len(part)] = list(part)
+            col += len(part)
+    return ["".join(x).rstrip() for x in lines]
+
+
+def test_ctrl_c_leaves_nothing_after_the_summary() -> None:
+    """The terminal echoes Ctrl-C as ``^C`` after the status line; the summary that replaces
+    the line must not keep it (a stray ``C`` after a summary as long as the line)."""
+    out = Tty()
+    st = LiveStatus(out, command=False)
+    st.backend = "libbpf"
+    st.update(7.5, SimpleNamespace(events_written=15711, lost_total=0, bytes_written=151_000),
+              force=True)
+    shown = len(out.getvalue()) - 1
+    out.write("^C")                             # the terminal's echo
+    summary = "recorded 7.837 s, 16425 events, 0 lost, 161.4 KiB to x.rec, backend libbpf"
+    st.say(summary[:shown - len("snumap: ") + 1])
+    assert _screen(out.getvalue())[-2] == "snumap: " + summary[:shown - len("snumap: ") + 1]
 
 
 def test_no_live_line_without_a_terminal() -> None:

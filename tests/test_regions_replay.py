@@ -82,3 +82,40 @@ def test_region_report_of_the_seeded_recording(recording: Path) -> None:
     assert regs["GOMP_barrier"]["wait"] and regs["GOMP_barrier"]["count"] == 10
     assert regs["checkpoint"]["count"] == 2
     assert r["findings"][0]["kind"] == "imbalanced_region"
+
+
+def test_typed_filter_by_region_keeps_the_matching_threads(recording: Path) -> None:
+    """In region mode the interval's tid column holds region keys: the filter matched those
+    against thread ids and blanked every row."""
+    from snumap_tui.analysis.binning import OTHER
+    from snumap_tui.ui.gantt import GanttState, render_gantt
+    from snumap_tui.ui.replay_data import matching_tids
+
+    with open_recording(recording) as rec:
+        data = load_replay(rec)
+    st = GanttState(data.t0, data.t1, mode="region")
+    st.only_tids = matching_tids(data, "app1")
+    assert set(st.only_tids.tolist()) == {1004, 1005, 1006, 1007}
+    keys = render_gantt(data, st, 120, 40).bins.key
+    assert (keys >= 0).sum() > keys.size // 8      # app1's threads drawn by region
+    assert (keys == OTHER).any()                   # the other processes greyed
+    st.only_tids = matching_tids(data, "nosuchname")
+    assert not (render_gantt(data, st, 120, 40).bins.key >= 0).any()
+
+
+def test_a_filter_that_matches_nothing_says_so(recording: Path) -> None:
+    import asyncio
+
+    async def go() -> None:
+        with open_recording(recording) as rec:
+            app = ReplayApp(load_replay(rec))
+            app.state.mode = "region"
+            async with app.run_test(size=(120, 30)) as pilot:
+                await pilot.pause()
+                app.apply_filter("nosuchname")
+                await pilot.pause()
+                assert "no match" in str(app.query_one("#header").render())
+                app.apply_filter("app1")
+                await pilot.pause()
+                assert "no match" not in str(app.query_one("#header").render())
+    asyncio.run(go())

@@ -334,3 +334,30 @@ def test_memory_strip_is_used_without_page_cache_as_the_tree(tmp_path: Path) -> 
                               "file_pages": np.array([1.0])})
     assert got is not None and got.tolist() == [2.0]
     assert used_without_cache({"file_pages": np.array([1.0])}) is None
+
+
+def test_space_at_the_end_plays_again_from_the_start(recording: Path) -> None:
+    async def steps(app: ReplayApp, pilot) -> None:
+        await pilot.press("end")
+        assert app.cursor_t == app.data.t1 - 1
+        await pilot.press("space")
+        assert app.playing and app.cursor_t < (app.data.t0 + app.data.t1) // 2
+        await pilot.press("space")
+        assert not app.playing
+    run_pilot(recording, (100, 30), steps)
+
+
+def test_detail_line_and_header_agree_after_switching_views(recording: Path) -> None:
+    """Back in the chart from another view, the selected cell (the detail line's time) is
+    the cursor's column at the chart's real width, not at a width guessed while hidden."""
+    async def steps(app: ReplayApp, pilot) -> None:
+        gv = app.query_one(GanttView)
+        await pilot.press("right", "right", "right")
+        before = (app.cursor_t, app.state.sel_col)
+        await pilot.press("tab", "tab", "tab")
+        await pilot.pause()
+        assert app.view == "gantt"
+        assert (app.cursor_t, app.state.sel_col) == before
+        edges = gv.rendered.bins.edges
+        assert edges[app.state.sel_col] <= app.cursor_t < edges[app.state.sel_col + 1]
+    run_pilot(recording, (120, 30), steps)

@@ -181,3 +181,38 @@ def test_wrap_line_breaks_at_words_with_an_indent() -> None:
     assert " ".join(x.strip() for x in lines) == text.strip()
     assert wrap_line("short") == ["short"]
     assert clip("abcdef", 4) == "abc\u2026" and clip("abc", 4) == "abc"
+
+
+def test_batch_json_honours_p_as_the_text_does(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    fr = FakeRoot(tmp_path, cpus=4, nodes=1, packages=1)
+    pids = sorted({p.pid for p in fr.processes})
+    assert len(pids) > 2
+    want = pids[1]
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
+                               "--count", "1", "--interval", "0.3", "-p", str(want)], capsys)
+    frame = json.loads(out.splitlines()[-1])
+    assert {t["pid"] for t in frame["tasks"]} == {want}
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
+                               "--count", "1", "--interval", "0.3"], capsys)
+    assert len({t["pid"] for t in json.loads(out.splitlines()[-1])["tasks"]}) > 1
+
+
+def test_mem_used_is_without_the_page_cache_in_json_and_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text tree's "mem used" and the JSON's mem_used_bytes are one number: MemTotal -
+    MemFree - FilePages (what free(1) calls used); the JSON counted the page cache."""
+    from snumap_tui.ui.tree_rows import fmt_bytes
+
+    fr = FakeRoot(tmp_path, cpus=4, nodes=1, packages=1)
+    out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--json",
+                               "--count", "1", "--interval", "0.3"], capsys)
+    node = json.loads(out.splitlines()[-1])["objects"]["NUMANode:0"]
+    used_kb = fr.mem_per_node_kb - fr.mem_free_kb[0]
+    assert node["mem_used_bytes"] == (used_kb - used_kb // 3) * 1024
+    assert node["mem_used_pct"] == pytest.approx(
+        100 * node["mem_used_bytes"] / node["mem_total_bytes"])
+    text = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
+                                "--interval", "0.3"], capsys)
+    row = next(x for x in text.splitlines() if "NUMA" in x and "/" in x)
+    assert f"{fmt_bytes(node['mem_used_bytes'])}/{fmt_bytes(node['mem_total_bytes'])}" in row

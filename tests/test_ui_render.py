@@ -13,6 +13,7 @@ from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_grid, heatmap_lines
 from snumap_tui.ui.hostinfo import format_uptime, parse_loadavg, parse_uptime
 from snumap_tui.ui.metricspec import fmt_bytes, heatmap_metrics, view_for
 from snumap_tui.ui.palette import GLYPHS, bar, level_glyph, sparkline
+from snumap_tui.ui.panels import spark_text
 from snumap_tui.ui.processes import affinity_label, group_tasks, matches, sort_tasks
 from snumap_tui.ui.tree_rows import default_collapsed, node_memory, plain_tree, visible_rows
 
@@ -142,7 +143,22 @@ def test_palette() -> None:
     assert level_glyph(0.0) == "▁" and level_glyph(1.0) == "█"
     assert bar(0.5, 4) == ("██", "  ")
     assert bar(None, 3) == ("", "···")
-    assert sparkline([0, 50, 100, None], 4, 0, 100) == "▁▅█ "
+    assert sparkline([0, 50, 100, None], 4, lambda v: v / 100) == "▁▅█ "
+
+
+def test_sparkline_follows_the_metrics_log_scale() -> None:
+    """Page faults from 10 to 100,000 a second on the catalogue's log scale climb through the
+    blocks; a linear 0..max mapping drew them all ``▁`` but the last."""
+    from snumap_tui.ui.metricspec import use_catalogue, view_for
+
+    use_catalogue(None)
+    view = view_for("faults_per_s")
+    assert view.log
+    history: list[float | None] = [10.0, 100.0, 1e3, 1e4, 1e5]
+    line = sparkline(history, 5, view.norm)
+    assert len(set(line)) == 5 and line == "".join(sorted(line, key=GLYPHS.index))
+    text = spark_text("Machine", view, history, 40).plain.splitlines()[1]
+    assert text.strip() == line
 
 
 def _task(pid: int, comm: str, user: str, cpu: float, aff: set[int], job: str | None = None

@@ -184,7 +184,8 @@ def _dominant(cell: np.ndarray, kk: np.ndarray, weight: np.ndarray, amt: np.ndar
 
 def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, ncols: int,
              keymap: KeyMap | None = None, only_key: int | None = None,
-             only_tids: np.ndarray | None = None, prefer_traced: bool = False) -> GanttBins:
+             only_tids: np.ndarray | None = None, prefer_traced: bool = False,
+             owners: list[np.ndarray] | None = None) -> GanttBins:
     """Bin the intervals of ``rows`` into ``ncols`` columns over [t0, t1).
 
     ``keymap`` turns tids into colouring keys (None: by thread). Work outside the traced tree
@@ -192,6 +193,8 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
     counted as busy) and never wins a cell that key ran in. ``only_tids``: the same for a
     set of threads (a typed filter: every thread whose name or PID matched). ``prefer_traced``:
     work outside the traced tree never wins a cell the tree ran in (the region view).
+    ``owners``: per row, the thread of each interval when ``iv``'s tid column holds other
+    keys (the region view's region keys); ``only_tids`` is matched against it.
     """
     hide = only_key is not None or only_tids is not None
     rows = np.asarray(rows, dtype=np.int64)
@@ -208,13 +211,14 @@ def bin_rows(iv: Intervals, rows: Sequence[int] | np.ndarray, t0: int, t1: int, 
         s = np.maximum(st[lo:hi], t0)
         e = np.minimum(en[lo:hi], t1)
         tids = iv.tid[r][lo:hi]
+        who = owners[r][lo:hi] if owners is not None else tids
         k = keymap(tids) if keymap is not None else tids.astype(np.int64)
         if len(tids) and int(tids.min()) < 0:     # UNTRACED: work outside the traced tree
             k = np.where(tids < 0, _OTHER_KEY, k)
         if only_key is not None:
             k = np.where(k == only_key, k, _OTHER_KEY)
         if only_tids is not None:
-            k = np.where(np.isin(tids, only_tids), k, _OTHER_KEY)
+            k = np.where(np.isin(who, only_tids), k, _OTHER_KEY)
         c, kk, a = _row_contributions(s, e, k, edges, i * ncols)
         all_c.append(c)
         all_k.append(kk)

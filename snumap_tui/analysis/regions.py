@@ -84,26 +84,35 @@ def _per_thread(tid: np.ndarray, pid: np.ndarray, dur: np.ndarray) -> dict[int, 
     return out
 
 
-def _end_barrier_wait(inst: Instances, span: np.ndarray, body: np.ndarray) -> dict[int, int]:
-    """Per thread, the time from the end of its body to the end of the span it ran in: the
-    wait in the region's closing barrier (a thread that started late does not count its
-    start-up as waiting). A body outside every span of its process counts nothing."""
-    out: dict[int, int] = {}
+def closing_barriers(inst: Instances, span: np.ndarray, body: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The bodies (indexes into ``inst``) that ran inside a span of their process -- the
+    latest span starting at or before the body -- and the end of that span: from the body's
+    end to it the thread waits in the region's closing barrier. ``span`` and ``body``: one
+    region's instances."""
+    bodies, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for pid in np.unique(inst.pid[span]).tolist():
         sp = span[inst.pid[span] == pid]
         sp = sp[np.argsort(inst.start[sp], kind="stable")]
         bo = body[inst.pid[body] == pid]
         if not len(bo):
             continue
-        s_start, s_end = inst.start[sp], inst.end[sp]
-        b_end = inst.end[bo]
-        # The latest span of the process starting at or before the body.
-        j = np.searchsorted(s_start, inst.start[bo], "right") - 1
-        jc = np.clip(j, 0, len(sp) - 1)
-        ok = (j >= 0) & (b_end <= s_end[jc])
-        w = np.where(ok, s_end[jc] - b_end, 0)
-        for t, x in zip(inst.tid[bo].tolist(), w.tolist()):
-            out[int(t)] = out.get(int(t), 0) + int(x)
+        j = np.searchsorted(inst.start[sp], inst.start[bo], "right") - 1
+        jc = sp[np.clip(j, 0, len(sp) - 1)]
+        ok = (j >= 0) & (inst.end[bo] <= inst.end[jc])
+        bodies.append(bo[ok])
+        ends.append(inst.end[jc[ok]])
+    return np.concatenate(bodies), np.concatenate(ends)
+
+
+def _end_barrier_wait(inst: Instances, span: np.ndarray, body: np.ndarray) -> dict[int, int]:
+    """Per thread, the time from the end of its body to the end of the span it ran in: the
+    wait in the region's closing barrier (a thread that started late does not count its
+    start-up as waiting). A body outside every span of its process counts nothing."""
+    out: dict[int, int] = {}
+    bo, span_end = closing_barriers(inst, span, body)
+    for t, x in zip(inst.tid[bo].tolist(), (span_end - inst.end[bo]).tolist()):
+        out[int(t)] = out.get(int(t), 0) + int(x)
     return out
 
 

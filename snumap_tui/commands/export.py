@@ -5,8 +5,9 @@ perfetto: a native Perfetto trace (protobuf; scheduling as Perfetto's own sched 
 any size. parquet: a directory of Parquet tables (events, intervals, samples, tasks, topology)
 for DuckDB, pandas, Polars, Spark. chrome: a Chrome trace JSON (chrome://tracing,
 ui.perfetto.dev) for small recordings: above ``CHROME_MAX_EVENTS`` events it refuses and names
---format perfetto. csv: the run intervals (default), the metrics (``--table samples``) or the
-raw scheduling events (``--table events``).
+--format perfetto. csv: the run intervals (default), the metrics per object per frame
+(``--table samples``: the Parquet export's samples table), the sources' raw readings
+(``--table readings``) or the raw scheduling events (``--table events``).
 
 Without -o the output is named after the input (run.rec -> run.pftrace, run.parquet/,
 run.json, run.csv); ``-o -`` writes chrome or csv to standard output. Every format uses one
@@ -34,9 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, required=True,
                         help="perfetto: native Perfetto trace (any size); parquet: a directory "
                         "of Parquet tables; chrome: trace JSON for small recordings; csv: a table")
-    parser.add_argument("--table", choices=("intervals", "samples", "events"),
+    parser.add_argument("--table", choices=("intervals", "samples", "readings", "events"),
                         default="intervals", help="with --format csv: which table (default "
-                        "intervals: cpu, start, end, tid, pid, comm)")
+                        "intervals: cpu, start, end, tid, pid, comm; samples: the metrics per "
+                        "object per frame, as Parquet's; readings: the sources' raw fields)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="output file (a directory for parquet; default: named after FILE; "
                         "'-': standard output, chrome and csv only)")
@@ -57,7 +59,12 @@ def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
     from snumap_tui.analysis.load import load
     from snumap_tui.export.chrome import write_chrome
     from snumap_tui.export.counters import counter_values
-    from snumap_tui.export.tables import write_events_csv, write_intervals_csv, write_samples_csv
+    from snumap_tui.export.tables import (
+        write_events_csv,
+        write_intervals_csv,
+        write_readings_csv,
+        write_samples_csv,
+    )
 
     if args.format == "chrome":
         ld = load(rec)
@@ -73,7 +80,11 @@ def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
                             meta=meta, counters=counter_values(rec), nodes=nodes,
                             label=table.label if table else str, regions=rec.regions())
     if args.table == "samples":
-        return write_samples_csv(out, rec.samples())
+        from snumap_tui.export.counters import frames
+
+        return write_samples_csv(out, frames(rec), rec.topology)
+    if args.table == "readings":
+        return write_readings_csv(out, rec.samples())
     if args.table == "events":
         return write_events_csv(out, rec.iter_event_columns(INTERVAL_FIELDS))
     return write_intervals_csv(out, load(rec).intervals, rec.tasks)

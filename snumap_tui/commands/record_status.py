@@ -5,7 +5,8 @@ backends were not used, and the closing summary, whose duration is the recording
 
 The live line is drawn only when stderr is a terminal (a log file or a pipe gets the start and
 summary lines and nothing else), at most twice a second, rewritten in place with ``\\r`` and
-erased before any other message so the two never share a line.
+erased whole (with what the terminal echoed after it, ``^C``) before any other message so the
+two never share a line.
 """
 
 from __future__ import annotations
@@ -52,9 +53,12 @@ class LiveStatus:
         if not force and now - self._at < REFRESH_S:
             return
         self._at = now
-        line = safe_text(status_text(elapsed_s, int(writer.events_written), int(writer.lost_total),
-                           int(writer.bytes_written), self.backend, self.command))
-        width = _columns(self.stream)
+        line = safe_text(status_text(elapsed_s, int(writer.events_written),
+                                     int(writer.lost_total), int(writer.bytes_written),
+                                     self.backend, self.command))
+        # Two columns spare: the terminal echoes Ctrl-C as ``^C`` after the line, which must
+        # not wrap onto a line of its own.
+        width = _columns(self.stream) - 2
         if len(line) > width - 1:
             line = line[:max(0, width - 2)] + "…"
         pad = max(0, self._shown - len(line))
@@ -63,8 +67,11 @@ class LiveStatus:
         self._shown = len(line)
 
     def clear(self) -> None:
+        """Erase the whole line (ERASE LINE), the terminal's ``^C`` echo after the status
+        text included: blanking only the status's width left a stray ``C`` after the
+        summary."""
         if self._shown:
-            self.stream.write("\r" + " " * self._shown + "\r")
+            self.stream.write("\r\x1b[2K")
             self.stream.flush()
             self._shown = 0
 

@@ -395,6 +395,7 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
     from snumap_tui.ui.hostinfo import read_host
     from snumap_tui.ui.metricspec import use_catalogue
+    from snumap_tui.ui.processes import only
 
     use_catalogue(catalogue)
     origin = origin_of(args)
@@ -415,7 +416,8 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
                 continue
             relabel(frame, origin, root)
             if args.json:
-                sys.stdout.write(json.dumps(frame.to_dict(), default=_json_default) + "\n")
+                rows = only(frame.tasks, pids_of(args), args.user or None)   # as the text
+                sys.stdout.write(json.dumps(frame.to_dict(rows), default=_json_default) + "\n")
             else:
                 sys.stdout.write(batch_text(frame, host_line, args.tasks, origin, args))
             sys.stdout.flush()

@@ -28,7 +28,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import load
 from snumap_tui.errors import SnumapError
 from snumap_tui.export.counters import frames
-from snumap_tui.export.tables import UNTRACED_COMM
+from snumap_tui.export.tables import UNTRACED_COMM, metric_rows
 from snumap_tui.extras import install_extra
 from snumap_tui.store.columns import EVENT_FIELDS
 from snumap_tui.topology.model import Topology
@@ -176,23 +176,18 @@ def _write_samples(pa: Any, pq: Any, path: Path, rec: Any) -> int:
         pending = 0
 
     with pq.ParquetWriter(path, schema, compression="zstd") as w:
-        for fr in frames(rec):
-            for metric, arr in fr.values.items():
-                vals = np.asarray(arr, dtype=np.float64)
-                obj = np.flatnonzero(~np.isnan(vals))
-                if not len(obj):
-                    continue
-                if metric not in metrics:
-                    metrics.append(metric)
-                k = len(obj)
-                buf["t"].append(np.full(k, fr.t_ns, np.uint64))
-                buf["w"].append(np.full(k, fr.wall_ns, np.uint64))
-                buf["dt"].append(np.full(k, fr.dt_s))
-                buf["m"].append(np.full(k, metrics.index(metric), np.int32))
-                buf["o"].append(obj)
-                buf["v"].append(vals[obj])
-                pending += k
-                n += k
+        for fr, metric, obj, vals in metric_rows(frames(rec)):
+            if metric not in metrics:
+                metrics.append(metric)
+            k = len(obj)
+            buf["t"].append(np.full(k, fr.t_ns, np.uint64))
+            buf["w"].append(np.full(k, fr.wall_ns, np.uint64))
+            buf["dt"].append(np.full(k, fr.dt_s))
+            buf["m"].append(np.full(k, metrics.index(metric), np.int32))
+            buf["o"].append(obj)
+            buf["v"].append(vals)
+            pending += k
+            n += k
             if pending >= SAMPLE_ROWS_PER_GROUP:
                 flush(w)
         flush(w)

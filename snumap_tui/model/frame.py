@@ -84,9 +84,10 @@ class Frame:
     def metrics(self) -> list[str]:
         return list(self.values)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, tasks: Sequence[Any] | None = None) -> dict[str, Any]:
         """JSON form used by `snumap top --batch --json`: per object keyed "Type:os_index"
-        (or "Type#logical" for objects without an OS index, e.g. caches)."""
+        (or "Type#logical" for objects without an OS index, e.g. caches); ``tasks``: the
+        process rows to list (`-p`, `-u`), all of them when None."""
         objs: dict[str, dict[str, float | None]] = {}
         for o in self.topology:
             key = f"{o.type}:{o.os_index}" if o.os_index is not None and not o.is_cache \
@@ -96,7 +97,8 @@ class Frame:
         return {
             "t_ns": self.t_ns, "wall_ns": self.wall_ns, "dt_s": self.dt_s,
             "objects": objs,
-            "tasks": [t.__dict__ | {"affinity": sorted(t.affinity)} for t in self.tasks],
+            "tasks": [t.__dict__ | {"affinity": sorted(t.affinity)}
+                      for t in (self.tasks if tasks is None else tasks)],
             "sources": {k: s.to_dict() for k, s in self.sources.items()},
             "flags": {k: sorted(v) for k, v in self.flags.items()},
             **({"io": [dict(r.__dict__) for r in self.io]} if self.io else {}),

@@ -153,6 +153,17 @@ class Metric:
     def formula(self) -> str:
         return " | ".join(e.text for e in self.exprs)
 
+    def evaluate(self, env: Mapping[str, np.ndarray], size: int) -> np.ndarray:
+        """The formulas on these counters (``size`` values each), per element the first that
+        gives a value; a formula reading a counter ``env`` lacks is skipped; NaN where none
+        gives one. For a few values outside a sweep (derive evaluates the whole catalogue at
+        once, evaluate.py)."""
+        out = np.full(size, np.nan)
+        for e in self.exprs:
+            if e.needs <= env.keys():
+                out = np.where(np.isnan(out), e.evaluate(env, size), out)
+        return out
+
     def levels(self, values: np.ndarray) -> np.ndarray:
         """0 (fine), 1 (warn) or 2 (crit) per value; NaN is 0 (nothing to flag)."""
         out = np.zeros(np.shape(values), dtype=np.int8)
@@ -300,13 +311,17 @@ def _builtin() -> list[Metric]:
         # -- memory per NUMA node, summed for objects that hold nodes
         m("mem_total_bytes", "mem_total", unit="B", vmax=2.0**40, group="memory",
           description="memory of the NUMA nodes"),
-        m("mem_used_bytes", "mem_used", unit="B", vmax=2.0**40, group="memory",
-          description="memory in use on the NUMA nodes, page cache included "
-          "(node meminfo MemUsed = MemTotal - MemFree)"),
+        # Used is what free(1) calls used: without the page cache. Node meminfo's MemUsed is
+        # MemTotal - MemFree and counts the cache; FilePages is the node's page cache
+        # (Documentation/filesystems/proc.rst). Without FilePages, MemUsed as it is.
+        m("mem_used_bytes", ["mem_used - file_pages", "mem_used"], unit="B", vmax=2.0**40,
+          group="memory", description="memory in use on the NUMA nodes, without the page "
+          "cache (what free(1) calls used: MemTotal - MemFree - FilePages)"),
         m("mem_free_bytes", "mem_free", unit="B", vmax=2.0**40, group="memory",
           description="free memory on the NUMA nodes"),
-        m("mem_used_pct", "100 * mem_used / mem_total", unit="%", group="memory",
-          description="memory in use, page cache included", thresholds=(_t(">", 90, "warn", "node memory almost "
+        m("mem_used_pct", ["100 * (mem_used - file_pages) / mem_total",
+                           "100 * mem_used / mem_total"], unit="%", group="memory",
+          description="memory in use, without the page cache", thresholds=(_t(">", 90, "warn", "node memory almost "
                                                       "full"), _t(">", 98, "crit", "node "
                                                       "memory full"))),
         m("mem_anon_bytes", "anon_pages", unit="B", vmax=2.0**40, group="memory",

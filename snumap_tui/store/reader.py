@@ -25,6 +25,7 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
+from snumap_tui.store.jobsamples import JobSamples
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
@@ -101,6 +102,7 @@ class Recording:
         self.markers: list[tuple[int, str]] = []
         self.infos: list[dict[str, Any]] = []     # info chunks (docs/format.md), file order
         self._sample_times: np.ndarray | None = None
+        self._job: JobSamples | None = None
         self._read_small_chunks()
         # Version 2: which node each events chunk belongs to, and how its events map onto
         # the merged time base, PUs and task ids (store/nodes.py).
@@ -346,7 +348,12 @@ class Recording:
     # ---- samples -----------------------------------------------------------------------------
 
     def samples(self, t0: int | None = None, t1: int | None = None) -> Iterator[Sample]:
-        """Samples with t0 <= t_ns < t1 (all by default), in time order, decoded lazily."""
+        """Samples with t0 <= t_ns < t1 (all by default), in time order, decoded lazily. A
+        job merged from several nodes: one sample per step of every node's readings on the
+        job's topology (store/jobsamples.py)."""
+        if self.nodes is not None:
+            yield from self._job_samples().samples(t0, t1)
+            return
         lo = 0 if t0 is None else int(t0)
         hi = (1 << 64) if t1 is None else int(t1)
         for h in self._chunks:
@@ -362,11 +369,18 @@ class Recording:
         from the sample-times chunk written right after it (a few bytes), or from its header
         when it holds one sample; only a file without them (written before that chunk kind)
         has its readings decoded for the times."""
+        if self._sample_times is None and self.nodes is not None:
+            self._sample_times = self._job_samples().times()
         if self._sample_times is None:
             parts = [self._times_of(i, h) for i, h in enumerate(self._chunks)
                      if h.kind == C.K_SAMPLES]
             self._sample_times = np.concatenate(parts) if parts else np.empty(0, np.uint64)
         return self._sample_times
+
+    def _job_samples(self) -> JobSamples:
+        if self._job is None:
+            self._job = JobSamples(self)
+        return self._job
 
     def _times_of(self, i: int, h: C.ChunkHeader) -> np.ndarray:
         """The sample times of samples chunk ``h`` (``self._chunks[i]``): none if its payload

@@ -313,8 +313,8 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     lines += [f"  - {f['text']}" for f in rep["findings"]] or ["  none"]
     mo = rep["models"]
     if mo.get("available"):
-        lines += ["", "Models (PMNF, time in s as a function of the thread count; hypotheses "
-                  "chosen by leave-one-out cross-validation):"]
+        lines += ["", ("Models (PMNF, time in s as a function of the thread count; hypotheses "
+                       "chosen by leave-one-out cross-validation):")]
         for r, item in mo["models"].items():
             extra = "".join(f"; {v['time_s']:.3f} s at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))

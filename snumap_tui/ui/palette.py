@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 from rich.color import Color
@@ -57,14 +58,14 @@ def bar(n: float | None, width: int) -> tuple[str, str]:
     return s, " " * (width - len(s))
 
 
-def sparkline(values: list[float | None], width: int, lo: float, hi: float) -> str:
-    """The last ``width`` values as ``▁..█`` (space for a missing value)."""
-    vals = values[-width:]
+def sparkline(values: list[float | None], width: int,
+              norm: Callable[[float], float | None]) -> str:
+    """The last ``width`` values as ``▁..█`` (space for a missing value), each at its place on
+    the metric's scale: ``norm`` maps a value onto 0..1 (``MetricView.norm``: log for the
+    metrics the catalogue draws on a log scale, so page faults or migrations that vary by
+    decades are not all ``▁``)."""
     out = []
-    for v in vals:
-        if v is None or math.isnan(v):
-            out.append(" ")
-            continue
-        n = 0.0 if hi <= lo else (v - lo) / (hi - lo)
-        out.append(level_glyph(min(1.0, max(0.0, n))))
+    for v in values[-width:]:
+        n = None if v is None or math.isnan(v) else norm(v)
+        out.append(" " if n is None or math.isnan(n) else level_glyph(min(1.0, max(0.0, n))))
     return "".join(out).rjust(width)

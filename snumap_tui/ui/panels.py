@@ -120,8 +120,7 @@ def spark_text(label: str, view: MetricView, history: Sequence[float | None], wi
         t.append("not available here", style=NA_STYLE)
     t.truncate(width)
     t.append("\n ")
-    lo, hi = view.lo, view.hi
-    line = sparkline(list(history), max(1, width - 2), lo, hi)
+    line = sparkline(list(history), max(1, width - 2), view.norm)
     # One span per run of equal bars, not per character: fewer spans is less work for
     # Textual at every frame.
     for ch, run in groupby(line):

@@ -81,6 +81,12 @@ class GanttView(Widget, can_focus=True):
         w, h = self.size.width, self.size.height
         if w <= 0 or h <= 0:
             return
+        if self.cursor_t is not None:
+            # The selected cell is the cursor's column at the width drawn now: a width
+            # guessed while the chart was hidden (another view) put the detail line on
+            # another time than the header's.
+            self.state.sel_col = self.state.col_of(self.cursor_t,
+                                                   layout(self.data, w, h - 1).cols)
         self.rendered = render_gantt(self.data, self.state, w, h - 1, self.cursor_t,
                                      letters=self.letters())
         detail = cell_detail(self.data, self.state, self.rendered.bins, w - 1)
@@ -254,7 +260,9 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
                 two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
                             "bold"))
             if self.state.filter_text:
-                two.append((f" │ filter '{self.state.filter_text}'", "bold yellow"))
+                none = self.state.only_tids is not None and not len(self.state.only_tids)
+                two.append((f" │ filter '{self.state.filter_text}'"
+                            + (": no match" if none else ""), "bold yellow"))
             two.append((f" │ by {self.state.mode}", ""))
         elif self._frame is None:
             two.append((" │ no samples recorded here: n/a", "bold magenta"))
@@ -285,7 +293,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
     def _sync_cursor(self) -> None:
         st = self.state
         cols = self.span_cols()
-        st.sel_col = max(0, min(cols - 1, int((self.cursor_t - st.t0) * cols // st.span)))
+        st.sel_col = st.col_of(self.cursor_t, cols)
         self.query_one(GanttView).cursor_t = self.cursor_t
 
     def _redraw(self) -> None:
@@ -351,6 +359,10 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
         self.set_cursor(self.data.t0 if where == 0 else self.data.t1 - 1)
 
     def action_play(self) -> None:
+        """space: play or pause; at the end of the recording play starts again from the
+        beginning (as a player does)."""
+        if not self.playing and self.cursor_t >= self.data.t1 - 1:
+            self.set_cursor(self.data.t0)
         self.playing = not self.playing
 
     def watch_playing(self, playing: bool) -> None:

@@ -80,6 +80,13 @@ class ReplayData:
         if mode == REGION and self.regions is not None:
             return self.regions.intervals
         return self.intervals
+
+    def owners_for(self, mode: str) -> list[np.ndarray] | None:
+        """Who ran each interval of ``intervals_for(mode)`` when its tid column holds other
+        keys (by region: region keys), for the typed filter; None: the tid column."""
+        if mode == REGION and self.regions is not None:
+            return self.regions.tids
+        return None
     folded: set[str] = field(default_factory=set)         # nodes shown as one row
     all_rows: tuple[list[RowLabel], np.ndarray] | None = None   # unfolded labels, row_iv
     pending: int = 0            # nodes of a merged job whose events are still being read
@@ -185,20 +192,18 @@ def _groups(tasks: dict[int, Any], pid_of: dict[int, int]) -> dict[int, int]:
 
 def used_without_cache(numa: dict[str, Any]) -> np.ndarray | None:
     """Bytes used per node as the topology tree shows them (what free(1) calls used): the
-    node's MemUsed (MemTotal - MemFree, which counts the page cache) less its FilePages, the
-    page cache (Documentation/filesystems/proc.rst, meminfo). Without FilePages, MemUsed as
-    it is; None when the sample has neither MemUsed nor MemTotal and MemFree."""
-    used = numa.get("mem_used")
-    if used is None and numa.get("mem_total") is not None and numa.get("mem_free") is not None:
-        used = np.asarray(numa["mem_total"], dtype=np.float64) - np.asarray(numa["mem_free"],
-                                                                              dtype=np.float64)
-    if used is None:
+    catalogue's ``mem_used_bytes`` (MemUsed less FilePages, the page cache) on one sample's
+    readings, MemUsed taken as MemTotal - MemFree where the sample lacks it (as derive does);
+    None when the sample has neither MemUsed nor MemTotal and MemFree."""
+    from snumap_tui.model.metrics import default_catalogue
+
+    env = {k: np.asarray(v, dtype=np.float64) for k, v in numa.items()
+           if k in ("mem_used", "mem_total", "mem_free", "file_pages") and v is not None}
+    if "mem_used" not in env and "mem_total" in env and "mem_free" in env:
+        env["mem_used"] = env["mem_total"] - env["mem_free"]
+    if "mem_used" not in env:
         return None
-    out = np.asarray(used, dtype=np.float64)
-    cache = numa.get("file_pages")
-    if cache is not None:
-        out = np.maximum(0.0, out - np.asarray(cache, dtype=np.float64))
-    return out
+    return default_catalogue()["mem_used_bytes"].evaluate(env, len(env["mem_used"]))
 
 
 def _series(rec: Any, topology: Topology) -> list[Series]:

@@ -24,7 +24,8 @@ KEYS: list[tuple[str, str]] = [*help_rows("replay"),
                                ("o", "topology: unfold / fold the I/O rows (NICs, disks, GPUs)")]
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
-         "is a synchronisation point; by region, ┄ is time inside a barrier or MPI wait. Strips: mem N<n> is a node's memory used without the page "
+         "is a synchronisation point; by region, ┄ is time waiting (a barrier, a critical section's "
+         "entry, an MPI wait, a region's closing barrier). Strips: mem N<n> is a node's memory used without the page "
          "cache, as in the tree. Tree and heatmap: the samples at the cursor.")
 
 

@@ -186,17 +186,10 @@ def node_memory(frame: Frame | None, obj_id: int | None) -> tuple[float | None, 
     memory column and the heatmap's band summary say the same thing."""
     if frame is None or obj_id is None:
         return None, None
-    got: dict[str, float | None] = {}
-    for c in ("mem_used", "mem_total", "mem_file_bytes"):
-        name = resolve(frame.values, c)
-        got[c] = frame.get(name, obj_id) if name else None
-    # Used means what `free` calls used: without the page cache. Node meminfo's MemUsed is
-    # MemTotal - MemFree and counts the cache (Documentation/filesystems/proc.rst, meminfo);
-    # FilePages is the node's page cache.
-    used, cache = got["mem_used"], got["mem_file_bytes"]
-    if used is not None and cache is not None:
-        used = max(0.0, used - cache)
-    return used, got["mem_total"]
+    # Used without the page cache: the catalogue's mem_used_bytes, the one place computing it.
+    got = {c: frame.get(name, obj_id) if (name := resolve(frame.values, c)) else None
+           for c in ("mem_used", "mem_total")}
+    return got["mem_used"], got["mem_total"]
 
 
 def memory_text(used: float | None, total: float | None) -> str:
