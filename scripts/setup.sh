@@ -81,7 +81,7 @@ fi
 # gpu where the NVIDIA driver is; libhwloc is the Debian package above, so not the hwloc extra.
 # The test mode adds the test tools (and every extra). tests/test_wheel.py installs the built
 # wheel with the same run extras; README.md's cluster section names them too.
-run_extras="regions,parquet,exporter"
+run_extras="regions,parquet,exporter,plots"
 [ -e /proc/driver/nvidia/version ] && run_extras+=",gpu"
 spec=".[${run_extras}]"; [ "$mode" = test ] && spec=".[test]"
 # Editable in both modes: they share .venv, and a developer's tests must run the checkout's code.

@@ -6,7 +6,8 @@ fresh virtualenv with only the extras ``bash scripts/setup.sh run`` installs (re
 script), and every subcommand runs once on real data from that venv's ``snumap``: topo, probe,
 top --batch, record of an OpenMP program compiled here (its regions in the report), replay
 --screenshot, report (text and JSON), export in every format, merge of two nodes' recordings
-and the exporter (one scrape). The commands and their trimmed output are written to
+the exporter (one scrape) and a two-run `scale` study (report with models, plots, Extra-P
+file, view screenshot). The commands and their trimmed output are written to
 ``transcript.txt`` in the test's tmp dir.
 
 Cost: 65 s on the 2-CPU VM at a load of 6.6 (wheelhouse 8 s, venv and install 29 s, the 18
@@ -253,4 +254,14 @@ def test_the_built_wheel_runs_every_command(user: User) -> None:
     assert job["host"].endswith("+snumap-node-b")
 
     exporter_once(u)
-    # TODO: `snumap scale` once it exists (issue 24).
+
+    study = u.run("snumap", "scale", "--threads", "1,2", "--repeat", "1", "-o", "study", "--",
+                  str(prog), timeout=300)
+    assert "2 runs recorded" in study.stderr, study.stderr
+    rep = json.loads(u.run("snumap", "scale", "report", "study", "--json", "--plot", "plots",
+                           "--extrap", "study.txt").stdout)
+    assert rep["runs"]["ok"] == 2 and rep["models"]["available"]
+    assert any(r["region"].startswith("main._omp_fn.") for r in rep["regions"])
+    assert (u.cwd / "plots" / "speedup.svg").exists() and (u.cwd / "study.txt").exists()
+    u.run("snumap", "scale", "view", "study", "--screenshot", "study.svg")
+    assert (u.cwd / "study.svg").read_text().lstrip().startswith("<svg")
