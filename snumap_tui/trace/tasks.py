@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from snumap_tui.sources._io import read_name_text
 from snumap_tui.trace import events as ev
 
 
 def read_task(tid: int, proc: Path = Path("/proc")) -> tuple[int, int, str] | None:
     """(tgid, ppid, comm) of a live task, or None once it is gone."""
     try:
-        status = (proc / str(tid) / "status").read_text()
+        status = read_name_text(proc / str(tid) / "status")
     except OSError:
         return None
     return parse_status(status)
@@ -55,7 +56,7 @@ def children_map(proc: Path = Path("/proc")) -> dict[int, list[int]]:
         if not p.name.isdigit():
             continue
         try:
-            stat = (p / "stat").read_text()
+            stat = read_name_text(p / "stat")
         except OSError:
             continue
         # proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
