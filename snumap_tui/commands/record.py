@@ -138,11 +138,12 @@ def run(args: argparse.Namespace) -> int:
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
         if getattr(args, "buffer_size", None) else None
-    job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
-    args.job_watch = job
-    out = Path(args.output)
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
+    args.backend_asked = args.backend   # --job may pick another, which the user did not
+    job = JobWatch.from_args(args, say)      # --job: expands %j/%N in args.output
+    args.job_watch = job
+    out = Path(args.output)
     started = OutputFile(out, args.force)       # replaced only once the recording starts
     cleanup = Cleanup(say)
     try:
@@ -205,7 +206,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None and not args.system_wide:
         pids = job.roots()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
-    note = better_backends_note(tracer.name, args.backend)
+    note = better_backends_note(tracer.name, getattr(args, "backend_asked", args.backend))
     if note:
         say(note)
     stopped = {"tracer": False}
