@@ -37,8 +37,9 @@ def _job_member(jobid: str, secs: float, delay_s: float = 0.0) -> subprocess.Pop
     """A process of Slurm job JOBID as proctrack/linuxproc sees one (SLURM_JOB_ID in its
     environment) for SECS s, which becomes one after DELAY_S (a shell without the variable
     until then)."""
-    return subprocess.Popen(["sh", "-c", f'sleep {delay_s}; SLURM_JOB_ID={jobid} exec "$0" '
-                             f'-c "import time; time.sleep({secs})"', PY], env=_env())
+    script = (f'sleep {delay_s}; SLURM_JOB_ID={jobid} exec "$0" '
+              f'-c "import time; time.sleep({secs})"')
+    return subprocess.Popen(["sh", "-c", script, PY], env=_env())
 
 
 def test_a_job_with_no_process_here_is_refused(tmp_path: Path) -> None:
@@ -54,34 +55,33 @@ def test_a_job_with_no_process_here_is_refused(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_a_job_found_at_start_is_recorded_without_a_backend_lecture(tmp_path: Path) -> None:
+def _record_member(tmp_path: Path, delay_s: float) -> tuple[subprocess.CompletedProcess, str]:
+    """A member of a new job that joins the job DELAY_S after the recorder starts (0: there
+    before it), one second of it recorded: (the recorder's result, the job id)."""
     jobid = _jobid()
-    member = _job_member(jobid, 20)
+    member = _job_member(jobid, 20, delay_s=delay_s)
     try:
-        time.sleep(0.3)
+        if not delay_s:
+            time.sleep(0.3)
         out = tmp_path / "x.rec"
         p = _record(out, jobid, "--duration", "1")
     finally:
         member.kill()
         member.wait()
     assert p.returncode == 0, p.stderr
-    # auto picks perf for a job: not the user's --backend, so no "--backend perf: ..." note
-    assert "--backend" not in p.stderr, p.stderr
     with store.open(out) as rec:
         assert rec.header["job"] == {"system": "slurm", "id": jobid}
         assert member.pid in {t.pid for t in rec.tasks.values()}
+    return p, jobid
+
+
+def test_a_job_found_at_start_is_recorded_without_a_backend_lecture(tmp_path: Path) -> None:
+    p = _record_member(tmp_path, 0)[0]
+    # auto picks perf for a job: not the user's --backend, so no "--backend perf: ..." note
+    assert "--backend" not in p.stderr, p.stderr
 
 
 def test_a_job_whose_first_process_comes_a_moment_later_is_recorded(tmp_path: Path) -> None:
-    jobid = _jobid()
-    member = _job_member(jobid, 20, delay_s=1.5)
-    try:
-        out = tmp_path / "x.rec"
-        p = _record(out, jobid, "--duration", "1")
-    finally:
-        member.kill()
-        member.wait()
-    assert p.returncode == 0, p.stderr
-    assert f"no process of job {jobid}" in p.stderr      # it said why it waited
-    with store.open(out) as rec:
-        assert member.pid in {t.pid for t in rec.tasks.values()}
+    """(Within START_WAIT_S: while the recorder looks, or once it follows the job.)"""
+    p = _record_member(tmp_path, 3.0)[0]
+    assert "no process on this node" not in p.stderr
