@@ -217,7 +217,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
-    regions.start(pids)
+    regions.start(pids, [child.pid] if child is not None else None)
     sources = sources + backend_statuses()
     watch = TreeWatch(sampler, [child.pid] if child is not None else [])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
