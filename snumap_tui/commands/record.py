@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.commands import record_regions
-from snumap_tui.commands.options import option_value, parse_duration, parse_size
+from snumap_tui.commands.options import (
+    interval_option,
+    option_value,
+    parse_duration,
+    parse_size,
+)
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
@@ -123,7 +128,6 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
-    from snumap_tui.model.sampler import check_interval
     from snumap_tui.native.malloc import one_arena
 
     one_arena()        # before any thread starts: one malloc arena keeps the peak RSS lower
@@ -132,8 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     # Everything that can be wrong with the arguments is found before anything starts.
-    interval = option_value("--interval", args.interval,
-                            lambda t: check_interval(parse_duration(t, positive=False)))
+    interval = interval_option(args.interval)
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \

@@ -30,8 +30,8 @@ SORT_COLUMNS = ("pid", "user", "job", "cpu", "mem", "thr", "time", "pu", "affini
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interval", "-i", type=float, default=1.0, metavar="S",
-                        help="seconds between samples (default 1; 0.01 .. 3600)")
+    parser.add_argument("--interval", "-i", default="1s", metavar="DURATION",
+                        help="time between samples (default 1s; 10ms .. 1h, e.g. 500ms, 2s)")
     parser.add_argument("--batch", "-b", action="store_true",
                         help="print frames as text (or --json lines) instead of the TUI")
     parser.add_argument("--count", "-n", type=int, default=None, metavar="N",
@@ -188,12 +188,9 @@ def make_sampler(topo: Topology, root: Path, interval_s: float,
 
 
 def _check(args: argparse.Namespace) -> None:
-    from snumap_tui.model.sampler import check_interval
+    from snumap_tui.commands.options import interval_option
 
-    try:
-        check_interval(args.interval)
-    except SnumapError as exc:
-        raise SnumapError(f"--interval {args.interval:g}: {exc}") from None
+    args.interval = interval_option(str(args.interval))
     if args.count is not None and args.count < 1:
         raise SnumapError(f"--count {args.count}: must be at least 1")
     if args.tasks < 0:
