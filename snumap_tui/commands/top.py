@@ -179,12 +179,15 @@ def foreign_statuses(name: str) -> dict[str, SourceStatus]:
 def make_sampler(topo: Topology, root: Path, interval_s: float,
                  catalogue: Catalogue | None, origin: tuple[str, str] | None) -> Sampler:
     """The live sampler, or one without any source for another machine's topology (its
-    frames carry the tree and n/a everywhere)."""
+    frames carry the tree and n/a everywhere). Without kernel threads in its process list,
+    as htop starts: the live view (whose K shows them) and --batch list the same processes."""
     from snumap_tui.model.sampler import Sampler
 
     if origin is not None and origin[0] == "topology":
         return Sampler(topo, root, interval_s, sources=[], catalogue=catalogue)
-    return Sampler(topo, root, interval_s, catalogue=catalogue)
+    sampler = Sampler(topo, root, interval_s, catalogue=catalogue)
+    sampler.set_kthreads(False)
+    return sampler
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -254,7 +257,6 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
             process_list: dict[str, Any] | None = None) -> int:
     """``process_list``: the list's sort_key, pids (-p) and user (-u)."""
     feed = LiveFeed(topo, root, interval_s, catalogue, origin)
-    feed.show_kthreads(False)      # as htop starts; K shows them (the app says the same)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
@@ -319,7 +321,7 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
                args: argparse.Namespace | None = None) -> list[str]:
     """The first ``ntasks`` processes in the --sort order (the busiest by default), only
     those of -p and -u, the COMMAND column cut so each row fits ``width``."""
-    from snumap_tui.ui.processes import affinity_label, only, sort_tasks
+    from snumap_tui.ui.processes import affinity_label, command_label, only, sort_tasks
 
     tasks = frame.tasks if args is None else only(frame.tasks, pids_of(args), args.user or None)
     out = [f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND"]
@@ -328,7 +330,7 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
         pu = "" if t.last_cpu is None else str(t.last_cpu)
         row = (f"{t.pid:>7} {t.user[:10]:<10} {cpu:>6} {pu:>4}  "
                f"{affinity_label(frame.topology, t.affinity)[:22]:<22} ")
-        out.append(row + clip(t.comm, width - len(row)))
+        out.append(row + clip(command_label(t.cmdline, t.comm), width - len(row)))
     return out
 
 
