@@ -68,7 +68,25 @@ struct task_struct___cpu {
     unsigned int cpu;
 } __attribute__((preserve_access_index));
 
-struct linux_binprm;
+/* include/linux/binfmts.h, fs.h: the file an exec runs (the interpreter's, for a script), as
+ * the inode number and device that stat(2) reports for it (s_dev in the kernel's encoding:
+ * major << 20 | minor). */
+struct super_block {
+    __u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+    unsigned long i_ino;
+    struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+    struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct linux_binprm {
+    struct file *file;
+} __attribute__((preserve_access_index));
 
 /* arch/x86/include/asm/ptrace.h (x86_64), for uprobe/kprobe arguments via bpf_tracing.h
  * (PT_REGS_PARM1(ctx) etc. with -D__TARGET_ARCH_x86). */

@@ -10,6 +10,13 @@
  * Filtering happens here: `tracked` holds the tgids of the traced tree (seeded by user space
  * with the command's pid, grown at every fork of a tracked process), so a hit of another
  * process costs one hash lookup and no record. A failed reserve (ring full) counts in `lost`.
+ * A system-wide recording keeps every hit, and `tracked` then holds the command's tree only.
+ *
+ * Held execs: a tracked process that execs a program not in `known` (the executables user
+ * space has planned, by inode) is stopped before its first instruction (SIGSTOP, delivered on
+ * the way back to user space) and reported in `hits` with tag SNUMAP_EXEC_TAG; user space
+ * reads the program and its libraries, attaches their probes and sends SIGCONT. Without the
+ * hold, a program a shell starts runs its first regions before its exec is even decoded.
  */
 #include "kernel_types.h"
 /* pt_regs as the kernel names its fields (di, not user space's rdi): bpf_tracing.h picks the
@@ -23,6 +30,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the loader before load: record every process (a system-wide recording). */
 const volatile __u32 snumap_system_wide = 0;
+/* Set by the loader before load: stop tracked processes at an exec of an unknown program. */
+const volatile __u32 snumap_hold_exec = 0;
+
+#define SNUMAP_EXEC_TAG 0xffffffffu
+#define SNUMAP_SIGSTOP 19
 
 struct snumap_region_hit {
     __u64 t_ns;
@@ -40,6 +52,18 @@ struct {
     __type(value, __u32);
 } tracked SEC(".maps");
 
+struct snumap_exe {
+    __u64 ino;
+    __u64 dev;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct snumap_exe);
+    __type(value, __u32);
+} known SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
     __uint(max_entries, 1 << 22);
@@ -52,13 +76,10 @@ struct {
     __type(value, __u64);
 } lost SEC(".maps");
 
-static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
+/* A record of the current task (ID: bpf_get_current_pid_tgid()) in `hits`, t_ns, pid, tid, tag
+ * and ret filled; NULL, counted in `lost`, when the ring is full. */
+static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __u32 ret)
 {
-    __u64 id = bpf_get_current_pid_tgid();
-    __u32 tgid = id >> 32;
-    if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
-        return 0;
-    __u64 cookie = bpf_get_attach_cookie(ctx);
     struct snumap_region_hit *h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
     if (!h) {
         __u32 zero = 0;
@@ -68,10 +89,23 @@ static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
         return 0;
     }
     h->t_ns = bpf_ktime_get_ns();
-    h->pid = tgid;
+    h->pid = id >> 32;
     h->tid = (__u32)id;
-    h->tag = cookie >> 2;
+    h->tag = tag;
     h->ret = ret;
+    return h;
+}
+
+static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tgid = id >> 32;
+    if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
+        return 0;
+    __u64 cookie = bpf_get_attach_cookie(ctx);
+    struct snumap_region_hit *h = reserve(id, cookie >> 2, ret);
+    if (!h)
+        return 0;
     /* Both read at fixed offsets first: selecting the register inside the condition let clang
      * compute the ctx offset, which the verifier refuses ("dereference of modified ctx"). */
     __u64 a1 = PT_REGS_PARM1(ctx);
@@ -107,5 +141,31 @@ int BPF_PROG(region_fork, struct task_struct *parent, struct task_struct *child)
         return 0;
     __u32 one = 1;
     bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+    return 0;
+}
+
+/* A tracked process execs: stop it until user space has probed the program, unless known. The
+ * record carries the program's inode (arg) and device (ret), the key user space adds to
+ * `known` before it sends SIGCONT. No record, no stop: a full ring never leaves one held. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(region_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+    if (!snumap_hold_exec)
+        return 0;
+    __u64 id = bpf_get_current_pid_tgid();       /* the task that execs */
+    __u32 tgid = id >> 32;
+    if (!bpf_map_lookup_elem(&tracked, &tgid))
+        return 0;
+    struct snumap_exe k = {};
+    k.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino);
+    k.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev);
+    if (bpf_map_lookup_elem(&known, &k))
+        return 0;
+    struct snumap_region_hit *h = reserve(id, SNUMAP_EXEC_TAG, (__u32)k.dev);
+    if (!h)
+        return 0;
+    h->arg = k.ino;
+    bpf_ringbuf_submit(h, 0);
+    bpf_send_signal(SNUMAP_SIGSTOP);
     return 0;
 }

@@ -103,7 +103,7 @@ def test_chrome_refuses_big_recordings_and_names_perfetto(
 
 def test_without_o_the_output_is_named_after_the_input(
         recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for fmt, name in (("chrome", "known.json"), ("csv", "known.csv"),
+    for fmt, name in (("chrome", "known.chrome.json"), ("csv", "known.csv"),
                       ("perfetto", "known.pftrace"), ("parquet", "known.parquet")):
         assert main(["export", str(recording), "--format", fmt]) == 0
         assert (recording.parent / name).exists(), fmt
@@ -223,3 +223,16 @@ def test_untraced_time_is_named_other_in_chrome_and_csv(
     got = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [(r["cpu"], r["tid"], r["comm"]) for r in got if r["tid"] == "-2"] == [
         ("1", "-2", "other (not traced)")]
+
+
+def test_chrome_export_does_not_take_the_report_json_name(
+        recording: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --json known.rec > known.json` then `export --format chrome known.rec`: both
+    files, neither in the other's way."""
+    assert main(["report", str(recording), "--json"]) == 0
+    report = recording.with_suffix(".json")
+    report.write_text(capsys.readouterr().out)
+    assert main(["export", str(recording), "--format", "chrome"]) == 0, capsys.readouterr().err
+    assert "traceEvents" not in json.loads(report.read_text())      # the report, intact
+    trace = recording.parent / "known.chrome.json"
+    assert json.loads(trace.read_text())["traceEvents"]

@@ -139,7 +139,8 @@ def test_top_batch_escapes_comm_user_and_host(tmp_path: Path,
     out = run_while_busy(fr, ["top", "--fsroot", str(tmp_path), "--batch", "--count", "1",
                               "--interval", "0.2", "--tasks", "50"], capsys)
     assert_clean(out)
-    assert "ev\\x1b]0;pwned\\x07il" in out
+    # COMMAND shows the program's name and arguments (argv), escaped
+    assert "evil --x\\x1b[2J\\x1b]52;c" in out
 
 
 def test_topo_escapes_names_from_a_topology_file(tmp_path: Path,
@@ -187,7 +188,7 @@ def test_top_tui_shows_hostile_names_escaped() -> None:
             await pilot.pause()
             screen = _screen(app)
             assert_clean(screen)
-            assert "./evil --x\\x1b[2J\\x1b]52" in screen   # the list's command, escaped
+            assert "evil --x\\x1b[2J\\x1b]52" in screen    # the list's command, escaped
             assert "u\\x1b[2J" in screen                   # the user column
             assert MARKUP in screen                       # shown as text, not as markup
             await pilot.press("down")                     # the hostile one's details

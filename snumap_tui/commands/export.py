@@ -10,7 +10,8 @@ ui.perfetto.dev) for small recordings: above ``CHROME_MAX_EVENTS`` events it ref
 (``--table readings``) or the raw scheduling events (``--table events``).
 
 Without -o the output is named after the input (run.rec -> run.pftrace, run.parquet/,
-run.json, run.csv); ``-o -`` writes chrome or csv to standard output. Every format uses one
+run.chrome.json, run.csv); ``-o -`` writes chrome or csv to standard output. Not run.json:
+that is where ``snumap report --json run.rec > run.json`` puts the report. Every format uses one
 time base: the recording's CLOCK_MONOTONIC nanoseconds (microseconds in Chrome's ``ts``).
 """
 
@@ -27,7 +28,7 @@ from snumap_tui.textsafe import safe_lines
 
 FORMATS = ("perfetto", "parquet", "chrome", "csv")
 CHROME_MAX_EVENTS = 1_000_000      # trace viewers stop loading JSON near ~256 MB / 1 M events
-SUFFIX = {"perfetto": ".pftrace", "parquet": ".parquet", "chrome": ".json"}
+SUFFIX = {"perfetto": ".pftrace", "parquet": ".parquet", "chrome": ".chrome.json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_output(src: str, fmt: str, table: str) -> Path:
-    """run.rec -> run.pftrace / run.parquet / run.json / run.csv (run.samples.csv, ...)."""
+    """run.rec -> run.pftrace / run.parquet / run.chrome.json / run.csv (run.samples.csv,
+    ...)."""
     p = Path(src)
     if fmt == "csv":
         return p.with_suffix(".csv" if table == "intervals" else f".{table}.csv")

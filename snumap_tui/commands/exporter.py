@@ -41,11 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.commands.options import option_value, parse_duration
-    from snumap_tui.model.sampler import check_interval
+    from snumap_tui.commands.options import interval_option
 
-    interval = option_value("--interval", args.interval,
-                            lambda t: check_interval(parse_duration(t, positive=False)))
+    interval = interval_option(args.interval)
     if args.print_rules:
         from snumap_tui.commands.top import catalogue_from_args
         from snumap_tui.exporter.promql import rules_yaml

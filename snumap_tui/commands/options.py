@@ -1,26 +1,16 @@
-"""Option values that several subcommands parse: durations ("100ms", "2s") and sizes ("8M")."""
+"""Option values that several subcommands parse: durations ("100ms", "2s": the one parser,
+snumap_tui/durations.py), sampling intervals (a duration in the sampler's range) and sizes
+("8M")."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from snumap_tui.durations import parse_duration
 from snumap_tui.errors import SnumapError
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0,
-          "h": 3600.0}
-
-
-def parse_duration(text: str, *, positive: bool = True) -> float:
-    """Seconds from "100ms", "2s", "1.5" (seconds), "1m", "250us". Without ``positive``, 0 is
-    let through for a range check that says more (``check_interval``)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]*)\s*", text or "")
-    if not m or (m.group(2) and m.group(2) not in _UNITS):
-        raise SnumapError(f"bad duration {text!r} (examples: 100ms, 2s, 1.5, 1m)")
-    value = float(m.group(1)) * _UNITS.get(m.group(2) or "s", 1.0)
-    if positive and value <= 0:
-        raise SnumapError("duration must be positive")
-    return value
+__all__ = ["interval_option", "option_value", "parse_duration", "parse_size"]
 
 
 def option_value(option: str, text: str, parse: Any) -> Any:
@@ -31,6 +21,15 @@ def option_value(option: str, text: str, parse: Any) -> Any:
         return parse(text)
     except SnumapError as exc:
         raise SnumapError(f"{option} {text}: {exc}") from None
+
+
+def interval_option(text: str, option: str = "--interval") -> float:
+    """A sampling interval option (top, record, exporter): a duration in the sampler's
+    range, its error naming the option."""
+    from snumap_tui.model.sampler import check_interval
+
+    return float(option_value(option, text,
+                              lambda t: check_interval(parse_duration(t, positive=False))))
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,

@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.commands import record_regions
-from snumap_tui.commands.options import option_value, parse_duration, parse_size
+from snumap_tui.commands.options import (
+    interval_option,
+    option_value,
+    parse_duration,
+    parse_size,
+)
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
@@ -127,7 +132,6 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
-    from snumap_tui.model.sampler import check_interval
     from snumap_tui.native.malloc import one_arena
 
     one_arena()        # before any thread starts: one malloc arena keeps the peak RSS lower
@@ -136,17 +140,17 @@ def run(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     # Everything that can be wrong with the arguments is found before anything starts.
-    interval = option_value("--interval", args.interval,
-                            lambda t: check_interval(parse_duration(t, positive=False)))
+    interval = interval_option(args.interval)
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
         if getattr(args, "buffer_size", None) else None
-    job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
-    args.job_watch = job
-    out = Path(args.output)
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
+    args.backend_asked = args.backend   # --job may pick another, which the user did not
+    job = JobWatch.from_args(args, say)      # --job: expands %j/%N in args.output
+    args.job_watch = job
+    out = Path(args.output)
     started = OutputFile(out, args.force)       # replaced only once the recording starts
     cleanup = Cleanup(say)
     try:
@@ -229,7 +233,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None and not args.system_wide:
         pids = job.roots()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
-    note = better_backends_note(tracer.name, args.backend)
+    note = better_backends_note(tracer.name, getattr(args, "backend_asked", args.backend))
     if note:
         say(note)
     stopped = {"tracer": False}
@@ -240,7 +244,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
-    regions.start(pids)
+    regions.start(pids, [child.pid] if child is not None else None)
     sources = sources + backend_statuses()
     watch = TreeWatch(sampler, [child.pid] if child is not None else [])
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,

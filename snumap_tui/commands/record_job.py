@@ -9,7 +9,9 @@ until the job ends: Slurm then stops the job's remaining steps with SIGTERM, and
 closes its file (a job's nodes are often idle between two steps, so "no process left" is no
 sign of the end there). Started from outside the job (ssh to the node, ``--job JOBID``), it
 ends once the job has had no process on the node for ``STEP_GAP_S``. ``--duration`` and
-SIGINT end it in both cases.
+SIGINT end it in both cases. From outside, a job with no process on the node (a wrong id, a
+job that runs elsewhere or has ended) is refused after ``START_WAIT_S`` of looking, before any
+file is written: nothing would ever start such a recording, or end it.
 
 What it adds to the recording (docs/format.md): header keys ``job``, ``node``, ``boot_id``,
 ``pid_max`` and ``clock_start``; info chunks ``job processes`` (pid, step, rank) as processes
@@ -32,6 +34,8 @@ from snumap_tui.sources.jobprocs import JobProc, JobScanner, current_job, node_n
 
 SCAN_S = 0.05
 STEP_GAP_S = 3.0
+START_WAIT_S = 5.0          # from outside the job: how long to look for its first process
+START_SCAN_S = 0.2
 
 
 def add_job_argument(parser: argparse.ArgumentParser) -> None:
@@ -95,9 +99,11 @@ class JobWatch:
         self.cannot_follow = False
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> JobWatch | None:
+    def from_args(cls, args: argparse.Namespace, say: Any = None,
+                  wait_s: float = START_WAIT_S) -> JobWatch | None:
         """None without ``--job``; else the watch, ``args.output`` expanded. Refuses (one line)
-        outside a job, or with a command."""
+        outside a job, with a command, or (from outside the job) when the job has no process
+        on this node within WAIT_S."""
         if getattr(args, "job", None) is None:
             return None
         cmd = [c for c in (args.cmd or []) if c != "--"]
@@ -124,6 +130,8 @@ class JobWatch:
         watch = cls(system, jobid, node, own)
         new, _alive = watch.scanner.scan()
         watch._learn(new)
+        if own is None and not watch.roots():
+            watch._await_first(wait_s, say)
         return watch
 
     # ---- hooks ------------------------------------------------------------------------------
@@ -195,6 +203,23 @@ class JobWatch:
                         {"clock": reading, "tid_max": int(writer.tid_max)})
 
     # ---- internals --------------------------------------------------------------------------
+
+    def _await_first(self, wait_s: float, say: Any) -> None:
+        """From outside the job: look for its first process here for up to WAIT_S (a job just
+        started may not have forked it yet), else refuse. A step of the job never waits: it
+        is the job, on a node of the job, whose next step may come much later."""
+        if say is not None:
+            say(f"no process of job {self.jobid} on {self.node} yet; looking for {wait_s:g} s")
+        end = time.monotonic() + wait_s
+        while not self.roots() and time.monotonic() < end:
+            time.sleep(START_SCAN_S)
+            new, _alive = self.scanner.scan()
+            self._learn(new)
+        if not self.roots():
+            where = f"squeue -j {self.jobid} -o %N" if self.system == "slurm" \
+                else f"qstat -n {self.jobid}"
+            raise SnumapError(f"job {self.jobid} has no process on this node ({self.node}): "
+                              f"check the job id and where it runs ({where})")
 
     def _learn(self, new: list[JobProc]) -> None:
         for p in new:

@@ -79,8 +79,9 @@ class RegionSession:
             self.markers = MarkerFifo(self.names)
             os.environ[ENV] = self.markers.path     # inherited by the command's fork
 
-    def start(self, roots: list[int] | None) -> None:
-        """Probes on the command's programs and libraries (before it execs)."""
+    def start(self, roots: list[int] | None, command: list[int] | None = None) -> None:
+        """Probes on the command's programs and libraries (before it execs). ROOTS: the
+        traced tree (None: system-wide); COMMAND: the command's pid, if there is one."""
         if self._old_env is None:
             os.environ.pop("SNUMAP_MARKERS", None)
         else:
@@ -101,7 +102,7 @@ class RegionSession:
             self.say(why)
             self.tracer = None
             return
-        for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots):
+        for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots, command):
             self.say(line)
         self._drain_if_probed()
         # Not at once: until the held child execs, its maps are this Python's.
@@ -128,12 +129,16 @@ class RegionSession:
             self.tracer.follow(batch)
 
     RESCAN_S = 1.0
+    HELD_SAID_NS = 100_000_000      # holds at exec said when they took this long in all
 
     def poll(self, writer: Any) -> None:
         if self.tracer is not None and time.monotonic() >= self._next_rescan:
             self._next_rescan = time.monotonic() + self.RESCAN_S
             self.tracer.rescan()
             self._drain_if_probed()
+        if self.tracer is not None:
+            for line in self.tracer.take_lines():
+                self.say(line)
         if self.tracer is not None and self.drainer is not None:
             for raw in self.drainer.take():
                 self._write(writer, self.tracer.decode(raw))
@@ -157,6 +162,12 @@ class RegionSession:
                 rows = self.tracer.decode(raw)
                 self._write(writer, rows[rows["t_ns"] <= t_stop_ns])
             self.drainer = None
+            for line in self.tracer.take_lines():
+                self.say(line)
+            if self.tracer.held_ns >= self.HELD_SAID_NS:
+                self.say(f"regions: {self.tracer.holds} exec(s) of the command held "
+                         f"{self.tracer.held_ns / 1e6:.0f} ms in all, until their programs "
+                         "were probed")
             if self.tracer.lost:
                 problems.append(f"{self.tracer.lost} region records lost (ring full)")
         if self.markers is not None:
@@ -168,10 +179,12 @@ class RegionSession:
             writer.add_marker(t_stop_ns, "regions: " + "; ".join(problems))
 
     def close(self) -> None:
+        raws = []
         if self.drainer is not None:
-            self.drainer.stop()
+            raws = self.drainer.stop()
             self.drainer = None
         if self.tracer is not None:
+            self.tracer.release(raws)       # no process of the command stays held
             self.tracer.close()
         if self.markers is not None:
             self.markers.close()

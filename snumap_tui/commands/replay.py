@@ -15,12 +15,16 @@ from typing import Any
 from snumap_tui.errors import SnumapError
 from snumap_tui.textsafe import safe_lines
 
+MAX_SPEED = 1000.0      # --speed: recording seconds per second
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a recording made by `snumap record`")
     parser.add_argument("--speed", type=float, default=1.0,
                         help="playback speed (recording seconds per second, default 1)")
-    parser.add_argument("--at", metavar="SECONDS", help="start with the cursor at this time")
+    parser.add_argument("--at", metavar="TIME",
+                        help="start with the cursor this long after the recording's start "
+                             "(e.g. 12.5, 250ms, 1:02.5)")
     parser.add_argument("--screenshot", metavar="OUT.svg",
                         help="do not open the terminal UI: write an SVG screenshot and exit")
     parser.add_argument("--size", default="120x40", metavar="WxH",
@@ -51,10 +55,14 @@ def load_for_ui(rec: Any, lazy: bool = True) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from snumap_tui.commands.options import option_value, parse_duration
     from snumap_tui.commands.report import open_readable, warn_damaged
 
-    if args.speed <= 0:
-        raise SnumapError("--speed must be positive")
+    at_s = option_value("--at", args.at, lambda t: parse_duration(t, positive=False)) \
+        if args.at else None
+    if not 0 < args.speed <= MAX_SPEED:      # nan and inf fail this too
+        raise SnumapError(f"--speed {args.speed:g}: out of range (more than 0, up to "
+                          f"{MAX_SPEED:g} recording seconds per second)")
     with open_readable(args.file) as rec:
         # Without a terminal Textual would write escape codes into a pipe and wait for keys
         # that never come; refuse before the load, as `snumap top` does.
@@ -62,18 +70,15 @@ def run(args: argparse.Namespace) -> int:
             raise SnumapError("the replay view needs a terminal; use `snumap report FILE` for "
                               "text, or --screenshot OUT.svg")
         data = load_for_ui(rec, lazy=not args.screenshot)   # a screenshot shows every node
-        from snumap_tui.ui.replay import ReplayApp, parse_time
+        from snumap_tui.ui.replay import ReplayApp
 
         app = ReplayApp(data, speed=args.speed)
         if args.by == "region" and data.regions is None:
             raise SnumapError(f"--by region: {args.file} has no regions (record with "
                               "--regions auto and OpenMP/MPI, --probe or SNUMAP_MARKERS)")
         app.state.mode = args.by
-        if args.at:
-            try:
-                app.cursor_t = data.t0 + int(parse_time(args.at) * 1e9)
-            except ValueError:
-                raise SnumapError(f"--at: not a time: {args.at!r}") from None
+        if at_s is not None:
+            app.cursor_t = data.t0 + int(at_s * 1e9)
         if args.screenshot:
             rc = _screenshot(app, args)
         else:

@@ -31,8 +31,8 @@ SORT_COLUMNS = ("pid", "user", "job", "cpu", "mem", "thr", "time", "pu", "affini
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interval", "-i", type=float, default=1.0, metavar="S",
-                        help="seconds between samples (default 1; 0.01 .. 3600)")
+    parser.add_argument("--interval", "-i", default="1s", metavar="DURATION",
+                        help="time between samples (default 1s; 10ms .. 1h, e.g. 500ms, 2s)")
     parser.add_argument("--batch", "-b", action="store_true",
                         help="print frames as text (or --json lines) instead of the TUI")
     parser.add_argument("--count", "-n", type=int, default=None, metavar="N",
@@ -180,21 +180,21 @@ def foreign_statuses(name: str) -> dict[str, SourceStatus]:
 def make_sampler(topo: Topology, root: Path, interval_s: float,
                  catalogue: Catalogue | None, origin: tuple[str, str] | None) -> Sampler:
     """The live sampler, or one without any source for another machine's topology (its
-    frames carry the tree and n/a everywhere)."""
+    frames carry the tree and n/a everywhere). Without kernel threads in its process list,
+    as htop starts: the live view (whose K shows them) and --batch list the same processes."""
     from snumap_tui.model.sampler import Sampler
 
     if origin is not None and origin[0] == "topology":
         return Sampler(topo, root, interval_s, sources=[], catalogue=catalogue)
-    return Sampler(topo, root, interval_s, catalogue=catalogue)
+    sampler = Sampler(topo, root, interval_s, catalogue=catalogue)
+    sampler.set_kthreads(False)
+    return sampler
 
 
 def _check(args: argparse.Namespace) -> None:
-    from snumap_tui.model.sampler import check_interval
+    from snumap_tui.commands.options import interval_option
 
-    try:
-        check_interval(args.interval)
-    except SnumapError as exc:
-        raise SnumapError(f"--interval {args.interval:g}: {exc}") from None
+    args.interval = interval_option(str(args.interval))
     if args.count is not None and args.count < 1:
         raise SnumapError(f"--count {args.count}: must be at least 1")
     if args.tasks < 0:
@@ -258,7 +258,6 @@ def run_tui(topo: Topology, root: Path, interval_s: float,
             process_list: dict[str, Any] | None = None) -> int:
     """``process_list``: the list's sort_key, pids (-p) and user (-u)."""
     feed = LiveFeed(topo, root, interval_s, catalogue, origin)
-    feed.show_kthreads(False)      # as htop starts; K shows them (the app says the same)
     # Sweep once now, before Textual is even imported: the sampler's first sweep after mount
     # then already has a previous sample, some 0.3 s older, so the first frame (with
     # utilisation) appears as soon as the screen does.
@@ -323,7 +322,7 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
                args: argparse.Namespace | None = None) -> list[str]:
     """The first ``ntasks`` processes in the --sort order (the busiest by default), only
     those of -p and -u, the COMMAND column cut so each row fits ``width``."""
-    from snumap_tui.ui.processes import affinity_label, only, sort_tasks
+    from snumap_tui.ui.processes import affinity_label, command_label, only, sort_tasks
 
     tasks = frame.tasks if args is None else only(frame.tasks, pids_of(args), args.user or None)
     out = [f"{'PID':>7} {'USER':<10} {'CPU%':>6} {'PU':>4}  {'AFFINITY':<22} COMMAND"]
@@ -332,7 +331,7 @@ def task_lines(frame: Frame, ntasks: int, width: int = BATCH_WIDTH,
         pu = "" if t.last_cpu is None else str(t.last_cpu)
         row = (f"{t.pid:>7} {safe_text(t.user)[:10]:<10} {cpu:>6} {pu:>4}  "
                f"{affinity_label(frame.topology, t.affinity)[:22]:<22} ")
-        out.append(row + clip(safe_text(t.comm), width - len(row)))
+        out.append(row + clip(safe_text(command_label(t.cmdline, t.comm)), width - len(row)))
     return out
 
 

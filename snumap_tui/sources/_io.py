@@ -18,9 +18,12 @@ Reader = Callable[[Path], str]
 
 __all__ = [
     "Reader",
+    "c_string",
+    "decode_name",
     "is_live",
     "parse_cpulist",
     "parse_cpumask",
+    "read_name_text",
     "read_optional",
     "read_text",
     "reason_of",
@@ -31,6 +34,25 @@ __all__ = [
 def read_text(path: Path) -> str:
     with open(path, encoding="ascii", errors="replace") as f:
         return f.read()
+
+
+def decode_name(raw: bytes) -> str:
+    """Text the kernel keeps as bytes and anyone can set (a comm, by prctl(PR_SET_NAME); an
+    argv; a cgroup or file name): UTF-8, each other byte as ``\\xNN``. One other user's odd
+    name must never stop a reading, and the result has no lone surrogates, so it can be
+    stored, printed and exported like any string."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def c_string(raw: bytes) -> str:
+    """A NUL-padded name from a kernel record (``char comm[16]``), decoded as above."""
+    return decode_name(raw.split(b"\0", 1)[0])
+
+
+def read_name_text(path: Path) -> str:
+    """A /proc file that holds such names (comm, stat, status, cgroup), decoded as above."""
+    with open(path, "rb") as f:
+        return decode_name(f.read())
 
 
 def read_optional(reader: Reader, path: Path) -> str | None:

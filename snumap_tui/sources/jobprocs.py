@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from snumap_tui.sources._io import decode_name, read_name_text
 from snumap_tui.sources.jobs import detect_job, parse_cgroup
 
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
@@ -32,12 +33,12 @@ _STEP = re.compile(r"/step_([^/]+)")
 
 
 def parse_environ(data: bytes) -> dict[str, str]:
-    """/proc/PID/environ -> {KEY: VALUE} (undecodable bytes kept as surrogates)."""
+    """/proc/PID/environ -> {KEY: VALUE} (undecodable bytes as ``\\xNN``)."""
     out: dict[str, str] = {}
     for item in data.split(b"\0"):
         if b"=" in item:
             k, v = item.split(b"=", 1)
-            out[k.decode("utf-8", "surrogateescape")] = v.decode("utf-8", "surrogateescape")
+            out[decode_name(k)] = decode_name(v)
     return out
 
 
@@ -104,7 +105,7 @@ def count_comm(name: str, proc: Path = Path("/proc")) -> int:
     for p in proc.iterdir():
         if p.name.isdigit():
             try:
-                n += (p / "comm").read_text().strip() == name
+                n += read_name_text(p / "comm").strip() == name
             except OSError:
                 continue
     return n
@@ -141,7 +142,7 @@ class JobScanner:
     def classify(self, pid: int) -> JobProc | None:
         base = self.proc / str(pid)
         try:
-            groups = parse_cgroup((base / "cgroup").read_text())
+            groups = parse_cgroup(read_name_text(base / "cgroup"))
         except OSError:
             return None
         try:
@@ -157,7 +158,7 @@ class JobScanner:
         if step in self.exclude_steps:
             return None
         try:
-            comm = (base / "comm").read_text().strip()
+            comm = read_name_text(base / "comm").strip()
         except OSError:
             comm = "?"
         r = rank_of(env)
@@ -222,7 +223,7 @@ class JobScanner:
             return False
         if not cmd.startswith(self.stepd_prefix):
             return False
-        step = cmd[len(self.stepd_prefix):].split(b"]", 1)[0].decode(errors="replace")
+        step = decode_name(cmd[len(self.stepd_prefix):].split(b"]", 1)[0])
         return step not in self.exclude_steps       # not the recorder's own step
 
     def steps_alive(self) -> set[str]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from snumap_tui.sources._io import (
     Reader,
+    decode_name,
     is_live,
     parse_cpulist,
     read_text,
@@ -209,7 +210,7 @@ class TasksSource:
                 chunks.append(chunk)
         finally:
             os.close(fd)
-        return b"".join(chunks).decode("ascii", "replace")
+        return decode_name(b"".join(chunks))
 
     def _user(self, uid: int) -> str:
         name = self._users.get(uid)

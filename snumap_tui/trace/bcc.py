@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.sources._io import c_string
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
@@ -185,7 +186,7 @@ class BccTracer(BpfTracer):
         for k, v in table.items():
             tid = int(k.value)
             self._tasks.learn(tid, tgid=int(v.tgid) or None, ppid=int(v.ppid) or None,
-                              comm=bytes(v.comm).split(b"\0", 1)[0].decode(errors="replace"))
+                              comm=c_string(bytes(v.comm)))
             done.append(k)
         for k in done:
             try:

@@ -412,7 +412,8 @@ def parse_maps(text: str) -> list[Mapping]:
 
 def read_maps(pid: int, root: Path = Path("/")) -> list[Mapping]:
     try:
-        return parse_maps((root / f"proc/{pid}/maps").read_text())
+        # Paths are bytes to the kernel: decoded as the os module does, so each opens again.
+        return parse_maps(os.fsdecode((root / f"proc/{pid}/maps").read_bytes()))
     except OSError:
         return []
 

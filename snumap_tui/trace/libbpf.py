@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from snumap_tui.native import libbpf
+from snumap_tui.sources._io import c_string
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.freq import online_cpus
 from snumap_tui.sources.privileges import has_caps
@@ -202,7 +203,7 @@ class LibbpfTracer(BpfTracer):
             n = np.frombuffer(val, dtype=self._names_dtype)[0]
             tid = struct.unpack("<I", key)[0]
             self._tasks.learn(tid, tgid=int(n["tgid"]) or None, ppid=int(n["ppid"]) or None,
-                              comm=bytes(n["comm"]).split(b"\0", 1)[0].decode(errors="replace"))
+                              comm=c_string(bytes(n["comm"])))
             names.delete(key)
 
     def stop(self) -> ev.EventBatch:

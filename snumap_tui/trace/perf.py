@@ -21,6 +21,7 @@ import numpy as np
 
 from snumap_tui.native import perf_event as pe
 from snumap_tui.native.perf_ring import PerfRing, gather, split_records
+from snumap_tui.sources._io import c_string
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.freq import online_cpus
 from snumap_tui.sources.privileges import has_caps
@@ -79,15 +80,11 @@ def _time_sorted(events: np.ndarray) -> np.ndarray:
     return take_rows(events, np.argsort(t, kind="stable"))
 
 
-def comm_str(b: bytes) -> str:
-    return b.split(b"\0", 1)[0].decode(errors="replace")
-
-
 def data_loc_str(buf: bytes, raw_start: int, loc: int) -> str:
     """A ``__data_loc char[]`` field: u32 = length << 16 | offset from the record start
     (Documentation/trace/events.rst)."""
     off, length = loc & 0xFFFF, loc >> 16
-    return comm_str(buf[raw_start + off:raw_start + off + length])
+    return c_string(buf[raw_start + off:raw_start + off + length])
 
 
 @dataclass
@@ -441,7 +438,7 @@ class PerfTracer(Tracer):
                 self._tasks.learn(tid, tgid=tgid, comm=comm, ppid=ppid, t_ns=t_ns)
         for tid, raw in self._switch_comm.items():
             if tid in keep and self._tasks.comm.get(tid) is None:
-                self._tasks.learn(tid, comm=comm_str(raw))
+                self._tasks.learn(tid, comm=c_string(raw))
         self._seen_names = []
         self._switch_comm = {}
 

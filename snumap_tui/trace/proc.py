@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snumap_tui.sources._io import read_name_text
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
@@ -85,8 +86,8 @@ class ProcTracer(Tracer):
             for name in tids:
                 base = self.proc / str(pid) / "task" / name
                 try:
-                    st = parse_stat((base / "stat").read_text())
-                    sched = (base / "schedstat").read_text() if st else ""
+                    st = parse_stat(read_name_text(base / "stat"))
+                    sched = read_name_text(base / "schedstat") if st else ""
                 except OSError:
                     continue
                 if st is None:

@@ -9,6 +9,12 @@ each wait for their own on close, ~80 ms apiece here, seconds for an MPI library
 points. libbpf 1.1 (Debian 12) has no call for it, so the link is created with the bpf(2)
 syscall directly (include/uapi/linux/bpf.h, ``link_create.uprobe_multi``). Where the kernel
 refuses it, ``available`` says why and the perf path (trace/uprobes.py) is used instead.
+
+With ``hold_exec`` the object also stops a tracked process that execs a program it does not
+know (by inode: ``know``) before the program's first instruction, and reports it (``held``);
+trace/regions.py probes the program and its libraries, then ``resume`` lets it run. So the
+first parallel region of a program a shell or a launcher starts is seen, which the exec event,
+decoded a tenth of a second later, came too late for.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import signal
 import struct
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +39,7 @@ BPF_F_UPROBE_MULTI_RETURN = 1
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 RING_BYTES = 1 << 22
 
+EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
 HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", "<u4"),
                        ("tag", "<u4"), ("ret", "<u4")])     # struct snumap_region_hit
 
@@ -70,7 +78,11 @@ class BpfUprobes:
 
     kind = "ebpf"
 
-    def __init__(self, roots: list[int] | None) -> None:
+    def __init__(self, roots: list[int] | None, *, system_wide: bool | None = None,
+                 hold_exec: bool = False) -> None:
+        """ROOTS seed the tracked tree (None: none); hits are kept from that tree only unless
+        SYSTEM_WIDE (default: when ROOTS is None); HOLD_EXEC stops the tree's execs of
+        unknown programs until ``resume``."""
         from snumap_tui.native import libbpf
         from snumap_tui.trace.bpf_ring import BpfRingReader
 
@@ -78,13 +90,20 @@ class BpfUprobes:
         self.links: list[int] = []
         self.by_group: dict[str, list[int]] = defaultdict(list)
         self.lost = 0
+        self.held: list[tuple[int, int, int, int]] = []     # (pid, inode, dev, t_ns) stopped
+        self._exec_link: Any = None
+        wide = roots is None if system_wide is None else system_wide
         try:
-            self.obj.set_global("snumap_system_wide", struct.pack("<I", int(roots is None)))
+            self.obj.set_global("snumap_system_wide", struct.pack("<I", int(wide)))
+            self.obj.set_global("snumap_hold_exec", struct.pack("<I", int(hold_exec)))
+            self.obj.program("region_exec").set_autoload(hold_exec)
             for name in ("region_entry", "region_return"):
                 self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.load()
             self.obj.program("region_fork").attach()
+            if hold_exec:
+                self._exec_link = self.obj.program("region_exec").attach()
             tracked = self.obj.map("tracked")
             for pid in roots or []:
                 tracked.update_u32(pid, 1)
@@ -121,17 +140,46 @@ class BpfUprobes:
         self.links = [fd for fd in self.links if fd not in fds]
         close_all(fds)
 
+    @property
+    def holds(self) -> bool:
+        return self._exec_link is not None
+
+    def know(self, keys: list[tuple[int, int]]) -> None:
+        """Programs (inode, device) whose execs need no hold any more: probed already."""
+        known = self.obj.map("known")
+        for ino, dev in keys:
+            known.update(struct.pack("<QQ", ino, dev), struct.pack("<I", 1))
+
+    def resume(self, pid: int, ino: int, dev: int) -> None:
+        """Let a held process run (its program is known from now on)."""
+        self.know([(ino, dev)])
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+    def take_execs(self, raw: np.ndarray) -> np.ndarray:
+        """RAW without its held execs, which go to ``held``."""
+        execs = raw["tag"] == EXEC_TAG
+        if not execs.any():
+            return raw
+        self.held += [(int(r["pid"]), int(r["arg"]), int(r["ret"]), int(r["t_ns"]))
+                      for r in raw[execs]]
+        return raw[~execs]
+
     def drain(self) -> Any:
         recs = self.ring.read()
         return recs if len(recs) else None
 
     def decode(self, raw: Any) -> np.ndarray:
+        """The HIT rows of RAW; held execs go to ``held``."""
         lost = self.obj.map("lost").lookup(struct.pack("<I", 0))
         if lost:
             per = np.frombuffer(lost, dtype="<u8")
             self.lost = int(per.sum())
         if raw is None or not len(raw):
             return np.zeros(0, HIT)
+        raw = self.take_execs(raw)
         out = np.zeros(len(raw), HIT)
         for f in ("t_ns", "pid", "tid", "tag", "ret", "arg"):
             out[f] = raw[f]
@@ -139,7 +187,20 @@ class BpfUprobes:
             out = out[np.argsort(out["t_ns"], kind="stable")]
         return out
 
+    def release_all(self, raws: Any = ()) -> None:
+        """Stop holding, then let every process still held run: those in RAWS (drained, not
+        decoded), in ``held`` and in what the ring still holds."""
+        if self._exec_link is not None:
+            self._exec_link.destroy()       # no new hold from here on
+            self._exec_link = None
+        for raw in [*raws, self.drain()]:
+            self.decode(raw)
+        held, self.held = self.held, []
+        for pid, ino, dev, _t in held:
+            self.resume(pid, ino, dev)
+
     def close(self) -> None:
+        self.release_all()
         self.ring.close()
         close_all(self.links)
         self.links = []

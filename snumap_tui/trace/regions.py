@@ -6,8 +6,12 @@ any argument that is one, such as the program ``mpirun`` starts) and every libra
 are read; the files that export an OpenMP or MPI runtime's entry points get a uprobe and a
 uretprobe on each, the executables a pair on each outlined parallel-region body
 (``main._omp_fn.0``). Probes sit on the files' inodes, so the ranks that mpirun execs later
-hit them from their first call. When the traced tree execs a program that was not planned,
-its libraries are read then and probed (``follow``); calls before that are not seen.
+hit them from their first call. When the command's tree execs a program that was not planned
+(``sh -c './a; ./b'``), the eBPF path stops it at the exec, before its first instruction,
+until that program and its libraries are read and probed (``_release_held``); the perf path
+can only read them once the exec is decoded (``follow``), and calls before that are not seen.
+Under ``--system-wide -- CMD`` every process's hits are kept, and CMD's tree (``family``)
+is followed all the same.
 
 Hits come from every process mapping the files; those outside the traced tree are dropped
 here (the tree is learnt from the scheduling tracer's fork and exec events). A span opener's
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +77,19 @@ def _runtime_or(binary: str) -> Callable[[str], bool]:
     return lambda f: f == real or bool(RUNTIME_NAME.search(os.path.basename(f)))
 
 
+def _closure(binary: str) -> list[str]:
+    """BINARY and the libraries it needs that are named like a runtime."""
+    return E.library_closure(binary, keep=_runtime_or(binary))
+
+
+def _may_have_regions(program: str) -> bool:
+    """Whether a program exec'd while recording is worth reading (its symbol tables: ~0.1 s
+    for a small one, seconds for a compiler, while its process waits): it needs a library
+    named like a runtime, or none at all (static: the runtime may be inside). A runtime it
+    dlopens is found by the rescans."""
+    return len(_closure(program)) > 1 or not E.needed_of(program)[0]
+
+
 def parse_probe(spec: str) -> tuple[str, str]:
     """``FILE:SYMBOL`` -> (file, symbol); SnumapError when malformed or the file is gone."""
     path, sep, sym = spec.rpartition(":")
@@ -104,6 +122,16 @@ class RegionTracer:
         self.static_op = np.zeros(0, np.uint8)
         self.uprobes: Any = None
         self.tree: set[int] | None = set()         # None: every process (system-wide)
+        # The command's tree, whose execs are followed: the tree itself, or under
+        # --system-wide -- CMD the command's processes; None: none (system-wide, no command).
+        self.family: set[int] | None = self.tree
+        self.omp_runtimes: set[str] = set()         # files found to be an OpenMP runtime
+        self.held_pids: set[int] = set()    # processes whose maps were read at a held exec
+        self.holds = 0                  # execs held until their program was probed
+        self.held_ns = 0                # their time stopped, all together
+        # Held execs are let go from the drain thread (10 ms, not the main loop's 100 ms and
+        # its own work): planning and attaching there and in the main thread take turns.
+        self._lock = threading.RLock()
         self.pending: list[np.ndarray] = []
         self.stacks: dict[tuple[int, str], list[int]] = {}
         self.maps: dict[int, list[E.Mapping]] = {}
@@ -115,6 +143,7 @@ class RegionTracer:
         self.backend = backend          # auto | ebpf | perf: how the probes are opened
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
+        self.lines: list[str] = []      # what was found while recording, to say (main thread)
         self._body_tags = np.zeros(0, np.int64)
         self._window = (0, 0)           # (start t_ns, body hits since)
         self.bodies_off_at: int | None = None
@@ -131,7 +160,7 @@ class RegionTracer:
         for b in binaries:
             # The libraries of the closure are read only when named like a runtime (their
             # closure is walked through DT_NEEDED all the same): every ELF read is ~50 ms.
-            for f in (E.library_closure(b, keep=_runtime_or(b)) if closure else [b]):
+            for f in (_closure(b) if closure else [b]):
                 if f not in files and f not in self.planned:
                     files.append(f)
         stripped: list[str] = []
@@ -144,6 +173,8 @@ class RegionTracer:
                 continue
             rt = C.runtime_of(elf.by_name)
             base = os.path.basename(f)
+            if rt is not None and rt[0] == "omp":
+                self.omp_runtimes.add(f)
             if rt is not None and ((rt[0] == "omp" and want_omp) or (rt[0] == "mpi" and want_mpi)):
                 n, missing = 0, []
                 for ep in rt[1]:
@@ -175,11 +206,14 @@ class RegionTracer:
                 if bodies:
                     plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
                 elif elf.stripped:
-                    stripped.append(base)
-        if stripped and any("OpenMP entry" in f for f in (*plan.found, *self.found)):
-            for base in stripped:
-                plan.problems.append(f"{base} is stripped: its parallel regions are named by "
-                                     "address only, and threads' time inside is not seen")
+                    stripped.append(f)
+        for f in stripped:
+            # Only a program that loads an OpenMP runtime has parallel regions to name: a
+            # stripped wrapper (sh, time, env, mpirun) is not worth a word.
+            if self.omp_runtimes.intersection(_closure(f)):
+                plan.problems.append(f"{os.path.basename(f)} is stripped: its parallel regions "
+                                     "are named by address only, and threads' time inside is "
+                                     "not seen")
         return plan
 
     def plan_user(self) -> Plan:
@@ -207,21 +241,38 @@ class RegionTracer:
 
     # ---- probes -----------------------------------------------------------------------------
 
+    def _open_bpf(self, hold_exec: bool) -> Any:
+        from snumap_tui.trace.region_bpf import BpfUprobes
+
+        return BpfUprobes(sorted(self.family or ()), system_wide=self.tree is None,
+                          hold_exec=hold_exec)
+
     def _open(self) -> Any:
         """The eBPF path (in-kernel filter, uprobe_multi) where it works, else perf's."""
         from snumap_tui.trace.uprobes import UprobeSet
 
-        roots = None if self.tree is None else sorted(self.tree)
         if self.backend in ("auto", "ebpf"):
             try:
-                from snumap_tui.trace.region_bpf import BpfUprobes
-
-                return BpfUprobes(roots)
+                return self._open_bpf(hold_exec=False)
             except (OSError, ImportError, KeyError, ValueError) as e:
                 if self.backend == "ebpf":
                     raise SnumapError(f"region probes: the eBPF path failed: {e}") from None
                 self.say(f"regions: eBPF path not used ({e}); perf uprobes instead")
         return UprobeSet()
+
+    def _open_holding(self) -> None:
+        """The eBPF path, opened before the command runs whatever is planned, so that its
+        tree's first exec of each program is held until the program is probed. Those planned
+        already are held too, for a few milliseconds: long enough to read where the process
+        mapped the program, which names its parallel regions even if it is gone by the time
+        its hits are decoded. Where it cannot be had, ``attach`` opens a path as before."""
+        if self.mode == "none" or not self.family or self.backend not in ("auto", "ebpf"):
+            return
+        try:
+            self.uprobes = self._open_bpf(hold_exec=True)
+        except (OSError, ImportError, KeyError, ValueError):
+            return
+        import elftools.elf.elffile  # noqa: F401  (now, not while the first exec waits)
 
     def attach(self, plan: Plan) -> None:
         """Open the plan's probes; what the kernel refuses is said, the rest goes on."""
@@ -255,9 +306,17 @@ class RegionTracer:
         self._body_tags = np.array([i for i, s in enumerate(self.sites)
                                     if s.entry.role == "body"], dtype=np.int64)
 
-    def start(self, binaries: list[str], roots: list[int] | None) -> list[str]:
-        """Plan and attach before the command runs; the lines that say what was found."""
+    def start(self, binaries: list[str], roots: list[int] | None,
+              command: list[int] | None = None) -> list[str]:
+        """Plan and attach before the command runs; the lines that say what was found.
+        ROOTS: the traced tree's roots (None: system-wide); COMMAND: the command's pids,
+        followed in a system-wide recording too, and whose execs are held (not a job's,
+        whose processes its batch system starts and watches)."""
         self.tree = None if roots is None else set(roots)
+        self.family = self.tree if roots is not None else \
+            (set(command) if command else None)
+        if command:
+            self._open_holding()
         plan = self.plan(binaries) if self.mode != "none" else Plan()
         user = self.plan_user()
         plan.probes += user.probes
@@ -278,19 +337,36 @@ class RegionTracer:
 
     def follow(self, batch: EventBatch) -> None:
         """Learn the tree's processes from a scheduling batch; probe what new programs load."""
-        if self.tree is None:
+        with self._lock:
+            self._follow(batch)
+
+    def _follow(self, batch: EventBatch) -> None:
+        family = self.family
+        if family is None:
             return
         e = batch.events
         k = e["kind"]
-        self.tree.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
-        self.tree.update(e["pid2"][k == FORK].tolist())
-        self.tree.update(t.pid for t in batch.tasks if t.pid > 0)
-        self.tree.discard(-1)
-        self.tree.discard(-2)
-        for pid in sorted(set(e["pid"][k == EXEC].tolist())):
+        if self.tree is not None:       # the batch is the tree's alone
+            family.update(e["pid"][(k == FORK) | (k == EXEC)].tolist())
+            family.update(e["pid2"][k == FORK].tolist())
+            family.update(t.pid for t in batch.tasks if t.pid > 0)
+        else:                           # every process's: the command's children, in order
+            forks = np.flatnonzero(k == FORK)
+            for parent, child in zip(e["pid"][forks].tolist(), e["pid2"][forks].tolist()):
+                if parent in family:
+                    family.add(child)
+            family.update(t.pid for t in batch.tasks if t.pid > 0 and t.ppid in family)
+        family.discard(-1)
+        family.discard(-2)
+        execs = set(e["pid"][k == EXEC].tolist())
+        for pid in sorted(execs & family if self.tree is None else execs):
             # The new program is mapped already (its libraries maybe not yet): enough to name
             # its outlined functions even if the process is gone when its hits are decoded.
-            self.maps[pid] = maps = E.read_maps(pid)
+            # Gone already, the maps read while it was held at its exec stay.
+            maps = E.read_maps(pid)
+            if maps or pid not in self.held_pids:
+                self.maps[pid] = maps
+            self.held_pids.discard(pid)
             self._probe_new(pid, maps)
         # Maps stay after an exit: its last hits are decoded after the exit is seen.
         while len(self.maps) > MAX_MAPS:
@@ -300,10 +376,14 @@ class RegionTracer:
         """Libraries the tree mapped since (dlopen, or loaded after the exec was seen): read
         the tree's /proc/PID/maps and probe the runtimes not planned yet. Called about once a
         second; at most LIMIT processes a call."""
-        if self.mode == "none" or not self.tree:
+        with self._lock:
+            self._rescan(limit)
+
+    def _rescan(self, limit: int) -> None:
+        if self.mode == "none" or not self.family:
             return
         deadline = time.monotonic() + RESCAN_BUDGET_S
-        for pid in sorted(self.tree)[-limit:]:
+        for pid in sorted(self.family)[-limit:]:
             if time.monotonic() > deadline:
                 break                       # the rest at the next call: never stall the loop
             maps = E.read_maps(pid)
@@ -331,23 +411,77 @@ class RegionTracer:
             exe = os.path.realpath(f"/proc/{pid}/exe")
         except OSError:
             return
-        if not exe.startswith("/") or exe in self.planned or not E.is_elf(exe):
+        if not self._new_program(exe):
             return
         self._attach_later(self.plan([exe, *E.mapped_files(maps)]),
                            f"found after exec of pid {pid}")
+
+    def _new_program(self, exe: str) -> bool:
+        """Whether EXE, just exec'd by the tree, is to be planned (once)."""
+        if not exe.startswith("/") or exe in self.planned or not E.is_elf(exe):
+            return False
+        if not _may_have_regions(exe):
+            self.planned.add(exe)
+            return False
+        return True
+
+    def take_lines(self) -> list[str]:
+        """What was found since the last call, to say."""
+        with self._lock:
+            lines, self.lines = self.lines, []
+        return lines
 
     def _attach_later(self, plan: Plan, how: str) -> None:
         """Attach a plan made while recording and say what it found, and HOW."""
         if plan.probes:
             before = len(self.found)
             self.attach(plan)
-            for line in self.found[before:]:
-                self.say(f"regions: {line} ({how})")
+            self.lines += [f"regions: {line} ({how})" for line in self.found[before:]]
+
+    def _release_held(self) -> None:
+        """Probe the programs the held processes exec'd (and the libraries they need), then
+        let the processes run: all of them, whatever goes wrong with the probing."""
+        held = getattr(self.uprobes, "held", None)
+        if not held:
+            return
+        self.uprobes.held = []
+        try:
+            for pid, _ino, _dev, _t in held:
+                if self.family is not None:
+                    self.family.add(pid)
+                # Stopped at its first instruction: the program (and ld.so) are mapped.
+                self.maps[pid] = E.read_maps(pid) or self.maps.get(pid, [])
+                self.held_pids.add(pid)
+                exe = os.path.realpath(f"/proc/{pid}/exe")
+                if self._new_program(exe):
+                    self._attach_later(self.plan([exe]), f"pid {pid} held at its exec")
+        finally:
+            now = time.monotonic_ns()
+            for pid, ino, dev, t_ns in held:
+                self.uprobes.resume(pid, ino, dev)
+                self.holds += 1
+                self.held_ns += max(0, now - t_ns)
+
+    def release(self, raws: Any = ()) -> None:
+        """Let every held process run, unprobed (the recording is ending or failing)."""
+        with self._lock:
+            if self.uprobes is not None and getattr(self.uprobes, "holds", False):
+                self.uprobes.release_all(raws)
 
     # ---- decoding ---------------------------------------------------------------------------
 
     def drain(self) -> Any:
-        return self.uprobes.drain() if self.uprobes is not None else None
+        """The hits the kernel wrote since; the held execs among them are let go here, in
+        the drain thread, as soon as their programs are probed."""
+        if self.uprobes is None:
+            return None
+        raw = self.uprobes.drain()
+        if getattr(self.uprobes, "holds", False) and raw is not None:
+            raw = self.uprobes.take_execs(raw)
+            if self.uprobes.held:
+                with self._lock:
+                    self._release_held()
+        return raw
 
     def drain_capped(self) -> bool:
         """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
@@ -355,9 +489,14 @@ class RegionTracer:
 
     def decode(self, raw: Any) -> np.ndarray:
         """REGION_DTYPE rows of the tree's hits in this drain (and earlier ones held back)."""
+        with self._lock:
+            return self._decode(raw)
+
+    def _decode(self, raw: Any) -> np.ndarray:
         if self.uprobes is None:
             return np.zeros(0, C.REGION_DTYPE)
         rec = self.uprobes.decode(raw)      # HIT rows (trace/uprobes.py)
+        self._release_held()
         if self.pending:
             rec = np.concatenate([*self.pending, rec])
             rec = rec[np.argsort(rec["t_ns"], kind="stable")]
@@ -445,5 +584,6 @@ class RegionTracer:
 
     def close(self) -> None:
         if self.uprobes is not None:
+            self.release()
             self.uprobes.close()
             self.uprobes = None

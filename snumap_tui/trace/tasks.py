@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from snumap_tui.sources._io import read_name_text
 from snumap_tui.trace import events as ev
 
 
 def read_task(tid: int, proc: Path = Path("/proc")) -> tuple[int, int, str] | None:
     """(tgid, ppid, comm) of a live task, or None once it is gone."""
     try:
-        status = (proc / str(tid) / "status").read_text()
+        status = read_name_text(proc / str(tid) / "status")
     except OSError:
         return None
     return parse_status(status)
@@ -55,7 +56,7 @@ def children_map(proc: Path = Path("/proc")) -> dict[int, list[int]]:
         if not p.name.isdigit():
             continue
         try:
-            stat = (p / "stat").read_text()
+            stat = read_name_text(p / "stat")
         except OSError:
             continue
         # proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
@@ -180,7 +181,10 @@ class TaskTable:
                 self._set_tgid(tid, tgid)
 
     def lookup_live(self, tids: Iterable[int], t_ns: int = 0) -> None:
-        """Ask /proc about tids never seen (those still alive answer)."""
+        """Ask /proc about tids never seen (those still alive answer), and about the main
+        thread of their process: a process is named by it (tid == pid, as ps names it) even
+        when only its other threads ran while recording (PID 1's "tokio-rt-worker" threads
+        are process_api's)."""
         for tid in tids:
             if tid in self._reported or tid in self._pending or tid <= 0:
                 continue
@@ -191,6 +195,10 @@ class TaskTable:
                 continue
             tgid, ppid, comm = got
             self.learn(tid, tgid=tgid, ppid=ppid, comm=self.comm.get(tid, comm), t_ns=t_ns)
+            if tgid != tid and tgid > 0 and tgid not in self.comm:
+                main = read_task(tgid, self.proc)
+                if main is not None:
+                    self.learn(tgid, tgid=main[0], ppid=main[1], comm=main[2], t_ns=t_ns)
 
     def fill(self, events: np.ndarray) -> None:
         """Set pid (of tid) and pid2 (of tid2) where the tracepoint left them unknown (-1);

@@ -41,7 +41,7 @@ from snumap_tui.topology.model import Topology
 from snumap_tui.ui.cached_lines import CachedLines
 from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE
-from snumap_tui.ui.processes import GroupRow, affinity_label
+from snumap_tui.ui.processes import GroupRow, affinity_label, command_label
 from snumap_tui.ui.task_column import CPU, CpuColumn, column_value
 
 HEAD_ROWS = 2                    # the title line and the column headers stay in place
@@ -65,18 +65,23 @@ class Col:
     right: bool = False
 
 
+# Columns left out below each width (narrowest last), so that COMMAND keeps at least
+# MIN_COMMAND columns down to the smallest terminal the views accept (50).
+DROPPED_BELOW = ((100, "JOB"), (90, "TIME+"), (75, "THR"), (70, "PU"), (64, "MEM"),
+                 (58, "AFFINITY"))
+MIN_COMMAND = 16
+
+
 def task_columns(width: int) -> list[Col]:
     """The process columns for a terminal width: fixed numbers, COMMAND takes the rest (JOB
-    only when there is room for it and a command of useful length)."""
+    only when there is room for it and a command of useful length); a narrower terminal
+    loses the other columns (``DROPPED_BELOW``) before the command."""
     cols = [Col("PID", 7, True), Col("USER", 9), Col("JOB", 14), Col("CPU%", 6, True),
             Col("MEM", 6, True), Col("THR", 4, True), Col("TIME+", 8, True), Col("PU", 4, True),
-            Col("AFFINITY", 18), Col("COMMAND", 0)]
-    if width < 100:
-        cols = [c for c in cols if c.label != "JOB"]
-        cols[-2] = Col("AFFINITY", 14)
-    if width < 90:
-        cols = [c for c in cols if c.label != "TIME+"]
-    return cols
+            Col("AFFINITY", 18 if width >= 110 else 14 if width >= 80 else 10),
+            Col("COMMAND", 0)]
+    gone = {label for below, label in DROPPED_BELOW if width < below}
+    return [c for c in cols if c.label not in gone]
 
 
 #: Every column a process row can show, in order; ``task_columns`` picks those that fit.
@@ -275,7 +280,8 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
             cells = (str(t.pid), t.user, t.job or "", _cpu(cpu), _mem(t.rss_bytes),
                      str(t.nthreads), fmt_cpu_time(t.cpu_time_s) if keep[6] else "",
                      "" if t.last_cpu is None else str(t.last_cpu),
-                     self._affinity(topo, t.affinity), prefix + (t.cmdline or t.comm))
+                     self._affinity(topo, t.affinity),
+                     prefix + command_label(t.cmdline, t.comm))
             if len(self._cells) > 4096:
                 self._cells.clear()
             got = self._cells[raw] = tuple(c for c, k in zip(cells, keep) if k)
@@ -331,7 +337,8 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
                     lines.append(Line(str(t.pid), (f"   {t.pid} {t.user}", "", str(t.nthreads),
                                                    _cpu(t.cpu_pct), _mem(t.rss_bytes),
                                                    self._affinity(topo, t.affinity),
-                                                   t.cmdline or t.comm), "member", t.pid))
+                                                   command_label(t.cmdline, t.comm)),
+                                              "member", t.pid))
         old = self.selected_key
         cursor = next((i for i, ln in enumerate(lines) if ln.key == old), None)
         self._replace(lines, sort_key, title, empty_note, cursor)

@@ -9,6 +9,8 @@ contains it. Pure functions over TaskRows; headless (batch mode uses them too).
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +55,32 @@ def affinity_label(topo: Topology, affinity: Iterable[int]) -> str:
     if obj.cpuset == known:
         return obj.label()
     return f"{obj.label()} ({len(known)}/{len(obj.cpuset)})"
+
+
+# Programs that run a script named by their first argument that is not an option.
+INTERPRETER = re.compile(r"(python|perl|ruby|lua|php|tclsh|pypy)[\d.]*|node(js)?|"
+                         r"(ba|da|z|k|tc|c)?sh|Rscript|julia|octave")
+INLINE = frozenset({"-c", "-m", "-e", "-E", "-r"})      # code or a module follows, no script
+
+
+def command_label(cmdline: str | None, comm: str) -> str:
+    """What the COMMAND column shows: the program by its name, not its path, then its
+    arguments; for an interpreter its script by name too (htop highlights the same part):
+    ``/home/u/venv/bin/python3 /tmp/x/train.py --lr 1`` -> ``python3 train.py --lr 1``.
+    Kernel threads and processes with no command line: their comm."""
+    words = (cmdline or "").split()
+    if not words:
+        return comm
+    prog = os.path.basename(words[0]) or words[0]
+    rest = words[1:]
+    if INTERPRETER.fullmatch(prog):
+        for i, w in enumerate(rest):
+            if w in INLINE:
+                break
+            if not w.startswith("-"):
+                rest[i] = os.path.basename(w) or w
+                break
+    return " ".join([prog, *rest])
 
 
 def matches(t: TaskRow, query: str) -> bool:
@@ -104,7 +132,7 @@ def _sort_value(t: TaskRow, key: str) -> tuple[object, ...]:
     if key == "affinity":
         return (len(t.affinity), min(t.affinity, default=0))
     if key == "name":
-        return ((t.cmdline or t.comm).lower(),)
+        return (command_label(t.cmdline, t.comm).lower(),)
     return (_shown_cpu(t),)
 
 

@@ -9,7 +9,6 @@ without hwloc. Every key is listed in ``replay_help.KEYS`` (the ? screen).
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
 from typing import TYPE_CHECKING, ClassVar
 
@@ -502,18 +501,12 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
 
 
 def parse_time(text: str) -> float:
-    """'12.5', '12.5s', '250ms', '1:02.5' (minutes:seconds) -> seconds."""
-    s = text.strip().lower()
-    if ":" in s:
-        m, sec = s.split(":", 1)
-        out = int(m) * 60 + float(sec)
-    else:
-        scaled: float | None = None
-        for suffix, mult in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-            if s.endswith(suffix):
-                scaled = float(s[: -len(suffix)]) * mult
-                break
-        out = float(s) if scaled is None else scaled
-    if not math.isfinite(out) or out < 0 or out > 1e9:   # nan, inf, -1, 1e300: not times
-        raise ValueError(text)
-    return out
+    """'12.5', '12.5s', '250ms', '1:02.5' (minutes:seconds) -> seconds from the start, typed
+    as every duration is (snumap_tui/durations.py); ValueError when it is not one."""
+    from snumap_tui.durations import parse_duration
+    from snumap_tui.errors import SnumapError
+
+    try:
+        return parse_duration(text, positive=False)
+    except SnumapError as exc:
+        raise ValueError(str(exc)) from None
