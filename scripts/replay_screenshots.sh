@@ -10,23 +10,23 @@ S=.venv/bin/snumap
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 $S record -o "$tmp/real.rec" -- .venv/bin/python scripts/demo_barrier.py
-$S replay "$tmp/real.rec" --screenshot screenshots/replay-real.svg
-$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-80x24.svg --size 80x24
-$S replay "$tmp/real.rec" --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
-$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-tree.svg --keys 1
-$S replay "$tmp/real.rec" --screenshot screenshots/replay-real-heatmap.svg --keys 2
+$S replay "$tmp/real.rec" --force --screenshot screenshots/replay-real.svg
+$S replay "$tmp/real.rec" --force --screenshot screenshots/replay-real-80x24.svg --size 80x24
+$S replay "$tmp/real.rec" --force --screenshot screenshots/gantt-real.svg --size 120x24 --by thread --keys plus
+$S replay "$tmp/real.rec" --force --screenshot screenshots/replay-real-tree.svg --keys 1
+$S replay "$tmp/real.rec" --force --screenshot screenshots/replay-real-heatmap.svg --keys 2
 # An imbalanced OpenMP program coloured by region (needs gcc -fopenmp and root for uprobes).
 gcc -g -O1 -fopenmp scripts/demo_omp_imbalance.c -o "$tmp/demo_omp_imbalance"
 $S record -o "$tmp/omp.rec" -- "$tmp/demo_omp_imbalance"
-$S replay "$tmp/omp.rec" --screenshot screenshots/replay-regions.svg --size 120x24 --by region
+$S replay "$tmp/omp.rec" --force --screenshot screenshots/replay-regions.svg --size 120x24 --by region
 $S report "$tmp/omp.rec" > screenshots/replay-regions-report.txt
-NO_COLOR=1 $S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-no-color.svg --size 120x24
-$S replay "$tmp/real.rec" --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
+NO_COLOR=1 $S replay "$tmp/real.rec" --force --screenshot screenshots/gantt-real-no-color.svg --size 120x24
+$S replay "$tmp/real.rec" --force --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
   --keys "slash,d,e,m,o,enter,plus,plus,plus"
 .venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; from replay import make; make(Path(sys.argv[1]), 2_000_000)" "$tmp/b384.rec"
-$S replay "$tmp/b384.rec" --screenshot screenshots/replay-384.svg
+$S replay "$tmp/b384.rec" --force --screenshot screenshots/replay-384.svg
 downs=$(printf 'down,%.0s' $(seq 20))
-$S replay "$tmp/b384.rec" --screenshot screenshots/gantt-384.svg --by thread \
+$S replay "$tmp/b384.rec" --force --screenshot screenshots/gantt-384.svg --by thread \
   --keys "minus,plus,plus,plus,plus,plus,plus,${downs%,}"
-$S replay "$tmp/b384.rec" --screenshot screenshots/replay-384-80x24.svg --size 80x24
+$S replay "$tmp/b384.rec" --force --screenshot screenshots/replay-384-80x24.svg --size 80x24
 echo "screenshots written to screenshots/"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from snumap_tui.commands.options import add_mode_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
@@ -17,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the merged recording to write")
     parser.add_argument("--force", action="store_true",
                         help="merge recordings of different jobs, and overwrite FILE")
+    add_mode_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     def say(s: str) -> None:
         print(f"snumap: {s}", file=sys.stderr)
 
-    res = merge(args.files, args.output, force=args.force, overwrite=args.force, say=say)
+    res = merge(args.files, args.output, force=args.force, overwrite=args.force, say=say,
+                mode=args.mode)
     for d in res.damaged:
         say(f"warning: {d}")
     for n in res.nodes:
