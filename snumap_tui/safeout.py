@@ -252,10 +252,10 @@ class SafeOutput:
             return os.fdopen(os.dup(self.fd), "w", encoding="utf-8", newline="")
         return os.fdopen(os.dup(self.fd), "wb")
 
-    def __enter__(self) -> SafeOutput:
+    def __enter__(self) -> SafeOutput:  # noqa: PYI034 - py3.10 has no typing.Self
         return self
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is None:
             self.commit()
         else:

@@ -30,7 +30,7 @@ def _parents(threads: dict[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
 
 
 def _in_tree(pid: int, roots: set[int], ppid: dict[int, int], memo: dict[int, bool]) -> bool:
-    path = []
+    path: list[int] = []
     ans = False
     while pid > 0 and len(path) < 4096:
         if pid in memo:
@@ -54,9 +54,9 @@ def drop_other_cmdlines(sample: Sample, own_uids: Iterable[int], roots: Iterable
     of ``own_uids`` nor descends from (or is) one of ``roots``. The sample's dicts are not
     changed in place (the tasks source caches them): the changed ones are copies."""
     tasks = sample.readings.get("tasks")
-    procs = tasks.get("processes") if isinstance(tasks, dict) else None
-    if not procs:
+    if not isinstance(tasks, dict) or not tasks.get("processes"):
         return sample
+    procs = tasks["processes"]
     own = set(own_uids)
     root_set = set(roots)
     ppid, uid = _parents(tasks.get("threads") or {})
