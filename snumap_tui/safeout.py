@@ -34,7 +34,8 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -156,9 +157,11 @@ def _busy(out: Path) -> SnumapError:
 
 
 def check_output(out: Path, *, force: bool, inputs: Sequence[str | Path] = (),
-                 directory: bool = False) -> os.stat_result | None:
+                 directory: bool = False, own_names: Collection[str] = ()
+                 ) -> os.stat_result | None:
     """Everything that makes OUT unwritable, said before any work starts. Returns OUT's
-    lstat (None when the name is free)."""
+    lstat (None when the name is free). ``own_names``: a directory holding only files of
+    these names (what snumap wrote before it left a marker) counts as snumap's."""
     out = Path(out)
     check_inputs(out, inputs)
     parent = out.parent if str(out.parent) else Path(".")
@@ -176,7 +179,7 @@ def check_output(out: Path, *, force: bool, inputs: Sequence[str | Path] = (),
                               "--force replaces the link itself)")
         raise SnumapError(f"{out} already exists (use --force to overwrite it)")
     if stat.S_ISDIR(mode):
-        if not _snumap_dir(out):
+        if not _snumap_dir(out, own_names):
             raise SnumapError(f"{out} is a directory snumap did not write (no {MARKER} in "
                               "it); --force replaces only its own outputs: give a new name")
     elif stat.S_ISREG(mode) and is_locked(out):
@@ -184,23 +187,43 @@ def check_output(out: Path, *, force: bool, inputs: Sequence[str | Path] = (),
     return st
 
 
-def _snumap_dir(path: Path) -> bool:
+def _snumap_dir(path: Path, own_names: Collection[str] = ()) -> bool:
     st = _lstat(path / MARKER)
-    return st is not None and stat.S_ISREG(st.st_mode)
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return True
+    if not own_names:
+        return False
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    return bool(entries) and all(e.name in own_names and e.is_file(follow_symlinks=False)
+                                 for e in entries)
 
 
 @contextlib.contextmanager
-def _dir_lock(parent: Path) -> Iterator[None]:
+def _dir_lock(parent: Path, wait_s: float = 2.0) -> Iterator[None]:
     """A short exclusive flock on the directory: the lock test and the rename of two writers
-    of the same name do not interleave. Where the directory cannot be opened, none."""
+    of the same name do not interleave. Where the directory cannot be opened, or someone
+    holds it longer than ``wait_s`` (any user may flock /tmp), the rename goes on without it:
+    the lock only narrows a race the lock test already makes rare."""
     try:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         yield
         return
     try:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+            except OSError:
+                break
         yield
     finally:
         os.close(fd)
@@ -214,13 +237,16 @@ class SafeOutput:
     closed: a recording."""
 
     def __init__(self, out: str | Path, *, force: bool, inputs: Sequence[str | Path] = (),
-                 directory: bool = False, mode: int | None = None, lock: bool = False) -> None:
+                 directory: bool = False, mode: int | None = None, lock: bool = False,
+                 own_names: Collection[str] = ()) -> None:
         self.out = Path(out)
+        self.own_names = own_names
         self.force = force
         self.directory = directory
         self.mode = default_mode() if mode is None else mode
         self.done = False
-        st = check_output(self.out, force=force, inputs=inputs, directory=directory)
+        st = check_output(self.out, force=force, inputs=inputs, directory=directory,
+                          own_names=own_names)
         self.parent = self.out.parent if str(self.out.parent) else Path(".")
         prefix = f".{self.out.name}."
         self.fd = -1
@@ -334,7 +360,7 @@ class SafeOutput:
             except OSError as e:        # a non-empty directory appeared meanwhile
                 raise SnumapError(f"cannot write {self.out}: {e.strerror or e}") from None
             return
-        if not _snumap_dir(self.out):
+        if not _snumap_dir(self.out, self.own_names):
             raise SnumapError(f"{self.out} is a directory snumap did not write; not replacing it")
         aside = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".snumap-old",
                                       dir=self.parent))

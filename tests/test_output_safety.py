@@ -86,6 +86,15 @@ def test_parquet_force_never_replaces_a_directory_snumap_did_not_write(
                  "--force"]) == 0
     assert (out / "events.parquet").read_bytes()[:4] == b"PAR1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "run.parquet", "run.rec"]
+    # An export from before the marker (only the five tables in it) is recognised too.
+    (out / MARKER).unlink()
+    assert main(["export", str(recording), "--format", "parquet", "-o", str(out),
+                 "--force"]) == 0
+    (out / MARKER).unlink()
+    (out / "mine.csv").write_text("not snumap's\n")
+    assert main(["export", str(recording), "--format", "parquet", "-o", str(out),
+                 "--force"]) == 2
+    assert (out / "mine.csv").exists()
 
 
 @pytest.mark.parametrize("fmt", ["chrome", "csv", "perfetto"])

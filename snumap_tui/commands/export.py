@@ -87,11 +87,21 @@ def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[i
     returns (count, what was counted)."""
     from snumap_tui.safeout import SafeOutput
 
-    sink = SafeOutput(out_path, force=args.force, inputs=[args.file],
-                      directory=args.format == "parquet", mode=args.mode) \
+    sink = SafeOutput(out_path, force=args.force, inputs=[args.file], mode=args.mode,
+                      **_dir_kw(args)) \
         if out_path is not None else None
     with sink or contextlib.nullcontext():
         return _write_to(args, rec, sink)
+
+
+def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
+    """A parquet export is a directory; one written before the marker existed holds only
+    the five tables, and counts as snumap's for --force."""
+    if args.format != "parquet":
+        return {}
+    from snumap_tui.export.parquet import TABLES
+
+    return {"directory": True, "own_names": {f"{t}.parquet" for t in TABLES}}
 
 
 def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
@@ -135,8 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if out_path is not None:    # said before the work; checked again when it is renamed
         from snumap_tui.safeout import check_output
 
-        check_output(out_path, force=args.force, inputs=[args.file],
-                     directory=args.format == "parquet")
+        check_output(out_path, force=args.force, inputs=[args.file], **_dir_kw(args))
     # The samples and the raw events do not need the header chunk (topology, host).
     need_header = args.format != "csv" or args.table == "intervals"
     with open_readable(args.file, need_header=need_header) as rec:

@@ -33,6 +33,7 @@ from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import KIND_NAMES
 
 SAMPLE_ROWS_PER_GROUP = 1 << 20
+TABLES = ("events", "intervals", "samples", "tasks", "topology")     # NAME.parquet each
 
 
 def _pa() -> Any:
