@@ -209,3 +209,13 @@ def test_sigterm_during_record_setup_leaves_nothing_behind(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
     # and so the rerun is not refused
     assert snumap("record", "-o", str(out), "--backend", "proc", "--", "true").returncode == 0
+
+
+def test_record_never_replaces_the_program_it_runs(tmp_path: Path) -> None:
+    prog = tmp_path / "solver"
+    prog.write_bytes(Path("/bin/true").read_bytes())
+    prog.chmod(0o755)
+    data = prog.read_bytes()
+    p = snumap("record", "-o", str(prog), "--force", "--backend", "proc", "--", str(prog))
+    one_line_refusal(p, "is the input")
+    assert prog.read_bytes() == data

@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace, cmd: list[str], interval: float, duration: fl
     cleanup = Cleanup(say)
     try:
         # replaced only once the recording starts
-        started = OutputFile(out, args.force, getattr(args, "mode", None))
+        started = OutputFile(out, args.force, getattr(args, "mode", None), _inputs(args, cmd))
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
@@ -193,6 +193,12 @@ def _run(args: argparse.Namespace, cmd: list[str], interval: float, duration: fl
     status, tracer, writer, elapsed = result
     say(summary(writer, tracer, out, elapsed))
     return status
+
+
+def _inputs(args: argparse.Namespace, cmd: list[str]) -> list[str]:
+    """What the recording must not replace: the topology file, the program it runs."""
+    given = [getattr(args, "topology", None), cmd[0] if cmd and "/" in cmd[0] else None]
+    return [p for p in given if p]
 
 
 def _kept(sample: Any, keep: Any) -> Any:

@@ -15,6 +15,7 @@ refused instead of replacing a recording in progress.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from snumap_tui.safeout import SafeOutput
 class OutputFile:
     """Where the Writer writes (``fd``, ``path``) and where the recording ends up (``out``)."""
 
-    def __init__(self, out: Path, force: bool, mode: int | None = None) -> None:
+    def __init__(self, out: Path, force: bool, mode: int | None = None,
+                 inputs: Sequence[str | Path] = ()) -> None:
         """Make sure OUT can be written before any tracer starts (not an existing file
         without FORCE, not a directory, not a recording in progress), and create the
         temporary file the Writer will write, since only the kernel knows (root may create
@@ -35,7 +37,7 @@ class OutputFile:
             raise SnumapError(f"cannot write {out}: {out.parent or '.'} is not writable")
         self.out = out
         self.recording = False
-        self.sink = SafeOutput(out, force=force, mode=mode, lock=True)
+        self.sink = SafeOutput(out, force=force, mode=mode, lock=True, inputs=inputs)
         self.path = self.sink.tmp
 
     def writer_fd(self) -> int:
