@@ -219,3 +219,19 @@ def test_record_never_replaces_the_program_it_runs(tmp_path: Path) -> None:
     p = snumap("record", "-o", str(prog), "--force", "--backend", "proc", "--", str(prog))
     one_line_refusal(p, "is the input")
     assert prog.read_bytes() == data
+
+
+def test_replay_screenshot_follows_the_same_rule(recording: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.svg"
+    link = tmp_path / "shot.svg"
+    link.symlink_to(target)                      # dangling: would be created through the link
+    p = snumap("replay", str(recording), "--screenshot", str(link), "--size", "80x24")
+    one_line_refusal(p, "symbolic link")
+    assert not target.exists()
+    p = snumap("replay", str(recording), "--screenshot", str(link), "--size", "80x24",
+               "--force")
+    assert p.returncode == 0, p.stderr
+    assert not target.exists() and not link.is_symlink()
+    assert link.read_text().lstrip().startswith("<svg")
+    p = snumap("replay", str(recording), "--screenshot", str(recording), "--force")
+    one_line_refusal(p, "is the input")
