@@ -214,3 +214,47 @@ def test_readme_says_the_rule_the_tests_check() -> None:
                     "never a directory snumap did not write", "No link is followed", "flock", "--keep-cmdlines",
                     "--fsroot", ".snumap-output", "0644"):
         assert promise in sec, promise
+
+
+def test_every_fsroot_read_stays_inside_even_after_the_tree_changes(tmp_path: Path) -> None:
+    """A link put in place after the tree was opened (``top --fsroot`` runs for hours) is
+    not followed either; and a file with junk in it is reported without its content."""
+    from snumap_tui.sources import all_sources
+    from tests.fakefs import FakeRoot
+
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$SECRETHASH:19000\n")
+    fake = FakeRoot(tmp_path / "fs", cpus=2)
+    (procstat,) = all_sources(fake.root, names=("procstat",))
+    assert procstat.read()                             # the tree as gathered reads fine
+    stat_file = fake.root / "proc/stat"
+    stat_file.unlink()
+    stat_file.symlink_to(secret)
+    with pytest.raises(PermissionError) as exc:
+        procstat.read()
+    assert "SECRETHASH" not in str(exc.value) and "out of the --fsroot tree" in str(exc.value)
+
+
+def test_a_failed_read_never_quotes_the_file(tmp_path: Path) -> None:
+    from snumap_tui.model.sampler import Sampler
+    from snumap_tui.sources.base import SourceStatus
+    from snumap_tui.topology.build import load_topology
+
+    class Junk:
+        name = "junk"
+        root = Path("/")
+
+        def status(self) -> SourceStatus:
+            return SourceStatus(self.name, True)
+
+        def read(self) -> dict:
+            return {"v": int("root:$6$SECRETHASH")}
+
+        def close(self) -> None:
+            pass
+
+    s = Sampler(load_topology(synthetic="pu:2"), Path("/"), sources=[Junk()])
+    s.sweep()
+    reason = s.statuses()["junk"].reason or ""
+    assert "read failed" in reason and "SECRETHASH" not in reason
+    s.close()
