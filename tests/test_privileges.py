@@ -233,6 +233,11 @@ def test_every_fsroot_read_stays_inside_even_after_the_tree_changes(tmp_path: Pa
     with pytest.raises(PermissionError) as exc:
         procstat.read()
     assert "SECRETHASH" not in str(exc.value) and "out of the --fsroot tree" in str(exc.value)
+    # The sources' own fast paths (held descriptors, os.open per /proc file) check too.
+    from snumap_tui.sources.confine import open_checked, top_of
+
+    with pytest.raises(PermissionError):
+        open_checked(stat_file, top_of(procstat._reader))
 
 
 def test_a_failed_read_never_quotes_the_file(tmp_path: Path) -> None:

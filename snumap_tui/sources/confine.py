@@ -15,7 +15,7 @@ import errno
 import os
 from pathlib import Path
 
-from snumap_tui.sources._io import Reader
+from snumap_tui.sources._io import Reader, read_text
 
 
 def inside(real: str, top: str) -> bool:
@@ -31,11 +31,8 @@ def confined_reader(root: Path | str) -> Reader:
     top = os.path.realpath(root)
 
     def read(path: Path) -> str:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_checked(path, top, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            if not inside(os.readlink(f"/proc/self/fd/{fd}"), top):
-                raise PermissionError(errno.EACCES, "a symbolic link out of the --fsroot tree",
-                                      str(path))
             chunks, total = [], 0
             while chunk := os.read(fd, 65536):
                 chunks.append(chunk)
@@ -47,4 +44,31 @@ def confined_reader(root: Path | str) -> Reader:
             return ""
         finally:
             os.close(fd)
+    read.confined_to = top        # type: ignore[attr-defined]
     return read
+
+
+def open_checked(path: Path | str, top: str | None, flags: int = os.O_RDONLY | os.O_CLOEXEC
+                 ) -> int:
+    """os.open, and with ``top`` the opened file checked inside it (else PermissionError)."""
+    fd = os.open(path, flags)
+    if top is not None:
+        try:
+            ok = inside(os.readlink(f"/proc/self/fd/{fd}"), top)
+        except OSError:
+            ok = False
+        if not ok:
+            os.close(fd)
+            raise PermissionError(errno.EACCES, "a symbolic link out of the --fsroot tree",
+                                  str(path))
+    return fd
+
+
+def allows_fast(reader: Reader) -> bool:
+    """A source may use its own os.open fast path (never with a test's reader): on the live
+    / freely, on a confined tree through ``open_checked(path, top_of(reader))``."""
+    return reader is read_text or top_of(reader) is not None
+
+
+def top_of(reader: Reader) -> str | None:
+    return getattr(reader, "confined_to", None)
