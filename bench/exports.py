@@ -60,7 +60,15 @@ def child(what: str, src: str, out: str, traced: bool) -> dict[str, float]:
             with open(out, "wb") as f:
                 write_perfetto(f, rec)
         elif what == "parquet":
-            write_parquet(Path(out), rec, force=True)
+            import inspect
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+            if "force" in inspect.signature(write_parquet).parameters:   # a --before tree
+                write_parquet(Path(out), rec, force=True)
+            else:                               # the directory is the caller's
+                Path(out).mkdir()
+                write_parquet(Path(out), rec)
     import snumap_tui
     res = {"s": time.perf_counter() - t, "cpu_s": time.process_time() - cpu, "events": n,
            "code": str(Path(snumap_tui.__file__).parents[1]),

@@ -58,6 +58,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_tables_and_run_time_per_thread_equal_the_reports(busy: tuple[Path, Path]) -> None:
     rec, out = busy
     assert sorted(p.name for p in out.iterdir()) == [
+        ".snumap-output",       # the marker that lets a later --force replace it
         "events.parquet", "intervals.parquet", "samples.parquet", "tasks.parquet",
         "topology.parquet"]
     con = duckdb.connect()

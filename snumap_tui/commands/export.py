@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from snumap_tui.commands.options import add_mode_argument
 from snumap_tui.errors import SnumapError
 from snumap_tui.textsafe import safe_lines
 
@@ -44,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file (a directory for parquet; default: named after FILE; "
                         "'-': standard output, chrome and csv only)")
     parser.add_argument("--force", action="store_true",
-                        help="overwrite OUT if it exists; write Chrome JSON of any size")
+                        help="overwrite OUT if it exists (a file, or a directory of an earlier "
+                        "parquet export, never another directory); write Chrome JSON of any "
+                        "size")
+    add_mode_argument(parser)
 
 
 def default_output(src: str, fmt: str, table: str) -> Path:
@@ -93,12 +97,33 @@ def _write_text(args: argparse.Namespace, rec: Any, out: IO[str]) -> int:
 
 
 def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[int, str]:
-    """Write the export; returns (count, what was counted)."""
+    """Write the export (to a temporary name beside OUT, renamed at the end: safeout);
+    returns (count, what was counted)."""
+    from snumap_tui.safeout import SafeOutput
+
+    sink = SafeOutput(out_path, force=args.force, inputs=[args.file], mode=args.mode,
+                      **_dir_kw(args)) \
+        if out_path is not None else None
+    with sink or contextlib.nullcontext():
+        return _write_to(args, rec, sink)
+
+
+def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
+    """A parquet export is a directory; one written before the marker existed holds only
+    the five tables, and counts as snumap's for --force."""
+    if args.format != "parquet":
+        return {}
+    from snumap_tui.export.parquet import TABLES
+
+    return {"directory": True, "own_names": {f"{t}.parquet" for t in TABLES}}
+
+
+def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
     if args.format == "perfetto":
         from snumap_tui.export.perfetto import write_perfetto
 
-        assert out_path is not None
-        with open(out_path, "wb") as f:
+        assert sink is not None
+        with sink.open() as f:
             st = write_perfetto(f, rec)
         what = "sched_switch and sched_waking events"
         if st["region_slices"] or st["region_marks"]:
@@ -107,13 +132,13 @@ def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[i
     if args.format == "parquet":
         from snumap_tui.export.parquet import write_parquet
 
-        assert out_path is not None
-        counts = write_parquet(out_path, rec, force=args.force)
+        assert sink is not None
+        counts = write_parquet(sink.tmp, rec)
         return counts["events"], "events (" + ", ".join(
             f"{k} {v}" for k, v in counts.items() if k != "events") + ")"
-    sink = open(out_path, "w", newline="") if out_path \
-        else contextlib.nullcontext(sys.stdout)  # noqa: SIM115 (closed by the with)
-    with sink as out:
+    stream = sink.open(text=True) if sink is not None \
+        else contextlib.nullcontext(sys.stdout)
+    with stream as out:
         n = _write_text(args, rec, out)
         out.flush()       # a full disk shows here (or at close), named by writing()
     return n, "rows"
@@ -131,8 +156,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         out_path = Path(args.output) if args.output else default_output(
             args.file, args.format, args.table)
-    if out_path is not None and out_path.exists() and not args.force:
-        raise SnumapError(f"{out_path} already exists (use --force to overwrite it)")
+    if out_path is not None:    # said before the work; checked again when it is renamed
+        from snumap_tui.safeout import check_output
+
+        check_output(out_path, force=args.force, inputs=[args.file], **_dir_kw(args))
     # The samples and the raw events do not need the header chunk (topology, host).
     need_header = args.format != "csv" or args.table == "intervals"
     with open_readable(args.file, need_header=need_header) as rec:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from snumap_tui.commands.options import add_mode_argument
 from snumap_tui.textsafe import safe_lines
 
 
@@ -19,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the merged recording to write")
     parser.add_argument("--force", action="store_true",
                         help="merge recordings of different jobs, and overwrite FILE")
+    add_mode_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     def say(s: str) -> None:
         print(safe_lines(f"snumap: {s}"), file=sys.stderr)
 
-    res = merge(args.files, args.output, force=args.force, overwrite=args.force, say=say)
+    res = merge(args.files, args.output, force=args.force, overwrite=args.force, say=say,
+                mode=args.mode)
     for d in res.damaged:
         say(f"warning: {d}")
     for n in res.nodes:

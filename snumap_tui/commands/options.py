@@ -45,3 +45,24 @@ def parse_size(text: str) -> int:
     if value < 4096:
         raise SnumapError(f"size {text!r} is below one page")
     return value
+
+
+def add_mode_argument(parser: Any) -> None:
+    """``--mode OCTAL`` for every command that writes a file (snumap_tui.safeout)."""
+    from snumap_tui.safeout import parse_mode
+
+    parser.add_argument("--mode", type=_argparse_type(parse_mode), default=None,
+                        metavar="OCTAL", help="permissions of what is written (default 0600 "
+                        "as root, as perf does for perf.data; else 0666 minus the umask)")
+
+
+def _argparse_type(parse: Any) -> Any:
+    """A SnumapError parser as an argparse type: its line is argparse's usage error."""
+    import argparse
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except SnumapError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return convert

@@ -141,6 +141,10 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
     root = Path(fsroot) if fsroot else Path("/")
     if fsroot and not root.is_dir():
         raise SnumapError(f"--fsroot {fsroot}: not a directory")
+    if fsroot:
+        from snumap_tui.topology.build import check_links_inside
+
+        check_links_inside(root)
     live = is_live(root)
     out: list[SourceStatus] = [hwloc_status(args)]
     sources = {s.name: s for s in all_sources(root, names=("procstat", "freq", "numa",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import (
+    add_mode_argument,
     interval_option,
     option_value,
     parse_duration,
@@ -70,6 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", default=None, metavar="LIST",
                         help="run CMD on these CPUs (its affinity, e.g. 0-3,8; the recorder "
                              "itself stays free)")
+    add_mode_argument(parser)
+    parser.add_argument("--keep-cmdlines", action="store_true",
+                        help="keep every process's command line; by default only the "
+                        "recording user's and the traced tree's are kept, other processes "
+                        "keep their name (a command line may hold a password)")
     add_job_argument(parser)
     record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
@@ -131,7 +137,6 @@ def make_sampler(topology: Any, root: Path, interval_s: float
     return s, [st.to_dict() for st in s.statuses().values()]
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.commands.common import topology_from_args
     from snumap_tui.native.malloc import one_arena
 
     one_arena()        # before any thread starts: one malloc arena keeps the peak RSS lower
@@ -151,9 +156,32 @@ def run(args: argparse.Namespace) -> int:
     job = JobWatch.from_args(args, say)      # --job: expands %j/%N in args.output
     args.job_watch = job
     out = Path(args.output)
-    started = OutputFile(out, args.force)       # replaced only once the recording starts
+    # SIGTERM during the set-up ends it as Ctrl-C does: through the clean-up below, so no
+    # temporary file or held child is left behind (the loop installs its own handlers).
+    old_term = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return _run(args, cmd, interval, duration, buffer_bytes, out, say, status_line)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM before the recording loop runs."""
+
+
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _run(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
+         buffer_bytes: int | None, out: Path, say: Any, status_line: LiveStatus) -> int:
+    from snumap_tui.commands.common import topology_from_args
+
+    started = None
     cleanup = Cleanup(say)
     try:
+        # replaced only once the recording starts
+        started = OutputFile(out, args.force, getattr(args, "mode", None), _inputs(args, cmd))
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
         result = _record(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
@@ -162,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             cleanup.run(failing=True)
         finally:
-            started.discard(say)
+            if started is not None:
+                started.discard(say)
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
@@ -189,6 +218,16 @@ def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
     return cpus
 
 
+def _inputs(args: argparse.Namespace, cmd: list[str]) -> list[str]:
+    """What the recording must not replace: the topology file, the program it runs."""
+    given = [getattr(args, "topology", None), cmd[0] if cmd and "/" in cmd[0] else None]
+    return [p for p in given if p]
+
+
+def _kept(sample: Any, keep: Any) -> Any:
+    return sample if keep is None else keep(sample)
+
+
 def _until(batch: EventBatch, t_ns: int) -> EventBatch:
     """The batch without the events after ``t_ns`` (names and lost counts kept)."""
     from snumap_tui.trace.events import EventBatch
@@ -207,6 +246,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     happens, in reverse order). ``started.start()`` runs once the command runs (or, without
     one, once the loop starts): from then on the file is kept under its name, whatever
     happens."""
+    from snumap_tui.model.cmdlines import drop_other_cmdlines
     from snumap_tui.store import Writer
     from snumap_tui.trace.select import start_tracer
     from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
@@ -247,6 +287,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     regions.start(pids, [child.pid] if child is not None else None)
     sources = sources + backend_statuses()
     watch = TreeWatch(sampler, [child.pid] if child is not None else [])
+    keep = None if getattr(args, "keep_cmdlines", False) else \
+        (lambda s: drop_other_cmdlines(s, {os.getuid(), os.geteuid()},
+                                       [*watch.pids, *(job.procs if job is not None else ())]))
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
@@ -256,7 +299,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()
-    writer = Writer(started.path, header, force=True)   # the file OutputFile created
+    writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
         job.start(writer)
@@ -290,7 +333,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     while True:
         now = time.monotonic()
         if now >= next_sample:
-            writer.add_sample(sampler.sweep())
+            writer.add_sample(_kept(sampler.sweep(), keep))
             next_sample += interval
             if next_sample < now:
                 next_sample = now + interval
@@ -316,7 +359,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     t_stop = time.monotonic()
     if status_line is not None:
         status_line.clear()
-    writer.add_sample(sampler.sweep())
+    writer.add_sample(_kept(sampler.sweep(), keep))
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

@@ -213,7 +213,7 @@ class JobWatch:
         end = time.monotonic() + wait_s
         while not self.roots() and time.monotonic() < end:
             time.sleep(START_SCAN_S)
-            new, _alive = self.scanner.scan()
+            new, _alive = self.scanner.scan(recheck=True)
             self._learn(new)
         if not self.roots():
             where = f"squeue -j {self.jobid} -o %N" if self.system == "slurm" \

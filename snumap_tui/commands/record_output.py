@@ -1,79 +1,65 @@
-"""The file `snumap record` writes: checked before anything starts, replaced only once the
-recording has really started.
+"""The file `snumap record` writes: checked before anything starts, put under its name only
+once the recording has really started, locked while it is written.
 
-With ``--force`` over an existing recording, the new one is written under a temporary name
-beside it (same directory, so the rename is atomic) and renamed over the old one when the
-recording starts -- when the command has exec'd, or the system-wide loop runs. A command that
-cannot start, a tracer that fails, or Ctrl-C before that leaves the old recording as it was.
-After the rename a crash keeps what was recorded under the name the user gave, as before.
+The recording is written from the start under a temporary name beside OUT (snumap_tui.safeout:
+mkstemp in the same directory, so the rename is atomic and a planted name or link is never
+opened), flock'ed, and renamed to OUT when the recording starts -- when the command has
+exec'd, or the system-wide loop runs. From then on the Writer keeps appending to the same
+file under OUT, so a crash or a SIGKILL keeps what was recorded under the name the user gave
+(docs/format.md, crash safety). A command that cannot start, a tracer that fails, Ctrl-C or
+SIGTERM before that leave the old recording as it was and remove the temporary file. The
+lock lasts until the Writer closes the file: a second `record -o OUT --force` meanwhile is
+refused instead of replacing a recording in progress.
 """
 
 from __future__ import annotations
 
 import os
-import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import SafeOutput
 
 
 class OutputFile:
-    """Where the Writer writes (``path``) and where the recording ends up (``target``)."""
+    """Where the Writer writes (``fd``, ``path``) and where the recording ends up (``out``)."""
 
-    def __init__(self, out: Path, force: bool) -> None:
-        """Make sure OUT can be written before any tracer starts: not an existing file without
-        FORCE, not a directory, in a writable directory -- and then create the file the Writer
-        will open, since only the kernel knows (root may create nothing in /proc, on a
-        read-only mount...)."""
-        if out.is_dir():
-            raise SnumapError(f"{out} is a directory")
-        if out.exists() and not force:
-            raise SnumapError(f"{out} already exists (use --force to overwrite it)")
-        parent = out.parent if str(out.parent) else Path(".")
-        if not parent.is_dir():
-            raise SnumapError(f"cannot write {out}: {parent} is not a directory")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise SnumapError(f"cannot write {out}: {parent} is not writable")
+    def __init__(self, out: Path, force: bool, mode: int | None = None,
+                 inputs: Sequence[str | Path] = ()) -> None:
+        """Make sure OUT can be written before any tracer starts (not an existing file
+        without FORCE, not a directory, not a recording in progress), and create the
+        temporary file the Writer will write, since only the kernel knows (root may create
+        nothing in /proc, on a read-only mount...)."""
+        if not os.access(out.parent if str(out.parent) else ".", os.W_OK | os.X_OK) \
+                and out.parent.is_dir():
+            raise SnumapError(f"cannot write {out}: {out.parent or '.'} is not writable")
         self.out = out
         self.recording = False
-        self.target = out.resolve() if out.is_symlink() else out
-        existed = out.exists()
-        # A regular file that exists is replaced by a rename; anything else (a new name, or
-        # /dev/null, a FIFO) is written in place.
-        self.replacing = existed and stat.S_ISREG(os.stat(out).st_mode)
-        self.path = (self.target.parent / f".{self.target.name}.snumap-{os.getpid()}.partial"
-                     if self.replacing else out)
-        self.created = not existed or self.replacing
-        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_CREAT | (os.O_EXCL if self.created else 0)
-        try:
-            os.close(os.open(self.path, flags, 0o644))
-        except FileExistsError:
-            raise SnumapError(f"{out} already exists (use --force to overwrite it)") from None
-        except OSError as e:
-            raise SnumapError(f"cannot create {out}: {e.strerror or e}") from None
+        self.sink = SafeOutput(out, force=force, mode=mode, lock=True, inputs=inputs)
+        self.path = self.sink.tmp
+
+    def writer_fd(self) -> int:
+        """A descriptor of the file for the Writer (it closes it; the lock lasts until the
+        last one is closed)."""
+        return os.dup(self.sink.fd)
 
     def start(self, writer: Any = None) -> None:
         """The recording has started: put it under its name (the open Writer keeps writing
         to the same file) and keep it from now on, whatever happens."""
-        if self.replacing and not self.recording:
-            try:
-                os.replace(self.path, self.target)
-            except OSError as e:
-                raise SnumapError(f"cannot replace {self.out}: {e.strerror or e}") from None
+        if not self.recording:
+            self.sink.commit()
             if writer is not None:
                 writer.path = self.out        # its messages name the file the user knows
         self.recording = True
 
     def discard(self, say: Any) -> None:
-        """The recording never started: remove the file this run created (a temporary one, or
-        a new name that left behind would make the corrected rerun fail with "already
-        exists"). A file that was there before is left alone."""
-        if self.recording or not self.created:
+        """The recording never started: remove the temporary file (left behind it would only
+        be clutter; the name the user gave was never taken)."""
+        if self.recording:
             return
         try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+            self.sink.discard()
         except OSError as e:
             say(f"cannot remove {self.path}: {e.strerror or e}")

@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Any
 
+from snumap_tui.commands.options import add_mode_argument
 from snumap_tui.errors import SnumapError
 from snumap_tui.textsafe import safe_lines
 
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(e.g. 12.5, 250ms, 1:02.5)")
     parser.add_argument("--screenshot", metavar="OUT.svg",
                         help="do not open the terminal UI: write an SVG screenshot and exit")
+    parser.add_argument("--force", action="store_true",
+                        help="with --screenshot: replace OUT.svg if it exists")
+    add_mode_argument(parser)
     parser.add_argument("--size", default="120x40", metavar="WxH",
                         help="with --screenshot: the terminal size (default 120x40)")
     parser.add_argument("--keys", default="", metavar="KEYS",
@@ -109,19 +113,26 @@ def _screenshot(app: object, args: argparse.Namespace) -> int:
         w, h = (int(x) for x in args.size.lower().split("x"))
     except ValueError:
         raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {args.size!r}") from None
+    from snumap_tui.safeout import SafeOutput, check_output
+
     out = Path(args.screenshot)
+    check_output(out, force=args.force, inputs=[args.file])
     keys = [k for k in args.keys.split(",") if k]
+    svg: list[str] = []
 
     async def pilot_fn(pilot) -> None:
         await pilot.pause()
         for k in keys:
             await pilot.press(k)
         await pilot.pause()
-        pilot.app.save_screenshot(filename=out.name, path=str(out.parent or "."))
+        svg.append(pilot.app.export_screenshot())
         pilot.app.exit(0)
 
     app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)  # type: ignore[attr-defined]
     rc = app_exit_code(app, "replay")
-    if not rc:
+    if not rc and svg:
+        with SafeOutput(out, force=args.force, inputs=[args.file], mode=args.mode) as sink, \
+                sink.open(text=True) as f:
+            f.write(svg[0])
         print(safe_lines(f"snumap: wrote {out}"))
     return rc

@@ -18,7 +18,6 @@ bounded by a chunk; intervals are built once, as the report builds them (20 byte
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import KIND_NAMES
 
 SAMPLE_ROWS_PER_GROUP = 1 << 20
+TABLES = ("events", "intervals", "samples", "tasks", "topology")     # NAME.parquet each
 
 
 def _pa() -> Any:
@@ -206,17 +206,10 @@ def _write_tasks(pa: Any, pq: Any, path: Path, rec: Any) -> int:
     return len(hist)
 
 
-def write_parquet(out_dir: Path, rec: Any, *, force: bool = False) -> dict[str, int]:
-    """Write the five tables into ``out_dir`` (created; replaced with ``force``)."""
+def write_parquet(out_dir: Path, rec: Any) -> dict[str, int]:
+    """Write the five tables into the directory ``out_dir``, which exists (`snumap export`
+    gives it a temporary directory beside the output, renamed when complete: safeout)."""
     pa, pq = _pa()
-    if out_dir.exists():
-        if not force:
-            raise SnumapError(f"{out_dir} already exists (use --force to overwrite it)")
-        if out_dir.is_dir():
-            shutil.rmtree(out_dir)
-        else:
-            out_dir.unlink()
-    out_dir.mkdir(parents=True)
     counts = {"events": _write_events(pa, pq, out_dir / "events.parquet", rec),
               "intervals": _write_intervals(pa, pq, out_dir / "intervals.parquet", rec),
               "samples": _write_samples(pa, pq, out_dir / "samples.parquet", rec),

@@ -27,6 +27,7 @@ import io
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -325,28 +326,34 @@ def check_textfile_dir(directory: str) -> Path:
     d = Path(directory)
     if not d.is_dir():
         raise SnumapError(f"--textfile {directory}: not a directory")
-    probe = d / f".snumap.prom.{os.getpid()}.probe"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
+    try:        # mkstemp: O_EXCL under an unpredictable name, never through a planted link
+        fd, probe = tempfile.mkstemp(prefix=".snumap.prom.", suffix=".probe", dir=d)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         raise SnumapError(f"--textfile {directory}: cannot write there "
                           f"({exc.strerror or exc})") from None
     return d
 
 
+TEXTFILE_MODE = 0o644      # node_exporter reads it as its own user; counters, no command lines
+
+
 def write_textfile(directory: Path, body: bytes) -> None:
     """DIR/snumap.prom replaced atomically (write a temporary file, rename it over): the
-    textfile collector never reads half a file. The temporary name does not end in .prom,
-    so the collector ignores it."""
-    tmp = directory / f".{TEXTFILE_NAME}.{os.getpid()}.tmp"
+    textfile collector never reads half a file. The temporary file is made by mkstemp in
+    DIR (O_EXCL, a name no other user can guess and plant as a link) and its name does not
+    end in .prom, so the collector ignores it; the rename replaces whatever entry is at
+    snumap.prom (a link there is replaced, never followed)."""
+    fd, name = tempfile.mkstemp(prefix=f".{TEXTFILE_NAME}.", suffix=".tmp", dir=directory)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(body)
-        os.replace(tmp, directory / TEXTFILE_NAME)
-    except OSError:
+            os.fchmod(f.fileno(), TEXTFILE_MODE)
+        os.replace(name, directory / TEXTFILE_NAME)
+    except BaseException:
         try:
-            tmp.unlink()
+            os.unlink(name)
         except OSError:
             pass
         raise

@@ -144,8 +144,11 @@ class Sampler:
                 r = s.read()
             except (OSError, ValueError) as exc:
                 # A file that vanished or a counter that broke: this sweep goes without it, and
-                # the status says so; the next sweep tries again.
-                self._status[s.name] = SourceStatus(s.name, False, f"read failed: {exc}")
+                # the status says so; the next sweep tries again. A parse error's text quotes
+                # the file (int('...')): only its kind is said, never what the file holds.
+                why = str(exc) if isinstance(exc, OSError) else \
+                    f"unexpected content ({type(exc).__name__})"
+                self._status[s.name] = SourceStatus(s.name, False, f"read failed: {why}")
                 continue
             if r:
                 readings[s.name] = r

@@ -22,9 +22,12 @@ def all_sources(root: Path | str = Path("/"), topology: Any = None,
                 reader: Reader | None = None, names: tuple[str, ...] = SOURCE_NAMES
                 ) -> list[Source]:
     """Every source of the brief constructed on ``root`` (none opened yet: construction is
-    cheap; perf counters open on the first ``status()`` or ``read()``). ``topology`` is
+    cheap; perf counters open on the first ``status()`` or ``read()``). On a tree that is
+    not this machine's / (``--fsroot``) every read stays inside it (sources/confine.py).
+    ``topology`` is
     accepted for sources that will want it (none does yet: they find PUs in sysfs)."""
-    from snumap_tui.sources._io import read_text
+    from snumap_tui.sources._io import is_live, read_text
+    from snumap_tui.sources.confine import confined_reader
     from snumap_tui.sources.freq import FreqSource
     from snumap_tui.sources.io_sources import IO_SOURCES
     from snumap_tui.sources.numa import NumaSource
@@ -33,8 +36,8 @@ def all_sources(root: Path | str = Path("/"), topology: Any = None,
     from snumap_tui.sources.rapl import RaplSource
     from snumap_tui.sources.tasks import TasksSource
 
-    r = reader or read_text
     root = Path(root)
+    r = reader or (read_text if is_live(root) else confined_reader(root))
     ctors: dict[str, Any] = {"procstat": ProcStatSource, "perf": PerfSource, "freq": FreqSource,
                              "rapl": RaplSource, "numa": NumaSource, "tasks": TasksSource,
                              **IO_SOURCES}

@@ -29,6 +29,7 @@ from snumap_tui.native import perf_event as pe
 from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import Reader, is_live, parse_cpulist, read_optional, read_text
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 
 CPU_DIR = "sys/devices/system/cpu"
 
@@ -185,7 +186,7 @@ class FreqSource:
             rest = rest[np.argsort(self._cur_at[rest], kind="stable")[:keep]]
             due = np.concatenate([never, rest])
         cur = self._cur
-        if self._reader is not read_text:
+        if not allows_fast(self._reader):
             for i in due.tolist():
                 t = read_optional(self._reader, Path(self._cur_paths[i]))
                 cur[i] = float(t) if t and t.strip().isdigit() else np.nan
@@ -197,7 +198,7 @@ class FreqSource:
                 fd = fds.get(i)
                 try:
                     if fd is None:
-                        fd = fds[i] = os.open(paths[i], os.O_RDONLY)
+                        fd = fds[i] = open_checked(paths[i], top_of(self._reader))
                     cur[i] = float(os.pread(fd, 32, 0))
                 except (OSError, ValueError):
                     cur[i] = np.nan       # could not be read: not available, never 0

@@ -166,8 +166,11 @@ class JobScanner:
             r = None        # the batch script is task 0 of no MPI job
         return JobProc(pid, comm, step, node, r[0] if r else None, r[1] if r else None)
 
-    def scan(self) -> tuple[list[JobProc], list[int]]:
-        """(job processes not seen before, job pids alive now)."""
+    def scan(self, recheck: bool = False) -> tuple[list[JobProc], list[int]]:
+        """(job processes not seen before, job pids alive now). With RECHECK, every process
+        not yet of the job is classified again (while a recorder looks for a job's first
+        process: a shell may exec into the job's program with the job's environment later
+        than RECHECK_S after it was first seen)."""
         new: list[JobProc] = []
         alive: list[int] = []
         self.stepds = []
@@ -192,7 +195,8 @@ class JobScanner:
             # forked is slurmstepd (name, environment, cgroup) until its exec, which a read
             # may straddle.
             if pid not in self._seen or (self._seen[pid] is None
-                                         and (pid in self._young or pid in self._pending)):
+                                         and (recheck or pid in self._young
+                                              or pid in self._pending)):
                 if pid not in self._seen and self._is_stepd(pid):
                     self.stepds.append(pid)
                 jp = self.classify(pid)

@@ -18,6 +18,7 @@ import numpy as np
 
 from snumap_tui.sources._io import Reader, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 from snumap_tui.sources.iodev import DeviceSource
 
 NET = "sys/class/net"
@@ -71,12 +72,13 @@ class NetSource(DeviceSource):
     def read(self) -> dict[str, Any]:
         names = [n for n in self.interfaces() if n == "lo" or self._place(n).physical]
         vals = np.full((len(FIELDS), len(names)), np.nan)
-        fast = self._reader is read_text       # no test hook: plain reads of small files
+        fast = allows_fast(self._reader)       # no test hook: plain reads of small files
+        top = top_of(self._reader)
         for i, n in enumerate(names):
             for j, path in enumerate(self._files(n)):
                 try:
                     if fast:
-                        with open(path, "rb") as f:
+                        with open(open_checked(path, top), "rb") as f:
                             vals[j, i] = float(f.read())
                     else:
                         vals[j, i] = float(self._reader(path))

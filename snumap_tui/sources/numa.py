@@ -21,6 +21,7 @@ import numpy as np
 
 from snumap_tui.sources._io import Reader, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 
 NODE_DIR = "sys/devices/system/node"
 # meminfo key -> readings field (bytes)
@@ -143,12 +144,12 @@ class NumaSource:
         stays open and is re-read from offset 0 (pread): a sysfs attribute is generated
         afresh by every read from the start (its seq_file restarts at position 0), and the
         open/close of 16 files per sweep on an 8-node machine was half the source's cost."""
-        if self._reader is not read_text:
+        if not allows_fast(self._reader):
             return read_optional(self._reader, path)
         fd = self._fds.get(path)
         if fd is None:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_checked(path, top_of(self._reader))
             except (FileNotFoundError, NotADirectoryError):
                 return None
             self._fds[path] = fd

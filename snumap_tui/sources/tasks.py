@@ -35,6 +35,7 @@ from snumap_tui.sources._io import (
     user_hz,
 )
 from snumap_tui.sources.base import SourceStatus
+from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
 
 _GONE = (FileNotFoundError, ProcessLookupError, NotADirectoryError)
@@ -134,7 +135,8 @@ class TasksSource:
         self.proc = self.root / "proc"
         self._proc_s = str(self.proc)
         self._reader = reader
-        self._fast = reader is read_text
+        self._fast = allows_fast(reader)
+        self._top = top_of(reader)
         self.refresh_s = refresh_s
         self._clock = clock
         self._procs: dict[tuple[int, int], _Proc] = {}
@@ -203,7 +205,7 @@ class TasksSource:
         Python process's pages)."""
         if not self._fast:
             return self._reader(Path(path))
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_checked(path, self._top, os.O_RDONLY)
         try:
             chunks = []
             while chunk := os.read(fd, 65536):

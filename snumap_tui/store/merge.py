@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import SafeOutput, check_output
 from snumap_tui.sources.clocksync import wall_error_ns
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
@@ -227,7 +228,11 @@ def _chunk_stream(k: int, rec: Any, shift: int) -> Iterator[tuple[int, int, C.Ch
 
 
 def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
-          overwrite: bool = False, say: Callable[[str], None] = lambda s: None) -> MergeResult:
+          overwrite: bool = False, say: Callable[[str], None] = lambda s: None,
+          mode: int | None = None) -> MergeResult:
+    """Written under a temporary name beside OUT and renamed at the end (safeout): an OUT
+    that is one of the members is refused before anything is read."""
+    check_output(Path(out), force=overwrite, inputs=paths)
     members, skipped = plan(paths, force=force, say=say)
     topo, bases = combine([m.topology for m in members], [m.node for m in members])
     nodes = _node_entries(members, bases)
@@ -247,7 +252,13 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
     }
     header["start_wall_ns"] = header["start_monotonic_ns"] + ref.offset_ns
     outp = Path(out)
-    w = Writer(outp, header, force=overwrite, autoflush=False, version=MERGED_VERSION)
+    sink = SafeOutput(outp, force=overwrite, inputs=paths, mode=mode)
+    try:
+        w = Writer(outp, header, autoflush=False, version=MERGED_VERSION,
+                   fd=os.dup(sink.fd))
+    except BaseException:
+        sink.discard()
+        raise
     damaged: list[str] = []
     events = 0
     try:
@@ -264,8 +275,10 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
             for fd in fds:
                 os.close(fd)
         w.close()
+        sink.commit()
     except BaseException:
         w.close()
+        sink.discard()
         raise
     return MergeResult(nodes, skipped, damaged, events, outp)
 

@@ -48,7 +48,9 @@ class Writer:
     def __init__(self, path: str | Path, header: dict[str, Any], *, force: bool = False,
                  flush_interval: float = 0.5, sync_interval: float = 0.5,
                  max_chunk_events: int = 65536, level: int = 3, autoflush: bool = True,
-                 version: int = FORMAT_VERSION) -> None:
+                 version: int = FORMAT_VERSION, fd: int | None = None) -> None:
+        """``fd``: write there (a file snumap_tui.safeout opened; the Writer closes it)
+        instead of opening ``path``, which then only names the file in messages."""
         self.path = Path(path)
         self.version = version
         self.flush_interval = flush_interval
@@ -74,10 +76,10 @@ class Writer:
         self.events_written = 0
         self.lost_total = 0
         self.tid_max = 0                       # largest task id in any event (record --job)
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
         try:
-            self._fd = os.open(self.path, flags, 0o644)
+            self._fd = fd if fd is not None else os.open(self.path, flags, 0o644)
         except FileExistsError:
             raise SnumapError(f"{self.path} already exists (use --force to overwrite it)") from None
         except OSError as e:

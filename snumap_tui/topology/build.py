@@ -138,6 +138,34 @@ def _check_fsroot(root: Path) -> None:
     if not (root / "sys" / "devices" / "system" / "cpu").is_dir():
         raise SnumapError(f"fsroot {root}: no sys/devices/system/cpu inside; it is not a "
                           "gathered /sys + /proc tree (hwloc-gather-topology output)")
+    check_links_inside(root)
+
+
+def check_links_inside(root: Path) -> None:
+    """Refuse a tree with a symbolic link that leads out of it (``cpu/online ->
+    /etc/shadow``): hwloc and the sources would read this machine's file as root. Links that
+    stay inside (a gathered tree's relative ones) are fine. One line, naming the link, never
+    what it points to or holds."""
+    top = Path(os.path.realpath(root))
+    for d, dirs, files in os.walk(top):       # does not descend into linked directories
+        for name in (*dirs, *files):
+            p = os.path.join(d, name)
+            if not os.path.islink(p) or _read_as_link(os.path.relpath(p, top)):
+                continue
+            real = Path(os.path.realpath(p))
+            if real != top and top not in real.parents:
+                rel = os.path.relpath(p, top)
+                raise SnumapError(f"fsroot {root}: {rel} is a symbolic link out of the tree; "
+                                  "refusing to read through it")
+
+
+def _read_as_link(rel: str) -> bool:
+    """/proc links that snumap reads with readlink(), never through: proc/PID/fd/N (a
+    gathered one names /dev/... or socket:[...]), cwd, exe and root."""
+    parts = rel.split(os.sep)
+    if parts[0] != "proc" or len(parts) < 3:
+        return False
+    return parts[-2] == "fd" or (parts[-1] in ("cwd", "exe", "root") and len(parts) in (3, 5))
 
 
 def _object_dict(hw: Any, o: Any) -> dict[str, Any]:
