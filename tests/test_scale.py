@@ -317,3 +317,17 @@ def test_models_plots_extrap_and_view_cli(tmp_path: Path) -> None:
     assert "parallel&#160;efficiency" in body or "parallel efficiency" in body
     r = scale("view", str(tmp_path / "s"), "--screenshot", str(svg), "--size", "9x9")
     assert r.returncode == 2 and "--size" in r.stderr
+
+
+def test_models_with_numeric_inputs(tmp_path: Path) -> None:
+    """Numeric inputs (three sizes at least): a model of threads and size together, whose
+    terms are the study's own: T = n (0.3 + 0.7 / p)."""
+    make_study(tmp_path / "s", threads=[1, 2, 4, 8], repeats=1, serial={"r": 0.3},
+               sizes=[100.0, 200.0, 400.0, 800.0])
+    rep = study_api.load(tmp_path / "s").report(16)
+    item = rep["models"]["models"]["r"]
+    wi = item["with_input"]
+    assert "input_value" in wi["formula"] and "threads^(-1)" in wi["formula"], wi
+    assert wi["at_cores_largest_input"]["time_s"] == pytest.approx(800 * (0.3 + 0.7 / 8),
+                                                                   rel=0.01)
+    assert item["series"]["input"] in {"n100", "n200", "n400", "n800"}

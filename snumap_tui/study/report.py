@@ -234,25 +234,43 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
 
 def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None
            ) -> dict[str, Any]:
-    """PMNF models of each region's time (snumap_tui.study.pmnf), extrapolated to the
-    machine's cores and to PREDICT; unavailable, with why, where that module is missing."""
+    """PMNF models of each region's time (snumap_tui.study.pmnf) as a function of the thread
+    count, at the series with the most configurations (its placement, input and frequency
+    named), extrapolated to the machine's cores and to PREDICT; where the inputs are numbers
+    (three values at least), also of threads and input size together."""
     from snumap_tui.study import pmnf
 
     rows = [a for a in agg if a.get("time_median_s") is not None]
     try:
-        fitted = pmnf.fit_models(rows, params=("threads",))
+        series = pmnf.fit_series(rows, params=("threads",))
+        sizes = {a.get("input_value") for a in rows}
+        numeric = len(sizes) >= pmnf.MIN_POINTS and all(
+            isinstance(v, (int, float)) for v in sizes)
+        with_input = {r: (fx, m) for r, fx, m in reversed(
+            pmnf.fit_series(rows, params=("threads", "input_value")))} if numeric else {}
     except ValueError as exc:
         return {"available": False, "why": f"no model fitted: {exc}"}
     cores = int((manifest.get("machine") or {}).get("cores") or 0)
-    out = {}
-    for region, m in fitted.items():
+    out: dict[str, Any] = {}
+    for region, fixed, m in series:
+        if region in out:
+            continue
         item: dict[str, Any] = {"formula": m.formula, "cv_smape_pct": m.cv_smape,
-                                "points": m.points}
+                                "points": m.points,
+                                "series": {k: v for k, v in fixed.items() if v}}
         if m.note:
             item["note"] = m.note
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
                 item[label] = {"p": p, "time_s": float(m.predict(p))}
+        if region in with_input:
+            fx, m2 = with_input[region]
+            big = max(float(v) for v in sizes if isinstance(v, (int, float)))
+            item["with_input"] = {"formula": m2.formula, "cv_smape_pct": m2.cv_smape,
+                                  "series": {k: v for k, v in fx.items() if v}}
+            if cores:
+                item["with_input"]["at_cores_largest_input"] = {
+                    "p": cores, "input": big, "time_s": float(m2.predict(cores, big))}
         out[region] = item
     return {"available": True, "models": out}
 
@@ -319,7 +337,12 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
             extra = "".join(f"; {v['time_s']:.3f} s at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))
             note = f" ({item['note']})" if item.get("note") else ""
-            lines.append(f"  {r}: {item['formula']}{extra}{note}"[:240])
+            where = ", ".join(str(v) for v in item.get("series", {}).values())
+            where = f" [{where}]" if where else ""
+            lines.append(f"  {r}{where}: {item['formula']}{extra}{note}"[:240])
+            wi = item.get("with_input")
+            if wi:
+                lines.append(f"    with the input size n: {wi['formula']}"[:240])
     else:
         lines += ["", f"Models: n/a: {mo.get('why')}"]
     return "\n".join(lines)

@@ -18,14 +18,17 @@ def amdahl(t1: float, serial: float, p: int) -> float:
 
 def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
                t1: dict[str, float] | None = None, repeats: int = 1, places: list[str] | None = None,
-               noise: float = 0.0, seed: int = 1, machine: dict[str, Any] | None = None) -> Study:
-    """A study at PATH of ``prog {input}`` over THREADS × PLACES, REPEATS each: region R
-    takes ``amdahl(t1[R], serial[R], p)`` seconds (times a uniform noise of ±NOISE), the
-    program their sum plus 10 ms."""
+               noise: float = 0.0, seed: int = 1, machine: dict[str, Any] | None = None,
+               sizes: list[float] | None = None) -> Study:
+    """A study at PATH of ``prog {input}`` over THREADS × PLACES (× input SIZES, named
+    n<size>), REPEATS each: region R takes ``amdahl(t1[R], serial[R], p)`` seconds, times the
+    size where sizes are given (times a uniform noise of ±NOISE), the program their sum plus
+    10 ms."""
     rnd = random.Random(seed)
     t1 = t1 or {r: 1.0 for r in serial}
     confs = []
-    for c in build_configs(threads, places or ["compact"], None, [], None):
+    inputs = [(f"n{v:g}", f"{v:g}", float(v)) for v in sizes or []]
+    for c in build_configs(threads, places or ["compact"], None, inputs, None):
         confs.append({**c.to_dict(), "key": c.key, "cpus": None, "cpuset": None,
                       "omp_env": {}, "command": ["prog"]})
     m = new_manifest(["prog"], [], confs, repeats,
@@ -37,7 +40,8 @@ def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
     for run in study.plan():
         regs: list[dict[str, Any]] = []
         for r, s in serial.items():
-            t = amdahl(t1[r], s, run.config.threads) * (1 + noise * (2 * rnd.random() - 1))
+            t = amdahl(t1[r], s, run.config.threads) * (1 + noise * (2 * rnd.random() - 1)) \
+                * (run.config.input_value or 1.0)
             regs.append({"region": r, "parent": "(program)", "kind": "omp", "wait": False,
                          "time_s": t, "count": 1})
         prog = sum(x["time_s"] for x in regs) + 0.01
