@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
+import os
 import sys
 from collections.abc import Sequence
 
@@ -83,8 +83,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A broken pipe (`snumap topo | head`) is not an error worth a traceback.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's choice): with its default, a scraper that hangs up
+    # mid-answer would kill `snumap exporter`, and a test calling main() in-process would make
+    # the test process die on its next write to a closed socket. A closed stdout (`snumap topo
+    # | head`) is a BrokenPipeError, ended quietly below.
     argv = with_default_command(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -96,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
     except OSError as exc:
         # Permission problems, missing files, a full disk: the machine's state, not a bug.
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
@@ -105,3 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: send what is left to /dev/null, so that the flush at
+    exit raises nothing more (what Python's documentation advises for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

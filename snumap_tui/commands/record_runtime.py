@@ -31,6 +31,8 @@ class HeldChild:
                 os.close(err_r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                # Python ignores SIGPIPE; the traced command gets the default, as from a shell
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
                 if os.read(go_r, 1) != b"g":
                     os._exit(127)
                 os.close(go_r)
