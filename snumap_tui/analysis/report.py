@@ -20,6 +20,7 @@ from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
+from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.regions import (
     format_regions,
     region_findings,
@@ -200,6 +201,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    add_memory(report, rec, topo)
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])
@@ -284,5 +286,6 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
     else:
         lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
+    lines += format_memory(r, top)
     lines += format_io(r.get("io") or [])
     return "\n".join(lines) + "\n"

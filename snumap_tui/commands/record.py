@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from snumap_tui.commands import record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
+from snumap_tui.commands.record_memory import MemoryRecorder
 from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
     Cleanup,
@@ -218,7 +219,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     cleanup.push("stopping the tracer", stop_tracer)
     regions.start(pids)
     sources = sources + backend_statuses()
-    watch = TreeWatch(sampler, [child.pid] if child is not None else [])
+    memory = MemoryRecorder(root, say)
+    watch = TreeWatch(sampler, [child.pid] if child is not None else [], memory)
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
                           choice, sources, interval, child is None or args.system_wide, root)
     if cmd:
@@ -226,6 +228,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()
+    header["process_memory"] = memory.header()
     writer = Writer(started.path, header, force=True)   # the file OutputFile created
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
@@ -260,7 +263,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     while True:
         now = time.monotonic()
         if now >= next_sample:
-            writer.add_sample(sampler.sweep())
+            sample = sampler.sweep()
+            writer.add_sample(sample)
+            memory.sample(writer, sample.t_ns)
             next_sample += interval
             if next_sample < now:
                 next_sample = now + interval
@@ -286,7 +291,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     t_stop = time.monotonic()
     if status_line is not None:
         status_line.clear()
-    writer.add_sample(sampler.sweep())
+    sample = sampler.sweep()
+    writer.add_sample(sample)
+    memory.sample(writer, sample.t_ns)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

@@ -81,11 +81,17 @@ class TreeWatch:
     """The processes of the traced tree, as the tracer's batches name them, handed to the
     sampler's ``watch_pids`` when the set changes (processes that exited are dropped)."""
 
-    def __init__(self, sampler: Any, roots: list[int]) -> None:
+    def __init__(self, sampler: Any, roots: list[int], memory: Any = None) -> None:
         self.sampler = sampler
+        self.memory = memory           # a MemoryRecorder, told the same set
         self.pids: set[int] = set(roots)
         if self.pids:
-            sampler.watch_pids(self.pids)
+            self._tell()
+
+    def _tell(self) -> None:
+        self.sampler.watch_pids(self.pids)
+        if self.memory is not None:
+            self.memory.watch(self.pids)
 
     def update(self, batch: Any) -> None:
         from snumap_tui.trace import events as ev
@@ -99,7 +105,7 @@ class TreeWatch:
             pids -= set(ended.tolist())
         if pids != self.pids:
             self.pids = pids
-            self.sampler.watch_pids(pids)
+            self._tell()
 
 
 class Cleanup:

@@ -1,0 +1,154 @@
+"""Memory per process and NUMA node in recordings (sources/procmem.py, the process memory
+chunk, analysis/memory.py, the report's memory section)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui import store
+from snumap_tui.analysis.memory import process_memory, region_memory, timelines
+from snumap_tui.analysis.synth import synthetic_topology
+from snumap_tui.sources.procmem import RSS_NODE, ProcessMemory, parse_statm_resident
+from snumap_tui.store.procmem import rows_at
+
+PY = sys.executable
+MIB = 1 << 20
+
+# Allocates and touches 256 MiB (bound to node 0), prints CLOCK_MONOTONIC ns when every page
+# is resident, holds it a few intervals, frees it and holds on a little.
+ALLOC = """
+import mmap, os, sys, time
+try:
+    os.sched_setaffinity(0, {0})
+except OSError:
+    pass
+m = mmap.mmap(-1, 256 << 20)
+for i in range(0, 256 << 20, 4096):
+    m[i] = 1
+print(time.monotonic_ns(), flush=True)
+time.sleep(0.5)
+m.close()
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs procfs")
+def test_256_mib_on_node_0_is_in_the_timeline_within_one_interval_and_in_the_report(
+        tmp_path: Path) -> None:
+    out = tmp_path / "mem.rec"
+    run = subprocess.run([PY, "-m", "snumap_tui.cli", "record", "-o", str(out), "--backend",
+                          "proc", "--interval", "50ms", "--", PY, "-c", ALLOC],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    ready = int(run.stdout.split()[0])
+    with store.open(out) as rec:
+        rows = rec.process_memory()
+        pid = int(rec.markers and rows["pid"][0])
+        tl = timelines(rows)[pid]
+        after = np.flatnonzero(tl.t_ns >= ready)
+        assert len(after), "no sample after the allocation"
+        first = int(after[0])
+        # The first sample after the pages are resident is within one interval (+ scheduling
+        # slack on a loaded machine) and shows them on node 0.
+        assert tl.t_ns[first] - ready <= 50e6 + 50e6
+        assert tl.nodes[0][first] >= 256 * MIB
+        assert tl.nodes[RSS_NODE][first] >= 256 * MIB
+        assert tl.nodes[0][-1] < 100 * MIB                  # freed before the end
+    rep = subprocess.run([PY, "-m", "snumap_tui.cli", "report", "--json", str(out)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    procs = {p["pid"]: p for p in json.loads(rep.stdout)["processes"]}
+    mem = procs[pid]["memory"]
+    assert 256 * MIB <= mem["nodes"]["0"] < 300 * MIB      # the high-water mark
+    assert mem["last"]["0"] < 100 * MIB
+    assert mem["kinds"]["0"] == "DRAM"
+    text = subprocess.run([PY, "-m", "snumap_tui.cli", "report", str(out)],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    line = next(x for x in text.splitlines() if x.strip().startswith(str(pid)) and "N0" in x)
+    assert float(line.split()[2]) >= 256.0
+
+
+def _fake_proc(root: Path, pid: int, statm: str, numa_maps: str, nodes: str = "0-1") -> None:
+    d = root / "proc" / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "statm").write_text(statm)
+    (d / "numa_maps").write_text(numa_maps)
+    n = root / "sys/devices/system/node"
+    n.mkdir(parents=True, exist_ok=True)
+    (n / "has_memory").write_text(nodes + "\n")
+
+
+def test_two_nodes_split_by_numa_maps_then_scaled_until_the_rss_moves(tmp_path: Path) -> None:
+    now = [0.0]
+    _fake_proc(tmp_path, 7, "1000 300 0 0 0 0 0\n",
+               "7f00 default anon=100 N0=100 kernelpagesize_kB=4\n"
+               "7f01 default anon=200 N1=200 kernelpagesize_kB=4\n")
+    src = ProcessMemory(tmp_path, clock=lambda: now[0], page_bytes=4096)
+    assert src.nodes == [0, 1] and not src.one_node
+    src.watch([7])
+    rows = {(n, e): b for _, n, b, e in src.read()}
+    assert rows == {(RSS_NODE, True): 300 * 4096, (0, True): 100 * 4096, (1, True): 200 * 4096}
+    # The RSS barely moved: no new walk, the last split scaled to it (an estimate).
+    now[0] += 1.0
+    _fake_proc(tmp_path, 7, "1000 303 0 0 0 0 0\n", "7f00 default anon=303 N0=303\n")
+    rows = src.read()
+    assert src.walks == 1 and all(not e for _, n, _, e in rows if n != RSS_NODE)
+    assert sum(b for _, n, b, _ in rows if n != RSS_NODE) == pytest.approx(303 * 4096, abs=2)
+    # It moved by more than 1/32: walked again, exact.
+    now[0] += 1.0
+    _fake_proc(tmp_path, 7, "1000 900 0 0 0 0 0\n", "7f00 default anon=900 N0=900\n")
+    rows = {(n, e): b for _, n, b, e in src.read()}
+    assert src.walks == 2 and rows == {(RSS_NODE, True): 900 * 4096, (0, True): 900 * 4096}
+    # A walk that took 0.5 s is not repeated before 5 s, however much the RSS moves.
+    src._walks[7].cost = 0.5
+    now[0] += 1.0
+    _fake_proc(tmp_path, 7, "1000 5000 0 0 0 0 0\n", "7f00 default anon=5000 N0=5000\n")
+    src.read()
+    assert src.walks == 2
+
+
+def test_a_zombie_or_a_bad_statm_is_not_a_zero_row(tmp_path: Path) -> None:
+    with pytest.raises(ProcessLookupError):
+        parse_statm_resident("0 0 0 0 0 0 0\n")
+    with pytest.raises(ValueError):
+        parse_statm_resident("garbage")
+    _fake_proc(tmp_path, 8, "0 0 0 0 0 0 0\n", "", nodes="0")
+    src = ProcessMemory(tmp_path, page_bytes=4096)
+    src.watch([8, 9])                       # 9 does not exist
+    assert src.read() == [] and not src.errors
+
+
+def test_region_high_water_mark_is_over_the_samples_inside_its_instances() -> None:
+    rows = np.concatenate([rows_at(t, [(5, RSS_NODE, b, True), (5, 0, b, True)])
+                           for t, b in ((100, 10 * MIB), (200, 50 * MIB), (300, 20 * MIB),
+                                        (400, 90 * MIB))])
+    tls = timelines(rows)
+    assert region_memory([(5, 150, 320)], tls) == {"samples": 2, "rss_bytes": 50 * MIB,
+                                                   "nodes": {"0": 50 * MIB}}
+    assert region_memory([(5, 110, 120)], tls)["samples"] == 0
+    per = process_memory(rows, synthetic_topology(1, 1, 1, 1))
+    assert per[5]["nodes"] == {"0": 90 * MIB} and per[5]["last"] == {"0": 90 * MIB}
+
+
+def test_the_chunk_round_trips_and_a_bad_one_is_a_damage_note(tmp_path: Path) -> None:
+    from snumap_tui.store import Writer
+    from snumap_tui.store.kinds import validate
+
+    path = tmp_path / "m.rec"
+    rows = rows_at(1000, [(os.getpid(), RSS_NODE, 5 * MIB, True), (os.getpid(), 0, 5 * MIB,
+                                                                    False)])
+    with Writer(path, {"topology": synthetic_topology(1, 1, 1, 1).to_dict()}) as w:
+        w.add_process_memory(rows)
+    with store.open(path) as rec:
+        got = rec.process_memory()
+        assert got.tolist() == rows.tolist() and not rec.damaged
+    bad = {k: rows[k].copy() for k in rows.dtype.names}
+    bad["node"][0] = -5
+    with pytest.raises(ValueError, match="node"):
+        validate(17, bad, 2)
