@@ -135,15 +135,16 @@ def recording_memory(rec: Any, topology: Topology) -> tuple[np.ndarray, str | No
     return rows, "no traced process (a system-wide recording has no traced tree)"
 
 
-def region_windows(reg: Any) -> dict[str, list[tuple[int, int, int]]]:
-    """Region (or phase) name -> (pid, start, end) of each of its instances on any thread."""
+def region_windows(reg: Any) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Region (or phase) name -> (pid, tid, start, end) of each of its instances on any
+    thread."""
     from snumap_tui.analysis.regions import pair
 
     inst = pair(reg.rows)
-    out: dict[str, list[tuple[int, int, int]]] = {}
-    for rid, pid, s, e in zip(inst.rid.tolist(), inst.pid.tolist(), inst.start.tolist(),
-                              inst.end.tolist()):
-        out.setdefault(reg.names[rid].name, []).append((pid, s, e))
+    out: dict[str, list[tuple[int, int, int, int]]] = {}
+    for rid, pid, tid, s, e in zip(inst.rid.tolist(), inst.pid.tolist(), inst.tid.tolist(),
+                                   inst.start.tolist(), inst.end.tolist()):
+        out.setdefault(reg.names[rid].name, []).append((pid, tid, s, e))
     return out
 
 
@@ -163,7 +164,8 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     tls = timelines(rows)
     wins = region_windows(rec.regions())
     for r in report["regions"]:
-        r["memory"] = region_memory(wins.get(r["name"], []), tls) if not why else \
+        spans = [(p, a, b) for p, _, a, b in wins.get(r["name"], [])]
+        r["memory"] = region_memory(spans, tls) if not why else \
             {"samples": 0, "why": why}
 
 
