@@ -114,5 +114,5 @@ def test_without_rapl_energy_is_n_a_with_why(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "report", "--json",
                           str(path)], capture_output=True, text=True, check=True).stdout
     r = json.loads(out)
-    assert "no RAPL" in r["energy_attribution"]["why"]
+    assert "no RAPL energy" in r["energy_attribution"]["why"]
     assert all(p["energy_j"] is None for p in r["processes"])

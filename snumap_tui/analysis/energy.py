@@ -183,8 +183,7 @@ def add_energy(report: dict[str, Any], iv: Intervals, samples: list[Sample], top
     ``energy_j`` (None where no energy was recorded)."""
     cs = curves(samples, topology)
     if not cs:
-        report["energy_attribution"] = {"why": "no RAPL energy recorded (no RAPL on this "
-                                               "machine, or no permission to read it)"}
+        report["energy_attribution"] = {"why": "no RAPL energy recorded (see Energy)"}
         for row in (*report.get("tasks", []), *report.get("processes", []),
                     *(report.get("regions") or [])):
             row["energy_j"] = None

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands import record_regions
+from snumap_tui.commands import record_attach, record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_memory import MemoryRecorder
@@ -63,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "1M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_job_argument(parser)
+    record_attach.add_arguments(parser)
     record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "buffer_size", None) else None
     job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
     args.job_watch = job
+    args.attached = record_attach.Attached.from_args(args, cmd)     # --pid
     out = Path(args.output)
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
@@ -205,6 +207,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     job = getattr(args, "job_watch", None)
     if job is not None and not args.system_wide:
         pids = job.roots()
+    attached = getattr(args, "attached", None)
+    if attached is not None:
+        pids = attached.tree()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
     note = better_backends_note(tracer.name, args.backend)
     if note:
@@ -217,16 +222,19 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
-    regions.start(pids)
+    regions.start(pids, attached.binaries() if attached is not None else [])
     sources = sources + backend_statuses()
     memory = MemoryRecorder(root, say)
-    watch = TreeWatch(sampler, [child.pid] if child is not None else [], memory)
+    watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory)
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
-                          choice, sources, interval, child is None or args.system_wide, root)
+                          choice, sources, interval,
+                          (child is None and attached is None) or args.system_wide, root)
     if cmd:
         header["command"] = cmd
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
+    if attached is not None:
+        header.update(attached.header())
     header["regions"] = regions.header()
     header["process_memory"] = memory.header()
     writer = Writer(started.path, header, force=True)   # the file OutputFile created
@@ -258,6 +266,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
         child.release()
+    if attached is not None:
+        for p in attached.procs:
+            writer.add_marker(time.monotonic_ns(), f"attached: pid {p['pid']} ({p['comm']})")
     started.start(writer)
     next_sample = t_start
     while True:
@@ -278,6 +289,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         if child is not None and child.exited():
             break
         if (child is None and stop["sig"]) or job_over:
+            break
+        if attached is not None and not attached.alive():
             break
         if duration is not None and now - t_start >= duration:
             break
