@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
                         help=f"recording to write (default {DEFAULT_OUTPUT})")
     parser.add_argument("--interval", default="100ms",
-                        help="metric sampling interval (default 100ms)")
+                        help="metric sampling interval (default 100ms, down to 1ms)")
     parser.add_argument("--duration", default=None,
                         help="stop after this long (default: when the command exits, or Ctrl-C)")
     parser.add_argument("--backend", default="auto", choices=["auto", "libbpf", "bcc", "perf", "proc"],
@@ -107,6 +107,9 @@ def backend_statuses() -> list[dict[str, Any]]:
 # ---- metric samples -----------------------------------------------------------------------------
 
 TASKS_EVERY_S = 1.0
+# Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Sampling at 1 ms").
+SLOW_EVERY_S = 0.01
+SLOW_SOURCES = ("numa", "net", "ib", "disk", "gpu")
 
 
 def make_sampler(topology: Any, root: Path, interval_s: float
@@ -121,11 +124,13 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 
     s = Sampler(topology, root, interval_s, tasks=True)
     s.set_tasks_cadence(TASKS_EVERY_S)
+    if interval_s < SLOW_EVERY_S:
+        s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
     return s, [st.to_dict() for st in s.statuses().values()]
 
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
-    from snumap_tui.model.sampler import check_interval
+    from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S, check_interval
     from snumap_tui.native.malloc import one_arena
 
     one_arena()        # before any thread starts: one malloc arena keeps the peak RSS lower
@@ -135,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     # Everything that can be wrong with the arguments is found before anything starts.
     interval = option_value("--interval", args.interval,
-                            lambda t: check_interval(parse_duration(t, positive=False)))
+                            lambda t: check_interval(parse_duration(t, positive=False),
+                                                           RECORD_MIN_INTERVAL_S))
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
