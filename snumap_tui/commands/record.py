@@ -107,9 +107,12 @@ def backend_statuses() -> list[dict[str, Any]]:
 # ---- metric samples -----------------------------------------------------------------------------
 
 TASKS_EVERY_S = 1.0
-# Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Sampling at 1 ms").
+# Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
+# interval and 1 ms"): memory per node, the I/O devices and the process list (the traced
+# threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
+# as much to encode as to read.
 SLOW_EVERY_S = 0.01
-SLOW_SOURCES = ("numa", "net", "ib", "disk", "gpu")
+SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu")
 
 
 def make_sampler(topology: Any, root: Path, interval_s: float

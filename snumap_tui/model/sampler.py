@@ -135,8 +135,8 @@ class Sampler:
 
     def set_slow_sources(self, every_s: float, names: Iterable[str]) -> None:
         """Read the sources NAMES at most every ``every_s`` (the others at every sweep):
-        record at a 1 ms interval keeps the per-PU counters, CPU times, energy and the traced
-        processes at every sample, and memory per node and the I/O devices every 10 ms (they
+        record at a 1 ms interval keeps the per-PU counters, CPU times and energy at every
+        sample, and memory per node, the process list and the I/O devices every 10 ms (they
         were more than half of a sweep). A sweep between two of their reads has none of
         their readings, as if they were missing, which every consumer already handles."""
         self._slow = {n: float(every_s) for n in names} if every_s > 0 else {}
