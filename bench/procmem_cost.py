@@ -77,8 +77,8 @@ def measure(mib: int, pages: str, runs: int) -> list[list[object]]:
             busy += time.perf_counter() - t
             n += 1
             time.sleep(0.001)
-        rows.append([label, f"ProcessMemory.read(), several nodes: mean of {n} reads 1 ms "
-                            f"apart ({src.walks} numa_maps walks)", f"{busy / n * 1e3:.3f}"])
+        rows.append([label, (f"ProcessMemory.read(), several nodes: mean of {n} reads 1 ms "
+                            f"apart ({src.walks} numa_maps walks)"), f"{busy / n * 1e3:.3f}"])
         return rows
     finally:
         if p.stdin:
