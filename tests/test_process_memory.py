@@ -152,3 +152,24 @@ def test_the_chunk_round_trips_and_a_bad_one_is_a_damage_note(tmp_path: Path) ->
     bad["node"][0] = -5
     with pytest.raises(ValueError, match="node"):
         validate(17, bad, 2)
+
+
+def test_parquet_process_memory_table(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from snumap_tui.export.parquet import write_parquet
+    from snumap_tui.store import Writer
+    from snumap_tui.trace.events import EventBatch, TaskInfo
+
+    path = tmp_path / "m.rec"
+    rows = np.concatenate([rows_at(t, [(42, RSS_NODE, b, True), (42, 0, b, True)])
+                           for t, b in ((1000, 5 * MIB), (2000, 300 * MIB))])
+    with Writer(path, {"topology": synthetic_topology(1, 1, 1, 1).to_dict()}) as w:
+        w.add_events(EventBatch(tasks=[TaskInfo(42, 42, "alloc")]))
+        w.add_process_memory(rows)
+    with store.open(path) as rec:
+        counts = write_parquet(tmp_path / "out", rec)
+    assert counts["process_memory"] == 4
+    t = pq.read_table(tmp_path / "out" / "process_memory.parquet").to_pylist()
+    assert {(r["t_ns"], r["node"], r["bytes"], r["kind"], r["comm"]) for r in t} == {
+        (1000, -1, 5 * MIB, "", "alloc"), (1000, 0, 5 * MIB, "DRAM", "alloc"),
+        (2000, -1, 300 * MIB, "", "alloc"), (2000, 0, 300 * MIB, "DRAM", "alloc")}
