@@ -35,6 +35,7 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.keymap import bindings
+from snumap_tui.ui.process_view import ProcessPanel, ProcessViewMixin
 from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
@@ -120,7 +121,7 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
+class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -171,13 +172,15 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
-            yield GanttView(self.data, self.state, id="gantt")
-            with Vertical(id="topology"):
-                yield Static(id="topo-head")
-                yield ReplayTree(self.data.topology, id="tree")
-            from snumap_tui.ui.panels import HeatmapPanel
-            yield HeatmapPanel(id="heatmap")
+        with Vertical(id="main"):
+            with ContentSwitcher(initial=self.view, id="views"):
+                yield GanttView(self.data, self.state, id="gantt")
+                with Vertical(id="topology"):
+                    yield Static(id="topo-head")
+                    yield ReplayTree(self.data.topology, id="tree")
+                from snumap_tui.ui.panels import HeatmapPanel
+                yield HeatmapPanel(id="heatmap")
+            yield ProcessPanel(id="process-view")
         yield Static(id="too-small")
         yield Input(placeholder="go to time: seconds from the start (e.g. 12.5), or the wall "
                     "clock (10:42:07.5)", id="goto")
@@ -296,6 +299,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
         if self.view == "gantt":
             self._sync_cursor()
             self.query_one(GanttView).rebuild()
+            self.draw_process_view(self.span_cols())
         elif self.view == "topology":
             self.query_one("#topo-head", Static).update(header_text(self.size.width))
             self.query_one(TopologyTable).set_frame(self._frame)
