@@ -104,10 +104,10 @@ def region_memory(windows: list[tuple[int, int, int]], tls: dict[int, MemoryTime
         tl = tls.get(pid)
         if tl is None:
             continue
-        s = np.array([a for a, _ in spans], dtype=np.int64)
-        e = np.array([b for _, b in spans], dtype=np.int64)
-        lo = np.searchsorted(tl.t_ns, s, "left")
-        hi = np.searchsorted(tl.t_ns, e, "right")
+        starts = np.array([a for a, _ in spans], dtype=np.int64)
+        ends = np.array([b for _, b in spans], dtype=np.int64)
+        lo = np.searchsorted(tl.t_ns, starts, "left")
+        hi = np.searchsorted(tl.t_ns, ends, "right")
         idx = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(),
                                                                          hi.tolist())]
                                        or [np.zeros(0, np.int64)])).astype(np.int64)

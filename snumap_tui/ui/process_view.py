@@ -10,11 +10,12 @@ draws it. ``ProcessViewMixin`` gives the app its action and the hook its redraw 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
+from textual.app import App
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -129,21 +130,20 @@ class ProcessViewMixin:
         cursor_t: int
         view: str
 
-        def query_one(self, selector: Any) -> Any: ...
-
         def _redraw(self) -> None: ...
 
-        def notify(self, message: str, **kw: Any) -> None: ...
+    def _panel(self) -> ProcessPanel:
+        return cast("App[Any]", self).query_one(ProcessPanel)
 
     def action_process_view(self) -> None:
-        panel = self.query_one(ProcessPanel)
+        panel = self._panel()
         panel.display = not panel.display
         if panel.display and self.view != "gantt":
             self.view = "gantt"
         self._redraw()
 
     def draw_process_view(self, cols: int) -> None:
-        panel = self.query_one(ProcessPanel)
+        panel = self._panel()
         if not panel.display or self.view != "gantt":
             return
         d, st = self.data, self.state
