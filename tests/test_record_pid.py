@@ -149,3 +149,54 @@ def test_another_users_process_from_the_cli_as_nobody(tmp_path: Path) -> None:
                        group=65534, extra_groups=[])
     assert r.returncode == 2 and "belongs to uid 0" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+OMP = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    double s = 0;
+    printf("ready\n");
+    fflush(stdout);
+    for (int r = 0; r < 3000; r++) {
+        #pragma omp parallel for num_threads(2) reduction(+:s)
+        for (long k = 0; k < 20000; k++) s += k * 1e-9;
+        usleep(10000);
+    }
+    printf("%f\n", s);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uprobes need root")
+def test_regions_are_planned_for_an_attached_openmp_program(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "omp.c"
+    src.write_text(OMP)
+    prog = tmp_path / "omp"
+    if subprocess.run(["gcc", "-g", "-O1", "-fopenmp", str(src), "-o", str(prog)],
+                      capture_output=True, check=False).returncode:
+        pytest.skip("gcc cannot build an OpenMP program here")
+    target = subprocess.Popen([str(prog)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout is not None and target.stdout.readline().strip() == "ready"
+        out = tmp_path / "omp.rec"
+        r = subprocess.run([*SNUMAP, "record", "-o", str(out), "--duration", "2s", "--pid",
+                            str(target.pid)], capture_output=True, text=True, timeout=120,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+        assert "OpenMP region bodies" in r.stderr
+    finally:
+        target.kill()
+        target.wait()
+    rep = json.loads(subprocess.run([*SNUMAP, "report", "--json", str(out)], check=True,
+                                    capture_output=True, text=True).stdout)
+    regs = {g["name"]: g for g in rep["regions"]}
+    body = next(g for n, g in regs.items() if n.startswith("main._omp_fn."))
+    assert body["count"] >= 10 and body["threads"]
+    assert "memory" in body and "energy_j" in body
