@@ -200,3 +200,16 @@ def test_regions_are_planned_for_an_attached_openmp_program(tmp_path: Path) -> N
     body = next(g for n, g in regs.items() if n.startswith("main._omp_fn."))
     assert body["count"] >= 10 and body["threads"]
     assert "memory" in body and "energy_j" in body
+
+
+def test_a_process_named_in_bytes_that_are_not_utf8_does_not_stop_the_tree_scan(
+        tmp_path: Path) -> None:
+    """A comm is any bytes (prctl PR_SET_NAME): the scan of /proc for the traced tree's
+    children (record --pid, every tracer's seed) read it as UTF-8 text and raised."""
+    from snumap_tui.trace.tasks import tree_of
+
+    for pid, ppid, comm in ((10, 1, b"init"), (11, 10, b"\xff\xfebad)name"), (12, 11, b"k")):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "stat").write_bytes(b"%d (%s) S %d 1 1 0" % (pid, comm, ppid))
+    assert sorted(tree_of([10], tmp_path)) == [10, 11, 12]

@@ -55,7 +55,8 @@ def children_map(proc: Path = Path("/proc")) -> dict[int, list[int]]:
         if not p.name.isdigit():
             continue
         try:
-            stat = (p / "stat").read_text()
+            # Bytes: a comm is any 15 bytes a process set (prctl), not always UTF-8.
+            stat = (p / "stat").read_bytes().decode("utf-8", "replace")
         except OSError:
             continue
         # proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
