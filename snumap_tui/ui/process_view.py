@@ -94,7 +94,9 @@ def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height:
 class ProcessPanel(Widget):
     """The drawn lines (the app computes them on each redraw)."""
 
-    DEFAULT_CSS = f"ProcessPanel {{ height: {HEIGHT}; display: none; }}"
+    DEFAULT_CSS = (f"ProcessPanel {{ height: {HEIGHT}; display: none; }}\n"
+                   "Screen.-too-narrow ProcessPanel, Screen.-too-low ProcessPanel "
+                   "{ display: none; }")
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

@@ -172,15 +172,14 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with Vertical(id="main"):
-            with ContentSwitcher(initial=self.view, id="views"):
-                yield GanttView(self.data, self.state, id="gantt")
-                with Vertical(id="topology"):
-                    yield Static(id="topo-head")
-                    yield ReplayTree(self.data.topology, id="tree")
-                from snumap_tui.ui.panels import HeatmapPanel
-                yield HeatmapPanel(id="heatmap")
-            yield ProcessPanel(id="process-view")
+        with Vertical(id="main"), ContentSwitcher(initial=self.view, id="views"):
+            yield GanttView(self.data, self.state, id="gantt")
+            with Vertical(id="topology"):
+                yield Static(id="topo-head")
+                yield ReplayTree(self.data.topology, id="tree")
+            from snumap_tui.ui.panels import HeatmapPanel
+            yield HeatmapPanel(id="heatmap")
+        yield ProcessPanel(id="process-view")     # under the chart (p), hidden at start
         yield Static(id="too-small")
         yield Input(placeholder="go to time: seconds from the start (e.g. 12.5), or the wall "
                     "clock (10:42:07.5)", id="goto")
