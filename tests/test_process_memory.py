@@ -173,3 +173,23 @@ def test_parquet_process_memory_table(tmp_path: Path) -> None:
     assert {(r["t_ns"], r["node"], r["bytes"], r["kind"], r["comm"]) for r in t} == {
         (1000, -1, 5 * MIB, "", "alloc"), (1000, 0, 5 * MIB, "DRAM", "alloc"),
         (2000, -1, 300 * MIB, "", "alloc"), (2000, 0, 300 * MIB, "DRAM", "alloc")}
+
+
+def test_memory_kinds_are_hwlocs_on_a_machine_with_hbm_and_nvm(corpus: Path,
+                                                                tmp_path: Path) -> None:
+    import tarfile
+
+    from snumap_tui.analysis.memory import node_kinds
+    from snumap_tui.sources.procmem import memory_nodes
+    from snumap_tui.topology.build import load_topology
+
+    with tarfile.open(corpus / "fsroot" / "fakeheteromemtiers.tar.bz2", "r:bz2") as tf:
+        tf.extractall(tmp_path, filter="data")
+    root = tmp_path / "fakeheteromemtiers"
+    try:
+        topo = load_topology(fsroot=root)
+    except Exception as exc:  # noqa: BLE001 - hwloc absent or too old here
+        pytest.skip(f"hwloc cannot load the tree: {exc}")
+    assert node_kinds(topo) == {0: "DRAM", 1: "DRAM", 2: "HBM", 4: "HBM", 6: "NVM",
+                                8: "NVM", 9: "NVM"}
+    assert len(memory_nodes(root)) > 1
