@@ -152,6 +152,18 @@ def test_the_chunk_round_trips_and_a_bad_one_is_a_damage_note(tmp_path: Path) ->
     bad["node"][0] = -5
     with pytest.raises(ValueError, match="node"):
         validate(17, bad, 2)
+    # Written with a good CRC: the reader skips it with a note, keeps the good chunk.
+    from snumap_tui.store import codec
+    from snumap_tui.store.kinds import K_PROCESS_MEMORY
+
+    path2 = tmp_path / "bad.rec"
+    with Writer(path2, {"topology": synthetic_topology(1, 1, 1, 1).to_dict()}) as w:
+        w.add_process_memory(rows)
+        w.flush()
+        w._write_chunk(K_PROCESS_MEMORY, codec.encode(bad), count=2, t_min=1000, t_max=1000)
+    with store.open(path2) as rec:
+        assert rec.process_memory().tolist() == rows.tolist()
+        assert any("process memory chunk" in d and "node" in d for d in rec.damaged)
 
 
 def test_parquet_process_memory_table(tmp_path: Path) -> None:
