@@ -23,17 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import table, write_section
+from regions_overhead import CPU_C
 
-STENCIL = r"""
+STENCIL = CPU_C + r"""
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-static double cpu(void) {
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
 int main(int argc, char **argv) {
     int n = 1024, iters = atoi(argv[1]);
     double *a = calloc((size_t)n * n, sizeof *a), *b = calloc((size_t)n * n, sizeof *b);
