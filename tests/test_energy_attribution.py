@@ -67,8 +67,21 @@ def recording(tmp_path: Path) -> tuple[Path, float, float]:
     topo = synthetic_topology(1, 1, 2, 1)
     path = write_recording(tmp_path / "e.rec", topo, _events(), samples=samples,
                            tasks=[TaskInfo(101, 100, "solver"), TaskInfo(201, 200, "io")],
-                           header={"backend": "test"})
+                           header={"backend": "test"}, regions=_phase())
     return path, sum(pkg_j), sum(dram_j)
+
+
+def _phase() -> tuple[np.ndarray, list]:
+    """A marker phase "setup" on thread 101 over the first two sample intervals."""
+    from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionNames
+
+    names = RegionNames()
+    rid = names.intern("setup", "marker", "marker")
+    rows = np.zeros(2, REGION_DTYPE)
+    for i, (t, op) in enumerate(((T, BEGIN), (T + 2 * STEP, END))):
+        rows[i]["t_ns"], rows[i]["tid"], rows[i]["pid"] = t, 101, 100
+        rows[i]["op"], rows[i]["rid"] = op, rid
+    return rows, list(names.items)
 
 
 def test_two_busy_processes_get_shares_equal_to_their_busy_time(recording) -> None:
@@ -88,11 +101,16 @@ def test_two_busy_processes_get_shares_equal_to_their_busy_time(recording) -> No
     assert procs[100]["energy"]["package-0"] == pytest.approx(0.30 * pkg, rel=0.02)
     tasks = {t["tid"]: t for t in r["tasks"]}
     assert tasks[101]["energy_j"] == pytest.approx(procs[100]["energy_j"])
+    # The phase: 101's 60 ms of each of the first two intervals (60 W, then 20 W; DRAM 5 W).
+    setup = next(g for g in r["regions"] if g["name"] == "setup")
+    assert setup["energy_j"] == pytest.approx((6.0 + 2.0 + 2 * 0.5) * 0.06 / 0.2, rel=1e-6)
     for d in a["domains"]:   # the parts always add up to what was measured
         assert d["traced_j"] + d["other_j"] + d["idle_j"] == pytest.approx(d["energy_j"])
         assert d["other_j"] == pytest.approx(0.075 * d["energy_j"], rel=0.02)
     text = format_report(r)
     assert "Energy attributed (estimate" in text and "Rule:" in text
+    assert any(x.split()[:3] == ["101", "solver", f"{tasks[101]['energy_j']:.2f}"]
+               for x in text.splitlines())
     assert all(len(x) <= 80 for x in text.splitlines()[1:])
 
 

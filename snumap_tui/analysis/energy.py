@@ -240,6 +240,13 @@ def format_energy(r: dict[str, Any], top: int = 20) -> list[str]:
                         if k in a["summed"])
         lines.append(f"  {p['pid']:>7} {safe_text(p['comm'])[:16]:<16} "
                      f"{p.get('energy_j') or 0:>9.2f}  {per}"[:80])
+    threads = sorted((t for t in r.get("tasks", []) if t.get("energy_j")),
+                     key=lambda t: -t["energy_j"])
+    if len(threads) > 1:
+        lines.append(f"  {'TID':>7} {'COMM':<16} {'J':>9}")
+        for t in threads[:top]:
+            lines.append(f"  {t['tid']:>7} {safe_text(t['comm'])[:16]:<16} "
+                         f"{t['energy_j']:>9.2f}")
     regs = [g for g in r.get("regions") or [] if g.get("energy_j") is not None]
     if regs:
         lines.append(f"  {'REGION / PHASE':<28} {'J':>9}")
