@@ -205,3 +205,34 @@ def test_memory_kinds_are_hwlocs_on_a_machine_with_hbm_and_nvm(corpus: Path,
     assert node_kinds(topo) == {0: "DRAM", 1: "DRAM", 2: "HBM", 4: "HBM", 6: "NVM",
                                 8: "NVM", 9: "NVM"}
     assert len(memory_nodes(root)) > 1
+
+
+def test_system_wide_with_a_command_watches_the_commands_tree_only() -> None:
+    """--system-wide: the batches name every task of the machine; the memory (and the
+    sampler's watch) follow the command's forks, not every task named."""
+    from snumap_tui.commands.record_runtime import TreeWatch
+    from snumap_tui.trace.events import EVENT_DTYPE, EXIT, FORK, EventBatch, TaskInfo
+
+    class Sink:
+        def __init__(self) -> None:
+            self.pids: set[int] = set()
+
+        def watch_pids(self, pids: set[int]) -> None:
+            self.pids = set(pids)
+
+        watch = watch_pids
+
+    sampler, memory = Sink(), Sink()
+    w = TreeWatch(sampler, [10], memory, whole_system=True)
+    ev = np.zeros(4, EVENT_DTYPE)
+    # 10 forks 11, 11 forks 12 (same batch), 99 (not ours) forks 98, then 11 exits.
+    for i, (t, kind, pid, pid2) in enumerate(((1, FORK, 10, 11), (2, FORK, 11, 12),
+                                              (3, FORK, 99, 98), (4, EXIT, 11, -1))):
+        ev[i]["t_ns"], ev[i]["kind"], ev[i]["pid"], ev[i]["pid2"] = t, kind, pid, pid2
+        ev[i]["tid"] = pid
+    w.update(EventBatch(events=ev, tasks=[TaskInfo(99, 99, "other"), TaskInfo(98, 98, "x")]))
+    assert memory.pids == sampler.pids == {10, 12}
+    # Without --system-wide the tracer's batches hold the tree only: its tasks join.
+    w2 = TreeWatch(Sink(), [10], Sink())
+    w2.update(EventBatch(tasks=[TaskInfo(13, 13, "kid")]))
+    assert w2.pids == {10, 13}

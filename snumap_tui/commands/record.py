@@ -234,7 +234,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     regions.start(pids, attached.binaries() if attached is not None else [])
     sources = sources + backend_statuses()
     memory = MemoryRecorder(root, say)
-    watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory)
+    watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory,
+                      whole_system=bool(args.system_wide))
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
                           choice, sources, interval,
                           (child is None and attached is None) or args.system_wide, root)
