@@ -21,6 +21,7 @@ DURATION_OPTIONS = [
     ("record", "--duration", ["-o", "never-written.rec"]),
     ("exporter", "--interval", ["--once"]),
     ("replay", "--at", ["no-such-file.rec"]),
+    ("scale", "--interval", ["-o", "never-made"]),
 ]
 
 

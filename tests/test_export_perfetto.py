@@ -145,6 +145,8 @@ def test_field_numbers_are_perfettos() -> None:
         (P.TD_NAME, pb.TrackDescriptor, "name"),
         (P.TD_PARENT, pb.TrackDescriptor, "parent_uuid"),
         (P.TD_COUNTER, pb.TrackDescriptor, "counter"),
+        (P.TD_PROCESS, pb.TrackDescriptor, "process"),
+        (P.TDP_PID, pb.ProcessDescriptor, "pid"),
         (P.CD_UNIT_NAME, pb.CounterDescriptor, "unit_name"),
         (P.TE_TYPE, pb.TrackEvent, "type"),
         (P.TE_TRACK_UUID, pb.TrackEvent, "track_uuid"),
@@ -451,3 +453,32 @@ def test_a_merged_job_is_one_machine_per_node(tmp_path: Path) -> None:
     names = {(m, t.tid): t.name for m, sub in by_machine.items()
              for p in sub.packet if p.HasField("process_tree") for t in p.process_tree.threads}
     assert names[1, 500] == "rank0" and names[2, 500] == "rank2" and names[2, 502] == "rank3"
+
+
+def test_process_memory_is_counter_tracks_under_each_process(tmp_path: Path) -> None:
+    """Memory per traced process and node: a counter track per node (and the RSS) whose
+    parent is the process's track, in bytes, a value where it changed."""
+    from snumap_tui.store import Writer
+    from snumap_tui.store.procmem import rows_at
+    from snumap_tui.trace.events import EventBatch
+
+    mib = 1 << 20
+    path = tmp_path / "m.rec"
+    with Writer(path, {"topology": synthetic_topology(1, 1, 1, 1).to_dict(),
+                       "start_monotonic_ns": T0}) as w:
+        w.add_events(EventBatch(events=make_events(SCENARIO), tasks=TASKS))
+        for t, b in ((T0, 10 * mib), (T0 + 1000, 10 * mib), (T0 + 2000, 50 * mib)):
+            w.add_process_memory(rows_at(t, [(100, -1, b, True), (100, 0, b, True)]))
+    trace = export(path, tmp_path / "m.pftrace")
+    tds = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+           if p.HasField("track_descriptor")}
+    procs = {u: td.process.pid for u, td in tds.items() if td.HasField("process")}
+    mem = {u: td for u, td in tds.items() if td.name.startswith("snumap memory")}
+    assert {td.name for td in mem.values()} == {"snumap memory RSS (pid 100)",
+                                                "snumap memory N0 DRAM (pid 100)"}
+    assert all(procs[td.parent_uuid] == 100 and td.counter.unit_name == "bytes"
+               for td in mem.values())
+    node0 = next(u for u, td in mem.items() if "N0" in td.name)
+    values = [(p.timestamp, p.track_event.double_counter_value) for p in trace.packet
+              if p.HasField("track_event") and p.track_event.track_uuid == node0]
+    assert values == [(T0, 10 * mib), (T0 + 2000, 50 * mib)]

@@ -179,7 +179,7 @@ def test_durations_name_their_option(tmp_path: Path) -> None:
     p = record("-o", out, "--interval", "0", "--duration", "1s")
     assert p.returncode == 2
     assert p.stderr == ("snumap: --interval 0: interval 0s is out of range "
-                        "(10 ms to 3600 s)\n")
+                        "(1 ms to 3600 s)\n")
     p = record("-o", out, "--duration", "0")
     assert p.stderr == "snumap: --duration 0: duration must be positive\n"
     p = record("-o", out, "--buffer-size", "12")

@@ -479,3 +479,24 @@ def test_watch_pids_waits_for_the_sweep_in_progress(machine: tuple[FakeRoot, Top
     s.close()
     tasks = next(x for x in s.sources if x.name == "tasks")
     assert tasks.numa_pids == {1}
+
+
+def test_record_samples_down_to_1_ms_and_reads_the_slow_sources_every_10_ms(
+        machine: tuple[FakeRoot, Topology]) -> None:
+    from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S
+
+    assert check_interval(0.001, RECORD_MIN_INTERVAL_S) == 0.001
+    with pytest.raises(SnumapError, match=r"1 ms to"):
+        check_interval(0.0005, RECORD_MIN_INTERVAL_S)
+    fake, topo = machine
+    clock = FakeClock()
+    s = Sampler(topo, fake.root, interval_s=0.001, sources=fake_sources(fake), clock=clock,
+                tasks=False)
+    s.set_slow_sources(0.01, ["numa"])
+    got = []
+    for _ in range(25):
+        got.append(s.sweep().readings)
+        step(fake, clock, 0.001)
+    assert sum("numa" in r for r in got) == 3            # at 0, 10 and 20 ms
+    assert all("procstat" in r for r in got)
+    s.close()

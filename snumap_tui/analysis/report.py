@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.energy import add_energy, domain_name, format_energy, rapl_steps
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
+from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.regions import (
     format_regions,
     region_findings,
@@ -28,7 +30,6 @@ from snumap_tui.analysis.regions import (
     wait_findings,
 )
 from snumap_tui.analysis.stats import percentiles
-from snumap_tui.model.derive import counters
 from snumap_tui.model.iorates import IO_KINDS
 from snumap_tui.model.sample import Sample
 from snumap_tui.textsafe import safe_text
@@ -48,31 +49,21 @@ def rapl_energy(samples: Iterable[Sample], topology: Topology) -> list[dict[str,
     is the energy counter of one object: ``package-1`` is ``energy_package`` on Package 1."""
     acc: dict[tuple[int, str], dict[str, Any]] = {}
     first: dict[str, int] = {}        # counters in the order they first appear
-    prev: Sample | None = None
-    for s in samples:
-        r = s.readings.get("rapl")
-        if not r:
-            continue
-        cur = Sample(t_ns=s.t_ns, wall_ns=s.wall_ns, readings={"rapl": r})
-        if prev is not None:
-            for counter, arr in counters(prev, cur, topology).obj.items():
-                first.setdefault(counter, len(first))
-                for oid in np.flatnonzero(~np.isnan(arr)).tolist():
-                    a = acc.get((oid, counter))
-                    if a is None:
-                        a = acc[oid, counter] = {"energy_j": 0.0, "t0": prev.t_ns}
-                    a["energy_j"] += float(arr[oid]) / 1e6
-                    a["t1"] = cur.t_ns
-        prev = cur
+    for t0, t1, got in rapl_steps(samples, topology):
+        for (oid, counter), j in got.items():
+            first.setdefault(counter, len(first))
+            a = acc.get((oid, counter))
+            if a is None:
+                a = acc[oid, counter] = {"energy_j": 0.0, "t0": t0}
+            a["energy_j"] += j
+            a["t1"] = t1
     objs = list(topology)
     out = []
     for oid, counter in sorted(acc, key=lambda k: (k[0], first[k[1]])):
         a = acc[oid, counter]
         obj = objs[oid]
-        kind = counter.removeprefix("energy_")
-        dom = kind if obj.type == "Machine" else f"{kind}-{obj.os_index}"
         dt = (a["t1"] - a["t0"]) / 1e9
-        out.append({"domain": dom, "object": [obj.type, obj.os_index],
+        out.append({"domain": domain_name(obj, counter), "object": [obj.type, obj.os_index],
                     "energy_j": a["energy_j"], "avg_w": a["energy_j"] / dt if dt > 0 else None})
     return out
 
@@ -200,6 +191,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    add_memory(report, rec, topo)
+    add_energy(report, iv, samples, topo, rec)
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])
@@ -284,5 +277,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
     else:
         lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
+    lines += format_energy(r, top)
+    lines += format_memory(r, top)
     lines += format_io(r.get("io") or [])
     return "\n".join(lines) + "\n"

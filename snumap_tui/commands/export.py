@@ -110,7 +110,7 @@ def _write(args: argparse.Namespace, rec: Any, out_path: Path | None) -> tuple[i
 
 def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
     """A parquet export is a directory; one written before the marker existed holds only
-    the five tables, and counts as snumap's for --force."""
+    snumap's tables, and counts as snumap's for --force."""
     if args.format != "parquet":
         return {}
     from snumap_tui.export.parquet import TABLES

@@ -23,13 +23,16 @@ def option_value(option: str, text: str, parse: Any) -> Any:
         raise SnumapError(f"{option} {text}: {exc}") from None
 
 
-def interval_option(text: str, option: str = "--interval") -> float:
+def interval_option(text: str, minimum: float | None = None,
+                    option: str = "--interval") -> float:
     """A sampling interval option (top, record, exporter): a duration in the sampler's
-    range, its error naming the option."""
-    from snumap_tui.model.sampler import check_interval
+    range (from MINIMUM seconds where given: record goes down to 1 ms), its error naming the
+    option."""
+    from snumap_tui.model.sampler import MIN_INTERVAL_S, check_interval
 
+    low = MIN_INTERVAL_S if minimum is None else minimum
     return float(option_value(option, text,
-                              lambda t: check_interval(parse_duration(t, positive=False))))
+                              lambda t: check_interval(parse_duration(t, positive=False), low)))
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,

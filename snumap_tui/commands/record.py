@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands import record_regions
+from snumap_tui.commands import record_attach, record_regions
 from snumap_tui.commands.options import (
     add_mode_argument,
     interval_option,
@@ -32,6 +32,7 @@ from snumap_tui.commands.options import (
     parse_size,
 )
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
+from snumap_tui.commands.record_memory import MemoryRecorder
 from snumap_tui.commands.record_output import OutputFile
 from snumap_tui.commands.record_runtime import (
     Cleanup,
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT, metavar="FILE",
                         help=f"recording to write (default {DEFAULT_OUTPUT})")
     parser.add_argument("--interval", default="100ms",
-                        help="metric sampling interval (default 100ms)")
+                        help="metric sampling interval (default 100ms, down to 1ms)")
     parser.add_argument("--duration", default=None,
                         help="stop after this long (default: when the command exits, or Ctrl-C)")
     parser.add_argument("--backend", default="auto", choices=["auto", "libbpf", "bcc", "perf", "proc"],
@@ -77,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "recording user's and the traced tree's are kept, other processes "
                         "keep their name (a command line may hold a password)")
     add_job_argument(parser)
+    record_attach.add_arguments(parser)
     record_regions.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
@@ -120,6 +122,12 @@ def backend_statuses() -> list[dict[str, Any]]:
 # ---- metric samples -----------------------------------------------------------------------------
 
 TASKS_EVERY_S = 1.0
+# Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
+# interval and 1 ms"): memory per node, the I/O devices and the process list (the traced
+# threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
+# as much to encode as to read.
+SLOW_EVERY_S = 0.01
+SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu")
 
 
 def make_sampler(topology: Any, root: Path, interval_s: float
@@ -134,6 +142,8 @@ def make_sampler(topology: Any, root: Path, interval_s: float
 
     s = Sampler(topology, root, interval_s, tasks=True)
     s.set_tasks_cadence(TASKS_EVERY_S)
+    if interval_s < SLOW_EVERY_S:
+        s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
     return s, [st.to_dict() for st in s.statuses().values()]
 
 def run(args: argparse.Namespace) -> int:
@@ -145,11 +155,14 @@ def run(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     # Everything that can be wrong with the arguments is found before anything starts.
-    interval = interval_option(args.interval)
+    from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S
+
+    interval = interval_option(args.interval, RECORD_MIN_INTERVAL_S)
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
         if getattr(args, "buffer_size", None) else None
+    args.attached = record_attach.Attached.from_args(args, cmd)     # --pid
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
     args.backend_asked = args.backend   # --job may pick another, which the user did not
@@ -272,6 +285,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     job = getattr(args, "job_watch", None)
     if job is not None and not args.system_wide:
         pids = job.roots()
+    attached = getattr(args, "attached", None)
+    if attached is not None:
+        pids = attached.tree()
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
     note = better_backends_note(tracer.name, getattr(args, "backend_asked", args.backend))
     if note:
@@ -284,21 +300,28 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
-    regions.start(pids, [child.pid] if child is not None else None)
+    regions.start(pids, [child.pid] if child is not None else None,
+                  attached.binaries() if attached is not None else [])
     sources = sources + backend_statuses()
-    watch = TreeWatch(sampler, [child.pid] if child is not None else [])
+    memory = MemoryRecorder(root, say)
+    watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory,
+                      whole_system=bool(args.system_wide))
     keep = None if getattr(args, "keep_cmdlines", False) else \
         (lambda s: drop_other_cmdlines(s, {os.getuid(), os.geteuid()},
                                        [*watch.pids, *(job.procs if job is not None else ())]))
     header = build_header(topology, [sys.argv[0], *sys.argv[1:]] if sys.argv else [], tracer,
-                          choice, sources, interval, child is None or args.system_wide, root)
+                          choice, sources, interval,
+                          (child is None and attached is None) or args.system_wide, root)
     if cmd:
         header["command"] = cmd
     if cpus:
         header["cpus"] = sorted(cpus)
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
+    if attached is not None:
+        header.update(attached.header())
     header["regions"] = regions.header()
+    header["process_memory"] = memory.header()
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
@@ -328,12 +351,17 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
         child.release()
+    if attached is not None:
+        for p in attached.procs:
+            writer.add_marker(time.monotonic_ns(), f"attached: pid {p['pid']} ({p['comm']})")
     started.start(writer)
     next_sample = t_start
     while True:
         now = time.monotonic()
         if now >= next_sample:
-            writer.add_sample(_kept(sampler.sweep(), keep))
+            sample = sampler.sweep()
+            writer.add_sample(_kept(sample, keep))
+            memory.sample(writer, sample.t_ns)
             next_sample += interval
             if next_sample < now:
                 next_sample = now + interval
@@ -347,6 +375,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
             break
         if (child is None and stop["sig"]) or job_over:
             break
+        if attached is not None and not attached.alive():
+            break
         if duration is not None and now - t_start >= duration:
             break
         if status_line is not None:
@@ -359,7 +389,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     t_stop = time.monotonic()
     if status_line is not None:
         status_line.clear()
-    writer.add_sample(_kept(sampler.sweep(), keep))
+    sample = sampler.sweep()
+    writer.add_sample(_kept(sample, keep))
+    memory.sample(writer, sample.t_ns)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

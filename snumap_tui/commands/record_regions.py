@@ -79,9 +79,11 @@ class RegionSession:
             self.markers = MarkerFifo(self.names)
             os.environ[ENV] = self.markers.path     # inherited by the command's fork
 
-    def start(self, roots: list[int] | None, command: list[int] | None = None) -> None:
-        """Probes on the command's programs and libraries (before it execs). ROOTS: the
-        traced tree (None: system-wide); COMMAND: the command's pid, if there is one."""
+    def start(self, roots: list[int] | None, command: list[int] | None = None,
+              programs: list[str] | None = None) -> None:
+        """Probes on the command's programs and libraries (before it execs), and on PROGRAMS
+        (the running processes' of record --pid). ROOTS: the traced tree (None:
+        system-wide); COMMAND: the command's pid, if there is one."""
         if self._old_env is None:
             os.environ.pop("SNUMAP_MARKERS", None)
         else:
@@ -102,7 +104,9 @@ class RegionSession:
             self.say(why)
             self.tracer = None
             return
-        for line in self.tracer.start(elfsyms.command_binaries(self.cmd), roots, command):
+        binaries = elfsyms.command_binaries(self.cmd)
+        binaries += [b for b in programs or [] if b not in binaries]
+        for line in self.tracer.start(binaries, roots, command):
             self.say(line)
         self._drain_if_probed()
         # Not at once: until the held child execs, its maps are this Python's.

@@ -85,25 +85,42 @@ class TreeWatch:
     """The processes of the traced tree, as the tracer's batches name them, handed to the
     sampler's ``watch_pids`` when the set changes (processes that exited are dropped)."""
 
-    def __init__(self, sampler: Any, roots: list[int]) -> None:
+    def __init__(self, sampler: Any, roots: list[int], memory: Any = None,
+                 whole_system: bool = False) -> None:
         self.sampler = sampler
+        self.memory = memory           # a MemoryRecorder, told the same set
+        # --system-wide with a command: the batches name every task of the machine, so the
+        # tree grows by forks of its own processes only.
+        self.whole_system = whole_system
         self.pids: set[int] = set(roots)
         if self.pids:
-            sampler.watch_pids(self.pids)
+            self._tell()
+
+    def _tell(self) -> None:
+        self.sampler.watch_pids(self.pids)
+        if self.memory is not None:
+            self.memory.watch(self.pids)
 
     def update(self, batch: Any) -> None:
         from snumap_tui.trace import events as ev
 
         if not self.pids:
             return              # a system-wide recording without a command: nothing to watch
-        pids = self.pids | {t.pid for t in batch.tasks if t.pid > 0}
         e = batch.events
+        if self.whole_system:
+            pids = set(self.pids)
+            forks = e[e["kind"] == ev.FORK] if len(e) else e
+            for parent, child in zip(forks["pid"].tolist(), forks["pid2"].tolist()):
+                if parent in pids and child > 0:
+                    pids.add(child)
+        else:
+            pids = self.pids | {t.pid for t in batch.tasks if t.pid > 0}
         if len(e):
             ended = e[(e["kind"] == ev.EXIT) & (e["tid"] == e["pid"])]["pid"]
             pids -= set(ended.tolist())
         if pids != self.pids:
             self.pids = pids
-            self.sampler.watch_pids(pids)
+            self._tell()
 
 
 class Cleanup:

@@ -69,6 +69,11 @@ def run(args: argparse.Namespace) -> int:
         return _verb(rest[0], rest[1:])
     if rest and rest[0] == "--":
         rest = rest[1:]
+    if args.interval is not None:       # refused here, not by each run's record
+        from snumap_tui.commands.options import interval_option
+        from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S
+
+        interval_option(args.interval, RECORD_MIN_INTERVAL_S)
     return _study(args, rest)
 
 

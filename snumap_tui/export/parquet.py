@@ -8,6 +8,8 @@ Tables (the schema is in docs/format.md, "Parquet export"):
 - ``samples.parquet``: every metric at every object per frame, long form, the numbers `snumap
   top` shows (``derive`` over consecutive samples; not-available values left out);
 - ``tasks.parquet``: every task name the tracer saw, with when (a comm changes at exec);
+- ``process_memory.parquet``: memory per traced process and NUMA node at each sample
+  (export/parquet_memory.py);
 - ``topology.parquet``: one row per topology object, with the package, NUMA node and core
   each belongs to (a PU's row maps a ``cpu`` column to its place in the machine).
 
@@ -27,6 +29,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import load
 from snumap_tui.errors import SnumapError
 from snumap_tui.export.counters import frames
+from snumap_tui.export.parquet_memory import write_process_memory
 from snumap_tui.export.tables import UNTRACED_COMM, metric_rows
 from snumap_tui.extras import install_extra
 from snumap_tui.store.columns import EVENT_FIELDS
@@ -34,7 +37,8 @@ from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import KIND_NAMES
 
 SAMPLE_ROWS_PER_GROUP = 1 << 20
-TABLES = ("events", "intervals", "samples", "tasks", "topology")     # NAME.parquet each
+TABLES = ("events", "intervals", "samples", "tasks", "topology",
+          "process_memory")                                    # NAME.parquet each
 
 
 def _pa() -> Any:
@@ -207,13 +211,15 @@ def _write_tasks(pa: Any, pq: Any, path: Path, rec: Any) -> int:
 
 
 def write_parquet(out_dir: Path, rec: Any) -> dict[str, int]:
-    """Write the five tables into the directory ``out_dir``, which exists (`snumap export`
+    """Write the six tables into the directory ``out_dir``, which exists (`snumap export`
     gives it a temporary directory beside the output, renamed when complete: safeout)."""
     pa, pq = _pa()
     counts = {"events": _write_events(pa, pq, out_dir / "events.parquet", rec),
               "intervals": _write_intervals(pa, pq, out_dir / "intervals.parquet", rec),
               "samples": _write_samples(pa, pq, out_dir / "samples.parquet", rec),
               "tasks": _write_tasks(pa, pq, out_dir / "tasks.parquet", rec)}
+    counts["process_memory"] = write_process_memory(pa, pq, out_dir / "process_memory.parquet",
+                                                    rec)
     pq.write_table(topology_table(pa, rec.topology), out_dir / "topology.parquet",
                    compression="zstd")
     counts["topology objects"] = len(rec.topology)

@@ -46,6 +46,7 @@ import numpy as np
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.export.counters import COUNTER_TRACKS, counter_values
+from snumap_tui.export.perfetto_memory import write_memory
 from snumap_tui.export.perfetto_regions import write_regions
 from snumap_tui.export.protowire import (
     encode_varints,
@@ -76,6 +77,7 @@ THR_TID, THR_NAME, THR_TGID = 1, 2, 3
 # TrackDescriptor, CounterDescriptor, TrackEvent (track_event/*.proto)
 TD_UUID, TD_NAME, TD_PARENT, TD_COUNTER = 1, 2, 5, 8
 TD_THREAD, TDT_PID, TDT_TID = 4, 1, 2          # TrackDescriptor.thread: ThreadDescriptor
+TD_PROCESS, TDP_PID = 3, 1                      # TrackDescriptor.process: ProcessDescriptor
 CD_UNIT_NAME = 6
 TE_TYPE, TE_TRACK_UUID, TE_NAME, TE_DOUBLE_VALUE = 9, 11, 23, 44
 TE_CATEGORIES = 22
@@ -141,6 +143,14 @@ class PerfettoWriter:
         td = f_varint(TD_UUID, uuid) + f_bytes(TD_THREAD, f_varint(TDT_PID, max(pid, 0))
                                                 + f_varint(TDT_TID, tid))
         self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td), machine_id)
+        return uuid
+
+    def process_track(self, pid: int) -> int:
+        """A track of process ``pid`` (counter tracks under it show under the process)."""
+        uuid = (self.machine_id << 32) | self._next_uuid
+        self._next_uuid += 1
+        td = f_varint(TD_UUID, uuid) + f_bytes(TD_PROCESS, f_varint(TDP_PID, max(pid, 0)))
+        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td))
         return uuid
 
     def _track_event(self, t_ns: int, event: bytes, machine_id: int | None = None) -> None:
@@ -493,6 +503,7 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
             w.counter(u, t_ns, v)
             n_counters += 1
     n_regions, n_marks = write_regions(w, rec, machines)
+    n_memory = write_memory(w, rec) if machines is None else 0
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:
@@ -501,4 +512,5 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
         w.instant(mk, t1, "end of recording")
     return {"packets": w.packets, "switches": enc.switches, "wakings": enc.wakings,
             "counter_values": n_counters, "counter_tracks": len(uuids),
-            "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks}
+            "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks,
+            "memory_values": n_memory}

@@ -3,7 +3,7 @@
 A sweep reads every available source and stamps the Sample with one ``time.monotonic_ns()``
 (the clock of the scheduler events, so metrics and traces line up). ``frame()`` is a sweep plus
 ``derive`` against the previous sweep. ``start(callback)`` runs the same on a daemon thread at
-the interval (1 s by default, down to 10 ms) so a UI never blocks on /proc or perf reads; the
+the interval (1 s by default, down to 10 ms; 1 ms for a recording) so a UI never blocks on /proc or perf reads; the
 schedule is absolute (no drift), and a slow consumer makes the sampler skip ticks, never queue
 a burst of catch-up sweeps.
 
@@ -31,6 +31,10 @@ from snumap_tui.sources.base import Source, SourceStatus
 from snumap_tui.topology.model import Topology
 
 MIN_INTERVAL_S = 0.01
+# `snumap record` samples down to 1 ms (the research tools sampled at 1-5 ms); what that costs
+# is measured in docs/benchmarks.md ("Sampling at 1 ms"). A live view redraws at most every
+# 10 ms, so top and the exporter keep MIN_INTERVAL_S.
+RECORD_MIN_INTERVAL_S = 0.001
 MAX_INTERVAL_S = 3600.0
 
 def default_sources(root: Path = Path("/"), tasks: bool = True, topology: Topology | None = None
@@ -72,13 +76,13 @@ def _without_tasks(sample: Sample) -> Sample:
                   readings={k: v for k, v in sample.readings.items() if k != "tasks"})
 
 
-def check_interval(seconds: float) -> float:
+def check_interval(seconds: float, minimum: float = MIN_INTERVAL_S) -> float:
     try:
         s = float(seconds)
     except (TypeError, ValueError):
         raise SnumapError(f"interval must be a number of seconds, not {seconds!r}") from None
-    if not MIN_INTERVAL_S <= s <= MAX_INTERVAL_S:
-        raise SnumapError(f"interval {s:g}s is out of range ({MIN_INTERVAL_S * 1000:g} ms to "
+    if not minimum <= s <= MAX_INTERVAL_S:
+        raise SnumapError(f"interval {s:g}s is out of range ({minimum * 1000:g} ms to "
                           f"{MAX_INTERVAL_S:g} s)")
     return s
 
@@ -93,7 +97,8 @@ class Sampler:
                  wall_clock: Callable[[], int] = time.time_ns) -> None:
         self.topology = topology
         self.root = Path(root)
-        self.interval_s = check_interval(interval_s)
+        # The commands check their own floor first (record's is 1 ms, top's 10 ms).
+        self.interval_s = check_interval(interval_s, RECORD_MIN_INTERVAL_S)
         self.catalogue = catalogue if catalogue is not None else default_catalogue()
         self._clock, self._wall = clock, wall_clock
         if sources is None:
@@ -125,6 +130,17 @@ class Sampler:
         self._runner_done = True
         self._timeline = TaskTimeline()
         self.tasks_every_s = 0.0
+        self._slow: dict[str, float] = {}        # source name -> seconds between its reads
+        self._slow_at: dict[str, int] = {}       # ... and when it was last read (ns)
+
+    def set_slow_sources(self, every_s: float, names: Iterable[str]) -> None:
+        """Read the sources NAMES at most every ``every_s`` (the others at every sweep):
+        record at a 1 ms interval keeps the per-PU counters, CPU times and energy at every
+        sample, and memory per node, the process list and the I/O devices every 10 ms (they
+        were more than half of a sweep). A sweep between two of their reads has none of
+        their readings, as if they were missing, which every consumer already handles."""
+        self._slow = {n: float(every_s) for n in names} if every_s > 0 else {}
+        self._slow_at = {}
 
     # ---- one sweep -------------------------------------------------------------------------
     def statuses(self) -> dict[str, SourceStatus]:
@@ -140,6 +156,11 @@ class Sampler:
         t_ns, wall_ns = self._clock(), self._wall()
         readings: dict[str, dict[str, Any]] = {}
         for s in self._active:
+            every = self._slow.get(s.name)
+            if every is not None:
+                if t_ns - self._slow_at.get(s.name, -(1 << 62)) < every * 1e9:
+                    continue
+                self._slow_at[s.name] = t_ns
             try:
                 r = s.read()
             except (OSError, ValueError) as exc:

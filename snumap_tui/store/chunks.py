@@ -52,6 +52,7 @@ MAX_RAW_LEN = kinds.MAX_RAW_LEN
 # earliest to the latest time of these chunks' contents (docs/format.md, "Duration").
 SPAN_KINDS = (K_EVENTS, K_SAMPLES, K_MARKERS, K_NODE_SAMPLES)
 K_REGIONS = kinds.K_REGIONS
+K_PROCESS_MEMORY = kinds.K_PROCESS_MEMORY
 
 # Payload codecs (the u8 "codec" field).
 CODEC_NONE, CODEC_ZSTD = 0, 1

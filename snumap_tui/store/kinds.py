@@ -338,6 +338,16 @@ K_HEADER_COPY = register(13, "header copy", _HEADER, encoding=JSON,
 # decode_regions (lengths, ops, kinds, roles, ids) where the reader decodes it.
 K_REGIONS = register(14, "regions", None, min_item_bytes=2,
                      doc="region enter/leave records and user markers (store/regions.py)")
+# Memory per process and NUMA node at each sample (sources/procmem.py, store/procmem.py):
+# columns of one row per process and node (node -1: the process's RSS). Kind 17: 15 and 16
+# are left to the per-interval counters being added beside it.
+K_PROCESS_MEMORY = register(17, "process memory", Fields(
+    required={"t_ns": Array("u", lo=0, hi=MAX_TIME, length=COUNT, sorted=True),
+              "pid": Array("iu", lo=1, hi=I32[1], length=COUNT),
+              "node": Array("iu", lo=-1, hi=1 << 16, length=COUNT),
+              "bytes": Array("iu", lo=0, hi=1 << 56, length=COUNT),
+              "exact": Array("b", length=COUNT)}), min_item_bytes=8,
+    doc="memory per traced process and NUMA node at each sample (record)")
 
 __all__ = [
     "COUNT",

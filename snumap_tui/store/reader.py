@@ -345,6 +345,18 @@ class Recording:
                 self._note(f"undecodable regions chunk at byte {h.offset} skipped ({e})")
         return merge_chunks(parts)
 
+    def process_memory(self) -> np.ndarray:
+        """Every process memory row (store/procmem.py MEMORY_DTYPE), in time order; a chunk
+        that fails its schema is skipped and noted in ``damaged``."""
+        from snumap_tui.store.procmem import decode_memory, empty
+
+        parts = [decode_memory(v) for h in self._chunks if h.kind == C.K_PROCESS_MEMORY
+                 for v in (self._payload(h),) if v is not None]
+        if not parts:
+            return empty()
+        rows = np.concatenate(parts)
+        return rows[np.argsort(rows["t_ns"], kind="stable")]
+
     # ---- samples -----------------------------------------------------------------------------
 
     def samples(self, t0: int | None = None, t1: int | None = None) -> Iterator[Sample]:

@@ -26,6 +26,7 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import encode_columns, time_order
+from snumap_tui.store.procmem import K_PROCESS_MEMORY, MemoryBuffer
 from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
 from snumap_tui.trace.rows import concat_rows, copy_rows, sort_rows
@@ -65,6 +66,7 @@ class Writer:
         self._lost: dict[int, int] = {}
         self._markers: list[tuple[int, str]] = []
         self._regions = RegionBuffer()
+        self._memory = MemoryBuffer()
         self.regions_written = 0
         self._oldest: float | None = None      # monotonic seconds of the oldest buffered item
         self._last_t = 0                       # latest event/sample time seen (for lost chunks)
@@ -178,6 +180,22 @@ class Writer:
                           t_max=t_max)
         self.regions_written += len(got[0])
 
+    def add_process_memory(self, rows: np.ndarray) -> None:
+        """Memory rows (store/procmem.py MEMORY_DTYPE) for the process memory chunk."""
+        with self._lock:
+            self._check()
+            if len(rows):
+                self._memory.add(rows)
+                self._touch()
+            self.flush_if_due()
+
+    def _write_memory(self) -> None:
+        got = self._memory.take()
+        if got is not None:
+            value, n, t_min, t_max = got
+            self._write_chunk(K_PROCESS_MEMORY, codec.encode(value), count=n, t_min=t_min,
+                              t_max=t_max)
+
     def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
         """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
         are rare (a job's new processes, the closing clock reading)."""
@@ -227,6 +245,7 @@ class Writer:
             if self._samples:
                 self._write_samples()
             self._write_regions()
+            self._write_memory()
             self._flush_events(only_full=False)
             self._oldest = None
             if time.monotonic() - self._last_sync >= self.sync_interval:

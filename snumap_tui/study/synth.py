@@ -27,7 +27,8 @@ def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
     rnd = random.Random(seed)
     t1 = t1 or {r: 1.0 for r in serial}
     confs = []
-    inputs = [(f"n{v:g}", f"{v:g}", float(v)) for v in sizes or []]
+    inputs: list[tuple[str, str, float | None]] = [(f"n{v:g}", f"{v:g}", float(v))
+                                                   for v in sizes or []]
     for c in build_configs(threads, places or ["compact"], None, inputs, None):
         confs.append({**c.to_dict(), "key": c.key, "cpus": None, "cpuset": None,
                       "omp_env": {}, "command": ["prog"]})

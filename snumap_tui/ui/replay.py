@@ -34,6 +34,7 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.keymap import bindings
+from snumap_tui.ui.process_view import ProcessPanel, ProcessViewMixin
 from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.replay_keys import ReplayKeysMixin
@@ -125,7 +126,7 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
+class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -185,6 +186,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
                 yield ReplayTree(self.data.topology, id="tree")
             from snumap_tui.ui.panels import HeatmapPanel
             yield HeatmapPanel(id="heatmap")
+        yield ProcessPanel(id="process-view")     # under the chart (p), hidden at start
         yield Static(id="too-small")
         yield Input(placeholder="go to time: seconds from the start (e.g. 12.5), or the wall "
                     "clock (10:42:07.5)", id="goto")
@@ -306,6 +308,7 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, App[int]):
         if self.view == "gantt":
             self._sync_cursor()
             self.query_one(GanttView).rebuild()
+            self.draw_process_view(self.span_cols())
         elif self.view == "topology":
             self.query_one("#topo-head", Static).update(header_text(self.size.width))
             self.query_one(TopologyTable).set_frame(self._frame)

@@ -1,0 +1,37 @@
+"""`snumap record`'s process memory: the traced tree's memory per NUMA node at every sample
+(sources/procmem.py reads it, the store's process memory chunk keeps it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class MemoryRecorder:
+    """Reads the watched processes' memory at each sample and hands the rows to the writer.
+    An unreadable process (another user's, without the capability) is said once."""
+
+    def __init__(self, root: Path, say: Any) -> None:
+        from snumap_tui.sources.procmem import ProcessMemory
+
+        self.source = ProcessMemory(root)
+        self.say = say
+        self._said: set[int] = set()
+
+    def watch(self, pids: set[int]) -> None:
+        self.source.watch(pids)
+
+    def sample(self, writer: Any, t_ns: int) -> None:
+        from snumap_tui.store.procmem import rows_at
+        from snumap_tui.textsafe import safe_text
+
+        if not self.source.pids:
+            return
+        writer.add_process_memory(rows_at(t_ns, self.source.read()))
+        for pid, why in self.source.errors.items():
+            if pid not in self._said:
+                self._said.add(pid)
+                self.say(f"process memory of pid {pid} not recorded: {safe_text(why)}")
+
+    def header(self) -> dict[str, Any]:
+        return {"source": self.source.describe(), "nodes": self.source.nodes}

@@ -1,0 +1,39 @@
+"""Memory per traced process and NUMA node in a Perfetto trace: one counter track per process
+and node (and one for its RSS), under the process, in bytes, a value at each recorded sample
+where it changed (the process memory chunk, store/procmem.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from snumap_tui.analysis.memory import RSS_NODE, node_kinds, timelines
+
+if TYPE_CHECKING:
+    from snumap_tui.export.perfetto import PerfettoWriter
+
+
+def write_memory(w: PerfettoWriter, rec: Any) -> int:
+    """The counter values written (0 for a recording without process memory)."""
+    if not hasattr(rec, "process_memory"):
+        return 0
+    tls = timelines(rec.process_memory())
+    if not tls:
+        return 0
+    kinds = node_kinds(rec.topology)
+    n = 0
+    for pid, tl in sorted(tls.items()):
+        parent = w.process_track(pid)
+        for node, v in sorted(tl.nodes.items()):
+            name = (f"snumap memory RSS (pid {pid})" if node == RSS_NODE else
+                    f"snumap memory N{node} {kinds.get(node, 'DRAM')} (pid {pid})")
+            track = w.track(name, parent=parent, unit="bytes")
+            keep = np.ones(len(v), dtype=bool)
+            keep[1:] = v[1:] != v[:-1]          # only changes (and the first value)
+            keep[-1] = True                     # and the last, so the track ends there
+            for t, b in zip(tl.t_ns[keep].tolist(), v[keep].tolist()):
+                w.counter(track, int(t), float(b))
+                n += 1
+    return n
