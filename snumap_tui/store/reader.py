@@ -8,7 +8,6 @@ skipped and described in ``Recording.damaged``.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import stat
@@ -28,6 +27,7 @@ from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
+from snumap_tui.topology import jsonlimits
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 
@@ -277,7 +277,7 @@ class Recording:
             _check_topology(t)
             return t
         except (ValueError, KeyError, TypeError, AttributeError, IndexError,
-                RecursionError) as e:
+                RecursionError, OverflowError) as e:
             if self.event_count:
                 self._note(f"the recorded topology is unreadable ({str(e)[:200]})")
                 return self._topology_from_events()
@@ -557,10 +557,9 @@ def _decode(kind: int, raw: bytes | memoryview) -> Any:
     """A checked, decompressed payload decoded as its kind says (JSON for the header)."""
     k = kinds.REGISTRY.get(kind)
     if k is not None and k.encoding == kinds.JSON:
-        try:
-            return json.loads(bytes(raw).decode("utf-8"))
-        except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
+        # Within a budget of bytes, items and nesting (topology/jsonlimits.py); NaN and
+        # Infinity are kept as floats here, so the schema drops the one key holding them.
+        return jsonlimits.loads(raw, finite=False)
     if k is not None and k.encoding == kinds.RAW:
         return bytes(raw)
     return codec.decode(raw)
