@@ -187,3 +187,33 @@ def test_absurd_option_values(tmp_path: Path) -> None:
                     "100000x100000"), "--size")
     for speed in ("nan", "inf", "-inf"):
         one_line(snumap("replay", str(rec), "--speed", speed), "--speed")
+
+
+# ---- class 6: markers ------------------------------------------------------------------------
+def test_a_marker_tid_beyond_any_thread_is_refused() -> None:
+    from snumap_tui.trace.markers import BadMarker, parse_marker_line
+    with pytest.raises(BadMarker):
+        parse_marker_line("begin x @4294967295")       # wrapped to -1 in the i32 column
+    with pytest.raises(BadMarker):
+        parse_marker_line("mark x @9999999999")
+    assert parse_marker_line("mark x @4194304")[2] == 4194304
+
+
+def test_the_tail_of_an_over_long_marker_line_is_no_marker() -> None:
+    from snumap_tui.trace.markers import MAX_LINE, MarkerFifo
+    names = RegionNames()
+    fifo = MarkerFifo(names)
+    try:
+        fd = os.open(fifo.path, os.O_WRONLY)
+        # One line far over MAX_LINE whose last part looks like a marker, then a good one.
+        os.write(fd, b"x" * (MAX_LINE + 100))
+        time.sleep(0.3)
+        os.write(fd, b" mark injected\nmark good\n")
+        os.close(fd)
+        time.sleep(0.3)
+        got = fifo.stop()
+    finally:
+        fifo.close()
+    kept = [names.items[int(r)].name for r in got["rid"]]
+    assert kept == ["good"], kept
+    assert fifo.stats.bad == 1
