@@ -136,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
                             lambda t: check_interval(parse_duration(t, positive=False)))
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
-    buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
+    # Per CPU; the tracers cap all CPUs' rings together at 256 MiB anyway.
+    buffer_bytes = option_value("--buffer-size", args.buffer_size,
+                                lambda t: parse_size(t, most=1 << 30)) \
         if getattr(args, "buffer_size", None) else None
     job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
     args.job_watch = job

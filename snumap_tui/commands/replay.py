@@ -14,6 +14,9 @@ from typing import Any
 
 from snumap_tui.errors import SnumapError
 
+MAX_SPEED = 1e6                      # recording seconds per second
+MAX_COLUMNS, MAX_LINES = 1000, 500   # of --screenshot's --size
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a recording made by `snumap record`")
@@ -52,8 +55,9 @@ def load_for_ui(rec: Any, lazy: bool = True) -> Any:
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.report import open_readable, warn_damaged
 
-    if args.speed <= 0:
-        raise SnumapError("--speed must be positive")
+    if not (0 < args.speed <= MAX_SPEED):         # nan and inf compare false
+        raise SnumapError(f"--speed {args.speed}: must be a number above 0, at most "
+                          f"{MAX_SPEED:g}")
     with open_readable(args.file) as rec:
         # Without a terminal Textual would write escape codes into a pipe and wait for keys
         # that never come; refuse before the load, as `snumap top` does.
@@ -103,6 +107,9 @@ def _screenshot(app: object, args: argparse.Namespace) -> int:
         w, h = (int(x) for x in args.size.lower().split("x"))
     except ValueError:
         raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {args.size!r}") from None
+    if not (20 <= w <= MAX_COLUMNS and 5 <= h <= MAX_LINES):
+        raise SnumapError(f"--size {args.size}: at least 20x5, at most "
+                          f"{MAX_COLUMNS}x{MAX_LINES} (a screenshot is drawn cell by cell)")
     out = Path(args.screenshot)
     keys = [k for k in args.keys.split(",") if k]
 

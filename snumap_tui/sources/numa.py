@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_optional, read_text, reason_of
+from snumap_tui.sources._io import READ_FLAGS, Reader, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 
 NODE_DIR = "sys/devices/system/node"
@@ -148,7 +148,7 @@ class NumaSource:
         fd = self._fds.get(path)
         if fd is None:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(path, READ_FLAGS)
             except (FileNotFoundError, NotADirectoryError):
                 return None
             self._fds[path] = fd

@@ -110,16 +110,16 @@ def synthetic_max_arity(desc: str) -> int:
 
 
 def check_synthetic(desc: str) -> None:
-    arity = synthetic_max_arity(desc)
-    if arity > MAX_SYNTHETIC_ARITY:
-        raise SnumapError(f"synthetic description {desc!r} gives one object {arity:,} children;"
-                          f" at most {MAX_SYNTHETIC_ARITY:,} are accepted (hwloc's time grows "
-                          "with their square)")
     n = synthetic_object_count(desc)
     if n is not None and n > MAX_SYNTHETIC_OBJECTS:
         raise SnumapError(f"synthetic description {desc!r} makes {n:,} objects; at most "
                           f"{MAX_SYNTHETIC_OBJECTS:,} are accepted (a real machine has a few "
                           "thousand)")
+    arity = synthetic_max_arity(desc)
+    if arity > MAX_SYNTHETIC_ARITY:
+        raise SnumapError(f"synthetic description {desc!r} gives one object {arity:,} children;"
+                          f" at most {MAX_SYNTHETIC_ARITY:,} are accepted (hwloc's time grows "
+                          "with their square)")
 
 
 def _check_pus(raw: list[dict[str, Any]], source: str) -> None:
@@ -193,6 +193,39 @@ def screen_xml(path: Path, body: bytes) -> None:
                               "(an internal DTD subset?); refused before parsing")
 
 
+# Entries of an --fsroot tree looked at before hwloc reads it (a gathered tree has ~3,000).
+MAX_FSROOT_ENTRIES = 200_000
+
+
+def screen_fsroot(root: Path) -> None:
+    """Refuse a tree holding a FIFO, a device or a socket under sys/ or proc/: hwloc (C, no
+    timeout) would block on a FIFO for ever and read /dev/zero to the end of memory. A
+    gathered tree holds files, directories and links only. At most MAX_FSROOT_ENTRIES are
+    looked at, without following links."""
+    seen = 0
+    stack = [(root / "sys", 64), (root / "proc", 2)]
+    while stack and seen < MAX_FSROOT_ENTRIES:
+        d, depth = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                seen += 1
+                try:
+                    mode = e.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode):
+                    if depth > 0:
+                        stack.append((Path(e.path), depth - 1))
+                elif not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    rel = os.path.relpath(e.path, root)
+                    raise SnumapError(f"fsroot {root}: {rel} is not a file (a FIFO or a "
+                                      "device); a gathered tree holds only files")
+
+
 def _check_fsroot(root: Path) -> None:
     if not root.exists():
         raise SnumapError(f"fsroot {root}: no such directory")
@@ -201,6 +234,7 @@ def _check_fsroot(root: Path) -> None:
     if not (root / "sys" / "devices" / "system" / "cpu").is_dir():
         raise SnumapError(f"fsroot {root}: no sys/devices/system/cpu inside; it is not a "
                           "gathered /sys + /proc tree (hwloc-gather-topology output)")
+    screen_fsroot(root)
 
 
 def _object_dict(hw: Any, o: Any) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from snumap_tui.topology.io import IoObject, io_from_dicts, io_to_dicts
 from snumap_tui.topology import jsonlimits, validate
+from snumap_tui.topology.io import IoObject, io_from_dicts, io_to_dicts
 
 FORMAT_VERSION = 1
 
@@ -311,10 +311,11 @@ class Topology:
         """The model of a snumap JSON topology; ValueError (one line) when it is not one or
         breaks its checks (topology/validate.py): the JSON comes from files others wrote."""
         if not isinstance(data, Mapping) or data.get("format") != "snumap-topology":
-            raise ValueError("not a snumap topology (missing format marker)")
+            raise validate.TopologyError("not a snumap topology (missing format marker)")
         version = data.get("version", 0)
         if not isinstance(version, int) or isinstance(version, bool):
-            raise ValueError(f"topology format version {str(version)[:20]!r} is not a number")
+            raise validate.TopologyError(f"topology format version {str(version)[:20]!r} is "
+                                         "not a number")
         if version > FORMAT_VERSION:
             raise ValueError(f"topology format version {version} is newer than "
                              f"this snumap understands ({FORMAT_VERSION})")

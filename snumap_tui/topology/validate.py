@@ -18,39 +18,43 @@ MAX_PU = (1 << 16) - 1      # Linux numbers at most 8192 CPUs (NR_CPUS)
 MAX_INDEX = (1 << 32) - 1   # other objects' os_index, logical_index (hwloc: unsigned)
 
 
+class TopologyError(ValueError):
+    """A JSON topology that breaks a check (one line, naming the object)."""
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _int(where: str, v: Any, lo: int, hi: int) -> None:
     if not _is_int(v) or not lo <= v <= hi:
-        raise ValueError(f"{where}: {str(v)[:40]!r} is not an integer in {lo}..{hi}")
+        raise TopologyError(f"{where}: {str(v)[:40]!r} is not an integer in {lo}..{hi}")
 
 
 def _opt(where: str, v: Any, kind: type | tuple[type, ...]) -> None:
     if v is not None and (not isinstance(v, kind) or isinstance(v, bool)):
-        raise ValueError(f"{where}: expected {getattr(kind, '__name__', 'a value')}, "
+        raise TopologyError(f"{where}: expected {getattr(kind, '__name__', 'a value')}, "
                          f"got {type(v).__name__}")
 
 
 def _ints(where: str, v: Any, hi: int) -> None:
     if not isinstance(v, list) or not all(_is_int(x) and 0 <= x <= hi for x in v):
-        raise ValueError(f"{where}: expected a list of integers in 0..{hi}")
+        raise TopologyError(f"{where}: expected a list of integers in 0..{hi}")
 
 
 def _pairs(where: str, v: Any) -> None:
     if not isinstance(v, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2
                                           for p in v):
-        raise ValueError(f"{where}: expected a list of [key, value] pairs")
+        raise TopologyError(f"{where}: expected a list of [key, value] pairs")
 
 
 def check_object(where: str, d: Any) -> None:
     """One object dict as ``Topology.from_flat`` reads it."""
     if not isinstance(d, Mapping):
-        raise ValueError(f"{where}: expected an object, got {type(d).__name__}")
+        raise TopologyError(f"{where}: expected an object, got {type(d).__name__}")
     t = d.get("type")
     if not isinstance(t, str) or not t or len(t) > 64:
-        raise ValueError(f"{where}: no object type")
+        raise TopologyError(f"{where}: no object type")
     os_index = d.get("os_index")
     if t == "PU":
         _int(f"{where} (PU) os_index", os_index, 0, MAX_PU)
@@ -80,13 +84,13 @@ def flatten(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[int | N
         d, parent, level = stack.pop()
         where = f"object {len(raw)}"
         if level > MAX_TREE_DEPTH:
-            raise ValueError(f"the tree is deeper than {MAX_TREE_DEPTH} levels")
+            raise TopologyError(f"the tree is deeper than {MAX_TREE_DEPTH} levels")
         if len(raw) >= MAX_OBJECTS:
-            raise ValueError(f"more than {MAX_OBJECTS:,} objects")
+            raise TopologyError(f"more than {MAX_OBJECTS:,} objects")
         check_object(where, d)
         children = d.get("children", [])
         if not isinstance(children, list):
-            raise ValueError(f"{where}: children is not a list")
+            raise TopologyError(f"{where}: children is not a list")
         my_id = len(raw)
         raw.append(dict(d))
         parents.append(parent)
@@ -96,9 +100,9 @@ def flatten(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[int | N
         stack.extend((c, my_id, level + 1) for c in reversed(children))
     pus = [d["os_index"] for d in raw if d["type"] == "PU"]
     if not pus:
-        raise ValueError("it has no PU")
+        raise TopologyError("it has no PU")
     if len(set(pus)) != len(pus):
-        raise ValueError("two PUs have one os_index")
+        raise TopologyError("two PUs have one os_index")
     return raw, parents, kids
 
 
@@ -106,34 +110,34 @@ def check_extras(data: Mapping[str, Any]) -> None:
     """The machine-level parts: CPU kinds, NUMA distances, meta, I/O objects."""
     for key in ("cpukinds", "distances", "io"):
         if not isinstance(data.get(key, []), list):
-            raise ValueError(f"{key} is not a list")
+            raise TopologyError(f"{key} is not a list")
     for i, k in enumerate(data.get("cpukinds", [])):
         if not isinstance(k, Mapping):
-            raise ValueError(f"cpukinds[{i}] is not an object")
+            raise TopologyError(f"cpukinds[{i}] is not an object")
         _ints(f"cpukinds[{i}] cpuset", k.get("cpuset"), MAX_PU)
         _int(f"cpukinds[{i}] efficiency", k.get("efficiency"), -MAX_INDEX, MAX_INDEX)
         _pairs(f"cpukinds[{i}] infos", k.get("infos", []))
     for i, d in enumerate(data.get("distances", [])):
         if not isinstance(d, Mapping):
-            raise ValueError(f"distances[{i}] is not an object")
+            raise TopologyError(f"distances[{i}] is not an object")
         _ints(f"distances[{i}] nodes", d.get("nodes"), MAX_INDEX)
         vals = d.get("values")
         n = len(d["nodes"])
         if not isinstance(vals, list) or len(vals) != n:
-            raise ValueError(f"distances[{i}]: values are not {n} rows")
+            raise TopologyError(f"distances[{i}]: values are not {n} rows")
         for r in vals:
             if not isinstance(r, list) or len(r) != n or not all(_is_int(x) for x in r):
-                raise ValueError(f"distances[{i}]: values are not {n} integers a row")
+                raise TopologyError(f"distances[{i}]: values are not {n} integers a row")
     if not isinstance(data.get("meta", {}), Mapping):
-        raise ValueError("meta is not an object")
+        raise TopologyError("meta is not an object")
     for i, d in enumerate(data.get("io", [])):
         if not isinstance(d, Mapping) or not isinstance(d.get("type"), str):
-            raise ValueError(f"io[{i}] is not an I/O object")
+            raise TopologyError(f"io[{i}] is not an I/O object")
         _int(f"io[{i}] attach", d.get("attach"), 0, MAX_OBJECTS)
         for k in ("io_parent", "class_id", "vendor_id", "device_id", "numa", "logical_index"):
             if d.get(k) is not None:
                 _int(f"io[{i}] {k}", d[k], 0, MAX_INDEX)
         if d.get("io_parent") is not None and d["io_parent"] >= len(data["io"]):
-            raise ValueError(f"io[{i}] io_parent is outside the list")
+            raise TopologyError(f"io[{i}] io_parent is outside the list")
         _opt(f"io[{i}] linkspeed", d.get("linkspeed"), (int, float))
         _pairs(f"io[{i}] infos", d.get("infos", []))
