@@ -245,3 +245,174 @@ def test_the_tail_of_an_over_long_marker_line_is_no_marker() -> None:
     kept = [names.items[int(r)].name for r in got["rid"]]
     assert kept == ["good"], kept
     assert fifo.stats.bad == 1
+
+
+# ---- class 6: crafted structure --------------------------------------------------------------
+def header_bytes(**fields: object) -> bytes:
+    hdr = {"format": "snumap-recording", "format_version": 1, "topology": topo_json(),
+           "host": "h", "start_monotonic_ns": 10**9, "start_wall_ns": 2 * 10**9}
+    hdr.update(fields)
+    return json.dumps(hdr).encode()
+
+
+BAD_HEADERS = {
+    "regions a string": header_bytes(regions="x"),
+    "regions problems of numbers": header_bytes(regions={"problems": [1, 2]}),
+    "job a list": header_bytes(job=[1]),
+    "nodes of strings": header_bytes(nodes=["a"]),
+    "nodes shift_ns a string": header_bytes(nodes=[{"shift_ns": "x", "tid_base": 0}]),
+    "Infinity version": header_bytes().replace(b'"format_version": 1', b'"format_version": '
+                                               b'Infinity'),
+    "Infinity clock offset": header_bytes(clock_start={"wall_minus_monotonic_ns": 0}).replace(
+        b'"wall_minus_monotonic_ns": 0', b'"wall_minus_monotonic_ns": Infinity'),
+    "topology version Infinity": header_bytes(topology={"format": "snumap-topology",
+                                                        "version": 1, "root": {}}).replace(
+        b'"version": 1', b'"version": Infinity'),
+    "topology 2000 deep": header_bytes(topology='{"a":' * 2000 + "1" + "}" * 2000),
+    "topology PU 10^9": header_bytes(topology=topo_json().replace(
+        '"type": "PU", "os_index": 0', '"type": "PU", "os_index": 1000000000')),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_HEADERS))
+def test_header_fields_of_the_wrong_type_are_dropped_not_tracebacks(tmp_path: Path,
+                                                                    name: str) -> None:
+    rec = with_raw_header(write_rec(tmp_path / "r.rec"), BAD_HEADERS[name])
+    for argv in (["report", str(rec)], ["report", str(rec), "--json"],
+                 ["export", str(rec), "--format", "chrome", "-o", str(tmp_path / "o.json")],
+                 ["export", str(rec), "--format", "csv", "-o", str(tmp_path / "o.csv")]):
+        p = snumap(*argv)
+        if p.returncode:
+            one_line(p)
+        else:
+            ok(p)
+
+
+def test_merge_of_a_header_with_an_infinite_clock_offset(tmp_path: Path) -> None:
+    a = with_raw_header(write_rec(tmp_path / "a.rec"), BAD_HEADERS["Infinity clock offset"])
+    b = write_rec(tmp_path / "b.rec")
+    p = snumap("merge", str(a), str(b), "-o", str(tmp_path / "m.rec"))
+    if p.returncode:
+        one_line(p)
+    else:
+        ok(p)
+        ok(snumap("report", str(tmp_path / "m.rec")))
+
+
+def test_a_regions_chunk_with_n_infinite(tmp_path: Path) -> None:
+    from snumap_tui.store import codec
+    rec = write_rec(tmp_path / "r.rec", regions=marker_regions(3))
+    data = rec.read_bytes()
+    dctx = zstandard.ZstdDecompressor()
+    out = [C.pack_preamble(1)]
+    for h in C.scan(data).chunks:
+        if h.kind in (C.K_INDEX, C.K_TRAILER):
+            continue
+        body = bytes(C.payload_of(data, h, dctx))
+        if h.kind == C.K_REGIONS:
+            v = codec.decode(body)
+            v["n"] = float("inf")
+            body = codec.encode(v)
+        out.append(C.pack_chunk(h.kind, body, count=h.count, t_min=h.t_min, t_max=h.t_max))
+    rec.write_bytes(b"".join(out))
+    p = snumap("report", str(rec))
+    ok(p)
+    assert "regions chunk" in p.stdout
+
+
+@pytest.mark.parametrize("text", [
+    '{"format": "snumap-topology", "version": 1, "root": ' + '{"children": [' * 2000
+    + "]}" * 2000 + "}",
+    "[" * 2000 + "]" * 2000,
+    "PU10^9", "PU-5", "PUnone", "cpuset-str", "version-inf",
+])
+def test_json_topologies_are_checked(tmp_path: Path, text: str) -> None:
+    good = topo_json()
+    if text == "PU10^9":
+        text = good.replace('"type": "PU", "os_index": 0', '"type": "PU", "os_index": 10' * 1
+                            + "00000000")
+    elif text == "PU-5":
+        text = good.replace('"type": "PU", "os_index": 0', '"type": "PU", "os_index": -5')
+    elif text == "PUnone":
+        text = good.replace('"type": "PU", "os_index": 0', '"type": "PU", "os_index": null')
+    elif text == "cpuset-str":
+        text = good.replace('"cpuset": [0]', '"cpuset": "0"')
+    elif text == "version-inf":
+        text = good.replace('"version": 1', '"version": Infinity')
+    assert text != good
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    one_line(snumap("topo", "--topology", str(f)), "topology")
+
+
+def test_a_good_json_topology_still_loads(tmp_path: Path) -> None:
+    f = tmp_path / "t.json"
+    f.write_text(topo_json())
+    ok(snumap("topo", "--topology", str(f)))
+
+
+XML = """<?xml version="1.0" encoding="UTF-8"?>
+{doctype}
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001"
+   allowed_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001"
+   allowed_nodeset="0x00000001" gp_index="1">
+    <object type="NUMANode" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001"
+     nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="3" local_memory="1000000"/>
+    <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001"
+     nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="4">
+      <object type="PU" {pu_index} cpuset="0x00000001" complete_cpuset="0x00000001"
+       nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2"/>
+    </object>
+  </object>
+</topology>
+"""
+
+
+def test_a_plain_hwloc_xml_loads(tmp_path: Path) -> None:
+    f = tmp_path / "t.xml"
+    f.write_text(XML.format(doctype='<!DOCTYPE topology SYSTEM "hwloc2.dtd">',
+                            pu_index='os_index="0"'))
+    ok(snumap("topo", "--topology", str(f)))
+
+
+@pytest.mark.parametrize("doctype", [
+    '<!DOCTYPE topology SYSTEM "hwloc2.dtd" [ <!ELEMENT x ANY> ]>',
+    '<!DOCTYPE topology [ <!ENTITY a "aaaaaaaaaa"> ]>',
+    '<!DOCTYPE topology SYSTEM "file:///etc/passwd">',
+])
+def test_hwloc_xml_with_a_dtd_subset_is_refused_before_parsing(tmp_path: Path,
+                                                               doctype: str) -> None:
+    f = tmp_path / "t.xml"
+    f.write_text(XML.format(doctype=doctype, pu_index='os_index="0"'))
+    one_line(snumap("topo", "--topology", str(f)), "refused before parsing")
+
+
+def test_hwloc_xml_pu_without_os_index(tmp_path: Path) -> None:
+    f = tmp_path / "t.xml"
+    f.write_text(XML.format(doctype="", pu_index=""))
+    p = snumap("topo", "--topology", str(f))
+    if p.returncode:
+        one_line(p)
+    else:
+        ok(p)
+
+
+@pytest.mark.parametrize("body", [
+    "a = " + "[" * 1200 + "]" * 1200,
+    '[metric.x]\nformula = "cycles"\ncolor = ' + "{a = " * 1200 + "1" + "}" * 1200,
+])
+def test_toml_nested_deeply_is_one_line(tmp_path: Path, body: str) -> None:
+    f = tmp_path / "m.toml"
+    f.write_text(body)
+    one_line(snumap("exporter", "--print-rules", "--metrics", str(f)), "nested")
+
+
+def test_print_rules_of_a_division_by_zero(tmp_path: Path) -> None:
+    f = tmp_path / "m.toml"
+    f.write_text('[metric.z]\nformula = "instructions / 0"\n'
+                 '[metric.w]\nformula = "instructions / (2 - 2)"\n')
+    p = snumap("exporter", "--print-rules", "--metrics", str(f))
+    ok(p)
+    assert "snumap_z" not in p.stdout      # no PromQL for it; the others are printed
+    assert "snumap_ipc" in p.stdout

@@ -199,6 +199,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])

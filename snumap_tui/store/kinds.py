@@ -365,9 +365,19 @@ K_NODE_SAMPLES = register(12, "node samples", _Samples(), min_item_bytes=3,
                           doc="version 2: a node's samples chunk, payload as recorded")
 K_HEADER_COPY = register(13, "header copy", _HEADER, encoding=JSON,
                          doc="the header's JSON again: read when the header chunk is damaged")
-# Regions and markers: a map of columns and a name table, checked by store/regions.py's
-# decode_regions (lengths, ops, kinds, roles, ids) where the reader decodes it.
-K_REGIONS = register(14, "regions", None, min_item_bytes=2,
+# Regions and markers: a map of columns and a name table; store/regions.py's decode_regions
+# checks what is particular to them (ops, kinds, roles) where the reader decodes it.
+_NAMES = ListOf(TEXT, max_len=1 << 20)
+K_REGIONS = register(14, "regions", Fields(
+    required={"n": Int(0, 1 << 26), "t_ns": Array("u", hi=MAX_TIME, length="n"),
+              "tid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "pid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "op": Array("iu", lo=0, hi=255, length="n"),
+              "rid": Array("iu", lo=0, hi=U32[1], length="n"),
+              "names": _NAMES, "kinds": ListOf(TEXT, length="names"),
+              "roles": ListOf(TEXT, length="names"), "wait": Array("b", length="names")},
+    rules=((lambda d: d["n"] == 0 or int(d["rid"].max()) < len(d["names"]),
+            "a region id outside the name table"),)), min_item_bytes=2,
                      doc="region enter/leave records and user markers (store/regions.py)")
 
 __all__ = [

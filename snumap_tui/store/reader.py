@@ -339,7 +339,7 @@ class Recording:
                 continue
             try:
                 parts.append(decode_regions(v, h.count))
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
                 self._note(f"undecodable regions chunk at byte {h.offset} skipped ({e})")
         return merge_chunks(parts)
 
