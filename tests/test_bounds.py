@@ -416,3 +416,38 @@ def test_print_rules_of_a_division_by_zero(tmp_path: Path) -> None:
     ok(p)
     assert "snumap_z" not in p.stdout      # no PromQL for it; the others are printed
     assert "snumap_ipc" in p.stdout
+
+
+def test_comms_and_argv_that_are_not_text_export_and_report(tmp_path: Path) -> None:
+    from snumap_tui.model.sample import Sample
+    rec = write_rec(tmp_path / "r.rec", {"command": ["prog", "--x=\udcff\udcfe", "\ud800"]},
+                    comms=["a\udcffb", "c\ud83d"])
+    with store.Writer(tmp_path / "s.rec", {"topology": topo_json(), "command": ["\udcff"],
+                                           "start_monotonic_ns": 10**9}, force=True) as w:
+        w.add_marker(10**9, "m\udcff")
+        w.add_sample(Sample(10**9, 0, {"tasks": {"hz": 100, "threads": {
+            "pid": [1], "tid": [1], "ppid": [0], "uid": [0], "comm": ["x\udcff"],
+            "state": ["R"], "last_cpu": [0], "utime": [1], "stime": [1], "nice": [0]},
+            "processes": {1: {"cmdline": "run \udcfe", "user": "root"}}}}))
+    for r in (rec, tmp_path / "s.rec"):
+        for argv in (["report", str(r)], ["report", str(r), "--json"],
+                     ["export", str(r), "--format", "csv", "-o", str(tmp_path / "o.csv")],
+                     ["export", str(r), "--format", "csv", "--table", "samples", "-o",
+                      str(tmp_path / "t.csv")],
+                     ["export", str(r), "--format", "parquet", "-o", str(tmp_path / "o.pq")],
+                     ["export", str(r), "--format", "perfetto", "-o", str(tmp_path / "o.pb")],
+                     ["export", str(r), "--format", "chrome", "-o", str(tmp_path / "o.json")]):
+            p = snumap(*argv, "--force") if argv[0] == "export" else snumap(*argv)
+            if p.returncode:
+                one_line(p)
+            else:
+                ok(p)
+    out = snumap("report", str(rec)).stdout
+    assert "a\\udcffb" in out and "--x=\\udcff\\udcfe" in out
+    from snumap_tui.commands.report import open_readable
+    from snumap_tui.ui.replay_data import load_replay
+    with open_readable(str(tmp_path / "s.rec")) as r:
+        load_replay(r)
+        (s,) = list(r.samples())
+        assert s.readings["tasks"]["threads"]["comm"] == ["x\\udcff"]
+        assert r.markers[0][1] == "m\\udcff"

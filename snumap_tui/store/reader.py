@@ -26,6 +26,7 @@ from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
+from snumap_tui.store.text import clean_text, clean_value
 from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology import jsonlimits
 from snumap_tui.topology.model import Topology
@@ -217,7 +218,7 @@ class Recording:
                     continue
                 v = self._payload(h)
                 if v:
-                    self.header = v
+                    self.header = clean_value(v)
                     if kind == C.K_HEADER_COPY and any("header chunk" in d
                                                        for d in self.damaged):
                         self._note(f"header read from its copy at byte {h.offset}")
@@ -233,7 +234,7 @@ class Recording:
                 for tid, pid, ppid, t, comm in zip(v["tid"].tolist(), v["pid"].tolist(),
                                                    v["ppid"].tolist(), v["t_ns"].tolist(),
                                                    v["comm"]):
-                    info = TaskInfo(tid=tid, pid=pid, comm=comm, ppid=ppid, t_ns=t)
+                    info = TaskInfo(tid=tid, pid=pid, comm=clean_text(comm), ppid=ppid, t_ns=t)
                     self.task_history.append(info)
                     old = self.tasks.get(tid)
                     if old is None or t >= old.t_ns:
@@ -244,7 +245,7 @@ class Recording:
                     self.lost[cpu] = self.lost.get(cpu, 0) + n
             elif h.kind == C.K_MARKERS:
                 for t, text in self._payload(h) or []:
-                    self.markers.append((int(t), str(text)))
+                    self.markers.append((int(t), clean_text(str(text))))
             elif h.kind == C.K_INFO:
                 v = self._payload(h)
                 if isinstance(v, dict):
@@ -354,6 +355,8 @@ class Recording:
                 continue
             for t, wall, readings in self._payload(h) or []:
                 if lo <= t < hi:
+                    if "tasks" in readings:
+                        readings["tasks"] = _clean_tasks(readings["tasks"])
                     yield Sample(t_ns=int(t), wall_ns=int(wall), readings=readings)
 
     @property
@@ -563,6 +566,22 @@ def _decode(kind: int, raw: bytes | memoryview) -> Any:
     if k is not None and k.encoding == kinds.RAW:
         return bytes(raw)
     return codec.decode(raw)
+
+
+def _clean_tasks(r: dict[str, Any]) -> dict[str, Any]:
+    """A tasks reading with its comms and process strings made valid text (store/text.py)."""
+    threads = r.get("threads")
+    comm = threads.get("comm") if isinstance(threads, dict) else None
+    if comm is not None and not all(isinstance(c, str) and c.isascii() for c in comm):
+        threads["comm"] = [clean_text(c) if isinstance(c, str) else c for c in comm]
+    procs = r.get("processes")
+    if isinstance(procs, dict):
+        for p in procs.values():
+            if isinstance(p, dict):
+                for k in ("cmdline", "user", "cgroup"):
+                    if p.get(k) is not None:
+                        p[k] = clean_value(p[k])
+    return r
 
 
 def _trimmed(a: np.ndarray, n: int) -> np.ndarray:
