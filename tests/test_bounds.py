@@ -451,3 +451,19 @@ def test_comms_and_argv_that_are_not_text_export_and_report(tmp_path: Path) -> N
         (s,) = list(r.samples())
         assert s.readings["tasks"]["threads"]["comm"] == ["x\\udcff"]
         assert r.markers[0][1] == "m\\udcff"
+
+
+def test_events_on_no_pu_of_the_topology(tmp_path: Path) -> None:
+    """What `taskset -c 1 snumap record --synthetic pu:1` writes: a topology of PU 0 and
+    every event on CPU 1."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from topo_factory import make_topology
+    rec = write_rec(tmp_path / "r.rec", {"topology": make_topology(1, 1, 1, 1).to_json(),
+                                         "backend": "perf"},
+                    tids=[100, 101, 100, 101], cpus=[1, 1, 1, 1])
+    for argv in (["report", str(rec)], ["report", str(rec), "--json"],
+                 ["export", str(rec), "--format", "csv", "-o", str(tmp_path / "o.csv")],
+                 ["export", str(rec), "--format", "chrome", "-o", str(tmp_path / "o.json")],
+                 ["export", str(rec), "--format", "parquet", "-o", str(tmp_path / "o.pq")],
+                 ["replay", str(rec), "--screenshot", str(tmp_path / "s.svg")]):
+        ok(snumap(*argv))

@@ -238,6 +238,8 @@ class IntervalBuilder:
         keep = rows >= 0
         if not keep.all():
             idx, rows = idx[keep], rows[keep]
+            if not len(idx):       # every switch on a CPU the topology does not have
+                return
         nxt_all = ev["tid2"][idx]
         pid2 = ev["pid2"][idx]
         self._remember_pids(nxt_all, pid2)
