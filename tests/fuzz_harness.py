@@ -377,6 +377,7 @@ class Tally:
     clean_errors: int = 0
     tracebacks: int = 0
     hangs: int = 0
+    crashes: int = 0               # a forked child killed by a signal (tests/fuzz_inputs.py)
     multi_line_errors: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
@@ -386,7 +387,8 @@ class Tally:
 
     def line(self) -> str:
         return (f"cases {self.cases}, runs {self.runs}: data {self.data}, clean errors "
-                f"{self.clean_errors}, tracebacks {self.tracebacks}, hangs {self.hangs}, "
+                f"{self.clean_errors}, tracebacks {self.tracebacks} (crashes {self.crashes}), "
+                f"hangs {self.hangs}, "
                 f"multi-line errors {self.multi_line_errors}; slowest run {self.slowest_s:.2f} s,"
                 f" peak RSS {self.peak_rss_mib:.0f} MiB (harness alone "
                 f"{self.base_rss_mib:.0f} MiB)")
@@ -465,8 +467,10 @@ def run_one(t: Tally, what: str, fn: Callable[[], str | None], label: str) -> No
     signal.alarm(CASE_SECONDS)
     try:
         try:
-            fn()
-            t.data += 1
+            if fn() is None:
+                t.data += 1
+            else:                  # a command's one error line (``cli``)
+                t.clean_errors += 1
         except SnumapError as e:
             if "\n" in str(e):
                 t.multi_line_errors += 1

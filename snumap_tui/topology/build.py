@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.topology import isolate
 from snumap_tui.topology.build_io import walk_io
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.validate import MAX_PU
@@ -337,7 +338,6 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
             except ValueError as exc:
                 raise SnumapError(f"topology file {path}: not a snumap topology "
                                   f"({str(exc)[:200]})") from None
-        screen_xml(path, body)
         text = head.decode("utf-8", "replace")
         root_name = xml_root_element(text)
         if not text.strip():
@@ -350,7 +350,24 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
             raise SnumapError(
                 f"topology file {path}: hwloc XML format {major}.x, but snumap reads hwloc 2.x "
                 "XML; export it with hwloc 2.x (lstopo --of xml)")
+        screen_xml(path, body)
 
+    if xml is None and fsroot is None:
+        return _load_with_hwloc(None, synthetic, None, io)
+    # A file or a tree others wrote: hwloc reads it in a child (topology/isolate.py), so a
+    # crash or a hang in C costs one line, not the process.
+    what = f"topology file {xml}" if xml is not None else f"fsroot {fsroot}"
+    text = isolate.in_child(lambda: _load_with_hwloc(xml, None, fsroot, io).to_json(), what)
+    try:
+        return Topology.from_json(text)
+    except ValueError as exc:
+        raise SnumapError(f"{what}: hwloc read a topology snumap cannot use "
+                          f"({str(exc)[:200]})") from None
+
+
+def _load_with_hwloc(xml: str | Path | None, synthetic: str | None,
+                     fsroot: str | Path | None, io: bool) -> Topology:
+    """load_topology's work once its arguments are checked (in this process or a child)."""
     from snumap_tui.native import hwloc as hw  # lazily: only loading needs the library
 
     with hw.HwlocTopology(io=io) as topo:
