@@ -36,3 +36,26 @@ def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) 
     # Memory: no bomb inflated (the process runs under a 3 GiB address-space limit, and its
     # peak resident size stays far below what the bombs would make).
     assert rec["peak_rss_mib"] < 1024, report
+
+
+def test_fuzzed_headers_topologies_metrics_fsroots_and_markers(tmp_path: Path) -> None:
+    """tests/fuzz_inputs.py for ~20 s with a fixed seed: every family of input a user or
+    another user can hand snumap besides a recording's chunks (issue 23)."""
+    out = tmp_path / "counts.json"
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "fuzz_inputs.py"),
+                        "--seconds", "20", "--seed", "3", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert out.exists(), p.stdout + p.stderr
+    got = json.loads(out.read_text())
+    report = p.stdout[-3000:]
+    fams = ("headers", "topologies", "metrics", "fsroot", "markers")
+    for fam in fams:
+        t = got[fam]
+        assert t["cases"] >= 1 and t["runs"] >= 1, (fam, report)
+        assert t["tracebacks"] == 0 and t["crashes"] == 0, (fam, report)
+        assert t["hangs"] == 0 and t["multi_line_errors"] == 0, (fam, report)
+        assert t["peak_rss_mib"] < 2048, (fam, report)
+    assert sum(got[f]["data"] for f in fams) > 0 and \
+        sum(got[f]["clean_errors"] for f in fams) > 0, report
+    assert got["topologies"]["cases"] >= 10 and got["metrics"]["cases"] >= 30, report
+    assert p.returncode == 0, report
