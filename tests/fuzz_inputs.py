@@ -71,38 +71,9 @@ def weird_json(r: random.Random) -> Any:
                      {"k": [None]}, "\udcff", list(range(50))])
 
 
-def mutate_json(v: Any, r: random.Random, depth: int = 0) -> Any:
-    """One random change somewhere inside a JSON value."""
-    if isinstance(v, dict) and v and depth < 12 and r.random() < 0.85:
-        out = dict(v)
-        key = r.choice(list(v))
-        p = r.random()
-        if p < 0.15:
-            del out[key]
-        elif p < 0.4:
-            out[key] = weird_json(r)
-        else:
-            out[key] = mutate_json(v[key], r, depth + 1)
-        return out
-    if isinstance(v, list) and v and depth < 12 and r.random() < 0.85:
-        out_l = list(v)
-        i = r.randrange(len(out_l))
-        p = r.random()
-        if p < 0.15:
-            del out_l[i]
-        elif p < 0.25:
-            out_l.append(out_l[i])
-        elif p < 0.45:
-            out_l[i] = weird_json(r)
-        else:
-            out_l[i] = mutate_json(out_l[i], r, depth + 1)
-        return out_l
-    if isinstance(v, str) and v.lstrip().startswith("{") and r.random() < 0.7:
-        try:                                   # the topology inside a header, as JSON text
-            return dumps(mutate_json(json.loads(v), r, depth + 1))
-        except ValueError:
-            pass
-    return weird_json(r)
+def mutate_json(v: Any, r: random.Random) -> Any:
+    """One random change somewhere inside a JSON value (Raw constants among the weird ones)."""
+    return H.mutate_value(v, r, weird=weird_json, encode=dumps, max_depth=12)
 
 
 def dumps(v: Any) -> str:
