@@ -57,7 +57,9 @@ def check_object(where: str, d: Any) -> None:
         raise TopologyError(f"{where}: no object type")
     os_index = d.get("os_index")
     if t == "PU":
-        _int(f"{where} (PU) os_index", os_index, 0, MAX_PU)
+        if not _is_int(os_index) or not 0 <= os_index <= MAX_PU:
+            raise TopologyError(f"{where}: PU numbers are 0..{MAX_PU}, not "
+                                f"{str(os_index)[:40]!r}")
     elif os_index is not None:
         _int(f"{where} ({t}) os_index", os_index, 0, MAX_INDEX)
     for k in ("logical_index", "depth"):
