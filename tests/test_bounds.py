@@ -423,7 +423,7 @@ def test_hwloc_xml_with_a_dtd_subset_is_refused_before_parsing(tmp_path: Path,
 
 def test_hwloc_xml_pu_without_os_index(tmp_path: Path) -> None:
     f = tmp_path / "t.xml"
-    f.write_text(XML.format(doctype="", pu_index=""))
+    f.write_text(XML.format(doctype='<!DOCTYPE topology SYSTEM "hwloc2.dtd">', pu_index=""))
     one_line(snumap("topo", "--topology", str(f)), "PU L#0 has no os_index")
     one_line(snumap("top", "--batch", "-n", "1", "--topology", str(f)), "os_index")
 
