@@ -572,7 +572,8 @@ def _clean_tasks(r: dict[str, Any]) -> dict[str, Any]:
     """A tasks reading with its comms and process strings made valid text (store/text.py)."""
     threads = r.get("threads")
     comm = threads.get("comm") if isinstance(threads, dict) else None
-    if comm is not None and not all(isinstance(c, str) and c.isascii() for c in comm):
+    if isinstance(threads, dict) and comm is not None \
+            and not all(isinstance(c, str) and c.isascii() for c in comm):
         cleaned = [clean_text(c) if isinstance(c, str) else c for c in comm]
         if any(a != b for a, b in zip(cleaned, comm)):
             threads["comm"] = np.array(cleaned) if isinstance(comm, np.ndarray) else cleaned

@@ -57,7 +57,8 @@ def check_object(where: str, d: Any) -> None:
         raise TopologyError(f"{where}: no object type")
     os_index = d.get("os_index")
     if t == "PU":
-        if not _is_int(os_index) or not 0 <= os_index <= MAX_PU:
+        if not isinstance(os_index, int) or isinstance(os_index, bool) \
+                or not 0 <= os_index <= MAX_PU:
             raise TopologyError(f"{where}: PU numbers are 0..{MAX_PU}, not "
                                 f"{str(os_index)[:40]!r}")
     elif os_index is not None:
