@@ -130,13 +130,13 @@ def marker_regions(n: int) -> tuple[np.ndarray, list[RegionName]]:
 
 
 def test_many_distinct_marker_names_report_in_linear_time(tmp_path: Path) -> None:
-    rec = write_rec(tmp_path / "r.rec", regions=marker_regions(50_000))
+    rec = write_rec(tmp_path / "r.rec", regions=marker_regions(200_000))
     t0 = time.monotonic()
-    p = snumap("report", str(rec), "--json", timeout=120)
+    p = snumap("report", str(rec), "--json", timeout=240)
     took = time.monotonic() - t0
     ok(p)
-    assert len(json.loads(p.stdout)["regions"]) == 50_000
-    assert took < 30, took                 # quadratic: ~2 s per 10k names squared
+    assert len(json.loads(p.stdout)["regions"]) == 200_000
+    assert took < 40, took                 # 78 s before (a scan of every mark per name)
 
 
 def test_the_marker_fifo_keeps_a_bounded_name_table() -> None:
@@ -537,3 +537,19 @@ def test_a_child_that_crashes_or_hangs_is_one_line() -> None:
     with pytest.raises(SnumapError, match="^nope$"):
         in_child(lambda: (_ for _ in ()).throw(SnumapError("nope")), "x")
     assert in_child(lambda: "é" * 300_000, "x") == "é" * 300_000
+
+
+def test_marks_only_names_are_counted_per_thread() -> None:
+    from snumap_tui.analysis.regions import region_stats
+    from snumap_tui.store.regions import Regions
+    rows = np.zeros(6, REGION_DTYPE)
+    rows["t_ns"] = np.arange(6)
+    rows["tid"] = rows["pid"] = [1, 1, 1, 2, 2, 3]
+    rows["op"] = MARK
+    rows["rid"] = [0, 0, 0, 0, 1, 2]
+    names = [RegionName("a", "marker", "marker"), RegionName("b", "marker", "marker"),
+             RegionName("a", "user", "call")]
+    got = {r["name"]: r for r in region_stats(Regions(rows, names))}
+    assert (got["a"]["count"], got["a"]["calls"]) == (3, 5)   # thread 1: 3 of a's 5 marks
+    assert (got["b"]["count"], got["b"]["calls"]) == (1, 1)
+    assert got["a"]["threads"] == [] and got["a"]["wall_s"] == 0.0
