@@ -140,7 +140,7 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
     cuts = np.searchsorted(inst.rid[order], np.arange(len(names) + 1))
     dur = inst.end - inst.start
     inst_n = np.diff(cuts)
-    out = []
+    out: list[dict[str, Any]] = []
     for name, rids in by_name.items():
         role = {names[r].role: r for r in rids}
         kind = names[rids[0]].kind
