@@ -89,14 +89,25 @@ def pmu_cpumask(pmu: str, root: Path = Path("/")) -> list[int] | None:
     return parse_cpulist(text)
 
 
+# Linux numbers at most 8192 CPUs (NR_CPUS); a cpulist naming more is not the kernel's
+# ("0-4000000000" in a gathered tree asked for 32 GB).
+MAX_CPU = (1 << 16) - 1
+
+
 def parse_cpulist(text: str) -> list[int]:
-    """The kernel's cpulist format ("0-3,8,10-11") -> sorted OS indexes."""
+    """The kernel's cpulist format ("0-3,8,10-11") -> sorted OS indexes; ValueError for a
+    CPU number beyond MAX_CPU or a backward range."""
     out: list[int] = []
     for part in text.strip().split(","):
         if not part:
             continue
         lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
+        a, b = int(lo), int(hi or lo)
+        if not 0 <= a <= b <= MAX_CPU:
+            raise ValueError(f"cpulist range {part.strip()[:40]!r} is not within 0..{MAX_CPU}")
+        out.extend(range(a, b + 1))
+        if len(out) > MAX_CPU + 1:
+            raise ValueError(f"cpulist names more than {MAX_CPU + 1} CPUs")
     return out
 
 

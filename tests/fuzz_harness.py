@@ -265,20 +265,29 @@ def mutate_array(a: np.ndarray, r: random.Random) -> Any:
     return r.choice(ops)()
 
 
-def mutate_value(v: Any, r: random.Random, depth: int = 0) -> Any:
-    """One random change somewhere inside ``v``."""
-    if isinstance(v, dict) and v and depth < 6 and r.random() < 0.8:
+def _weird(r: random.Random) -> Any:
+    return r.choice(WEIRD)(r)
+
+
+def mutate_value(v: Any, r: random.Random, depth: int = 0, *,
+                 weird: Callable[[random.Random], Any] = _weird,
+                 encode: Callable[[Any], str] = json.dumps, max_depth: int = 6) -> Any:
+    """One random change somewhere inside ``v``: a key or item dropped, repeated or replaced
+    by ``weird(r)``. A string holding JSON (the topology inside a header) is edited inside
+    and written back with ``encode``."""
+    again = {"weird": weird, "encode": encode, "max_depth": max_depth}
+    if isinstance(v, dict) and v and depth < max_depth and r.random() < 0.8:
         key = r.choice(list(v))
         out = dict(v)
         p = r.random()
         if p < 0.2:
             del out[key]
         elif p < 0.4:
-            out[key] = r.choice(WEIRD)(r)
+            out[key] = weird(r)
         else:
-            out[key] = mutate_value(v[key], r, depth + 1)
+            out[key] = mutate_value(v[key], r, depth + 1, **again)
         return out
-    if isinstance(v, (list, tuple)) and v and depth < 6 and r.random() < 0.8:
+    if isinstance(v, (list, tuple)) and v and depth < max_depth and r.random() < 0.8:
         out_l = list(v)
         i = r.randrange(len(out_l))
         p = r.random()
@@ -287,18 +296,18 @@ def mutate_value(v: Any, r: random.Random, depth: int = 0) -> Any:
         elif p < 0.25:
             out_l.append(out_l[i])
         elif p < 0.45:
-            out_l[i] = r.choice(WEIRD)(r)
+            out_l[i] = weird(r)
         else:
-            out_l[i] = mutate_value(out_l[i], r, depth + 1)
+            out_l[i] = mutate_value(out_l[i], r, depth + 1, **again)
         return type(v)(out_l) if isinstance(v, tuple) else out_l
     if isinstance(v, np.ndarray) and r.random() < 0.8:
         return mutate_array(v, r)
     if isinstance(v, str) and r.random() < 0.5 and v.lstrip().startswith("{"):
         try:   # the topology inside the header, as JSON text
-            return json.dumps(mutate_value(json.loads(v), r, depth + 1))
+            return encode(mutate_value(json.loads(v), r, depth + 1, **again))
         except (ValueError, TypeError):
             pass
-    return r.choice(WEIRD)(r)
+    return weird(r)
 
 
 def structure_edit(chs: list[Chunk], r: random.Random) -> list[Chunk]:
@@ -382,6 +391,7 @@ class Tally:
     clean_errors: int = 0
     tracebacks: int = 0
     hangs: int = 0
+    crashes: int = 0               # a forked child killed by a signal (tests/fuzz_inputs.py)
     multi_line_errors: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
@@ -391,7 +401,8 @@ class Tally:
 
     def line(self) -> str:
         return (f"cases {self.cases}, runs {self.runs}: data {self.data}, clean errors "
-                f"{self.clean_errors}, tracebacks {self.tracebacks}, hangs {self.hangs}, "
+                f"{self.clean_errors}, tracebacks {self.tracebacks} (crashes {self.crashes}), "
+                f"hangs {self.hangs}, "
                 f"multi-line errors {self.multi_line_errors}; slowest run {self.slowest_s:.2f} s,"
                 f" peak RSS {self.peak_rss_mib:.0f} MiB (harness alone "
                 f"{self.base_rss_mib:.0f} MiB)")
@@ -472,8 +483,10 @@ def run_one(t: Tally, what: str, fn: Callable[[], str | None], label: str) -> No
     signal.alarm(CASE_SECONDS)
     try:
         try:
-            fn()
-            t.data += 1
+            if fn() is None:
+                t.data += 1
+            else:                  # a command's one error line (``cli``)
+                t.clean_errors += 1
         except SnumapError as e:
             if "\n" in str(e):
                 t.multi_line_errors += 1

@@ -9,19 +9,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) -> None:
+def fuzz(script: str, seconds: int, seed: int, tmp_path: Path
+         ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+    """Run tests/SCRIPT for SECONDS: (the process, its counts, the end of what it printed)."""
     out = tmp_path / "counts.json"
-    p = subprocess.run([sys.executable, str(REPO / "tests" / "fuzz_harness.py"),
-                        "--seconds", "45", "--seed", "17", "--json", str(out)],
+    p = subprocess.run([sys.executable, str(REPO / "tests" / script), "--seconds",
+                        str(seconds), "--seed", str(seed), "--json", str(out)],
                        capture_output=True, text=True, timeout=600, check=False)
     assert out.exists(), p.stdout + p.stderr
-    got = json.loads(out.read_text())
+    return p, json.loads(out.read_text()), p.stdout[-3000:]
+
+
+def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) -> None:
+    p, got, report = fuzz("fuzz_harness.py", 45, 17, tmp_path)
     rec, form = got["recordings"], got["formulas"]
-    report = p.stdout[-3000:]
     assert rec["tracebacks"] == 0 and form["tracebacks"] == 0, report
     assert rec["hangs"] == 0 and form["hangs"] == 0, report
     assert rec["multi_line_errors"] == 0 and form["multi_line_errors"] == 0, report
@@ -36,3 +42,20 @@ def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) 
     # Memory: no bomb inflated (the process runs under a 3 GiB address-space limit, and its
     # peak resident size stays far below what the bombs would make).
     assert rec["peak_rss_mib"] < 1024, report
+
+
+def test_fuzzed_headers_topologies_metrics_fsroots_and_markers(tmp_path: Path) -> None:
+    """tests/fuzz_inputs.py for ~20 s with a fixed seed: every family of input a user or
+    another user can hand snumap besides a recording's chunks (issue 23)."""
+    p, got, report = fuzz("fuzz_inputs.py", 20, 3, tmp_path)
+    fams = ("headers", "topologies", "metrics", "fsroot", "markers")
+    for fam in fams:
+        t = got[fam]
+        assert t["cases"] >= 1 and t["runs"] >= 1, (fam, report)
+        assert t["tracebacks"] == 0 and t["crashes"] == 0, (fam, report)
+        assert t["hangs"] == 0 and t["multi_line_errors"] == 0, (fam, report)
+        assert t["peak_rss_mib"] < 2048, (fam, report)
+    assert sum(got[f]["data"] for f in fams) > 0 and \
+        sum(got[f]["clean_errors"] for f in fams) > 0, report
+    assert got["topologies"]["cases"] >= 10 and got["metrics"]["cases"] >= 30, report
+    assert p.returncode == 0, report

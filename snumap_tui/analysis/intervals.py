@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snumap_tui.trace.events import OUTSIDE, RUN, SWITCH
+from snumap_tui.trace.events import DENSE_TID_MAX, OUTSIDE, RUN, SWITCH
 
 # The tid of run intervals of work outside the traced tree (a recording of a command, not
 # --system-wide): switch partners marked ``OUTSIDE`` by the tracer, all counted as one "other".
@@ -163,6 +163,7 @@ class IntervalBuilder:
         self._blocks: tuple[list[np.ndarray], ...] = ([], [], [], [])
         self._row_dtype = np.uint16 if n < 65536 else np.int64
         self._pid_lut = np.full(1 << 16, -1, dtype=np.int32)     # tid -> tgid
+        self._pid_big: dict[int, int] = {}     # tid -> tgid of tids beyond the table
         self.approximate = False
         self.events = 0
         # Called with each new block of intervals (rows, starts, ends, tids) in time order of
@@ -213,15 +214,21 @@ class IntervalBuilder:
 
     def _remember_pids(self, tids: np.ndarray, pids: np.ndarray) -> None:
         """tid -> tgid as the events tell it, in a lookup table indexed by tid (a scatter per
-        window; tids are below the kernel's pid_max, at most 4 M, so the table stays small)."""
+        window; tids are below the kernel's pid_max, at most 4 M, so the table stays small).
+        Larger ids (merged jobs' qualified ids, a crafted file's 2^31-1) go to a dict."""
         ok = (pids >= 0) & (tids > 0)
         if not ok.all():
             tids, pids = tids[ok], pids[ok]
+        big = tids >= DENSE_TID_MAX
+        if big.any():
+            self._pid_big.update(zip(tids[big].tolist(), pids[big].tolist()))
+            tids, pids = tids[~big], pids[~big]
         if not len(tids):
             return
         top = int(tids.max())
         if top >= len(self._pid_lut):
-            grown = np.full(max(top + 1, 2 * len(self._pid_lut)), -1, dtype=np.int32)
+            grown = np.full(min(max(top + 1, 2 * len(self._pid_lut)), DENSE_TID_MAX), -1,
+                            dtype=np.int32)
             grown[:len(self._pid_lut)] = self._pid_lut
             self._pid_lut = grown
         self._pid_lut[tids] = pids
@@ -231,6 +238,8 @@ class IntervalBuilder:
         keep = rows >= 0
         if not keep.all():
             idx, rows = idx[keep], rows[keep]
+            if not len(idx):       # every switch on a CPU the topology does not have
+                return
         nxt_all = ev["tid2"][idx]
         pid2 = ev["pid2"][idx]
         self._remember_pids(nxt_all, pid2)
@@ -392,6 +401,7 @@ class IntervalBuilder:
                 starts[i], ends[i], tids[i] = st[o], ends[i][o], tids[i][o]
         known = np.flatnonzero(self._pid_lut >= 0)
         pids = dict(zip(known.tolist(), self._pid_lut[known].tolist()))
+        pids.update(self._pid_big)
         return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids)
 
 

@@ -193,6 +193,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions_info"] = hdr.get("regions")
     add_memory(report, rec, topo)
     add_energy(report, iv, samples, topo, rec)
+    report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])

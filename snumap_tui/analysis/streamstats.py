@@ -24,14 +24,20 @@ from collections.abc import Mapping
 import numpy as np
 
 from snumap_tui.analysis.stats import TaskStats
-from snumap_tui.trace.events import SWITCH, WAKEUP, WAKEUP_NEW
+from snumap_tui.trace.events import DENSE_TID_MAX, SWITCH, WAKEUP, WAKEUP_NEW
 
 
 class TidIndex:
-    """tid -> a dense index 0..n-1 in order of first sight (tids from -2, UNTRACED, up)."""
+    """tid -> a dense index 0..n-1 in order of first sight (tids from -2, UNTRACED, up).
+
+    Task ids below DENSE_TID_MAX go through a dense table; larger
+    ones (a merged job's qualified ids, a crafted 2^31-1) through a sorted array of the ids
+    seen, so one such id costs a few bytes, not a table of 8 GiB."""
 
     def __init__(self) -> None:
         self._lut = np.full(1 << 16, -1, dtype=np.int32)
+        self._big_keys = np.zeros(0, dtype=np.int64)     # sorted
+        self._big_ids = np.zeros(0, dtype=np.int32)
         self.tids = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -41,19 +47,49 @@ class TidIndex:
         k = np.maximum(tids.astype(np.int64) + 2, 0)
         if not len(k):
             return np.zeros(0, dtype=np.int32)
+        small = k < DENSE_TID_MAX
+        if small.all():
+            return self._dense(k)
+        out = np.empty(len(k), dtype=np.int32)
+        out[small] = self._dense(k[small])
+        out[~small] = self._sparse(k[~small])
+        return out
+
+    def _add(self, u: np.ndarray) -> np.ndarray:
+        ids = np.arange(len(self.tids), len(self.tids) + len(u), dtype=np.int32)
+        self.tids = np.concatenate([self.tids, u - 2])
+        return ids
+
+    def _dense(self, k: np.ndarray) -> np.ndarray:
+        if not len(k):
+            return np.zeros(0, dtype=np.int32)
         top = int(k.max())
         if top >= len(self._lut):
-            grown = np.full(max(top + 1, 2 * len(self._lut)), -1, dtype=np.int32)
+            grown = np.full(min(max(top + 1, 2 * len(self._lut)), DENSE_TID_MAX), -1,
+                            dtype=np.int32)
             grown[:len(self._lut)] = self._lut
             self._lut = grown
         d = self._lut[k]
         new = d < 0
         if new.any():
             u = np.unique(k[new])
-            self._lut[u] = np.arange(len(self.tids), len(self.tids) + len(u), dtype=np.int32)
-            self.tids = np.concatenate([self.tids, u - 2])
+            self._lut[u] = self._add(u)
             d = self._lut[k]
         return d
+
+    def _sparse(self, k: np.ndarray) -> np.ndarray:
+        u = np.unique(k)
+        pos = np.searchsorted(self._big_keys, u)
+        seen = (pos < len(self._big_keys)) & \
+            (self._big_keys[np.minimum(pos, max(len(self._big_keys) - 1, 0))] == u) \
+            if len(self._big_keys) else np.zeros(len(u), dtype=bool)
+        if not seen.all():
+            fresh = u[~seen]
+            keys = np.concatenate([self._big_keys, fresh])
+            ids = np.concatenate([self._big_ids, self._add(fresh)])
+            order = np.argsort(keys, kind="stable")
+            self._big_keys, self._big_ids = keys[order], ids[order]
+        return self._big_ids[np.searchsorted(self._big_keys, k)]
 
 
 def group_order(d: np.ndarray, n: int) -> np.ndarray:

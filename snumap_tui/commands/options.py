@@ -39,15 +39,17 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib":
                "g": 1 << 30, "gib": 1 << 30}
 
 
-def parse_size(text: str) -> int:
-    """Bytes from "8M", "512k", "1GiB", "65536"."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", text or "")
+def parse_size(text: str, most: int = 1 << 40) -> int:
+    """Bytes from "8M", "512k", "1GiB", "65536"; at most ``most``."""
+    m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{0,30})?)\s*([a-zA-Z]*)\s*", text or "")
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise SnumapError(f"bad size {text!r} (examples: 8M, 512k, 1G)")
-    value = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if value > most:
+        raise SnumapError(f"size {text!r} is above {most >> 20} MiB")
     if value < 4096:
         raise SnumapError(f"size {text!r} is below one page")
-    return value
+    return int(value)
 
 
 def add_mode_argument(parser: Any) -> None:

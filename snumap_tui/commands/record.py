@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
     interval = interval_option(args.interval, RECORD_MIN_INTERVAL_S)
     duration = option_value("--duration", args.duration, parse_duration) \
         if args.duration else None
-    buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
+    # Per CPU; the tracers cap all CPUs' rings together at 256 MiB anyway.
+    buffer_bytes = option_value("--buffer-size", args.buffer_size,
+                                lambda t: parse_size(t, most=1 << 30)) \
         if getattr(args, "buffer_size", None) else None
     args.attached = record_attach.Attached.from_args(args, cmd)     # --pid
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal

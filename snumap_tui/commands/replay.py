@@ -18,6 +18,8 @@ from snumap_tui.textsafe import safe_lines
 
 MAX_SPEED = 1000.0      # --speed: recording seconds per second
 
+MAX_COLUMNS, MAX_LINES = 1000, 500   # of --screenshot's --size
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a recording made by `snumap record`")
@@ -115,6 +117,9 @@ def _screenshot(app: object, args: argparse.Namespace) -> int:
         raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {args.size!r}") from None
     from snumap_tui.safeout import SafeOutput, check_output
 
+    if not (20 <= w <= MAX_COLUMNS and 5 <= h <= MAX_LINES):
+        raise SnumapError(f"--size {args.size}: at least 20x5, at most "
+                          f"{MAX_COLUMNS}x{MAX_LINES} (a screenshot is drawn cell by cell)")
     out = Path(args.screenshot)
     check_output(out, force=args.force, inputs=[args.file])
     keys = [k for k in args.keys.split(",") if k]

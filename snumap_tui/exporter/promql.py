@@ -19,6 +19,7 @@ included); ``deploy/prometheus/snumap-rules.yml`` is its output for the built-in
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -105,6 +106,8 @@ def translate(node: Node, labels: tuple[str, ...], window: str = WINDOW) -> str:
                 return (rt if lt is None else lt), lf * rf
             return f"({lt} * {rt})", lf * rf
         if n.op == "/":
+            if rf == 0:                  # a user's formula dividing by the constant 0
+                raise Untranslatable("divides by the constant 0")
             if rt is None:
                 return lt, lf / rf
             return (f"(1 / {rt})" if lt is None else f"({lt} / {rt})"), lf / rf
@@ -115,6 +118,8 @@ def translate(node: Node, labels: tuple[str, ...], window: str = WINDOW) -> str:
         return f"({_scaled(lt, lf)} {n.op} {_scaled(rt, rf)})", 1.0
 
     text, factor = go(node)
+    if not math.isfinite(factor):        # a user's formula overflowing a float
+        raise Untranslatable("a constant factor that is not a finite number")
     return _scaled(text, factor)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -134,16 +135,40 @@ def _metric(where: str, name: str, spec: Any, known: frozenset[str]) -> Metric:
         raise SnumapError(f"{where}: {exc}") from None
 
 
+MAX_NESTING = 16
+
+
+def _nesting(text: str) -> int:
+    """An upper bound of how deep ``[`` and ``{`` nest in TOML text (brackets in strings and
+    comments count too, and table headers as one level: a bound, not a parser)."""
+    deepest = depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric], list[str]]:
     """Metrics and extra perf events from the text of a metrics file (``source`` names it in
     errors)."""
     if len(text) > MAX_FILE_BYTES:
         raise SnumapError(f"{source}: {len(text)} characters; a metrics file may hold at most "
                           f"{MAX_FILE_BYTES} (1 MiB)")
+    # tomllib recurses per nested array or inline table: 1,200 levels ended in a
+    # RecursionError. What a metrics file holds nests 3 deep; more is refused before parsing.
+    depth = _nesting(text)
+    if depth > MAX_NESTING:
+        raise SnumapError(f"{source}: arrays or tables nested {depth} deep (at most "
+                          f"{MAX_NESTING})")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SnumapError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SnumapError(f"{source}: arrays or tables nested too deeply") from None
     unknown_top = sorted(set(data) - {"events", "metric"})
     if unknown_top:
         raise SnumapError(f"{source}: unknown top-level key {unknown_top[0]!r} "
@@ -178,11 +203,17 @@ def parse_metrics(text: str, source: str = "metrics.toml") -> tuple[list[Metric]
 
 def load_metrics_file(path: Path) -> tuple[list[Metric], list[str]]:
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise SnumapError(f"metrics file {path}: {size} bytes; it may hold at most "
-                              f"{MAX_FILE_BYTES} (1 MiB)")
-        text = Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK and a regular file only: a FIFO would block, /dev/zero never end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SnumapError(f"metrics file {path}: not a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise SnumapError(f"metrics file {path}: {st.st_size} bytes; it may hold at "
+                                  f"most {MAX_FILE_BYTES} (1 MiB)")
+            body = f.read(MAX_FILE_BYTES + 1)
+        text = body.decode("utf-8")
     except FileNotFoundError:
         raise SnumapError(f"metrics file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,12 +18,15 @@ from snumap_tui.native.perf_pmu import parse_cpulist
 Reader = Callable[[Path], str]
 
 __all__ = [
+    "MAX_FILE_BYTES",
+    "READ_FLAGS",
     "Reader",
     "c_string",
     "decode_name",
     "is_live",
     "parse_cpulist",
     "parse_cpumask",
+    "read_bytes",
     "read_name_text",
     "read_optional",
     "read_text",
@@ -31,9 +35,37 @@ __all__ = [
 ]
 
 
+# How every source opens a kernel file: a FIFO planted in an --fsroot tree must not block the
+# reader (O_NONBLOCK: no writer reads as empty, a silent one as EAGAIN).
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+# The most one file may hold: /proc/PID/numa_maps of a process at the kernel's map count
+# limit is ~7 MB; a /dev/zero (or a 10 GB file) in a tree is refused at this, not read on.
+MAX_FILE_BYTES = 32 << 20
+
+
+def read_bytes(path: Path | str, limit: int = MAX_FILE_BYTES,
+               opener: Callable[[Path | str, int], int] = os.open) -> bytes:
+    """A kernel file read whole: a regular file (sysfs and procfs files are) of at most
+    ``limit`` bytes; OSError otherwise (the source then says it could not read it). OPENER
+    opens it (an --fsroot tree's checks where it is confined: sources/confine.py)."""
+    fd = opener(path, READ_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        n = 0
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+            n += len(chunk)
+            if n > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def read_text(path: Path) -> str:
-    with open(path, encoding="ascii", errors="replace") as f:
-        return f.read()
+    return read_bytes(path).decode("ascii", "replace")
 
 
 def decode_name(raw: bytes) -> str:

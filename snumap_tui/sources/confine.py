@@ -5,8 +5,9 @@ A gathered tree may come from another user. When snumap opens it (topology/build
 later read again, so a link put in place while ``top --fsroot`` runs is not followed either:
 the file is opened (O_NONBLOCK, so a FIFO does not block), the path the kernel actually
 opened is read back from /proc/self/fd and must lie inside the tree, and only then is the
-file read, through that same descriptor and never past ``MAX_BYTES``. A file outside reads as "permission denied" -- the
-sources say it is unavailable -- and no message quotes what it holds.
+file read, through that same descriptor, as every source reads (a regular file, never past
+_io.MAX_FILE_BYTES). A file outside reads as "permission denied" -- the sources say it is
+unavailable -- and no message quotes what it holds.
 """
 
 from __future__ import annotations
@@ -15,35 +16,24 @@ import errno
 import os
 from pathlib import Path
 
-from snumap_tui.sources._io import Reader, read_text
+from snumap_tui.sources._io import Reader, read_bytes, read_text
 
 
 def inside(real: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-MAX_BYTES = 64 << 20       # far above any /sys or /proc file; a tree's file is not read past it
-
-
 def confined_reader(root: Path | str) -> Reader:
     """read_text for the files under ``root`` that really are in it: one open, one readlink
-    of the descriptor, the reads (at most ``MAX_BYTES``), decoded as read_text does."""
+    of the descriptor, then read as every source reads (_io.read_bytes: a regular file, of
+    a bounded size), decoded as read_text does."""
     top = os.path.realpath(root)
 
+    def opener(path: Path | str, flags: int) -> int:
+        return open_checked(path, top, flags)
+
     def read(path: Path) -> str:
-        fd = open_checked(path, top, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            chunks, total = [], 0
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > MAX_BYTES:
-                    raise OSError(errno.EFBIG, "larger than any kernel file", str(path))
-            return b"".join(chunks).decode("ascii", "replace")
-        except BlockingIOError:     # a FIFO with no writer: nothing to read
-            return ""
-        finally:
-            os.close(fd)
+        return read_bytes(path, opener=opener).decode("ascii", "replace")
     read.confined_to = top        # type: ignore[attr-defined]
     return read
 

@@ -25,9 +25,17 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.errors import SnumapError
 from snumap_tui.native import perf_event as pe
 from snumap_tui.native import perf_pmu as pmus
-from snumap_tui.sources._io import Reader, is_live, parse_cpulist, read_optional, read_text
+from snumap_tui.sources._io import (
+    READ_FLAGS,
+    Reader,
+    is_live,
+    parse_cpulist,
+    read_optional,
+    read_text,
+)
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 
@@ -36,9 +44,13 @@ CPU_DIR = "sys/devices/system/cpu"
 
 def online_cpus(root: Path, reader: Reader = read_text) -> list[int]:
     """Online PUs from ``cpu/online`` (cputopology.rst), else the cpuN directories."""
-    text = read_optional(reader, root / CPU_DIR / "online")
+    path = root / CPU_DIR / "online"
+    text = read_optional(reader, path)
     if text and text.strip():
-        return parse_cpulist(text)
+        try:
+            return parse_cpulist(text)
+        except ValueError as exc:
+            raise SnumapError(f"{path}: not a cpulist ({exc})") from None
     try:
         return sorted(int(e.name[3:]) for e in (root / CPU_DIR).iterdir()
                       if e.name.startswith("cpu") and e.name[3:].isdigit())
@@ -198,7 +210,8 @@ class FreqSource:
                 fd = fds.get(i)
                 try:
                     if fd is None:
-                        fd = fds[i] = open_checked(paths[i], top_of(self._reader))
+                        fd = fds[i] = open_checked(paths[i], top_of(self._reader),
+                                                   READ_FLAGS)
                     cur[i] = float(os.pread(fd, 32, 0))
                 except (OSError, ValueError):
                     cur[i] = np.nan       # could not be read: not available, never 0

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_text, reason_of
+from snumap_tui.sources._io import READ_FLAGS, Reader, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 from snumap_tui.sources.iodev import DeviceSource
@@ -78,8 +78,11 @@ class NetSource(DeviceSource):
             for j, path in enumerate(self._files(n)):
                 try:
                     if fast:
-                        with open(open_checked(path, top), "rb") as f:
-                            vals[j, i] = float(f.read())
+                        fd = open_checked(path, top, READ_FLAGS)
+                        try:                  # a counter is < 32 digits; never read on
+                            vals[j, i] = float(os.read(fd, 64))
+                        finally:
+                            os.close(fd)
                     else:
                         vals[j, i] = float(self._reader(path))
                 except (OSError, ValueError):

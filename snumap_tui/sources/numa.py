@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_optional, read_text, reason_of
+from snumap_tui.sources._io import READ_FLAGS, Reader, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 
@@ -149,7 +149,7 @@ class NumaSource:
         fd = self._fds.get(path)
         if fd is None:
             try:
-                fd = open_checked(path, top_of(self._reader))
+                fd = open_checked(path, top_of(self._reader), READ_FLAGS)
             except (FileNotFoundError, NotADirectoryError):
                 return None
             self._fds[path] = fd

@@ -15,6 +15,7 @@ Processes come and go between listing and reading: a vanished one is skipped, no
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import time
@@ -26,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.sources._io import (
+    MAX_FILE_BYTES,
+    READ_FLAGS,
     Reader,
     decode_name,
     is_live,
@@ -205,11 +208,15 @@ class TasksSource:
         Python process's pages)."""
         if not self._fast:
             return self._reader(Path(path))
-        fd = open_checked(path, self._top, os.O_RDONLY)
+        fd = open_checked(path, self._top, READ_FLAGS)
         try:
             chunks = []
+            n = 0
             while chunk := os.read(fd, 65536):
                 chunks.append(chunk)
+                n += len(chunk)
+                if n > MAX_FILE_BYTES:      # not a procfs file (/dev/zero in a --fsroot)
+                    raise OSError(errno.EFBIG, "too large for a procfs file", path)
         finally:
             os.close(fd)
         return decode_name(b"".join(chunks))

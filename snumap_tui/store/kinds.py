@@ -240,22 +240,52 @@ class _Samples(Schema):
 
 
 # ---- the built-in kinds ------------------------------------------------------------------------
+_TEXTS = ListOf(TEXT, max_len=1 << 16)
+_OFFSET = Int(-MAX_TIME, MAX_TIME)
+# A clock reading (sources/clocksync.py): in the header at the start, in an info at the end.
+_CLOCK = Fields(required={"wall_minus_monotonic_ns": _OFFSET},
+                optional={"t_monotonic_ns": TIME, "uncertainty_ns": TIME,
+                          "ntp": Nullable(Fields(optional={"synced": Bool(),
+                                                           "maxerror_ns": _OFFSET},
+                                                 none_is_absent=True))},
+                none_is_absent=True)
+# Every key a writer puts in the header (record, record --job, --regions, merge), checked
+# where a reader uses it; a key that fails is dropped with a note, the rest is kept.
 _HEADER = Fields(optional={
     "format": TEXT, "format_version": Int(0, 1 << 16),
     "start_monotonic_ns": TIME, "start_wall_ns": TIME,
     "topology": OneOf(Str(64 << 20), Fields()),
     "host": Nullable(TEXT), "kernel": Nullable(TEXT), "cpu_model": Nullable(TEXT),
+    "hostname": Nullable(TEXT), "node": Nullable(TEXT), "boot_id": Nullable(TEXT),
     "sources": OneOf(MapOf(TEXT, Anything(4)), ListOf(Anything(4))),   # record writes a list
-    "command": Nullable(OneOf(ListOf(TEXT), TEXT)),
+    "command": Nullable(OneOf(ListOf(TEXT), TEXT)), "argv": Nullable(OneOf(ListOf(TEXT), TEXT)),
     "backend": Nullable(TEXT), "backend_reason": Nullable(TEXT),
-    "interval_ns": Int(0, I64[1]), "approximate": Bool(),
+    "interval_ns": Int(0, I64[1]), "approximate": Bool(), "system_wide": Bool(),
     "pid_max": Int(0, I32[1]),
+    "clock_start": _CLOCK,
+    # record --job (commands/record_job.py)
+    "job": Fields(optional={"system": Nullable(TEXT), "id": Nullable(OneOf(TEXT, Int(*I64)))},
+                  none_is_absent=True),
+    "jobs": _TEXTS,
+    # record --regions (commands/record_regions.py)
+    "regions": Fields(optional={"mode": Nullable(TEXT), "problems": _TEXTS,
+                                "found": ListOf(Anything(4), max_len=1 << 16),
+                                "probes": Nullable(TEXT), "markers": Bool()},
+                      none_is_absent=True),
     # version 2 (merged recordings, docs/format.md "Version 2"): what each node's events get
-    "nodes": ListOf(Fields(optional={"shift_ns": Int(-MAX_TIME, MAX_TIME),
+    "nodes": ListOf(Fields(optional={"shift_ns": _OFFSET,
                                      "cpu_base": Int(0, 1 << 16), "tid_base": Int(0, I32[1]),
                                      "n_pus": Int(0, 1 << 16), "node": Nullable(TEXT),
-                                     "host": Nullable(TEXT)}, none_is_absent=True),
-                    max_len=1 << 12)},
+                                     "host": Nullable(TEXT), "file": Nullable(TEXT),
+                                     "job": Nullable(TEXT), "align_error_ns": TIME,
+                                     "align_how": Nullable(TEXT), "clock_drift_ns": _OFFSET,
+                                     "kernel": Nullable(TEXT), "cpu_model": Nullable(TEXT),
+                                     "backend": Nullable(TEXT), "approximate": Bool(),
+                                     "interval_ns": Int(0, I64[1]),
+                                     "start_monotonic_ns": _OFFSET, "damaged": _TEXTS},
+                           none_is_absent=True, drop_bad=True),    # one bad field, not the node
+                    max_len=1 << 12),
+    "merged": Anything(4)},
     drop_bad=True, none_is_absent=True)
 
 def _times_fit(d: dict[str, Any]) -> bool:
@@ -324,6 +354,7 @@ def _job_rows_fit(d: dict[str, Any]) -> bool:
 K_INFO = register(10, "info", Fields(
     required={"what": TEXT},
     optional={"t_ns": TIME, "node": Nullable(TEXT), "columns": ListOf(TEXT, max_len=64),
+              "clock": _CLOCK, "tid_max": Int(0, I64[1]),
               "rows": ListOf(ListOf(_CELL, max_len=64))},
     rules=((_job_rows_fit, "job process rows do not match their columns"),)),
     doc="a fact learnt while recording (record --job): job processes, the clock")
@@ -334,9 +365,19 @@ K_NODE_SAMPLES = register(12, "node samples", _Samples(), min_item_bytes=3,
                           doc="version 2: a node's samples chunk, payload as recorded")
 K_HEADER_COPY = register(13, "header copy", _HEADER, encoding=JSON,
                          doc="the header's JSON again: read when the header chunk is damaged")
-# Regions and markers: a map of columns and a name table, checked by store/regions.py's
-# decode_regions (lengths, ops, kinds, roles, ids) where the reader decodes it.
-K_REGIONS = register(14, "regions", None, min_item_bytes=2,
+# Regions and markers: a map of columns and a name table; store/regions.py's decode_regions
+# checks what is particular to them (ops, kinds, roles) where the reader decodes it.
+_NAMES = ListOf(TEXT, max_len=1 << 20)
+K_REGIONS = register(14, "regions", Fields(
+    required={"n": Int(0, 1 << 26), "t_ns": Array("u", hi=MAX_TIME, length="n"),
+              "tid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "pid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "op": Array("iu", lo=0, hi=255, length="n"),
+              "rid": Array("iu", lo=0, hi=U32[1], length="n"),
+              "names": _NAMES, "kinds": ListOf(TEXT, length="names"),
+              "roles": ListOf(TEXT, length="names"), "wait": Array("b", length="names")},
+    rules=((lambda d: d["n"] == 0 or int(d["rid"].max()) < len(d["names"]),
+            "a region id outside the name table"),)), min_item_bytes=2,
                      doc="region enter/leave records and user markers (store/regions.py)")
 # Memory per process and NUMA node at each sample (sources/procmem.py, store/procmem.py):
 # columns of one row per process and node (node -1: the process's RSS). Kind 17: 15 and 16

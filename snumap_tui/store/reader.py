@@ -8,7 +8,6 @@ skipped and described in ``Recording.damaged``.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import stat
@@ -28,7 +27,9 @@ from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.jobsamples import JobSamples
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
+from snumap_tui.store.text import clean_text, clean_value
 from snumap_tui.store.writer import MERGED_VERSION
+from snumap_tui.topology import jsonlimits
 from snumap_tui.topology.model import Topology
 from snumap_tui.trace.events import EVENT_DTYPE, TaskInfo
 
@@ -219,7 +220,7 @@ class Recording:
                     continue
                 v = self._payload(h)
                 if v:
-                    self.header = v
+                    self.header = clean_value(v)
                     if kind == C.K_HEADER_COPY and any("header chunk" in d
                                                        for d in self.damaged):
                         self._note(f"header read from its copy at byte {h.offset}")
@@ -235,7 +236,7 @@ class Recording:
                 for tid, pid, ppid, t, comm in zip(v["tid"].tolist(), v["pid"].tolist(),
                                                    v["ppid"].tolist(), v["t_ns"].tolist(),
                                                    v["comm"]):
-                    info = TaskInfo(tid=tid, pid=pid, comm=comm, ppid=ppid, t_ns=t)
+                    info = TaskInfo(tid=tid, pid=pid, comm=clean_text(comm), ppid=ppid, t_ns=t)
                     self.task_history.append(info)
                     old = self.tasks.get(tid)
                     if old is None or t >= old.t_ns:
@@ -246,7 +247,7 @@ class Recording:
                     self.lost[cpu] = self.lost.get(cpu, 0) + n
             elif h.kind == C.K_MARKERS:
                 for t, text in self._payload(h) or []:
-                    self.markers.append((int(t), str(text)))
+                    self.markers.append((int(t), clean_text(str(text))))
             elif h.kind == C.K_INFO:
                 v = self._payload(h)
                 if isinstance(v, dict):
@@ -279,7 +280,7 @@ class Recording:
             _check_topology(t)
             return t
         except (ValueError, KeyError, TypeError, AttributeError, IndexError,
-                RecursionError) as e:
+                RecursionError, OverflowError) as e:
             if self.event_count:
                 self._note(f"the recorded topology is unreadable ({str(e)[:200]})")
                 return self._topology_from_events()
@@ -341,7 +342,7 @@ class Recording:
                 continue
             try:
                 parts.append(decode_regions(v, h.count))
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
                 self._note(f"undecodable regions chunk at byte {h.offset} skipped ({e})")
         return merge_chunks(parts)
 
@@ -373,6 +374,8 @@ class Recording:
                 continue
             for t, wall, readings in self._payload(h) or []:
                 if lo <= t < hi:
+                    if "tasks" in readings:
+                        readings["tasks"] = _clean_tasks(readings["tasks"])
                     yield Sample(t_ns=int(t), wall_ns=int(wall), readings=readings)
 
     @property
@@ -583,13 +586,31 @@ def _decode(kind: int, raw: bytes | memoryview) -> Any:
     """A checked, decompressed payload decoded as its kind says (JSON for the header)."""
     k = kinds.REGISTRY.get(kind)
     if k is not None and k.encoding == kinds.JSON:
-        try:
-            return json.loads(bytes(raw).decode("utf-8"))
-        except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
+        # Within a budget of bytes, items and nesting (topology/jsonlimits.py); NaN and
+        # Infinity are kept as floats here, so the schema drops the one key holding them.
+        return jsonlimits.loads(raw, finite=False)
     if k is not None and k.encoding == kinds.RAW:
         return bytes(raw)
     return codec.decode(raw)
+
+
+def _clean_tasks(r: dict[str, Any]) -> dict[str, Any]:
+    """A tasks reading with its comms and process strings made valid text (store/text.py)."""
+    threads = r.get("threads")
+    comm = threads.get("comm") if isinstance(threads, dict) else None
+    if isinstance(threads, dict) and comm is not None \
+            and not all(isinstance(c, str) and c.isascii() for c in comm):
+        cleaned = [clean_text(c) if isinstance(c, str) else c for c in comm]
+        if any(a != b for a, b in zip(cleaned, comm)):
+            threads["comm"] = np.array(cleaned) if isinstance(comm, np.ndarray) else cleaned
+    procs = r.get("processes")
+    if isinstance(procs, dict):
+        for p in procs.values():
+            if isinstance(p, dict):
+                for k in ("cmdline", "user", "cgroup"):
+                    if p.get(k) is not None:
+                        p[k] = clean_value(p[k])
+    return r
 
 
 def _trimmed(a: np.ndarray, n: int) -> np.ndarray:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snumap_tui.store.chunks import K_REGIONS
+from snumap_tui.store.text import clean_text
 from snumap_tui.trace.region_catalog import (
     BEGIN,
     KINDS,
@@ -82,7 +83,7 @@ def decode_regions(value: object, count: int) -> tuple[np.ndarray, list[RegionNa
     rows = np.zeros(n, REGION_DTYPE)
     for k, c in cols.items():
         rows[k] = c
-    table = [RegionName(str(a), str(b), str(c), bool(d))
+    table = [RegionName(clean_text(str(a)), str(b), str(c), bool(d))
              for a, b, c, d in zip(names, kinds, roles, wait.tolist())]
     return rows, table
 

@@ -206,9 +206,13 @@ class ListOf(Schema):
             raise _fail(path, f"expected {want} items, got {len(v)}")
         if self.max_len is not None and len(v) > self.max_len:
             raise _fail(path, f"{len(v)} items (at most {self.max_len})")
+        out = None
         for i, x in enumerate(v):
-            self.item.check(x, f"{path}[{i}]", ctx)
-        return v
+            y = self.item.check(x, f"{path}[{i}]", ctx)
+            if y is not x:             # an item with a key dropped (Fields(drop_bad=True))
+                out = list(v) if out is None else out
+                out[i] = y
+        return v if out is None else out
 
 
 class Row(Schema):
@@ -265,9 +269,11 @@ class Fields(Schema):
                 continue
             try:
                 if isinstance(s, (Array, ListOf)):
-                    s.check(v[key], where, ctx, v)
+                    got = s.check(v[key], where, ctx, v)
                 else:
-                    s.check(v[key], where, ctx)
+                    got = s.check(v[key], where, ctx)
+                if got is not v[key]:      # a copy without what a nested check dropped
+                    out[key] = got
             except SchemaError as e:
                 if key in self.required or not self.drop_bad:
                     raise

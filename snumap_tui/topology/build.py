@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.topology import isolate
 from snumap_tui.topology.build_io import walk_io
 from snumap_tui.topology.model import Topology
+from snumap_tui.topology.validate import MAX_PU
 
 if TYPE_CHECKING:  # pragma: no cover
     from snumap_tui.native import hwloc as _hw
@@ -70,6 +73,10 @@ def xml_root_element(head: str) -> str | None:
 # have a few thousand PUs (~20 000 objects with their cores and caches), which loads in a second
 # or two; beyond this many objects a description is refused before hwloc sees it.
 MAX_SYNTHETIC_OBJECTS = 1 << 15
+# hwloc also takes time in the square of one object's children: "core:16000 pu:1" (32 001
+# objects) ran 93 s, "core:4000 pu:1" 5 s, "core:1024 pu:1" 0.3 s. A real level holds at most
+# a few hundred (cores of a package).
+MAX_SYNTHETIC_ARITY = 1024
 _SYN_ATTRS = re.compile(r"\([^()]*\)")
 _SYN_MEMORY = re.compile(r"\[[^\[\]]*\]")
 _SYN_LEVEL = re.compile(r"(?:[A-Za-z][\w]*:)?(\d+)")
@@ -95,12 +102,35 @@ def synthetic_object_count(desc: str) -> int | None:
     return total
 
 
+def synthetic_max_arity(desc: str) -> int:
+    """The most children one object gets in a synthetic description (its largest level)."""
+    text = _SYN_MEMORY.sub(" ", _SYN_ATTRS.sub(" ", desc))
+    arities = [int(m.group(1)) for tok in text.split()
+               if (m := _SYN_LEVEL.fullmatch(tok)) is not None]
+    return max(arities, default=0)
+
+
 def check_synthetic(desc: str) -> None:
     n = synthetic_object_count(desc)
     if n is not None and n > MAX_SYNTHETIC_OBJECTS:
         raise SnumapError(f"synthetic description {desc!r} makes {n:,} objects; at most "
                           f"{MAX_SYNTHETIC_OBJECTS:,} are accepted (a real machine has a few "
                           "thousand)")
+    arity = synthetic_max_arity(desc)
+    if arity > MAX_SYNTHETIC_ARITY:
+        raise SnumapError(f"synthetic description {desc!r} gives one object {arity:,} children;"
+                          f" at most {MAX_SYNTHETIC_ARITY:,} are accepted (hwloc's time grows "
+                          "with their square)")
+
+
+def _check_pus(raw: list[dict[str, Any]], source: str) -> None:
+    """What hwloc accepts and the model cannot hold: a PU without an OS index (an XML whose PU
+    lacks os_index), or numbered beyond any Linux CPU (PU tables are indexed by it)."""
+    for d in raw:
+        if d["type"] == "PU" and (d["os_index"] is None or d["os_index"] > MAX_PU):
+            what = "no os_index" if d["os_index"] is None else f"os_index {d['os_index']}"
+            raise SnumapError(f"topology of {source}: PU L#{d['logical_index']} has {what}; "
+                              f"PUs need an OS index in 0..{MAX_PU}")
 
 
 def first_c_error(lines: list[str]) -> str | None:
@@ -125,9 +155,76 @@ def _check_readable_file(path: Path, what: str) -> None:
         raise SnumapError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _read_head(path: Path, size: int = 4096) -> bytes:
-    with path.open("rb") as f:
-        return f.read(size)
+# What a topology file may be: hwloc's XML of the largest machines with their I/O devices is a
+# few MB. Read whole (bounded) before hwloc sees it, so it can be screened.
+MAX_TOPOLOGY_FILE = 64 << 20
+# The one DOCTYPE hwloc writes: an external DTD named by the format, no internal subset.
+_XML_DOCTYPE = re.compile(rb"<!DOCTYPE\b[^>\[]*>|<!DOCTYPE\b")
+_XML_HWLOC_DOCTYPE = re.compile(rb'<!DOCTYPE\s+topology\s+SYSTEM\s+"hwloc[0-9]?\.dtd"\s*>')
+
+
+def read_topology_file(path: Path) -> bytes:
+    """The bytes of a topology file: a regular file (a FIFO would block, /dev/zero never end)
+    of at most MAX_TOPOLOGY_FILE bytes; SnumapError otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SnumapError(f"topology file {path}: cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SnumapError(f"topology file {path}: not a regular file")
+        body = f.read(MAX_TOPOLOGY_FILE + 1)
+    if len(body) > MAX_TOPOLOGY_FILE:
+        raise SnumapError(f"topology file {path}: larger than {MAX_TOPOLOGY_FILE >> 20} MiB; "
+                          "not a topology")
+    return body
+
+
+def screen_xml(path: Path, body: bytes) -> None:
+    """Refuse what no hwloc export holds and what reaches libxml2's dangerous paths: a DTD
+    subset inside the file or entity declarations (the system's hwloc/libxml2 crash on an
+    internal DTD subset, and entities expand without bound). hwloc's own DOCTYPE, an external
+    ``hwloc2.dtd``, is fine."""
+    if b"<!ENTITY" in body:
+        raise SnumapError(f"topology file {path}: declares XML entities; an hwloc export "
+                          "never does (refused before parsing)")
+    for m in _XML_DOCTYPE.finditer(body):
+        if not _XML_HWLOC_DOCTYPE.match(body, m.start()):
+            raise SnumapError(f"topology file {path}: has a DOCTYPE other than hwloc's "
+                              "(an internal DTD subset?); refused before parsing")
+
+
+# Entries of an --fsroot tree looked at before hwloc reads it (a gathered tree has ~3,000).
+MAX_FSROOT_ENTRIES = 200_000
+
+
+def screen_fsroot(root: Path) -> None:
+    """Refuse a tree holding a FIFO, a device or a socket under sys/ or proc/: hwloc (C, no
+    timeout) would block on a FIFO for ever and read /dev/zero to the end of memory. A
+    gathered tree holds files, directories and links only. At most MAX_FSROOT_ENTRIES are
+    looked at, without following links."""
+    seen = 0
+    stack = [(root / "sys", 64), (root / "proc", 2)]
+    while stack and seen < MAX_FSROOT_ENTRIES:
+        d, depth = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                seen += 1
+                try:
+                    mode = e.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if stat.S_ISDIR(mode):
+                    if depth > 0:
+                        stack.append((Path(e.path), depth - 1))
+                elif not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    rel = os.path.relpath(e.path, root)
+                    raise SnumapError(f"fsroot {root}: {rel} is not a file (a FIFO or a "
+                                      "device); a gathered tree holds only files")
 
 
 def _check_fsroot(root: Path) -> None:
@@ -139,6 +236,7 @@ def _check_fsroot(root: Path) -> None:
         raise SnumapError(f"fsroot {root}: no sys/devices/system/cpu inside; it is not a "
                           "gathered /sys + /proc tree (hwloc-gather-topology output)")
     check_links_inside(root)
+    screen_fsroot(root)
 
 
 def check_links_inside(root: Path) -> None:
@@ -260,12 +358,14 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
     if xml is not None:
         path = Path(xml)
         _check_readable_file(path, "topology file")
-        head = _read_head(path)
+        body = read_topology_file(path)
+        head = body[:4096]
         if head.lstrip().startswith(b"{"):
             try:
-                return Topology.from_json(path.read_text())
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SnumapError(f"topology file {path}: not a snumap topology ({exc})") from None
+                return Topology.from_json(body)
+            except ValueError as exc:
+                raise SnumapError(f"topology file {path}: not a snumap topology "
+                                  f"({str(exc)[:200]})") from None
         text = head.decode("utf-8", "replace")
         root_name = xml_root_element(text)
         if not text.strip():
@@ -278,7 +378,24 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
             raise SnumapError(
                 f"topology file {path}: hwloc XML format {major}.x, but snumap reads hwloc 2.x "
                 "XML; export it with hwloc 2.x (lstopo --of xml)")
+        screen_xml(path, body)
 
+    if xml is None and fsroot is None:
+        return _load_with_hwloc(None, synthetic, None, io)
+    # A file or a tree others wrote: hwloc reads it in a child (topology/isolate.py), so a
+    # crash or a hang in C costs one line, not the process.
+    what = f"topology file {xml}" if xml is not None else f"fsroot {fsroot}"
+    text = isolate.in_child(lambda: _load_with_hwloc(xml, None, fsroot, io).to_json(), what)
+    try:
+        return Topology.from_json(text)
+    except ValueError as exc:
+        raise SnumapError(f"{what}: hwloc read a topology snumap cannot use "
+                          f"({str(exc)[:200]})") from None
+
+
+def _load_with_hwloc(xml: str | Path | None, synthetic: str | None,
+                     fsroot: str | Path | None, io: bool) -> Topology:
+    """load_topology's work once its arguments are checked (in this process or a child)."""
     from snumap_tui.native import hwloc as hw  # lazily: only loading needs the library
 
     with hw.HwlocTopology(io=io) as topo:
@@ -322,6 +439,7 @@ def load_topology(xml: str | Path | None = None, synthetic: str | None = None,
                             "hwloc_topology_load failed")
         io_roots: list[tuple[int, Any]] = []
         raw, parents, kids = walk_hwloc(hw, topo.root(), io_roots)
+        _check_pus(raw, source)
         extra = _extras(hw, topo, raw[0], source, kind)
         extra["io"] = walk_io(hw, io_roots, raw)
     return Topology.from_flat(raw, parents, kids, extra)

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from snumap_tui.topology import jsonlimits, validate
 from snumap_tui.topology.io import IoObject, io_from_dicts, io_to_dicts
 
 FORMAT_VERSION = 1
@@ -307,25 +308,21 @@ class Topology:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Topology:
-        if data.get("format") != "snumap-topology":
-            raise ValueError("not a snumap topology (missing format marker)")
-        if int(data.get("version", 0)) > FORMAT_VERSION:
-            raise ValueError(f"topology format version {data.get('version')} is newer than "
+        """The model of a snumap JSON topology; ValueError (one line) when it is not one or
+        breaks its checks (topology/validate.py): the JSON comes from files others wrote."""
+        if not isinstance(data, Mapping) or data.get("format") != "snumap-topology":
+            raise validate.TopologyError("not a snumap topology (missing format marker)")
+        version = data.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise validate.TopologyError(f"topology format version {str(version)[:20]!r} is "
+                                         "not a number")
+        if version > FORMAT_VERSION:
+            raise ValueError(f"topology format version {version} is newer than "
                              f"this snumap understands ({FORMAT_VERSION})")
-        raw: list[dict[str, Any]] = []
-        parents: list[int | None] = []
-        kids: list[list[int]] = []
-
-        def visit(d: Mapping[str, Any], parent: int | None) -> int:
-            my_id = len(raw)
-            raw.append(dict(d))
-            parents.append(parent)
-            kids.append([])
-            for c in d.get("children", ()):
-                kids[my_id].append(visit(c, my_id))
-            return my_id
-
-        visit(data["root"], None)
+        raw, parents, kids = validate.flatten(data)
+        validate.check_extras(data)
+        if any(d["attach"] >= len(raw) for d in data.get("io", [])):
+            raise ValueError("an I/O object attaches outside the tree")
         return cls.from_flat(raw, parents, kids, data)
 
     @classmethod
@@ -365,5 +362,5 @@ class Topology:
                    meta=dict(extra.get("meta", {})), io=io_from_dicts(extra.get("io", ())))
 
     @classmethod
-    def from_json(cls, text: str) -> Topology:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str | bytes) -> Topology:
+        return cls.from_dict(jsonlimits.loads(text))

@@ -36,6 +36,9 @@ import numpy as np
 OUTSIDE = -2     # pid/pid2 of a SWITCH: the task is not in the traced tree (see above)
 
 SWITCH, WAKEUP, WAKEUP_NEW, MIGRATE, FORK, EXEC, EXIT, RUN = 1, 2, 3, 4, 5, 6, 7, 8
+# Task ids below this index dense tables (Linux's pid_max is at most 2^22); readers key larger
+# ones (a merged job's qualified ids, a crafted file's 2^31-1) sparsely.
+DENSE_TID_MAX = 1 << 23
 KIND_NAMES = {SWITCH: "switch", WAKEUP: "wakeup", WAKEUP_NEW: "wakeup_new", MIGRATE: "migrate",
               FORK: "fork", EXEC: "exec", EXIT: "exit", RUN: "run"}
 

@@ -34,6 +34,8 @@ MAX_LINE = 1024
 MAX_NAME = 200
 MAX_PER_S = 100_000
 MAX_OPEN = 10_000
+MAX_NAMES = 10_000     # distinct marker names kept; lines naming others are counted, not kept
+MAX_TID = (1 << 22)    # Linux's largest pid_max: a larger @TID is no thread
 _VERBS = {"begin": BEGIN, "end": END, "mark": MARK}
 _TID = re.compile(r"\s+@(\d{1,10})$")
 
@@ -53,6 +55,8 @@ def parse_marker_line(line: str) -> tuple[int, str, int | None]:
     m = _TID.search(rest)
     if m:
         tid = int(m.group(1))
+        if tid > MAX_TID:
+            raise BadMarker(f"@{tid} is no thread id (at most {MAX_TID})")
         rest = rest[:m.start()]
     name = " ".join(rest.split())
     if not name:
@@ -69,6 +73,7 @@ class MarkerStats:
     bad_examples: list[str] = field(default_factory=list)
     unmatched_end: int = 0
     dropped: int = 0
+    names_dropped: int = 0
 
     def problems(self) -> list[str]:
         out = []
@@ -80,6 +85,9 @@ class MarkerStats:
         if self.dropped:
             out.append(f"{self.dropped} marker line(s) dropped: more than {MAX_PER_S} a second "
                        "(a writer flooding the marker path)")
+        if self.names_dropped:
+            out.append(f"{self.names_dropped} marker line(s) dropped: they named more than "
+                       f"{MAX_NAMES} distinct markers")
         return out
 
 
@@ -101,6 +109,8 @@ class MarkerFifo:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._tail = b""
+        self._skipping = False         # inside a line refused as too long
+        self._marker_names: set[str] = set()
         self._second = (0, 0)          # (second, lines kept in it)
         self._thread = threading.Thread(target=self._run, name="snumap-markers", daemon=True)
         self._thread.start()
@@ -123,9 +133,17 @@ class MarkerFifo:
         buf = self._tail + data
         lines = buf.split(b"\n")
         self._tail = lines.pop()
+        if self._skipping:
+            # The rest of a line refused as too long, up to its newline: not a marker.
+            if lines:
+                lines.pop(0)
+                self._skipping = False
+            else:
+                self._tail = b""
         if len(self._tail) > MAX_LINE:
-            lines.append(self._tail)
+            lines.append(self._tail)       # refused as too long; its tail is skipped
             self._tail = b""
+            self._skipping = True
         with self._lock:
             for raw in lines:
                 self._line(raw, now)
@@ -152,6 +170,13 @@ class MarkerFifo:
             if len(st.bad_examples) < 3:
                 st.bad_examples.append(text[:40])
             return
+        if name not in self._marker_names:
+            # The recorder's name table (and every chunk's) holds each distinct name: bounded,
+            # the rest counted (a flood of fresh names grew the recorder 540 MB in 10 s).
+            if len(self._marker_names) >= MAX_NAMES:
+                st.names_dropped += 1
+                return
+            self._marker_names.add(name)
         t = tid if tid is not None else 0
         key = (t, name)
         if op == BEGIN:
