@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands import record_regions
+from snumap_tui.commands import record_counters, record_regions
 from snumap_tui.commands.options import option_value, parse_duration, parse_size
 from snumap_tui.commands.record_job import JobWatch, add_job_argument
 from snumap_tui.commands.record_output import OutputFile
@@ -63,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_job_argument(parser)
     record_regions.add_arguments(parser)
+    record_counters.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
 
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         if args.duration else None
     buffer_bytes = option_value("--buffer-size", args.buffer_size, parse_size) \
         if getattr(args, "buffer_size", None) else None
+    args.counter_specs = record_counters.specs_from_args(args)
     job = JobWatch.from_args(args)      # --job: expands %j/%N in args.output
     args.job_watch = job
     out = Path(args.output)
@@ -204,7 +206,10 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     job = getattr(args, "job_watch", None)
     if job is not None and not args.system_wide:
         pids = job.roots()
-    tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
+    specs = getattr(args, "counter_specs", [])
+    tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes,
+                                  counters=specs)
+    counters = record_counters.started(tracer, specs, say)
     note = better_backends_note(tracer.name, args.backend)
     if note:
         say(note)
@@ -226,7 +231,10 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     if job is not None:
         header.update(job.header(), system_wide=bool(args.system_wide))
     header["regions"] = regions.header()
+    if counters is not None:
+        header["counters"] = counters
     writer = Writer(started.path, header, force=True)   # the file OutputFile created
+    writer.counter_events = [e["name"] for e in (counters or {}).get("events", [])]
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
         job.start(writer)

@@ -26,6 +26,12 @@ from snumap_tui.store import chunks as C
 from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
 from snumap_tui.store.nodes import NodeTable
+from snumap_tui.store.counters import (
+    K_THREAD_COUNTERS,
+    ThreadCounters,
+    decode_counters,
+    merge_counters,
+)
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology
@@ -342,6 +348,21 @@ class Recording:
             except (ValueError, TypeError, KeyError) as e:
                 self._note(f"undecodable regions chunk at byte {h.offset} skipped ({e})")
         return merge_chunks(parts)
+
+    def thread_counters(self) -> ThreadCounters:
+        """Every run interval with its counter deltas (store/counters.py), sorted by end; a
+        chunk that fails its schema is skipped and noted in ``damaged``."""
+        parts = []
+        for h in self._chunks:
+            if h.kind != K_THREAD_COUNTERS:
+                continue
+            v = self._payload(h)
+            if v is not None:
+                parts.append(decode_counters(v))
+        table, notes = merge_counters(parts)
+        for n in notes:
+            self._note(n)
+        return table
 
     # ---- samples -----------------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ class Tracer(ABC):
     name: str = "?"
     approximate: bool = False      # True for /proc polling
     buffer_bytes: int | None = None
+    # Events to count per run interval (perf_spec.EventSpec, set before ``start``), and
+    # whether this backend can (trace/counters.py); after start, the ones it counts.
+    counts_intervals: bool = False
+    counter_specs: list[Any] = []
+    counter_dropped: list[str] = []
 
     @classmethod
     @abstractmethod

@@ -1,0 +1,54 @@
+"""`record --events LIST`: counters per run interval (trace/counters.py, docs/attribution.md).
+
+The names are parsed before anything starts (a malformed or unknown one is one line, exit 2);
+the tracer opens them on every CPU and reads them at each switch. An event this machine
+cannot count ("LLC-load-misses not supported here: no hardware PMU (virtual machine)") is one
+line at start-up and left out; the recording goes on with the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+HELP = ("count these events per run interval of every traced thread, read at each context "
+        "switch (libbpf backend): perf(1) names, comma-separated: task-clock, page-faults, "
+        "cycles, instructions, LLC-load-misses, a sysfs PMU event, rNNNN, PMU/event=0x..,"
+        "umask=0x../ (at most 8)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--events", default=None, metavar="LIST", help=HELP)
+
+
+def specs_from_args(args: argparse.Namespace, root: Path = Path("/")) -> list[Any]:
+    """The EventSpecs ``--events`` names ([] without it); SnumapError for a bad name."""
+    from snumap_tui.trace.counters import parse_events, split_events
+
+    text = getattr(args, "events", None)
+    if text is None:
+        return []
+    return parse_events(split_events(text), root)
+
+
+def started(tracer: Any, specs: list[Any], say: Any) -> dict[str, Any] | None:
+    """After the tracer started: one line per event left out and what the recording counts;
+    the header's ``counters`` entry (None when nothing was asked)."""
+    from snumap_tui.trace.counters import describe_events
+
+    if not specs:
+        return None
+    if not getattr(tracer, "counts_intervals", False):
+        why = (f"--events: the {tracer.name} backend cannot read counters at each switch "
+               "(the libbpf backend does): no counters per run interval in this recording")
+        say(why)
+        return {"events": [], "source": None, "dropped": [why]}
+    for line in tracer.counter_dropped:
+        say(line)
+    counted = list(tracer.counter_specs)
+    if not counted:
+        say("--events: none of the events can be counted here; recording without counters")
+    return {"events": describe_events(counted), "source": "libbpf sched_switch (exact per "
+            "run interval)", "dropped": list(tracer.counter_dropped)}
