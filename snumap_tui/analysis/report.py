@@ -20,6 +20,8 @@ from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
+from snumap_tui.analysis.attribution import counter_section
+from snumap_tui.analysis.attribution_text import format_counters
 from snumap_tui.analysis.regions import (
     format_regions,
     region_findings,
@@ -200,6 +202,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    report["counters"] = counter_section(rec, comm)
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])
@@ -273,6 +276,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
     if r.get("regions") or (r.get("regions_info") or {}).get("problems"):
         lines += format_regions(r, top)
+    lines += format_counters(r.get("counters"), top)
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):
