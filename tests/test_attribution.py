@@ -1,0 +1,158 @@
+"""Counters per run interval attributed to threads, processes, regions and phases
+(analysis/attribution.py), the thread counters chunk (store/counters.py) and ``--events``
+parsing -- on constructed intervals whose every share is known."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui.analysis.attribution import attribute
+from snumap_tui.errors import SnumapError
+from snumap_tui.store import Writer
+from snumap_tui.store import open as open_recording
+from snumap_tui.store.counters import ThreadCounters
+from snumap_tui.store.kinds import K_THREAD_COUNTERS, SchemaError, validate
+from snumap_tui.store.regions import Regions
+from snumap_tui.trace.bpf_layout import bpf_dir, defines, struct_dtype
+from snumap_tui.trace.counters import (
+    HEAD_FIELDS,
+    MAX_COUNTERS,
+    counter_dtype,
+    parse_events,
+    split_events,
+)
+from snumap_tui.trace.events import EventBatch
+from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionName
+
+EVENTS = ["task-clock", "page-faults", "instructions", "cycles"]
+
+
+def _rows(spec: list[tuple[int, int, int, int, int, list[int]]],
+          running: dict[int, list[int]] | None = None) -> np.ndarray:
+    """(tid, pid, cpu, start, end, values) -> counter rows; enabled = the interval."""
+    rows = np.zeros(len(spec), counter_dtype(len(EVENTS)))
+    for i, (tid, pid, cpu, a, b, vals) in enumerate(spec):
+        rows[i]["tid"], rows[i]["pid"], rows[i]["cpu"] = tid, pid, cpu
+        rows[i]["t_start"], rows[i]["t_end"] = a, b
+        rows[i]["value"] = vals
+        rows[i]["enabled"] = [b - a] * len(EVENTS)
+        rows[i]["running"] = (running or {}).get(i, [b - a] * len(EVENTS))
+        rows[i]["n"] = len(EVENTS)
+    return rows
+
+
+ROWS = [
+    # tid 11 runs [0,100) on PU 0 then [200,300) on PU 1 (a migration); tid 12 [100,200) on 0
+    (11, 10, 0, 0, 100, [100, 10, 400, 200]),
+    (12, 10, 0, 100, 200, [100, 50, 100, 100]),
+    (11, 10, 1, 200, 300, [100, 0, 200, 100]),
+    (-2, -2, 1, 0, 200, [200, 7, 0, 0]),          # untraced tasks on PU 1
+]
+
+
+def _regions() -> Regions:
+    names = [RegionName("loop", "omp", "body"), RegionName("init", "marker", "marker")]
+    recs = [(50, 11, 10, BEGIN, 0), (100, 11, 10, END, 0),       # half of 11's first interval
+            (0, 11, 10, BEGIN, 1), (150, 11, 10, END, 1)]        # phase: [0,150) everywhere
+    rows = np.array(recs, dtype=REGION_DTYPE)
+    return Regions(rows=rows, names=names)
+
+
+def test_threads_processes_regions_phases() -> None:
+    c = attribute(ThreadCounters(EVENTS, _rows(ROWS)), _regions(), {11: "a", 12: "b", 10: "p"})
+    th = {r["tid"]: r for r in c["threads"]}
+    assert th[11]["events"]["page-faults"] == 10 and th[12]["events"]["page-faults"] == 50
+    assert th[11]["on_cpu_s"] == pytest.approx(200e-9) and th[11]["migrations"] == 1
+    assert th[11]["ipc"] == pytest.approx(600 / 300) and th[12]["ipc"] == pytest.approx(1.0)
+    assert th[11]["ghz"] == pytest.approx(300 / 200)
+    assert th[11]["mpki"] is None and "LLC-load-misses" in th[11]["na"]["mpki"]
+    (proc,) = c["processes"]
+    assert proc["pid"] == 10 and proc["events"]["page-faults"] == 60
+    assert proc["migrations"] == 1 and proc["comm"] == "p"
+    (loop,) = c["regions"]                  # half of tid 11's [0,100) interval
+    assert loop["events"]["page-faults"] == pytest.approx(5)
+    assert loop["events"]["instructions"] == pytest.approx(200)
+    assert loop["on_cpu_s"] == pytest.approx(50e-9) and loop["threads"] == 1
+    (phase,) = c["phases"]                  # all of [0,100) on PU 0, half of [100,200)
+    assert phase["events"]["page-faults"] == pytest.approx(10 + 25)
+    assert phase["threads"] == 2
+    cpus = {r["cpu"]: r for r in c["cpus"]}
+    assert cpus[1]["other"]["page-faults"] == 7 and cpus[1]["total"]["page-faults"] == 7
+    assert cpus[0]["traced"]["page-faults"] == 60
+
+
+def test_multiplexed_event_is_scaled_and_flagged() -> None:
+    # cycles ran half of its enabled time in the first interval: counted 200 -> 400
+    c = attribute(ThreadCounters(EVENTS, _rows(ROWS[:1], {0: [100, 100, 100, 50]})))
+    assert c["threads"][0]["events"]["cycles"] == pytest.approx(400)
+    assert c["multiplexed"] == ["cycles"] and c["unmeasured"] == []
+    c = attribute(ThreadCounters(EVENTS, _rows(ROWS[:1], {0: [100, 100, 100, 0]})))
+    assert c["unmeasured"] == ["cycles"]
+
+
+def test_chunk_round_trip_and_schema(tmp_path: Path) -> None:
+    path = tmp_path / "c.rec"
+    w = Writer(path, {"interval_ns": 1}, autoflush=False)
+    w.counter_events = EVENTS
+    rows = _rows(ROWS, {1: [100, 100, 60, 40]})
+    w.add_events(EventBatch(counters=rows[::-1].copy()))
+    w.close()
+    with open_recording(path) as rec:
+        tc = rec.thread_counters()
+        assert not rec.damaged
+    assert tc.events == EVENTS
+    got = tc.rows[np.lexsort((tc.rows["tid"], tc.rows["t_end"]))]
+    want = rows[np.lexsort((rows["tid"], rows["t_end"]))]
+    for f in ("t_start", "t_end", "tid", "pid", "cpu", "value", "enabled", "running"):
+        assert np.array_equal(got[f], want[f]), f
+    # A payload whose counter columns do not match its events is refused by the schema.
+    from snumap_tui.store.counters import encode_counters
+
+    value, _, _ = encode_counters(rows, EVENTS)
+    validate(K_THREAD_COUNTERS, dict(value), len(rows))
+    bad = dict(value, events=EVENTS[:2])
+    with pytest.raises(SchemaError):
+        validate(K_THREAD_COUNTERS, bad, len(rows))
+    bad = dict(value, unrun=value["enabled"] + 1)
+    with pytest.raises(SchemaError):
+        validate(K_THREAD_COUNTERS, bad, len(rows))
+
+
+def test_record_layout_matches_the_bpf_header() -> None:
+    text = (bpf_dir() / "sched_event.h").read_text()
+    consts = defines(text)
+    head = struct_dtype(text, "snumap_counter_head")
+    assert consts["SNUMAP_MAX_COUNTERS"] == MAX_COUNTERS
+    assert head.itemsize == consts["SNUMAP_COUNTER_HEAD_SIZE"]
+    assert [(n, head[n].str) for n in head.names] == [(n, np.dtype(t).str)
+                                                      for n, t in HEAD_FIELDS]
+    assert counter_dtype(3).itemsize == head.itemsize + 3 * 24
+
+
+def test_events_lists() -> None:
+    assert split_events("task-clock, cpu/event=0x3c,umask=0x1/,faults") == [
+        "task-clock", "cpu/event=0x3c,umask=0x1/", "faults"]
+    assert [s.name for s in parse_events(["task-clock", "faults:u"])] == ["task-clock",
+                                                                         "faults:u"]
+    for bad in (["nonsense-event"], ["software/bogus=1/"], ["faults"] * 2,
+                ["task-clock"] * (MAX_COUNTERS + 1)):
+        with pytest.raises(SnumapError):
+            parse_events(bad)
+    with pytest.raises(SnumapError):
+        split_events(" , ")
+
+
+@pytest.mark.parametrize("events", ["nonsense-event", "software/bogus=1/", "r12zz", ","])
+def test_bad_events_are_one_line_exit_2(tmp_path: Path, events: str) -> None:
+    out = tmp_path / "x.rec"
+    r = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "record", "-o", str(out),
+                        "--events", events, "--", "true"], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--events" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
