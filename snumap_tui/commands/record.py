@@ -300,6 +300,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
+    record_counters.finish(writer, tracer, t_stop_ns, say)
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid

@@ -52,3 +52,16 @@ def started(tracer: Any, specs: list[Any], say: Any) -> dict[str, Any] | None:
         say("--events: none of the events can be counted here; recording without counters")
     return {"events": describe_events(counted), "source": "libbpf sched_switch (exact per "
             "run interval)", "dropped": list(tracer.counter_dropped)}
+
+
+def finish(writer: Any, tracer: Any, t_ns: int, say: Any) -> None:
+    """After the tracer stopped: the interval records its rings could not take, as an info
+    chunk ("counter records lost": their intervals' counts are missing from the tables) and
+    a line when there were any."""
+    lost = int(getattr(tracer, "counter_lost_total", 0) or 0)
+    if not getattr(tracer, "counter_specs", None):
+        return
+    writer.add_info(t_ns, "counter records lost", {"columns": ["lost"], "rows": [[lost]]})
+    if lost:
+        say(f"{lost} run intervals' counter records were lost (the rings were full): their "
+            "counts are missing from the per-thread tables")
