@@ -156,3 +156,51 @@ def test_bad_events_are_one_line_exit_2(tmp_path: Path, events: str) -> None:
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "--events" in r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+def _synthetic(tmp_path: Path) -> Path:
+    from snumap_tui.analysis.synth import synthetic_topology, write_recording
+    from tests.test_analysis import SCENARIO, make_events
+
+    reg = _regions()
+    return write_recording(tmp_path / "t.rec", synthetic_topology(2, 1, 1, 1, host="h"),
+                           make_events(SCENARIO), regions=(reg.rows, reg.names),
+                           counters=(_rows(ROWS), EVENTS))
+
+
+def test_parquet_thread_counters_and_regions(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from snumap_tui.export.parquet import write_parquet
+
+    with open_recording(_synthetic(tmp_path)) as rec:
+        counts = write_parquet(tmp_path / "pq", rec)
+    assert counts["thread_counters"] == len(ROWS) and counts["regions"] == 2
+    t = pq.read_table(tmp_path / "pq" / "thread_counters.parquet").to_pylist()
+    first = min(t, key=lambda r: (r["end_ns"], r["tid"]))
+    assert (first["tid"], first["cpu"], first["start_ns"], first["end_ns"]) == (11, 0, 0, 100)
+    assert first["page-faults"] == 10 and first["cycles:running_ns"] == 100
+    r = pq.read_table(tmp_path / "pq" / "regions.parquet").to_pylist()
+    assert sorted((x["name"], x["tid"], x["start_ns"], x["end_ns"]) for x in r) == [
+        ("init", 11, 0, 150), ("loop", 11, 50, 100)]
+
+
+def test_perfetto_counter_tracks_per_thread_and_process(tmp_path: Path) -> None:
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from snumap_tui.export.perfetto import write_perfetto
+
+    out = tmp_path / "t.pftrace"
+    with open_recording(_synthetic(tmp_path)) as rec, out.open("wb") as f:
+        counts = write_perfetto(f, rec)
+    assert counts["thread_counter_tracks"] == len(EVENTS) * 3      # 2 threads, 1 process
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    names = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet
+             if p.HasField("track_descriptor")}
+    values: dict[str, list[tuple[int, float]]] = {}
+    for p in trace.packet:
+        te = p.track_event if p.HasField("track_event") else None
+        if te is not None and te.track_uuid in names and te.type == pb.TrackEvent.TYPE_COUNTER:
+            values.setdefault(names[te.track_uuid], []).append((p.timestamp, te.double_counter_value))
+    assert values["page-faults (thread 11)"] == [(0, 0.0), (100, 10.0), (300, 10.0)]
+    assert values["page-faults (process 10)"] == [(0, 0.0), (100, 10.0), (200, 60.0),
+                                                  (300, 60.0)]

@@ -9,7 +9,9 @@ Tables (the schema is in docs/format.md, "Parquet export"):
   top` shows (``derive`` over consecutive samples; not-available values left out);
 - ``tasks.parquet``: every task name the tracer saw, with when (a comm changes at exec);
 - ``topology.parquet``: one row per topology object, with the package, NUMA node and core
-  each belongs to (a PU's row maps a ``cpu`` column to its place in the machine).
+  each belongs to (a PU's row maps a ``cpu`` column to its place in the machine);
+- ``thread_counters.parquet``, ``regions.parquet``: counters per run interval and region
+  instances (export/parquet_attr.py).
 
 Times are the recording's CLOCK_MONOTONIC nanoseconds, as in every export. Events and samples
 are written a store chunk / a batch of frames at a time (one row group each), so memory stays
@@ -28,6 +30,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import load
 from snumap_tui.errors import SnumapError
 from snumap_tui.export.counters import frames
+from snumap_tui.export.parquet_attr import write_regions, write_thread_counters
 from snumap_tui.export.tables import UNTRACED_COMM
 from snumap_tui.store.columns import EVENT_FIELDS
 from snumap_tui.topology.model import Topology
@@ -211,7 +214,7 @@ def _write_tasks(pa: Any, pq: Any, path: Path, rec: Any) -> int:
 
 
 def write_parquet(out_dir: Path, rec: Any, *, force: bool = False) -> dict[str, int]:
-    """Write the five tables into ``out_dir`` (created; replaced with ``force``)."""
+    """Write the seven tables into ``out_dir`` (created; replaced with ``force``)."""
     pa, pq = _pa()
     if out_dir.exists():
         if not force:
@@ -224,7 +227,10 @@ def write_parquet(out_dir: Path, rec: Any, *, force: bool = False) -> dict[str, 
     counts = {"events": _write_events(pa, pq, out_dir / "events.parquet", rec),
               "intervals": _write_intervals(pa, pq, out_dir / "intervals.parquet", rec),
               "samples": _write_samples(pa, pq, out_dir / "samples.parquet", rec),
-              "tasks": _write_tasks(pa, pq, out_dir / "tasks.parquet", rec)}
+              "tasks": _write_tasks(pa, pq, out_dir / "tasks.parquet", rec),
+              "thread_counters": write_thread_counters(pa, pq, out_dir
+                                                       / "thread_counters.parquet", rec),
+              "regions": write_regions(pa, pq, out_dir / "regions.parquet", rec)}
     pq.write_table(topology_table(pa, rec.topology), out_dir / "topology.parquet",
                    compression="zstd")
     counts["topology objects"] = len(rec.topology)
