@@ -204,3 +204,18 @@ def test_perfetto_counter_tracks_per_thread_and_process(tmp_path: Path) -> None:
     assert values["page-faults (thread 11)"] == [(0, 0.0), (100, 10.0), (300, 10.0)]
     assert values["page-faults (process 10)"] == [(0, 0.0), (100, 10.0), (200, 60.0),
                                                   (300, 60.0)]
+
+
+def test_top_events_unsupported_is_one_line_and_bad_is_exit_2() -> None:
+    cmd = [sys.executable, "-m", "snumap_tui.cli", "top", "--batch", "--count", "1"]
+    r = subprocess.run([*cmd, "--events", "nonsense-event"], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = subprocess.run([*cmd, "--events", "task-clock,LLC-load-misses"], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    from snumap_tui.sources.perf import core_pmus
+
+    if not core_pmus(Path("/")):
+        assert "LLC-load-misses not supported here: no hardware PMU" in r.stderr
+    assert "task-clock" not in r.stderr

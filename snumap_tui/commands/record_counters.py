@@ -65,3 +65,38 @@ def finish(writer: Any, tracer: Any, t_ns: int, say: Any) -> None:
     if lost:
         say(f"{lost} run intervals' counter records were lost (the rings were full): their "
             "counts are missing from the per-thread tables")
+
+
+TOP_HELP = ("perf events to count too, as perf(1) names them, comma-separated (task-clock, "
+            "LLC-load-misses, a sysfs PMU event, rNNNN, PMU/event=0x../): per PU, and per "
+            "thread for the process the processes view selects")
+
+
+def events_for_top(args: argparse.Namespace, catalogue: Any, say: Any) -> list[str]:
+    """``top --events``: each event is tried on one PU first; one this machine cannot count
+    is one line (left out), a bad name is an error. The rest join the metrics file's events
+    (``catalogue.extra_counters``: the perf source per PU, the per-thread counters of the
+    selected process). Returns the names kept."""
+    from snumap_tui.sources.freq import online_cpus
+    from snumap_tui.trace.counters import CpuCounters
+
+    specs = specs_from_args(args)
+    if not specs:
+        return []
+    try:
+        cpus = online_cpus(Path("/"))[:1] or [0]
+    except (OSError, ValueError):
+        cpus = [0]
+    probe = CpuCounters(specs, cpus)
+    try:
+        probe.open()
+    except OSError as e:            # no permission: the perf source says so in its status
+        say(f"--events: cannot open counters here: {e}")
+        return []
+    finally:
+        probe.close()
+    for line in probe.dropped:
+        say(line)
+    names = probe.names
+    catalogue.extra_counters = frozenset(catalogue.extra_counters) | frozenset(names)
+    return names
