@@ -164,7 +164,7 @@ def run_snumap_extra(so: object, cmd: list[str], tmp: Path, repeat: int,
     time.sleep(1.0)
     work = so.median_work(cmd, repeat)  # type: ignore[attr-defined]
     rec.send_signal(signal.SIGINT)
-    cpu, rss, err = so.wait_rusage(rec, peak)  # type: ignore[attr-defined]
+    cpu, rss, _err = so.wait_rusage(rec, peak)  # type: ignore[attr-defined]
     with store.open(out) as r:
         res: dict[str, object] = {"work": work, "events": r.event_count,
                                   "lost": sum(r.lost.values()), "cpu_s": cpu, "rss_mb": rss}

@@ -61,8 +61,9 @@ def scaled(tc: ThreadCounters) -> Scaled:
     return Scaled(list(tc.events), r["tid"].astype(np.int64), r["pid"].astype(np.int64),
                   r["cpu"].astype(np.int64), r["t_start"].astype(np.int64),
                   r["t_end"].astype(np.int64), val * factor,
-                  (run < en).any(axis=0) if len(r) else np.zeros(n, bool),
-                  ((run == 0) & (en > 0)).any(axis=0) if len(r) else np.zeros(n, bool))
+                  np.asarray((run < en).any(axis=0)) if len(r) else np.zeros(n, bool),
+                  np.asarray(((run == 0) & (en > 0)).any(axis=0)) if len(r)
+                  else np.zeros(n, bool))
 
 
 def _first(events: list[str], names: tuple[str, ...]) -> int | None:
@@ -169,8 +170,10 @@ def _span_sums(cum: _Cumulative, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     return (fb - fa).sum(axis=0), np.array((nb - na).sum())
 
 
-def _instances(reg: Regions) -> dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray,
-                                                     np.ndarray]]]:
+Inst = tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _instances(reg: Regions) -> dict[str, Inst]:
     """Per region name: (kind, tid, pid, start, end) of the instances that say where its
     threads were inside (a parallel region's bodies, else its calls or marker pairs, else
     its master's spans; as analysis/regions.py counts time inside)."""
@@ -178,7 +181,7 @@ def _instances(reg: Regions) -> dict[str, list[tuple[str, np.ndarray, np.ndarray
     by: dict[str, dict[str, list[int]]] = {}
     for rid, n in enumerate(reg.names):
         by.setdefault(n.name, {}).setdefault(n.role, []).append(rid)
-    out: dict[str, Any] = {}
+    out: dict[str, Inst] = {}
     for name, roles in by.items():
         pick = roles.get("body") or (roles.get("call", []) + roles.get("marker", [])) or \
             roles.get("span", [])
@@ -245,7 +248,8 @@ def _regions(s: Scaled, traced: np.ndarray, reg: Regions
     by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
     cum_tid = {t: _Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
     cum_cpu: dict[tuple[int, int], _Cumulative] = {}
-    regions, phases = [], []
+    regions: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = []
     for name, (kind, tid, pid, a, b) in _instances(reg).items():
         sums = np.zeros(len(s.events))
         ns = 0.0
@@ -279,8 +283,8 @@ def _regions(s: Scaled, traced: np.ndarray, reg: Regions
         row["instances"] = row.pop("intervals")
         row.pop("migrations", None)
         (phases if kind == "marker" else regions).append(row)
-    key = lambda r: -r["on_cpu_s"]  # noqa: E731
-    return sorted(regions, key=key), sorted(phases, key=key)
+    return (sorted(regions, key=lambda r: -r["on_cpu_s"]),
+            sorted(phases, key=lambda r: -r["on_cpu_s"]))
 
 
 def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:

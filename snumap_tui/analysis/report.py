@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.attribution import counter_section
+from snumap_tui.analysis.attribution_text import format_counters
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
-from snumap_tui.analysis.attribution import counter_section
-from snumap_tui.analysis.attribution_text import format_counters
 from snumap_tui.analysis.regions import (
     format_regions,
     region_findings,

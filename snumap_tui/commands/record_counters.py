@@ -12,7 +12,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
 HELP = ("count these events per run interval of every traced thread, read at each context "
         "switch (libbpf backend): perf(1) names, comma-separated: task-clock, page-faults, "
         "cycles, instructions, LLC-load-misses, a sysfs PMU event, rNNNN, PMU/event=0x..,"

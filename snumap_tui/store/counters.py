@@ -12,6 +12,7 @@ the kernel multiplexed the event: zstd makes that column almost free).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,10 +56,10 @@ def encode_counters(rows: np.ndarray, events: list[str]) -> tuple[dict[str, obje
     return value, t_min, int(end[-1]) if len(rows) else 0
 
 
-def decode_counters(value: dict[str, object]) -> ThreadCounters:
+def decode_counters(value: dict[str, Any]) -> ThreadCounters:
     """The rows of one chunk whose value passed its kind's schema."""
-    events = [str(e) for e in value["events"]]  # type: ignore[attr-defined]
-    n = int(value["n"])  # type: ignore[call-overload]
+    events = [str(e) for e in value["events"]]
+    n = int(value["n"])
     rows = np.zeros(n, counter_dtype(len(events)))
     dt = np.asarray(value["dt"], dtype=np.uint64)
     end = np.uint64(int(value["t0"])) + np.cumsum(dt, dtype=np.uint64)

@@ -368,10 +368,10 @@ K_THREAD_COUNTERS = register(17, "thread counters", Fields(
               "enabled": Array("u", ndim=2, hi=MAX_TIME, length="n"),
               "unrun": Array("u", ndim=2, hi=MAX_TIME, length="n")},
     rules=((lambda d: all(d[k].shape[1] == len(d["events"]) for k in
-                          ("value", "enabled", "unrun")), "counter columns do not match the "
-                                                          "events"),
-           (lambda d: bool(np.all(d["unrun"] <= d["enabled"])), "not-running time above the "
-                                                                 "enabled time"),
+                          ("value", "enabled", "unrun")),
+            "counter columns do not match the events"),
+           (lambda d: bool(np.all(d["unrun"] <= d["enabled"])),
+            "not-running time above the enabled time"),
            (_counter_times_fit, "interval times run past 2^63 ns or start before 0"))),
     min_item_bytes=12, doc="counter deltas per run interval of a thread (store/counters.py)")
 

@@ -25,13 +25,13 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
-from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.counters import (
     K_THREAD_COUNTERS,
     ThreadCounters,
     decode_counters,
     merge_counters,
 )
+from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
 from snumap_tui.store.writer import MERGED_VERSION
 from snumap_tui.topology.model import Topology

@@ -18,7 +18,7 @@ buffers (quick, so a dedicated thread can empty them often), ``decode()`` does t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from snumap_tui.sources.base import SourceStatus
@@ -32,8 +32,8 @@ class Tracer(ABC):
     # Events to count per run interval (perf_spec.EventSpec, set before ``start``), and
     # whether this backend can (trace/counters.py); after start, the ones it counts.
     counts_intervals: bool = False
-    counter_specs: list[Any] = []
-    counter_dropped: list[str] = []
+    counter_specs: Sequence[Any] = ()
+    counter_dropped: Sequence[str] = ()
 
     @classmethod
     @abstractmethod

@@ -113,7 +113,7 @@ class CpuCounters:
 
     def open(self) -> None:
         raise_fd_limit(len(self.specs) * len(self.cpus))
-        kept = []
+        kept: list[perf_spec.EventSpec] = []
         try:
             for spec in self.specs:
                 fds: dict[int, int] = {}
