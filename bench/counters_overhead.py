@@ -148,6 +148,57 @@ def storm_rows(switch_s: int, repeat: int, tmp: Path) -> list[list[str]]:
     return rows
 
 
+def _fdinfo(fd: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines():
+        k, _, v = line.partition(":")
+        if v.strip().isdigit():
+            out[k.strip()] = int(v.strip())
+    return out
+
+
+def switch_program_ns(events: str | None, seconds: int) -> tuple[float, int]:
+    """(ns per call, calls) of the libbpf tracer's sched_switch program, system-wide, under
+    `stress-ng --switch 2`, counters off or on, from the kernel's own BPF statistics
+    (kernel.bpf_stats_enabled, the program's run_time_ns / run_cnt in its fdinfo): the
+    in-kernel price of a switch, whatever else runs on the machine."""
+    import threading
+
+    from snumap_tui.trace.counters import parse_events, split_events
+    from snumap_tui.trace.libbpf import SWITCH_PROGRAMS, LibbpfTracer
+
+    stats = Path("/proc/sys/kernel/bpf_stats_enabled")
+    old = stats.read_text().strip()
+    t = LibbpfTracer()
+    t.counter_specs = parse_events(split_events(events)) if events else []
+    t.start(None)
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.wait(0.01):
+            t.drain()
+
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+    try:
+        obj = t._obj
+        assert obj is not None
+        progs = [p for p in obj.programs() if p.name in SWITCH_PROGRAMS and p.fd >= 0]
+        stats.write_text("1")
+        before = _fdinfo(progs[0].fd)
+        subprocess.run(["stress-ng", "--switch", "2", "-t", f"{seconds}s", "-q"], check=False,
+                       capture_output=True)
+        after = _fdinfo(progs[0].fd)
+    finally:
+        stats.write_text(old)
+        stop.set()
+        th.join()
+        t.stop()
+    calls = after.get("run_cnt", 0) - before.get("run_cnt", 0)
+    ns = after.get("run_time_ns", 0) - before.get("run_time_ns", 0)
+    return ns / max(calls, 1), calls
+
+
 def run_snumap_extra(so: object, cmd: list[str], tmp: Path, repeat: int,
                      extra: list[str]) -> dict[str, object]:
     """bench/sched_overhead.py's run_snumap (libbpf, system-wide) with EXTRA arguments."""
@@ -190,6 +241,7 @@ def main() -> int:
         tmp = Path(d)
         rows, sizes = stencil_rows(args.size, args.iters, args.repeat, tmp)
         storm = [] if args.no_storm else storm_rows(args.switch_s, 1, tmp)
+    prog = [switch_program_ns(ev, args.switch_s) for ev in (None, EVENTS, None, EVENTS)]
     body = table(["configuration", "compute s (median)", "vs untraced", "runs"], rows)
     body += (f"\nThe program: a {args.size}x{args.size} Jacobi stencil, {args.iters} sweeps, "
              f"2 OpenMP threads, timing its own loop; {args.repeat} rounds of every "
@@ -205,6 +257,11 @@ def main() -> int:
         body += table(["recording", "events", "lost", "lost %", "run intervals",
                        "interval records lost", "pipe µs/op", "stress-ng switch ops/s",
                        "recorder CPU s", "recorder peak RSS MB"], storm)
+    body += ("\nThe sched_switch program's own cost (the kernel's BPF statistics, run_time_ns / "
+             "run_cnt, system-wide under `stress-ng --switch 2`; off, on, off, on):\n\n")
+    body += table(["counters", "ns per switch", "switches"],
+                  [["off" if i % 2 == 0 else f"--events {EVENTS}", f"{ns:.0f}", str(n)]
+                   for i, (ns, n) in enumerate(prog)])
     print(body)
     write_section("counters_overhead", "Counters per run interval: overhead and size", body)
     return 0

@@ -86,6 +86,9 @@ def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[i
     n = len(counters.specs) if counters is not None else 0
     obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
     obj.set_global("snumap_ncounters", struct.pack("<I", n))
+    timed = sum(1 << i for i, sp in enumerate(counters.specs) if sp.needs_pmu) \
+        if counters is not None else 0
+    obj.set_global("snumap_counter_times", struct.pack("<I", timed))
     obj.program(unused_switch_program(platform.release())).set_autoload(False)
     obj.map("rings").set_max_entries(ncpu)
     obj.map("crings").set_max_entries(ncpu)
