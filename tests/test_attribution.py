@@ -219,3 +219,48 @@ def test_top_events_unsupported_is_one_line_and_bad_is_exit_2() -> None:
     if not core_pmus(Path("/")):
         assert "LLC-load-misses not supported here: no hardware PMU" in r.stderr
     assert "task-clock" not in r.stderr
+
+
+STAT = ("4242 (a b) c) R 1 4242 4242 0 -1 4194304 1500 0 7 0 250 30 0 0 20 0 2 0 100 "
+        "1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0")
+STATUS = "Name:\ta\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n"
+
+
+def test_proc_counters_parse_and_rows() -> None:
+    from snumap_tui.trace.proc_counters import (
+        PROC_EVENTS,
+        interval_rows,
+        parse_stat_counters,
+        parse_status_switches,
+    )
+
+    # fields 10 (minflt) 1500, 12 (majflt) 7, 14 (utime) 250, 15 (stime) 30 ticks
+    assert parse_stat_counters(STAT, 10_000_000) == (2_500_000_000, 300_000_000, 1500, 7)
+    assert parse_status_switches(STATUS) == (12, 3)
+    prev = {5: (0, 0, 10, 0, 1, 1), 6: (1, 1, 1, 1, 1, 1)}
+    cur = {5: (100, 50, 30, 1, 4, 2), 6: (1, 1, 1, 1, 1, 1), 7: (9, 9, 9, 9, 9, 9)}
+    rows = interval_rows(prev, cur, {5: (4, 1), 6: (4, 0), 7: (4, 0)}, 1000, 3000)
+    assert rows["tid"].tolist() == [5]          # 6 did not move, 7 has no previous poll
+    assert rows["value"][0].tolist() == [100, 50, 20, 1, 3, 1]
+    assert (rows["cpu"][0], rows["pid"][0], rows["n"][0]) == (1, 4, len(PROC_EVENTS))
+    c = attribute(ThreadCounters(PROC_EVENTS, rows))
+    (t,) = c["threads"]
+    assert t["faults"] == 21 and t["on_cpu_s"] == pytest.approx(150e-9)
+
+
+def test_proc_backend_records_proc_counters(tmp_path: Path) -> None:
+    out = tmp_path / "p.rec"
+    prog = ("import time\nx = bytearray(32 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
+            "time.sleep(0.5)\n")
+    r = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "record", "-o", str(out),
+                        "--backend", "proc", "--events", "task-clock", "--regions", "none",
+                        "--", sys.executable, "-c", prog], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "task-clock not counted by the proc backend" in r.stderr
+    with open_recording(out) as rec:
+        tc = rec.thread_counters()
+        assert rec.header["counters"]["source"].startswith("/proc polling")
+    assert tc.events[:2] == ["proc:utime-ns", "proc:stime-ns"]
+    faults = tc.rows["value"][:, 2].sum()
+    assert faults >= 8192 * 0.9             # 32 MiB touched, seen before the sleep ends

@@ -87,6 +87,10 @@ def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
 
     cyc, ins = get(CYCLES), get(INSTRUCTIONS)
     miss, refs, faults = get(LLC_MISSES), get(LLC_REFS), get(FAULTS)
+    minor, major = get(("minor-faults", "proc:minor-faults")), get(("major-faults",
+                                                                     "proc:major-faults"))
+    if faults is None and minor is not None:
+        faults = minor + (major or 0.0)
 
     def ratio(key: str, a: float | None, b: float | None, need: str, k: float = 1.0) -> None:
         if a is None or b is None:
@@ -131,6 +135,9 @@ def _group(keys: np.ndarray, s: Scaled, order_key: np.ndarray) -> dict[int, dict
 
 
 def _row(events: list[str], g: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    if "proc:utime-ns" in events:       # /proc polling: the rows are polls, not runs
+        g = dict(g, on_cpu_ns=int(g["sums"][events.index("proc:utime-ns")]
+                                  + g["sums"][events.index("proc:stime-ns")]))
     figs, why = derived(events, g["sums"], g["on_cpu_ns"], g.get("migrations"))
     row = {**extra, "intervals": g["intervals"], "on_cpu_s": g["on_cpu_ns"] / 1e9,
            "events": {e: float(v) for e, v in zip(events, g["sums"].tolist())}, **figs}

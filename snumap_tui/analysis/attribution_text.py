@@ -29,7 +29,7 @@ def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str]
     if not rows:
         return []
     shown = events[:MAX_EVENT_COLUMNS]
-    head = f"  {'':<26} {'on-CPU s':>9} " + " ".join(f"{e[:12]:>12}" for e in shown) + \
+    head = f"  {'':<26} {'on-CPU s':>9} " + " ".join(f"{e.removeprefix('proc:')[:12]:>12}" for e in shown) + \
         f" {'IPC':>5} {'GHz':>5} {'MPKI':>6} {'faults':>7} {'migr':>5}"
     lines = [title, head]
     for r in rows[:top]:

@@ -40,8 +40,9 @@ def started(tracer: Any, specs: list[Any], say: Any) -> dict[str, Any] | None:
     if not specs:
         return None
     if not getattr(tracer, "counts_intervals", False):
-        why = (f"--events: the {tracer.name} backend cannot read counters at each switch "
-               "(the libbpf backend does): no counters per run interval in this recording")
+        why = (f"--events: the {tracer.name} backend cannot read counters per run interval "
+               "(the libbpf backend does; /proc polling counts what /proc gives): no counters "
+               "in this recording")
         say(why)
         return {"events": [], "source": None, "dropped": [why]}
     for line in tracer.counter_dropped:
@@ -49,8 +50,8 @@ def started(tracer: Any, specs: list[Any], say: Any) -> dict[str, Any] | None:
     counted = list(tracer.counter_specs)
     if not counted:
         say("--events: none of the events can be counted here; recording without counters")
-    return {"events": describe_events(counted), "source": "libbpf sched_switch (exact per "
-            "run interval)", "dropped": list(tracer.counter_dropped)}
+    return {"events": describe_events(counted), "source": tracer.counter_source,
+            "dropped": list(tracer.counter_dropped)}
 
 
 def finish(writer: Any, tracer: Any, t_ns: int, say: Any) -> None:

@@ -34,6 +34,7 @@ class Tracer(ABC):
     counts_intervals: bool = False
     counter_specs: Sequence[Any] = ()
     counter_dropped: Sequence[str] = ()
+    counter_source = ""            # how (the recording header's counters.source)
 
     @classmethod
     @abstractmethod

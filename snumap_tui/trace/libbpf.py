@@ -116,6 +116,7 @@ class LibbpfTracer(BpfTracer):
     name = "libbpf"
     approximate = False
     counts_intervals = True
+    counter_source = "libbpf sched_switch: exact per run interval"
 
     def __init__(self, object_file: os.PathLike[str] | None = None) -> None:
         """``object_file``: another build of bpf/sched.bpf.c with the same maps and programs
