@@ -243,24 +243,37 @@ def test_proc_counters_parse_and_rows() -> None:
     assert rows["tid"].tolist() == [5]          # 6 did not move, 7 has no previous poll
     assert rows["value"][0].tolist() == [100, 50, 20, 1, 3, 1]
     assert (rows["cpu"][0], rows["pid"][0], rows["n"][0]) == (1, 4, len(PROC_EVENTS))
-    c = attribute(ThreadCounters(PROC_EVENTS, rows))
+    c = attribute(ThreadCounters(PROC_EVENTS, rows), runs=False)
     (t,) = c["threads"]
     assert t["faults"] == 21 and t["on_cpu_s"] == pytest.approx(150e-9)
 
 
-def test_proc_backend_records_proc_counters(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["proc", "perf"])
+def test_coarser_backends_record_counters_per_thread(tmp_path: Path, backend: str) -> None:
+    """perf: the events per thread, read at each poll; proc: what /proc gives. Both say how
+    coarse they are in the header; the faults of the traced program are there."""
+    from snumap_tui.trace.select import tracer_class
+
+    if not tracer_class(backend).status().available:
+        pytest.skip(f"the {backend} backend cannot run here")
     out = tmp_path / "p.rec"
     prog = ("import time\nx = bytearray(32 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
             "time.sleep(0.5)\n")
     r = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "record", "-o", str(out),
-                        "--backend", "proc", "--events", "task-clock", "--regions", "none",
-                        "--", sys.executable, "-c", prog], capture_output=True, text=True,
-                       timeout=120, check=False)
+                        "--backend", backend, "--events", "task-clock,page-faults",
+                        "--regions", "none", "--", sys.executable, "-c", prog],
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
-    assert "task-clock not counted by the proc backend" in r.stderr
     with open_recording(out) as rec:
         tc = rec.thread_counters()
-        assert rec.header["counters"]["source"].startswith("/proc polling")
-    assert tc.events[:2] == ["proc:utime-ns", "proc:stime-ns"]
-    faults = tc.rows["value"][:, 2].sum()
+        source = rec.header["counters"]["source"]
+    if backend == "proc":
+        assert "task-clock not counted by the proc backend" in r.stderr
+        assert source.startswith("/proc polling")
+        assert tc.events[:2] == ["proc:utime-ns", "proc:stime-ns"]
+        faults = tc.rows["value"][:, 2].sum()
+    else:
+        assert source.startswith("perf: per-thread counters")
+        assert tc.events == ["task-clock", "page-faults"]
+        faults = tc.rows["value"][:, 1].sum()
     assert faults >= 8192 * 0.9             # 32 MiB touched, seen before the sleep ends

@@ -134,10 +134,20 @@ def _group(keys: np.ndarray, s: Scaled, order_key: np.ndarray) -> dict[int, dict
     return out
 
 
-def _row(events: list[str], g: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    if "proc:utime-ns" in events:       # /proc polling: the rows are polls, not runs
-        g = dict(g, on_cpu_ns=int(g["sums"][events.index("proc:utime-ns")]
-                                  + g["sums"][events.index("proc:stime-ns")]))
+def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
+    """On-CPU ns when the rows are reads, not runs (perf, /proc backends): task-clock, or
+    /proc's utime + stime; None without either."""
+    if "proc:utime-ns" in events:
+        return int(sums[events.index("proc:utime-ns")] + sums[events.index("proc:stime-ns")])
+    i = _first(events, TASK_CLOCK)
+    return None if i is None else int(sums[i])
+
+
+def _row(events: list[str], g: dict[str, Any], runs: bool = True, **extra: Any
+         ) -> dict[str, Any]:
+    """One table row; RUNS: the rows were run intervals (their lengths are on-CPU time)."""
+    if not runs:
+        g = dict(g, on_cpu_ns=on_cpu_from_counts(events, g["sums"]) or 0)
     figs, why = derived(events, g["sums"], g["on_cpu_ns"], g.get("migrations"))
     row = {**extra, "intervals": g["intervals"], "on_cpu_s": g["on_cpu_ns"] / 1e9,
            "events": {e: float(v) for e, v in zip(events, g["sums"].tolist())}, **figs}
@@ -200,8 +210,10 @@ def _instances(reg: Regions) -> dict[str, Inst]:
 
 
 def attribute(tc: ThreadCounters, reg: Regions | None = None,
-              comm: dict[int, str] | None = None) -> dict[str, Any]:
-    """The report's ``counters`` section: per thread, process, region, phase and PU."""
+              comm: dict[int, str] | None = None, runs: bool = True) -> dict[str, Any]:
+    """The report's ``counters`` section: per thread, process, region, phase and PU. RUNS:
+    the rows are run intervals (libbpf); else reads between polls (perf, /proc), whose
+    on-CPU time is task-clock's or /proc's, and whose migrations are not known."""
     comm = comm or {}
     s = scaled(tc)
     ev = s.events
@@ -219,15 +231,18 @@ def attribute(tc: ThreadCounters, reg: Regions | None = None,
         "events": ev,
         "multiplexed": [e for e, m in zip(ev, s.multiplexed.tolist()) if m],
         "unmeasured": [e for e, m in zip(ev, s.unmeasured.tolist()) if m],
-        "threads": sorted((_row(ev, g, tid=t, pid=pid_of[t], comm=comm.get(t, "?"))
+        "threads": sorted((_row(ev, g, runs, tid=t, pid=pid_of[t], comm=comm.get(t, "?"))
                            for t, g in threads.items()), key=lambda r: -r["on_cpu_s"]),
-        "processes": sorted((_row(ev, g, pid=p, comm=comm.get(p, "?"))
+        "processes": sorted((_row(ev, g, runs, pid=p, comm=comm.get(p, "?"))
                              for p, g in procs.items()), key=lambda r: -r["on_cpu_s"]),
         "cpus": _per_cpu(s),
         "regions": [], "phases": [],
     }
     if reg is not None and len(reg.rows):
-        out["regions"], out["phases"] = _regions(s, traced, reg)
+        out["regions"], out["phases"] = _regions(s, traced, reg, runs)
+    if not runs:
+        for r in (*out["threads"], *out["processes"]):
+            r["migrations"] = None
     return out
 
 
@@ -249,7 +264,7 @@ def _per_cpu(s: Scaled) -> list[dict[str, Any]]:
     return rows
 
 
-def _regions(s: Scaled, traced: np.ndarray, reg: Regions
+def _regions(s: Scaled, traced: np.ndarray, reg: Regions, runs: bool = True
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ts = _sub(s, traced)
     by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
@@ -285,7 +300,7 @@ def _regions(s: Scaled, traced: np.ndarray, reg: Regions
                 ns += float(n)
                 threads.add(t)
         row = _row(s.events, {"intervals": len(a), "on_cpu_ns": int(ns), "sums": sums,
-                              "migrations": None},
+                              "migrations": None}, runs,
                    name=name, kind=kind, threads=len(threads))
         row["instances"] = row.pop("intervals")
         row.pop("migrations", None)
@@ -309,5 +324,7 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
         else:
             why = "no traced thread ran while counting"
         return {"available": False, "why": why, "dropped": dropped}
-    out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm)
-    return {"available": True, "source": info.get("source"), "dropped": dropped, **out}
+    source = str(info.get("source") or "")
+    out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
+                    runs=source.startswith("libbpf"))
+    return {"available": True, "source": source, "dropped": dropped, **out}
