@@ -163,7 +163,7 @@ def test_busy_and_faulting_threads_regions_and_phase(tmp_path: Path) -> None:
     assert busy["ipc"] is None and "cycles" in busy["na"]["ipc"]
     text = subprocess.run([*SNUMAP, "report", str(rec)], capture_output=True, text=True,
                           check=True).stdout
-    assert "Counters per run interval" in text and "per region" in text
+    assert "Counters per thread, region and phase" in text and "per region" in text
 
 
 def test_sum_over_threads_is_the_per_pu_total(tmp_path: Path) -> None:

@@ -58,8 +58,8 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_tables_and_run_time_per_thread_equal_the_reports(busy: tuple[Path, Path]) -> None:
     rec, out = busy
     assert sorted(p.name for p in out.iterdir()) == [
-        "events.parquet", "intervals.parquet", "samples.parquet", "tasks.parquet",
-        "topology.parquet"]
+        "events.parquet", "intervals.parquet", "regions.parquet", "samples.parquet",
+        "tasks.parquet", "thread_counters.parquet", "topology.parquet"]
     con = duckdb.connect()
     with open_recording(rec) as r:
         report = build_report(r)
