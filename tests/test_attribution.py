@@ -277,3 +277,18 @@ def test_coarser_backends_record_counters_per_thread(tmp_path: Path, backend: st
         assert tc.events == ["task-clock", "page-faults"]
         faults = tc.rows["value"][:, 1].sum()
     assert faults >= 8192 * 0.9             # 32 MiB touched, seen before the sleep ends
+
+
+def test_a_comm_that_is_not_utf8_does_not_stop_the_tree_scan(tmp_path: Path) -> None:
+    """Any user can name a process with bytes that are not UTF-8 (prctl PR_SET_NAME): the scan
+    of /proc that seeds the traced tree raised UnicodeDecodeError, and `snumap record -- CMD`
+    died with a traceback on a machine where one such process ran."""
+    from snumap_tui.trace.tasks import children_map, tree_of
+
+    for pid, ppid, comm in ((10, 1, b"init"), (11, 10, b"\xff\xfe odd) x"), (12, 11, b"k")):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "stat").write_bytes(b"%d (%s) S %d 0 0" % (pid, comm, ppid))
+    assert {k: sorted(v) for k, v in children_map(tmp_path).items()} == {
+        1: [10], 10: [11], 11: [12]}
+    assert sorted(tree_of([10], tmp_path)) == [10, 11, 12]

@@ -104,7 +104,7 @@ class ProcTracer(Tracer):
             for name in tids:
                 base = self.proc / str(pid) / "task" / name
                 try:
-                    text = (base / "stat").read_text()
+                    text = (base / "stat").read_text(errors="replace")
                     st = parse_stat(text)
                     sched = (base / "schedstat").read_text() if st else ""
                 except OSError:

@@ -48,7 +48,7 @@ def read_thread(base: Path, stat_text: str, tick_ns: int) -> tuple[int, ...] | N
     if st is None:
         return None
     try:
-        sw = parse_status_switches((base / "status").read_text())
+        sw = parse_status_switches((base / "status").read_text(errors="replace"))
     except OSError:
         sw = (0, 0)
     return (*st, *sw)

@@ -20,7 +20,7 @@ from snumap_tui.trace import events as ev
 def read_task(tid: int, proc: Path = Path("/proc")) -> tuple[int, int, str] | None:
     """(tgid, ppid, comm) of a live task, or None once it is gone."""
     try:
-        status = (proc / str(tid) / "status").read_text()
+        status = (proc / str(tid) / "status").read_text(errors="replace")
     except OSError:
         return None
     return parse_status(status)
@@ -55,7 +55,8 @@ def children_map(proc: Path = Path("/proc")) -> dict[int, list[int]]:
         if not p.name.isdigit():
             continue
         try:
-            stat = (p / "stat").read_text()
+            # errors: a comm is any bytes its owner chose, not UTF-8
+            stat = (p / "stat").read_text(errors="replace")
         except OSError:
             continue
         # proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
