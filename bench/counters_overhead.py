@@ -237,6 +237,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root", file=sys.stderr)
         return 2
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         rows, sizes = stencil_rows(args.size, args.iters, args.repeat, tmp)
@@ -262,6 +263,15 @@ def main() -> int:
     body += table(["counters", "ns per switch", "switches"],
                   [["off" if i % 2 == 0 else f"--events {EVENTS}", f"{ns:.0f}", str(n)]
                    for i, (ns, n) in enumerate(prog)])
+    load_after = Path("/proc/loadavg").read_text().split()[:3]
+    body += (f"\nLoad average (1, 5, 15 min) before: {' '.join(load_before)}; after: "
+             f"{' '.join(load_after)} (the machine is shared with other work). Targets (issue "
+             "25): record overhead <= 1 % at the default interval and <= 3 % at 1 ms; lost "
+             "events <= 1 % under the storm, counters on. Where the untraced runs themselves "
+             "spread by more than the target (see the runs column), a median difference says "
+             "little; the program's own ns per switch does not depend on the load: the "
+             "counters' cost on a program is about (its switches per second) x (the extra ns "
+             "per switch), e.g. 1,000 switches a second x 0.45 us = 0.05 % of one PU.\n")
     print(body)
     write_section("counters_overhead", "Counters per run interval: overhead and size", body)
     return 0

@@ -206,3 +206,26 @@ def test_two_threads_alternating_on_one_pu_get_disjoint_intervals(tmp_path: Path
     for t in (tids["a"], tids["b"]):
         m = mine["tid"] == t
         assert int(mine["value"][m][:, 0].sum()) == pytest.approx(int(m.sum()), rel=0.05)
+
+
+def test_the_program_with_the_most_counters_loads() -> None:
+    """The verifier accepts the counter read with all 8 slots used (software events here, so
+    it loads on a machine without a PMU), and the records come out 8 wide."""
+    import time
+
+    from snumap_tui.trace.counters import MAX_COUNTERS, parse_events
+
+    names = ["task-clock", "page-faults", "context-switches", "cpu-migrations",
+             "minor-faults", "major-faults", "cpu-clock", "alignment-faults"]
+    assert len(names) == MAX_COUNTERS
+    t = LibbpfTracer()
+    t.counter_specs = parse_events(names)
+    t.start(None)
+    try:
+        time.sleep(0.2)
+        batch = t.read()
+    finally:
+        t.stop()
+    assert t.counter_dropped == []
+    assert batch.counters is not None and len(batch.counters)
+    assert batch.counters["value"].shape[1] == MAX_COUNTERS
