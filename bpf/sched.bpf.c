@@ -84,9 +84,10 @@ struct {
  * with bpf_perf_event_read_value (counter, enabled and running time: multiplexing is kept),
  * and the deltas since the previous switch on this CPU belong to the task switched out. */
 const volatile __u32 snumap_ncounters = 0;
-/* Bit i: event i needs its enabled/running times (a hardware event, which the kernel may
- * multiplex); the others are read without them. */
-const volatile __u32 snumap_counter_times = 0;
+/* The first snumap_ntimed events need their enabled/running times (hardware events, which
+ * the kernel may multiplex; the loader puts them first); the others are read without them,
+ * and their times are not written (a record is 32 + 8 x (n + 2 x ntimed) bytes). */
+const volatile __u32 snumap_ntimed = 0;
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -128,11 +129,11 @@ struct {
 
 static __always_inline void counter_emit(struct counter_state *st, __u32 cpu)
 {
-    __u32 n = snumap_ncounters;
+    __u32 n = snumap_ncounters, m = snumap_ntimed;
     void *ring = bpf_map_lookup_elem(&crings, &cpu);
     /* The size is a constant to the verifier: snumap_ncounters is read-only after load. */
-    if (n > SNUMAP_MAX_COUNTERS || !ring ||
-        bpf_ringbuf_output(ring, &st->head, SNUMAP_COUNTER_HEAD_SIZE + 24 * n,
+    if (n > SNUMAP_MAX_COUNTERS || m > n || !ring ||
+        bpf_ringbuf_output(ring, &st->head, SNUMAP_COUNTER_HEAD_SIZE + 8 * (n + 2 * m),
                            BPF_RB_NO_WAKEUP)) {
         __u32 zero = 0;
         __u64 *l = bpf_map_lookup_elem(&clost, &zero);
@@ -141,25 +142,56 @@ static __always_inline void counter_emit(struct counter_state *st, __u32 cpu)
     }
 }
 
+/* The untraced tasks' sums since others_t, as one record ending at END (tid SNUMAP_OUTSIDE),
+ * and the sums cleared. */
+static __always_inline void others_emit(struct counter_state *st, __u32 cpu, __u64 end)
+{
+    __u32 n = snumap_ncounters, m = snumap_ntimed;
+    st->head.t_start = st->others_t;
+    st->head.t_end = end;
+    st->head.tid = SNUMAP_OUTSIDE;
+    st->head.pid = SNUMAP_OUTSIDE;
+    st->head.cpu = cpu;
+    st->head.n = n;
+    for (__u32 i = 0; i < SNUMAP_MAX_COUNTERS; i++) {
+        if (i >= n)
+            break;
+        st->rec[i] = st->others[i];
+        if (i < m) {
+            st->rec[n + i < NV ? n + i : 0] = st->others[SNUMAP_MAX_COUNTERS + i];
+            st->rec[n + m + i < NV ? n + m + i : 0] = st->others[2 * SNUMAP_MAX_COUNTERS + i];
+        }
+        st->others[i] = 0;
+        st->others[SNUMAP_MAX_COUNTERS + i] = 0;
+        st->others[2 * SNUMAP_MAX_COUNTERS + i] = 0;
+    }
+    st->others_t = 0;
+    counter_emit(st, cpu);
+}
+
 /* The deltas of this CPU's counters since its previous switch, for PREV (tid, tgid): a record
  * when it is traced (or everything is), else added to the CPU's untraced sums, which become
  * one record (tid SNUMAP_OUTSIDE) when a traced task comes in. */
 static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s32 pid,
                                            int prev_traced, int next_traced)
 {
-    __u32 zero = 0, n = snumap_ncounters;
+    __u32 zero = 0, n = snumap_ncounters, m = snumap_ntimed;
     struct counter_state *st = bpf_map_lookup_elem(&cstate, &zero);
     if (!st || n == 0)
         return;
     __u64 t0 = st->t_ns;
     st->t_ns = now;
+    /* A traced task switched out whose switch-in the kernel did not trace (see lastsw):
+     * the untraced time summed so far ended where its interval began. */
+    if (prev_traced && st->others_t)
+        others_emit(st, cpu, t0);
     for (__u32 i = 0; i < SNUMAP_MAX_COUNTERS; i++) {
         if (i >= n)
             break;
         struct bpf_perf_event_value v = {};
         __u64 d0 = 0, d1 = 0, d2 = 0;
         int got = -1;
-        if (snumap_counter_times & (1u << i)) {
+        if (i < snumap_ntimed) {
             got = bpf_perf_event_read_value(&counters, cpu * SNUMAP_MAX_COUNTERS + i, &v,
                                             sizeof(v));
         } else {
@@ -184,10 +216,12 @@ static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s
             st->last[SNUMAP_MAX_COUNTERS + i] = v.enabled;
             st->last[2 * SNUMAP_MAX_COUNTERS + i] = v.running;
         }
-        /* The record's layout: n counters, n enabled, n running. */
+        /* The record's layout: n counters, then enabled and running of the timed ones. */
         st->rec[i] = d0;
-        st->rec[n + i < NV ? n + i : 0] = d1;
-        st->rec[2 * n + i < NV ? 2 * n + i : 0] = d2;
+        if (i < snumap_ntimed) {
+            st->rec[n + i < NV ? n + i : 0] = d1;
+            st->rec[n + m + i < NV ? n + m + i : 0] = d2;
+        }
         if (!prev_traced && t0) {
             st->others[i] += d0;
             st->others[SNUMAP_MAX_COUNTERS + i] += d1;
@@ -207,26 +241,8 @@ static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s
     } else if (!st->others_t) {
         st->others_t = t0;
     }
-    if (next_traced && st->others_t) {
-        st->head.t_start = st->others_t;
-        st->head.t_end = now;
-        st->head.tid = SNUMAP_OUTSIDE;
-        st->head.pid = SNUMAP_OUTSIDE;
-        st->head.cpu = cpu;
-        st->head.n = n;
-        for (__u32 i = 0; i < SNUMAP_MAX_COUNTERS; i++) {
-            if (i >= n)
-                break;
-            st->rec[i] = st->others[i];
-            st->rec[n + i < NV ? n + i : 0] = st->others[SNUMAP_MAX_COUNTERS + i];
-            st->rec[2 * n + i < NV ? 2 * n + i : 0] = st->others[2 * SNUMAP_MAX_COUNTERS + i];
-            st->others[i] = 0;
-            st->others[SNUMAP_MAX_COUNTERS + i] = 0;
-            st->others[2 * SNUMAP_MAX_COUNTERS + i] = 0;
-        }
-        st->others_t = 0;
-        counter_emit(st, cpu);
-    }
+    if (next_traced && st->others_t)
+        others_emit(st, cpu, now);
 }
 
 static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,

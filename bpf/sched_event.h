@@ -46,8 +46,9 @@ struct snumap_task_name {
 /* Counters per run interval (docs/format.md "Thread counters"): a second array of rings
  * carries, for each interval a traced task ran on a CPU, the deltas of the events the loader
  * opened on that CPU (perf_event_open, in the `counters` perf event array). The head below is
- * followed by N u64 counter deltas, N enabled-time deltas and N running-time deltas (ns;
- * running < enabled: the kernel multiplexed the event). tid = SNUMAP_OUTSIDE: the deltas of
+ * followed by N u64 counter deltas, then the enabled-time and the running-time deltas (ns;
+ * running < enabled: the kernel multiplexed the event) of the first M events (the hardware
+ * ones; software events are never multiplexed). tid = SNUMAP_OUTSIDE: the deltas of
  * untraced tasks on the CPU since the last such record, summed. */
 #define SNUMAP_MAX_COUNTERS 8
 #define SNUMAP_COUNTER_HEAD_SIZE 32

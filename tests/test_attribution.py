@@ -24,7 +24,10 @@ from snumap_tui.trace.counters import (
     MAX_COUNTERS,
     counter_dtype,
     parse_events,
+    ring_dtype,
     split_events,
+    timed_first,
+    widen,
 )
 from snumap_tui.trace.events import EventBatch
 from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionName
@@ -131,7 +134,18 @@ def test_record_layout_matches_the_bpf_header() -> None:
     assert head.itemsize == consts["SNUMAP_COUNTER_HEAD_SIZE"]
     assert [(n, head[n].str) for n in head.names] == [(n, np.dtype(t).str)
                                                       for n, t in HEAD_FIELDS]
-    assert counter_dtype(3).itemsize == head.itemsize + 3 * 24
+    # in the ring: 3 counts, enabled and running of the 1 hardware event among them
+    assert ring_dtype(3, 1).itemsize == head.itemsize + 8 * (3 + 2)
+    recs = np.zeros(2, ring_dtype(3, 1))
+    recs["t_start"], recs["t_end"] = [10, 20], [15, 40]
+    recs["value"] = [[1, 2, 3], [4, 5, 6]]
+    recs["enabled"], recs["running"] = [[5], [20]], [[5], [10]]
+    rows = widen(recs, 3, 1)
+    assert rows["enabled"].tolist() == [[5, 5, 5], [20, 20, 20]]
+    assert rows["running"].tolist() == [[5, 5, 5], [10, 20, 20]]
+    assert rows["value"].tolist() == [[1, 2, 3], [4, 5, 6]]
+    specs = parse_events(["task-clock", "cycles", "faults", "r1a"])
+    assert [s.name for s in timed_first(specs)] == ["cycles", "r1a", "task-clock", "faults"]
 
 
 def test_events_lists() -> None:

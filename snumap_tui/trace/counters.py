@@ -36,9 +36,35 @@ UNSUPPORTED = (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL)
 
 
 def counter_dtype(n: int) -> np.dtype:
-    """The ring record (and the in-memory row) of an interval with N events."""
+    """The row of an interval with N events (in memory, between tracer and store)."""
     return np.dtype([*HEAD_FIELDS, ("value", "<u8", (n,)), ("enabled", "<u8", (n,)),
                      ("running", "<u8", (n,))])
+
+
+def ring_dtype(n: int, timed: int) -> np.dtype:
+    """The ring record of sched.bpf.c: N counts, enabled and running of the first TIMED."""
+    return np.dtype([*HEAD_FIELDS, ("value", "<u8", (n,)), ("enabled", "<u8", (timed,)),
+                     ("running", "<u8", (timed,))])
+
+
+def timed_first(specs: Sequence[perf_spec.EventSpec]) -> list[perf_spec.EventSpec]:
+    """The events in the order the switch program wants them: those the kernel may multiplex
+    (hardware, which it reads with their times) first, software ones after."""
+    return [s for s in specs if s.needs_pmu] + [s for s in specs if not s.needs_pmu]
+
+
+def widen(recs: np.ndarray, n: int, timed: int) -> np.ndarray:
+    """Ring records -> rows: a software event's enabled and running time is its interval."""
+    out = np.zeros(len(recs), counter_dtype(n))
+    for f in ("t_start", "t_end", "tid", "pid", "cpu", "n", "value"):
+        out[f] = recs[f]
+    dur = (recs["t_end"] - recs["t_start"]).astype(np.uint64)
+    out["enabled"][:] = dur[:, None]
+    out["running"][:] = dur[:, None]
+    if timed:
+        out["enabled"][:, :timed] = recs["enabled"]
+        out["running"][:, :timed] = recs["running"]
+    return out
 
 
 def empty_counters(n: int) -> np.ndarray:

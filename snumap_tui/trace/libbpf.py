@@ -29,7 +29,14 @@ from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_common import BpfTracer, ring_bytes_per_cpu
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingSet
-from snumap_tui.trace.counters import MAX_COUNTERS, CpuCounters, counter_dtype
+from snumap_tui.trace.counters import (
+    MAX_COUNTERS,
+    CpuCounters,
+    counter_dtype,
+    ring_dtype,
+    timed_first,
+    widen,
+)
 from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
@@ -86,9 +93,8 @@ def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[i
     n = len(counters.specs) if counters is not None else 0
     obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
     obj.set_global("snumap_ncounters", struct.pack("<I", n))
-    timed = sum(1 << i for i, sp in enumerate(counters.specs) if sp.needs_pmu) \
-        if counters is not None else 0
-    obj.set_global("snumap_counter_times", struct.pack("<I", timed))
+    timed = sum(sp.needs_pmu for sp in counters.specs) if counters is not None else 0
+    obj.set_global("snumap_ntimed", struct.pack("<I", timed))
     obj.program(unused_switch_program(platform.release())).set_autoload(False)
     obj.map("rings").set_max_entries(ncpu)
     obj.map("crings").set_max_entries(ncpu)
@@ -175,7 +181,7 @@ class LibbpfTracer(BpfTracer):
         size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
         t0 = time.monotonic()
         if self.counter_specs:
-            self._counters = CpuCounters(list(self.counter_specs), cpus)
+            self._counters = CpuCounters(timed_first(self.counter_specs), cpus)
             try:
                 self._counters.open()
             except BaseException:
@@ -188,8 +194,8 @@ class LibbpfTracer(BpfTracer):
             load_sched(self._obj, self._system_wide, ncpu, cpus, size, self._ring_fds,
                        self._counters, self._cring_fds)
             if self._cring_fds:
-                self._cring = BpfRingSet(self._cring_fds, size,
-                                         counter_dtype(len(self.counter_specs)))
+                self._cring = BpfRingSet(self._cring_fds, size, ring_dtype(
+                    len(self.counter_specs), sum(s.needs_pmu for s in self.counter_specs)))
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)
@@ -255,9 +261,13 @@ class LibbpfTracer(BpfTracer):
         if self._cring is not None or self._cdrained:
             with self._clock:
                 parts, self._cdrained = self._cdrained, []
-            batch.counters = np.concatenate(parts) if parts else \
+            batch.counters = self._widen(np.concatenate(parts)) if parts else \
                 np.zeros(0, counter_dtype(len(self.counter_specs)))
         return batch
+
+    def _widen(self, recs: np.ndarray) -> np.ndarray:
+        return widen(recs, len(self.counter_specs),
+                     sum(s.needs_pmu for s in self.counter_specs))
 
     def counters_lost(self) -> int:
         """Counter records the program could not write (its rings were full), in all."""
@@ -302,6 +312,7 @@ class LibbpfTracer(BpfTracer):
                     more = self._cring.read(self.DRAIN_MAX)
                     if not len(more):
                         break
+                    more = self._widen(more)
                     batch.counters = np.concatenate([batch.counters, more]) \
                         if batch.counters is not None else more
             return batch
