@@ -131,6 +131,7 @@ class ProcTracer(Tracer):
         for tid, (ns, _cpu, tgid, comm, ppid) in self._poll().items():
             self._last[tid] = (ns, tgid)
             self._tasks.learn(tid, tgid=tgid, comm=comm, ppid=ppid)
+        self._cprev, self._cvals = self._cvals, {}     # the first interval's baseline
 
     def read(self) -> ev.EventBatch:
         now = time.monotonic_ns()
