@@ -39,11 +39,17 @@ STENCIL = r"""
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 1200, iters = argc > 2 ? atoi(argv[2]) : 400;
     double *a = calloc((size_t)n * n, sizeof *a), *b = calloc((size_t)n * n, sizeof *b);
     for (int i = 0; i < n; i++) a[i] = b[i] = 1.0;
-    double t0 = omp_get_wtime();
+    double t0 = omp_get_wtime(), c0 = cpu_s();
     for (int it = 0; it < iters; it++) {
         #pragma omp parallel for num_threads(2) schedule(static)
         for (int i = 1; i < n - 1; i++)
@@ -52,7 +58,8 @@ int main(int argc, char **argv) {
                                              + a[(size_t)i * n + j - 1] + a[(size_t)i * n + j + 1]);
         double *t = a; a = b; b = t;
     }
-    printf("compute_s %.6f checksum %.3f\n", omp_get_wtime() - t0, a[(size_t)(n / 2) * n + n / 2]);
+    printf("compute_s %.6f cpu_s %.6f checksum %.3f\n", omp_get_wtime() - t0, cpu_s() - c0,
+           a[(size_t)(n / 2) * n + n / 2]);
     return 0;
 }
 """
@@ -70,8 +77,8 @@ def finest_interval() -> str:
     return "100ms"
 
 
-def compute_s(out: str) -> float:
-    m = re.search(r"compute_s ([\d.]+)", out)
+def compute_s(out: str, what: str = "compute_s") -> float:
+    m = re.search(rf"{what} ([\d.]+)", out)
     return float(m.group(1)) if m else float("nan")
 
 
@@ -103,6 +110,7 @@ def stencil_rows(size: int, iters: int, repeat: int, tmp: Path) -> tuple[list[li
     prog = [str(exe), str(size), str(iters)]
     cfg = configs(prog, tmp)
     times: dict[str, list[float]] = {k: [] for k in cfg}
+    cpus: dict[str, list[float]] = {k: [] for k in cfg}
     for _ in range(repeat):
         for name, cmd in cfg.items():
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -110,10 +118,13 @@ def stencil_rows(size: int, iters: int, repeat: int, tmp: Path) -> tuple[list[li
                 print(f"counters_overhead: {name} failed: {r.stderr[-300:]}", file=sys.stderr)
                 continue
             times[name].append(compute_s(r.stdout))
+            cpus[name].append(compute_s(r.stdout, "cpu_s"))
     med = {k: statistics.median(v) for k, v in times.items() if v}
-    base = med["untraced"]
+    cmed = {k: statistics.median(v) for k, v in cpus.items() if v}
+    base, cbase = med["untraced"], cmed["untraced"]
     rows = [[name, f"{t:.3f}", f"{(t / base - 1) * 100:+.1f} %",
-             " ".join(f"{x:.3f}" for x in times[name])] for name, t in med.items()]
+             f"{cmed[name]:.3f}", f"{(cmed[name] / cbase - 1) * 100:+.1f} %",
+             " ".join(f"{x:.2f}" for x in times[name])] for name, t in med.items()]
     sizes = {}
     with store.open(tmp / "b.rec") as r:
         tc = r.thread_counters()
@@ -243,9 +254,12 @@ def main() -> int:
         rows, sizes = stencil_rows(args.size, args.iters, args.repeat, tmp)
         storm = [] if args.no_storm else storm_rows(args.switch_s, 1, tmp)
     prog = [switch_program_ns(ev, args.switch_s) for ev in (None, EVENTS, None, EVENTS)]
-    body = table(["configuration", "compute s (median)", "vs untraced", "runs"], rows)
+    body = table(["configuration", "wall s (median)", "vs untraced", "CPU s (median)",
+                  "vs untraced", "wall s of each run"], rows)
     body += (f"\nThe program: a {args.size}x{args.size} Jacobi stencil, {args.iters} sweeps, "
-             f"2 OpenMP threads, timing its own loop; {args.repeat} rounds of every "
+             "2 OpenMP threads, timing its own loop (wall, and CPU time of the process: the BPF "
+             "programs and uprobes run in its context, and CPU time moves less than wall time "
+             f"with the machine's other load); {args.repeat} rounds of every "
              "configuration, one of each per round. snumap at its defaults otherwise "
              "(regions auto: the OpenMP probes are on).\n\n")
     body += (f"Thread counters with `--events {EVENTS}`: {sizes['intervals']} run intervals, "
