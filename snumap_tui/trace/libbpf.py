@@ -245,13 +245,14 @@ class LibbpfTracer(BpfTracer):
         """The scheduling records (as the other eBPF tracer); the counter records drained with
         them wait for the next ``decode`` (they go to their own chunk, in no order with the
         events)."""
+        events = super().drain()          # the scheduling events first: they are the trace
         cring = self._cring
         if cring is not None:
             recs = cring.read(self.DRAIN_MAX)
             if len(recs):
                 with self._clock:
                     self._cdrained.append(recs)
-        return super().drain()
+        return events
 
     def drain_capped(self) -> bool:
         return super().drain_capped() or (self._cring is not None and self._cring.capped)
