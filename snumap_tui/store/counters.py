@@ -1,4 +1,4 @@
-"""The thread counters chunk (kind 17, docs/format.md "Thread counters"): counter deltas per run
+"""The thread counters chunk (kind 16, docs/format.md "Thread counters"): counter deltas per run
 interval, as the libbpf tracer reads them at each switch (trace/counters.py).
 
 Encoding and decoding of that one chunk kind live here; the Writer buffers rows

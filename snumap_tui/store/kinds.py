@@ -357,7 +357,7 @@ def _counter_times_fit(d: dict[str, Any]) -> bool:
     return bool(np.all(d["dur"].astype(object) <= ends))
 
 
-K_THREAD_COUNTERS = register(17, "thread counters", Fields(
+K_THREAD_COUNTERS = register(16, "thread counters", Fields(
     required={"n": Int(0, 1 << 26), "events": ListOf(TEXT, max_len=MAX_COUNTER_EVENTS),
               "t0": TIME, "dt": Array("u", hi=MAX_TIME, length="n"),
               "dur": Array("u", hi=MAX_TIME, length="n"),
