@@ -35,6 +35,7 @@ enum { false = 0, true = 1 };
 enum bpf_map_type {
     BPF_MAP_TYPE_HASH = 1,
     BPF_MAP_TYPE_ARRAY = 2,
+    BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4,
     BPF_MAP_TYPE_PERCPU_HASH = 5,
     BPF_MAP_TYPE_PERCPU_ARRAY = 6,
     BPF_MAP_TYPE_LRU_HASH = 9,
@@ -44,6 +45,12 @@ enum bpf_map_type {
 };
 enum { BPF_ANY = 0, BPF_NOEXIST = 1, BPF_EXIST = 2 };
 enum { BPF_RB_NO_WAKEUP = 1, BPF_RB_FORCE_WAKEUP = 2 };
+/* what bpf_perf_event_read_value fills (include/uapi/linux/bpf.h) */
+struct bpf_perf_event_value {
+    __u64 counter;
+    __u64 enabled;
+    __u64 running;
+};
 
 /* include/linux/sched.h: thread_info holds `cpu` with CONFIG_THREAD_INFO_IN_TASK since 5.16;
  * 5.3-5.15 kept it in task_struct (the ___cpu flavour below). */

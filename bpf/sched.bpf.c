@@ -78,6 +78,173 @@ struct {
     __type(value, struct last_switch);
 } lastsw SEC(".maps");
 
+/* ---- counters per run interval (docs/attribution.md) ---------------------------------------
+ * The loader opens each chosen event on each CPU (perf_event_open, pid -1) and puts the fd at
+ * index cpu * SNUMAP_MAX_COUNTERS + i of `counters`. At every switch the program reads them
+ * with bpf_perf_event_read_value (counter, enabled and running time: multiplexing is kept),
+ * and the deltas since the previous switch on this CPU belong to the task switched out. */
+const volatile __u32 snumap_ncounters = 0;
+/* The first snumap_ntimed events need their enabled/running times (hardware events, which
+ * the kernel may multiplex; the loader puts them first); the others are read without them,
+ * and their times are not written (a record is 32 + 8 x (n + 2 x ntimed) bytes). */
+const volatile __u32 snumap_ntimed = 0;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    __uint(key_size, sizeof(__u32));
+    __uint(value_size, sizeof(__u32));
+    __uint(max_entries, 1);                 /* the loader sets: possible CPUs x MAX_COUNTERS */
+} counters SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+    __uint(max_entries, 1);                 /* the loader sets: the possible CPUs */
+    __type(key, __u32);
+    __array(values, struct ring);
+} crings SEC(".maps");
+
+#define NV (3 * SNUMAP_MAX_COUNTERS)
+struct counter_state {
+    __u64 t_ns;                             /* the last switch read on this CPU (0: none yet) */
+    __u64 others_t;                         /* start of the untraced time summed below */
+    __u64 last[NV];                         /* the last readings: counter, enabled, running */
+    __u64 others[NV];                       /* untraced tasks' deltas since others_t */
+    struct snumap_counter_head head;        /* the record being built, then its deltas */
+    __u64 rec[NV];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct counter_state);
+} cstate SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} clost SEC(".maps");
+
+static __always_inline void counter_emit(struct counter_state *st, __u32 cpu)
+{
+    __u32 n = snumap_ncounters, m = snumap_ntimed;
+    void *ring = bpf_map_lookup_elem(&crings, &cpu);
+    /* The size is a constant to the verifier: snumap_ncounters is read-only after load. */
+    if (n > SNUMAP_MAX_COUNTERS || m > n || !ring ||
+        bpf_ringbuf_output(ring, &st->head, SNUMAP_COUNTER_HEAD_SIZE + 8 * (n + 2 * m),
+                           BPF_RB_NO_WAKEUP)) {
+        __u32 zero = 0;
+        __u64 *l = bpf_map_lookup_elem(&clost, &zero);
+        if (l)
+            *l += 1;
+    }
+}
+
+/* The untraced tasks' sums since others_t, as one record ending at END (tid SNUMAP_OUTSIDE),
+ * and the sums cleared. */
+static __always_inline void others_emit(struct counter_state *st, __u32 cpu, __u64 end)
+{
+    __u32 n = snumap_ncounters, m = snumap_ntimed;
+    st->head.t_start = st->others_t;
+    st->head.t_end = end;
+    st->head.tid = SNUMAP_OUTSIDE;
+    st->head.pid = SNUMAP_OUTSIDE;
+    st->head.cpu = cpu;
+    st->head.n = n;
+    for (__u32 i = 0; i < SNUMAP_MAX_COUNTERS; i++) {
+        if (i >= n)
+            break;
+        st->rec[i] = st->others[i];
+        if (i < m) {
+            st->rec[n + i < NV ? n + i : 0] = st->others[SNUMAP_MAX_COUNTERS + i];
+            st->rec[n + m + i < NV ? n + m + i : 0] = st->others[2 * SNUMAP_MAX_COUNTERS + i];
+        }
+        st->others[i] = 0;
+        st->others[SNUMAP_MAX_COUNTERS + i] = 0;
+        st->others[2 * SNUMAP_MAX_COUNTERS + i] = 0;
+    }
+    st->others_t = 0;
+    counter_emit(st, cpu);
+}
+
+/* The deltas of this CPU's counters since its previous switch, for PREV (tid, tgid): a record
+ * when it is traced (or everything is), else added to the CPU's untraced sums, which become
+ * one record (tid SNUMAP_OUTSIDE) when a traced task comes in. */
+static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s32 pid,
+                                           int prev_traced, int next_traced)
+{
+    __u32 zero = 0, n = snumap_ncounters, m = snumap_ntimed;
+    struct counter_state *st = bpf_map_lookup_elem(&cstate, &zero);
+    if (!st || n == 0)
+        return;
+    __u64 t0 = st->t_ns;
+    st->t_ns = now;
+    /* A traced task switched out whose switch-in the kernel did not trace (see lastsw):
+     * the untraced time summed so far ended where its interval began. */
+    if (prev_traced && st->others_t)
+        others_emit(st, cpu, t0);
+    for (__u32 i = 0; i < SNUMAP_MAX_COUNTERS; i++) {
+        if (i >= n)
+            break;
+        struct bpf_perf_event_value v = {};
+        __u64 d0 = 0, d1 = 0, d2 = 0;
+        int got = -1;
+        if (i < snumap_ntimed) {
+            got = bpf_perf_event_read_value(&counters, cpu * SNUMAP_MAX_COUNTERS + i, &v,
+                                            sizeof(v));
+        } else {
+            /* A software event is never multiplexed (it counts whenever it is enabled): its
+             * value alone, without the two clock reads the times cost (~200 ns a switch for
+             * three events on this project's VM); enabled = running = the interval. */
+            __u64 c = bpf_perf_event_read(&counters, cpu * SNUMAP_MAX_COUNTERS + i);
+            if ((__s64)c < 0 && (__s64)c > -4096) {
+                got = -1;
+            } else {
+                got = 0;
+                v.counter = c;
+                v.enabled = now;
+                v.running = now;
+            }
+        }
+        if (got == 0) {
+            d0 = v.counter - st->last[i];
+            d1 = v.enabled - st->last[SNUMAP_MAX_COUNTERS + i];
+            d2 = v.running - st->last[2 * SNUMAP_MAX_COUNTERS + i];
+            st->last[i] = v.counter;
+            st->last[SNUMAP_MAX_COUNTERS + i] = v.enabled;
+            st->last[2 * SNUMAP_MAX_COUNTERS + i] = v.running;
+        }
+        /* The record's layout: n counters, then enabled and running of the timed ones. */
+        st->rec[i] = d0;
+        if (i < snumap_ntimed) {
+            st->rec[n + i < NV ? n + i : 0] = d1;
+            st->rec[n + m + i < NV ? n + m + i : 0] = d2;
+        }
+        if (!prev_traced && t0) {
+            st->others[i] += d0;
+            st->others[SNUMAP_MAX_COUNTERS + i] += d1;
+            st->others[2 * SNUMAP_MAX_COUNTERS + i] += d2;
+        }
+    }
+    if (!t0)                                /* the first reading: a baseline, no interval */
+        return;
+    if (prev_traced) {
+        st->head.t_start = t0;
+        st->head.t_end = now;
+        st->head.tid = prev;
+        st->head.pid = pid;
+        st->head.cpu = cpu;
+        st->head.n = n;
+        counter_emit(st, cpu);
+    } else if (!st->others_t) {
+        st->others_t = t0;
+    }
+    if (next_traced && st->others_t)
+        others_emit(st, cpu, now);
+}
+
 static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
                                     __s32 pid, __s32 pid2, __s64 arg)
 {
@@ -156,6 +323,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev_task
         ls->next = next;
     }
     __s32 prev_pid = prev ? (__s32)tgid : 0;
+    if (snumap_system_wide)
+        count_interval(cpu, now, prev, prev_pid, 1, 0);
     if (!snumap_system_wide) {
         int prev_tracked = 0, next_tracked = 0;
         __u32 *pv = bpf_map_lookup_elem(&tracked, &prev);
@@ -170,6 +339,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev_task
             if (prev)
                 prev_pid = SNUMAP_OUTSIDE;
         }
+        if (snumap_ncounters)
+            count_interval(cpu, now, prev, prev_pid, prev_tracked, nv != 0);
         if (nv) {
             next_tracked = 1;
         } else {

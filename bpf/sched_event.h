@@ -43,4 +43,23 @@ struct snumap_task_name {
     char comm[16];
 };
 
+/* Counters per run interval (docs/format.md "Thread counters"): a second array of rings
+ * carries, for each interval a traced task ran on a CPU, the deltas of the events the loader
+ * opened on that CPU (perf_event_open, in the `counters` perf event array). The head below is
+ * followed by N u64 counter deltas, then the enabled-time and the running-time deltas (ns;
+ * running < enabled: the kernel multiplexed the event) of the first M events (the hardware
+ * ones; software events are never multiplexed). tid = SNUMAP_OUTSIDE: the deltas of
+ * untraced tasks on the CPU since the last such record, summed. */
+#define SNUMAP_MAX_COUNTERS 8
+#define SNUMAP_COUNTER_HEAD_SIZE 32
+
+struct snumap_counter_head {
+    __u64 t_start;  /* the interval: switch-in .. switch-out, bpf_ktime_get_ns() */
+    __u64 t_end;
+    __s32 tid;
+    __s32 pid;
+    __u32 cpu;
+    __u32 n;        /* events that follow (the loader's snumap_ncounters) */
+};
+
 #endif

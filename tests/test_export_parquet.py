@@ -59,8 +59,8 @@ def test_tables_and_run_time_per_thread_equal_the_reports(busy: tuple[Path, Path
     rec, out = busy
     assert sorted(p.name for p in out.iterdir()) == [
         ".snumap-output",       # the marker that lets a later --force replace it
-        "events.parquet", "intervals.parquet", "process_memory.parquet", "samples.parquet",
-        "tasks.parquet", "topology.parquet"]
+        "events.parquet", "intervals.parquet", "process_memory.parquet", "regions.parquet",
+        "samples.parquet", "tasks.parquet", "thread_counters.parquet", "topology.parquet"]
     con = duckdb.connect()
     with open_recording(rec) as r:
         report = build_report(r)

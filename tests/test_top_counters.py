@@ -42,6 +42,9 @@ def test_counters_text_says_what_is_measured() -> None:
     assert "IPC 1.50" in counters_text(_row(hw, ipc=1.5)).plain
     assert counters_text(_row(None), counting=True).plain.endswith("from the next sample")
     assert "n/a" in counters_text(_row(None), counting=False).plain
+    # `top --events`: the user's own events follow the built-in ones
+    mine = counters_text(_row(dict(sw, **{"task-clock": 2.5e8, "cycles": 1e9}))).plain
+    assert mine.endswith("task-clock 250.0M/s") and "cycles " not in mine
 
 
 def _rows(n: int, seed: int) -> TaskRows:

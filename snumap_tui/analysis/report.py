@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.attribution import counter_section
+from snumap_tui.analysis.attribution_text import format_counters
 from snumap_tui.analysis.energy import add_energy, domain_name, format_energy, rapl_steps
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
@@ -194,6 +196,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     add_memory(report, rec, topo)
     add_energy(report, iv, samples, topo, rec)
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
+    report["counters"] = counter_section(rec, comm)
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])
@@ -267,6 +270,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
     if r.get("regions") or (r.get("regions_info") or {}).get("problems"):
         lines += format_regions(r, top)
+    lines += format_counters(r.get("counters"), top)
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):

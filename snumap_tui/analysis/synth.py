@@ -123,7 +123,8 @@ def write_recording(path: str | Path, topology: Topology, events: np.ndarray | I
                     tasks: Iterable[TaskInfo] = (), samples: Iterable[Sample] = (),
                     header: dict[str, Any] | None = None, lost: dict[int, int] | None = None,
                     markers: Iterable[tuple[int, str]] = (), chunk: int = 65536,
-                    regions: tuple[np.ndarray, list[Any]] | None = None) -> Path:
+                    regions: tuple[np.ndarray, list[Any]] | None = None,
+                    counters: tuple[np.ndarray, list[str]] | None = None) -> Path:
     """A recording written through the store API, as `snumap record` would: the tests' known
     workloads, the benchmark's 10 M events and the 384-PU demo. ``events`` may be one array or
     an iterable of time-ordered arrays (so a huge recording is never whole in memory)."""
@@ -146,6 +147,9 @@ def write_recording(path: str | Path, topology: Topology, events: np.ndarray | I
             w.add_marker(t, text)
         if regions is not None:              # REGION_DTYPE rows and their RegionName table
             w.add_regions(*regions)
+        if counters is not None:             # run intervals' counters and their events
+            w.counter_events = list(counters[1])
+            w.add_events(EventBatch(counters=counters[0]))
         for s in samples:
             w.add_sample(s)
         for ev in parts:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands import record_attach, record_regions
+from snumap_tui.commands import record_attach, record_counters, record_regions
 from snumap_tui.commands.options import (
     add_mode_argument,
     interval_option,
@@ -80,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_job_argument(parser)
     record_attach.add_arguments(parser)
     record_regions.add_arguments(parser)
+    record_counters.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
 
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     buffer_bytes = option_value("--buffer-size", args.buffer_size,
                                 lambda t: parse_size(t, most=1 << 30)) \
         if getattr(args, "buffer_size", None) else None
+    args.counter_specs = record_counters.specs_from_args(args)
     args.attached = record_attach.Attached.from_args(args, cmd)     # --pid
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
@@ -290,7 +292,10 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     attached = getattr(args, "attached", None)
     if attached is not None:
         pids = attached.tree()
-    tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes)
+    specs = getattr(args, "counter_specs", [])
+    tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes,
+                                  counters=specs)
+    counters = record_counters.started(tracer, specs, say)
     note = better_backends_note(tracer.name, getattr(args, "backend_asked", args.backend))
     if note:
         say(note)
@@ -324,7 +329,10 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         header.update(attached.header())
     header["regions"] = regions.header()
     header["process_memory"] = memory.header()
+    if counters is not None:
+        header["counters"] = counters
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
+    writer.counter_events = [e["name"] for e in (counters or {}).get("events", [])]
     cleanup.push(f"closing {out}", writer.close)
     if job is not None:
         job.start(writer)
@@ -399,6 +407,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
     writer.add_events(_until(tracer.stop(), t_stop_ns))
+    record_counters.finish(writer, tracer, t_stop_ns, say)
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid

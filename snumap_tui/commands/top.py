@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snumap_tui.commands.record_counters import TOP_HELP, events_for_top
 from snumap_tui.errors import SnumapError
 from snumap_tui.textsafe import safe_lines, safe_text
 
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sort", metavar="COLUMN", default="cpu",
                         help="sort the processes by this column: " + ", ".join(SORT_COLUMNS)
                              + " (default cpu; < and > change it)")
+    parser.add_argument("--events", default=None, metavar="LIST", help=TOP_HELP)
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
                         help="your own metrics (TOML: [metric.NAME] formula, object, scale), "
                              "after ~/.config/snumap/metrics.toml; may be repeated")
@@ -242,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
     from snumap_tui.commands.common import topology_from_args
 
     catalogue = catalogue_from_args(args)     # before anything starts: a bad file exits 2
+    events_for_top(args, catalogue, lambda s: print(f"snumap: {safe_lines(s)}",
+                                                    file=sys.stderr))
     topo = topology_from_args(args)
     root = _root(args)
     if args.batch:

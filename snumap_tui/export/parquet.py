@@ -11,7 +11,9 @@ Tables (the schema is in docs/format.md, "Parquet export"):
 - ``process_memory.parquet``: memory per traced process and NUMA node at each sample
   (export/parquet_memory.py);
 - ``topology.parquet``: one row per topology object, with the package, NUMA node and core
-  each belongs to (a PU's row maps a ``cpu`` column to its place in the machine).
+  each belongs to (a PU's row maps a ``cpu`` column to its place in the machine);
+- ``thread_counters.parquet``, ``regions.parquet``: counters per run interval and region
+  instances (export/parquet_attr.py).
 
 Times are the recording's CLOCK_MONOTONIC nanoseconds, as in every export. Events and samples
 are written a store chunk / a batch of frames at a time (one row group each), so memory stays
@@ -29,6 +31,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.load import load
 from snumap_tui.errors import SnumapError
 from snumap_tui.export.counters import frames
+from snumap_tui.export.parquet_attr import write_regions, write_thread_counters
 from snumap_tui.export.parquet_memory import write_process_memory
 from snumap_tui.export.tables import UNTRACED_COMM, metric_rows
 from snumap_tui.extras import install_extra
@@ -38,7 +41,7 @@ from snumap_tui.trace.events import KIND_NAMES
 
 SAMPLE_ROWS_PER_GROUP = 1 << 20
 TABLES = ("events", "intervals", "samples", "tasks", "topology",
-          "process_memory")                                    # NAME.parquet each
+          "process_memory", "thread_counters", "regions")     # NAME.parquet each
 
 
 def _pa() -> Any:
@@ -211,13 +214,16 @@ def _write_tasks(pa: Any, pq: Any, path: Path, rec: Any) -> int:
 
 
 def write_parquet(out_dir: Path, rec: Any) -> dict[str, int]:
-    """Write the six tables into the directory ``out_dir``, which exists (`snumap export`
+    """Write the eight tables into the directory ``out_dir``, which exists (`snumap export`
     gives it a temporary directory beside the output, renamed when complete: safeout)."""
     pa, pq = _pa()
     counts = {"events": _write_events(pa, pq, out_dir / "events.parquet", rec),
               "intervals": _write_intervals(pa, pq, out_dir / "intervals.parquet", rec),
               "samples": _write_samples(pa, pq, out_dir / "samples.parquet", rec),
-              "tasks": _write_tasks(pa, pq, out_dir / "tasks.parquet", rec)}
+              "tasks": _write_tasks(pa, pq, out_dir / "tasks.parquet", rec),
+              "thread_counters": write_thread_counters(pa, pq, out_dir
+                                                       / "thread_counters.parquet", rec),
+              "regions": write_regions(pa, pq, out_dir / "regions.parquet", rec)}
     counts["process_memory"] = write_process_memory(pa, pq, out_dir / "process_memory.parquet",
                                                     rec)
     pq.write_table(topology_table(pa, rec.topology), out_dir / "topology.parquet",

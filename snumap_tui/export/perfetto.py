@@ -46,6 +46,7 @@ import numpy as np
 from snumap_tui.analysis.intervals import Intervals
 from snumap_tui.analysis.load import load
 from snumap_tui.export.counters import COUNTER_TRACKS, counter_values
+from snumap_tui.export.perfetto_counters import write_thread_counters
 from snumap_tui.export.perfetto_memory import write_memory
 from snumap_tui.export.perfetto_regions import write_regions
 from snumap_tui.export.protowire import (
@@ -504,6 +505,8 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
             n_counters += 1
     n_regions, n_marks = write_regions(w, rec, machines)
     n_memory = write_memory(w, rec) if machines is None else 0
+    # Merged jobs (machines) carry node-qualified tids: their thread tracks are per node.
+    n_tc, n_tc_tracks = write_thread_counters(w, rec) if machines is None else (0, 0)
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:
@@ -513,4 +516,5 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     return {"packets": w.packets, "switches": enc.switches, "wakings": enc.wakings,
             "counter_values": n_counters, "counter_tracks": len(uuids),
             "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks,
-            "memory_values": n_memory}
+            "memory_values": n_memory,
+            "thread_counter_values": n_tc, "thread_counter_tracks": n_tc_tracks}

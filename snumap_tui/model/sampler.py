@@ -58,8 +58,11 @@ def _request_events(sources: Iterable[Source], events: Iterable[str]) -> None:
     if not wanted:
         return
     from snumap_tui.sources.perf import PerfSource, needs_pmu
+    from snumap_tui.sources.tasks import TasksSource
 
     for s in sources:
+        if isinstance(s, TasksSource):      # the per-thread counters of watched processes
+            s.counter_events = tuple(wanted)
         if not isinstance(s, PerfSource):
             continue
         hw = [e for e in wanted if needs_pmu(e, s.root) and e not in s.hw_events]

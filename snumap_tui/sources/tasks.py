@@ -149,6 +149,7 @@ class TasksSource:
         # (~1 ms of kernel and parse time for a Python process), read again every refresh_s.
         self._numa: dict[int, tuple[float, dict[str, Any]]] = {}
         self.counter_pids: set[int] = set()
+        self.counter_events: tuple[str, ...] = ()      # beyond the built-in ones (--events)
         self._counters: Any = None
         self._users: dict[int, str] = {}
         self.full_every_s = 0.0            # see set_cadence
@@ -173,10 +174,13 @@ class TasksSource:
         """Open per-thread perf counters on this process (this machine only): its entry in
         ``processes`` then has ``counters`` (ThreadCounters.read), which derive turns into
         the row's rates. Reached through Sampler.watch_counters / watch_pids(counters=True)."""
-        from snumap_tui.sources.perf import ThreadCounters
+        from snumap_tui.sources.perf import HW_EVENTS, SW_EVENTS, ThreadCounters, needs_pmu
 
         if self._counters is None:
-            self._counters = ThreadCounters(self.root)
+            extra = [e for e in self.counter_events if e not in (*HW_EVENTS, *SW_EVENTS)]
+            self._counters = ThreadCounters(
+                self.root, (*HW_EVENTS, *(e for e in extra if needs_pmu(e, self.root))),
+                (*SW_EVENTS, *(e for e in extra if not needs_pmu(e, self.root))))
         if on:
             self.counter_pids.add(pid)
             self._counters.watch(pid)

@@ -390,6 +390,42 @@ K_PROCESS_MEMORY = register(17, "process memory", Fields(
               "exact": Array("b", length=COUNT)}), min_item_bytes=8,
     doc="memory per traced process and NUMA node at each sample (record)")
 
+# Counters per run interval (docs/format.md "Thread counters", store/counters.py): one row per
+# interval a traced thread ran on a PU (tid -2: untraced tasks there, summed), the counter,
+# enabled-time and not-running-time deltas of each event, times as t0 + cumulative dt of the
+# interval ends (sorted) and each interval's duration.
+MAX_COUNTER_EVENTS = 8
+_CROWS = ("dt", "dur", "tid", "pid", "cpu", "value", "enabled", "unrun")
+
+
+def _counter_times_fit(d: dict[str, Any]) -> bool:
+    if not d["n"]:
+        return True
+    ends = int(d["t0"]) + np.cumsum(d["dt"], dtype=np.uint64).astype(object)
+    last = int(ends[-1]) if len(ends) else int(d["t0"])
+    if last > MAX_TIME or int(d["dt"].max()) > MAX_TIME:
+        return False
+    return bool(np.all(d["dur"].astype(object) <= ends))
+
+
+K_THREAD_COUNTERS = register(16, "thread counters", Fields(
+    required={"n": Int(0, 1 << 26), "events": ListOf(TEXT, max_len=MAX_COUNTER_EVENTS),
+              "t0": TIME, "dt": Array("u", hi=MAX_TIME, length="n"),
+              "dur": Array("u", hi=MAX_TIME, length="n"),
+              "tid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "pid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
+              "cpu": Array("iu", lo=0, hi=U32[1], length="n"),
+              "value": Array("u", ndim=2, length="n"),
+              "enabled": Array("u", ndim=2, hi=MAX_TIME, length="n"),
+              "unrun": Array("u", ndim=2, hi=MAX_TIME, length="n")},
+    rules=((lambda d: all(d[k].shape[1] == len(d["events"]) for k in
+                          ("value", "enabled", "unrun")),
+            "counter columns do not match the events"),
+           (lambda d: bool(np.all(d["unrun"] <= d["enabled"])),
+            "not-running time above the enabled time"),
+           (_counter_times_fit, "interval times run past 2^63 ns or start before 0"))),
+    min_item_bytes=12, doc="counter deltas per run interval of a thread (store/counters.py)")
+
 __all__ = [
     "COUNT",
     "JSON",

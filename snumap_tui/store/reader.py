@@ -24,6 +24,12 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec, kinds
 from snumap_tui.store.columns import EVENT_FIELDS, decode_event_columns
+from snumap_tui.store.counters import (
+    K_THREAD_COUNTERS,
+    ThreadCounters,
+    decode_counters,
+    merge_counters,
+)
 from snumap_tui.store.jobsamples import JobSamples
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
@@ -357,6 +363,21 @@ class Recording:
             return empty()
         rows = np.concatenate(parts)
         return rows[np.argsort(rows["t_ns"], kind="stable")]
+
+    def thread_counters(self) -> ThreadCounters:
+        """Every run interval with its counter deltas (store/counters.py), sorted by end; a
+        chunk that fails its schema is skipped and noted in ``damaged``."""
+        parts = []
+        for h in self._chunks:
+            if h.kind != K_THREAD_COUNTERS:
+                continue
+            v = self._payload(h)
+            if v is not None:
+                parts.append(decode_counters(v))
+        table, notes = merge_counters(parts)
+        for n in notes:
+            self._note(n)
+        return table
 
     # ---- samples -----------------------------------------------------------------------------
 

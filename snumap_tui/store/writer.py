@@ -26,6 +26,7 @@ from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
 from snumap_tui.store.columns import encode_columns, time_order
+from snumap_tui.store.counters import K_THREAD_COUNTERS, CounterBuffer, encode_counters
 from snumap_tui.store.procmem import K_PROCESS_MEMORY, MemoryBuffer
 from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
@@ -68,6 +69,9 @@ class Writer:
         self._regions = RegionBuffer()
         self._memory = MemoryBuffer()
         self.regions_written = 0
+        self._counters = CounterBuffer()
+        self.counter_events: list[str] = []    # the events of batches' counters (record)
+        self.counters_written = 0
         self._oldest: float | None = None      # monotonic seconds of the oldest buffered item
         self._last_t = 0                       # latest event/sample time seen (for lost chunks)
         self._index: list[tuple[int, int, int, int, int]] = []
@@ -138,6 +142,11 @@ class Writer:
                 self.tid_max = max(self.tid_max, *(int(ev[f].max()) for f in
                                                    ("tid", "tid2", "pid", "pid2")))
                 self._last_t = max(self._last_t, int(ev["t_ns"].max()))
+            c = batch.counters
+            if c is not None and len(c):
+                self._counters.add(c, self.counter_events)
+                if self._counters.n >= self.max_chunk_events:
+                    self._write_counters()
             self._tasks.extend(batch.tasks)
             for t in batch.tasks:
                 self.tid_max = max(self.tid_max, int(t.tid), int(t.pid), int(t.ppid))
@@ -145,7 +154,7 @@ class Writer:
                 if n:
                     self._lost[int(cpu)] = self._lost.get(int(cpu), 0) + int(n)
                     self.lost_total += int(n)
-            if ev.size or batch.tasks or batch.lost:
+            if ev.size or batch.tasks or batch.lost or self._counters.n:
                 self._touch()
             if self._n_buffered >= self.max_chunk_events:
                 self._flush_events(only_full=True)
@@ -195,6 +204,15 @@ class Writer:
             value, n, t_min, t_max = got
             self._write_chunk(K_PROCESS_MEMORY, codec.encode(value), count=n, t_min=t_min,
                               t_max=t_max)
+
+    def _write_counters(self) -> None:
+        got = self._counters.take()
+        if got is None:
+            return
+        value, t_min, t_max = encode_counters(*got)
+        self._write_chunk(K_THREAD_COUNTERS, codec.encode(value), count=len(got[0]),
+                          t_min=t_min, t_max=t_max)
+        self.counters_written += len(got[0])
 
     def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
         """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
@@ -246,6 +264,7 @@ class Writer:
                 self._write_samples()
             self._write_regions()
             self._write_memory()
+            self._write_counters()
             self._flush_events(only_full=False)
             self._oldest = None
             if time.monotonic() - self._last_sync >= self.sync_interval:

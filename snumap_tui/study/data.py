@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.extras import install_extra
 from snumap_tui.study.aggregate import aggregate, measurements
 from snumap_tui.study.manifest import Study
 
@@ -53,7 +54,7 @@ class StudyData:
         try:
             import pandas as pd
         except ImportError:
-            raise SnumapError("pandas is not installed: pip install 'snumap[pandas]'") from None
+            raise SnumapError(f"pandas is not installed: {install_extra('pandas')}") from None
         if aggregated:
             return pd.DataFrame(self.aggregated())
         return pd.DataFrame(self.columns(), columns=list(COLUMNS))
@@ -64,7 +65,7 @@ class StudyData:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise SnumapError("Parquet needs pyarrow: pip install 'snumap[parquet]'") from None
+            raise SnumapError(f"Parquet needs pyarrow: {install_extra('parquet')}") from None
         types = {"threads": pa.int32(), "ranks": pa.int32(), "repeat": pa.int32(),
                  "count": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
                  "time_s": pa.float64(), "energy_j": pa.float64()}

@@ -66,11 +66,10 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        import sys
+        from ..extras import install_extra
 
-        raise SnumapError(
-            f"--plot needs matplotlib ({exc.name} missing): "
-            f"{sys.executable} -m pip install 'snumap[plots]'") from None
+        raise SnumapError(f"--plot needs matplotlib ({exc.name} missing): "
+                          f"{install_extra('plots')}") from None
     return plt
 
 

@@ -18,7 +18,7 @@ buffers (quick, so a dedicated thread can empty them often), ``decode()`` does t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from snumap_tui.sources.base import SourceStatus
@@ -29,6 +29,12 @@ class Tracer(ABC):
     name: str = "?"
     approximate: bool = False      # True for /proc polling
     buffer_bytes: int | None = None
+    # Events to count per run interval (perf_spec.EventSpec, set before ``start``), and
+    # whether this backend can (trace/counters.py); after start, the ones it counts.
+    counts_intervals: bool = False
+    counter_specs: Sequence[Any] = ()
+    counter_dropped: Sequence[str] = ()
+    counter_source = ""            # how (the recording header's counters.source)
 
     @classmethod
     @abstractmethod

@@ -70,8 +70,11 @@ class TaskInfo:
 @dataclass
 class EventBatch:
     """What a tracer hands over at each read(): events in time order (per CPU at least),
-    names of tasks seen since the last batch, and events lost per CPU since the last batch."""
+    names of tasks seen since the last batch, and events lost per CPU since the last batch.
+    ``counters``: run intervals with their counter deltas (trace/counters.py's dtype), from a
+    tracer started with events to count; None otherwise."""
 
     events: np.ndarray = field(default_factory=empty_events)
     tasks: list[TaskInfo] = field(default_factory=list)
     lost: dict[int, int] = field(default_factory=dict)
+    counters: np.ndarray | None = None

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import struct
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,6 +30,14 @@ from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_common import BpfTracer, ring_bytes_per_cpu
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
 from snumap_tui.trace.bpf_ring import BpfRingSet
+from snumap_tui.trace.counters import (
+    MAX_COUNTERS,
+    CpuCounters,
+    counter_dtype,
+    ring_dtype,
+    timed_first,
+    widen,
+)
 from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
@@ -74,15 +83,34 @@ def fill_rings(obj: libbpf.BpfObject, cpus: list[int], size: int, fds: list[int]
 
 
 def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[int], size: int,
-               fds: list[int]) -> None:
+               fds: list[int], counters: CpuCounters | None = None,
+               counter_fds: list[int] | None = None) -> None:
     """Configure and load an opened sched.bpf.o (every process or only the tracked ones, the
     sched_switch program this kernel takes, an array of NCPU rings) and give each of CPUS its
-    ring of SIZE bytes (``fill_rings``: descriptors appended to FDS). Not attached."""
+    ring of SIZE bytes (``fill_rings``: descriptors appended to FDS). With COUNTERS (opened),
+    the program reads them at every switch: their descriptors go into its perf event array
+    and each CPU gets a counter ring too (descriptors appended to COUNTER_FDS). Not
+    attached."""
+    n = len(counters.specs) if counters is not None else 0
     obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
+    obj.set_global("snumap_ncounters", struct.pack("<I", n))
+    timed = sum(sp.needs_pmu for sp in counters.specs) if counters is not None else 0
+    obj.set_global("snumap_ntimed", struct.pack("<I", timed))
     obj.program(unused_switch_program(platform.release())).set_autoload(False)
     obj.map("rings").set_max_entries(ncpu)
+    obj.map("crings").set_max_entries(ncpu)
+    obj.map("counters").set_max_entries(ncpu * MAX_COUNTERS)
     obj.load()
     fill_rings(obj, cpus, size, fds)
+    if counters is not None and n:
+        events = obj.map("counters")
+        for (i, cpu), fd in counters.fds.items():
+            events.update_u32(cpu * MAX_COUNTERS + i, fd)
+        crings = obj.map("crings")
+        for cpu in cpus:
+            fd = libbpf.create_ringbuf(size)
+            (counter_fds if counter_fds is not None else fds).append(fd)
+            crings.update_u32(cpu, fd)
 
 
 def object_path() -> os.PathLike[str]:
@@ -94,6 +122,8 @@ class LibbpfTracer(BpfTracer):
 
     name = "libbpf"
     approximate = False
+    counts_intervals = True
+    counter_source = "libbpf sched_switch: exact per run interval"
 
     def __init__(self, object_file: os.PathLike[str] | None = None) -> None:
         """``object_file``: another build of bpf/sched.bpf.c with the same maps and programs
@@ -103,6 +133,14 @@ class LibbpfTracer(BpfTracer):
         self._obj: libbpf.BpfObject | None = None
         self._names_dtype: np.dtype | None = None
         self._ring_fds: list[int] = []
+        self._counters: CpuCounters | None = None
+        self._cring: BpfRingSet | None = None
+        self._cring_fds: list[int] = []
+        self._cdrained: list[np.ndarray] = []
+        self._clock = threading.Lock()
+        self.counter_specs = []
+        self.counter_dropped = []
+        self.counter_lost_total = 0
         self.load_s = 0.0
 
     @classmethod
@@ -143,9 +181,22 @@ class LibbpfTracer(BpfTracer):
         cpus = ring_cpus(ncpu)
         size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
         t0 = time.monotonic()
+        if self.counter_specs:
+            self._counters = CpuCounters(timed_first(self.counter_specs), cpus)
+            try:
+                self._counters.open()
+            except BaseException:
+                self._release()
+                raise
+            self.counter_dropped = list(self._counters.dropped)
+            self.counter_specs = list(self._counters.specs)
         self._obj = libbpf.BpfObject.open(self._object_file or object_path())
         try:
-            load_sched(self._obj, self._system_wide, ncpu, cpus, size, self._ring_fds)
+            load_sched(self._obj, self._system_wide, ncpu, cpus, size, self._ring_fds,
+                       self._counters, self._cring_fds)
+            if self._cring_fds:
+                self._cring = BpfRingSet(self._cring_fds, size, ring_dtype(
+                    len(self.counter_specs), sum(s.needs_pmu for s in self.counter_specs)))
             if roots is not None:
                 for tid, pid in seed_tree(roots, self._tasks):
                     self._track(tid, pid)
@@ -160,15 +211,22 @@ class LibbpfTracer(BpfTracer):
         """Unmap the rings, detach and close the object, close the rings; each step on its own.
         Safe twice."""
         ring, self._ring = self._ring, None
+        cring, self._cring = self._cring, None
         obj, self._obj = self._obj, None
         fds, self._ring_fds = self._ring_fds, []
-        if ring is not None:
-            try:
-                ring.close()
-            except (OSError, ValueError, BufferError):
-                pass
+        fds += self._cring_fds
+        self._cring_fds = []
+        for r in (ring, cring):
+            if r is not None:
+                try:
+                    r.close()
+                except (OSError, ValueError, BufferError):
+                    pass
         if obj is not None:
             obj.close()
+        if self._counters is not None:
+            self._counters.close()
+            self._counters = None
         for fd in fds:
             try:
                 os.close(fd)
@@ -183,6 +241,42 @@ class LibbpfTracer(BpfTracer):
 
     def _loaded(self) -> bool:
         return self._obj is not None
+
+    def drain(self) -> np.ndarray | None:
+        """The scheduling records (as the other eBPF tracer); the counter records drained with
+        them wait for the next ``decode`` (they go to their own chunk, in no order with the
+        events)."""
+        events = super().drain()          # the scheduling events first: they are the trace
+        cring = self._cring
+        if cring is not None:
+            recs = cring.read(self.DRAIN_MAX)
+            if len(recs):
+                with self._clock:
+                    self._cdrained.append(recs)
+        return events
+
+    def drain_capped(self) -> bool:
+        return super().drain_capped() or (self._cring is not None and self._cring.capped)
+
+    def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
+        batch = super().decode(recs)
+        if self._cring is not None or self._cdrained:
+            with self._clock:
+                parts, self._cdrained = self._cdrained, []
+            batch.counters = self._widen(np.concatenate(parts)) if parts else \
+                np.zeros(0, counter_dtype(len(self.counter_specs)))
+        return batch
+
+    def _widen(self, recs: np.ndarray) -> np.ndarray:
+        return widen(recs, len(self.counter_specs),
+                     sum(s.needs_pmu for s in self.counter_specs))
+
+    def counters_lost(self) -> int:
+        """Counter records the program could not write (its rings were full), in all."""
+        if self._obj is None or self._cring is None:
+            return 0
+        raw = self._obj.map("clost").lookup(b"\0\0\0\0")
+        return int(np.frombuffer(raw, dtype="<u8").sum()) if raw else 0
 
     def _track(self, tid: int, tgid: int) -> None:
         if self._obj is not None:
@@ -213,6 +307,16 @@ class LibbpfTracer(BpfTracer):
             return ev.EventBatch()
         try:
             self._obj.detach()
-            return self.read()
+            self.counter_lost_total = self.counters_lost()
+            batch = self.read()
+            if self._cring is not None:
+                while True:         # every counter record the rings still hold
+                    more = self._cring.read(self.DRAIN_MAX)
+                    if not len(more):
+                        break
+                    more = self._widen(more)
+                    batch.counters = np.concatenate([batch.counters, more]) \
+                        if batch.counters is not None else more
+            return batch
         finally:
             self._release()

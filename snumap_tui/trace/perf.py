@@ -27,6 +27,8 @@ from snumap_tui.sources.freq import online_cpus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
+from snumap_tui.trace.counters import CpuCounters
+from snumap_tui.trace.perf_counters import SOURCE, ThreadReads
 from snumap_tui.trace.reconstruct import NotRunning, missed_switch_ins
 from snumap_tui.trace.rows import concat_rows, insert_rows, take_rows
 from snumap_tui.trace.tasks import TaskTable, seed_tree
@@ -101,6 +103,8 @@ class PerfTracer(Tracer):
 
     name = "perf"
     approximate = False
+    counts_intervals = True
+    counter_source = SOURCE
 
     def __init__(self, pages_per_cpu: int | None = None) -> None:
         self.pages = pages_per_cpu or 0
@@ -109,6 +113,7 @@ class PerfTracer(Tracer):
         self._dec: dict[int, _Decoder] = {}
         self._tasks = TaskTable()
         self._tracked: set[int] | None = None
+        self._threads: ThreadReads | None = None
         self._exited: list[int] = []
         self._exited_before: list[int] = []
         self._used_from = np.zeros(0, dtype=np.int64)    # cpu -> first traced switch (ns)
@@ -172,13 +177,34 @@ class PerfTracer(Tracer):
             self._open(cpus)
             if pids is not None:
                 roots = list(pids)
-                self._tracked = {tid for tid, _ in seed_tree(roots, self._tasks)}
+                seeded = seed_tree(roots, self._tasks)
+                self._tracked = {tid for tid, _ in seeded}
                 self._tasks.lookup_live(sorted(self._tracked))
+                if self.counter_specs:
+                    self._probe_counters(cpus[:1])
+                    self._threads = ThreadReads(list(self.counter_specs))
+                    for tid, pid in seeded:
+                        self._threads.add(tid, pid, time.monotonic_ns())
+            elif self.counter_specs:     # a counter on every thread of the machine: no
+                self.counter_dropped = [f"{sp.name} not counted: the perf backend counts per "
+                                        "thread of a traced command, not system-wide"
+                                        for sp in self.counter_specs]
+                self.counter_specs = []
             for fd in self._fds:
                 pe.ioctl(fd, pe.PERF_EVENT_IOC_ENABLE)
         except BaseException:
             self._close()
             raise
+
+    def _probe_counters(self, cpus: list[int]) -> None:
+        """Leave out the events this machine cannot count (one line each, as libbpf's)."""
+        probe = CpuCounters(list(self.counter_specs), cpus)
+        try:
+            probe.open()
+        finally:
+            probe.close()
+        self.counter_dropped = list(probe.dropped)
+        self.counter_specs = list(probe.specs)
 
     def follow(self, pids: Iterable[int]) -> bool:
         if self._tracked is None:
@@ -427,7 +453,11 @@ class PerfTracer(Tracer):
         now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
         tasks.lookup_live(seen.tolist(), t_ns=now)    # fill() leaves pid == OUTSIDE as is
         self._exited = events["tid"][events["kind"] == ev.EXIT].tolist()
-        return ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=lost)
+        batch = ev.EventBatch(events=events, tasks=tasks.take_infos(), lost=lost)
+        if self._threads is not None:       # record --events: per thread, at each read
+            self._threads.see(events, self._tracked)
+            batch.counters = self._threads.rows(time.monotonic_ns())
+        return batch
 
     def _learn_names(self, seen: np.ndarray) -> None:
         """Names of the tasks the kept events name: fork/exec names in time order (the last
@@ -447,6 +477,9 @@ class PerfTracer(Tracer):
         the others open); safe to call twice."""
         rings, self._rings = self._rings, {}
         fds, self._fds = self._fds, []
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.close()
         for ring in rings.values():
             try:
                 ring.close()

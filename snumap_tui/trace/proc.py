@@ -21,6 +21,7 @@ from snumap_tui.sources._io import read_name_text
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.base import Tracer
+from snumap_tui.trace.proc_counters import PROC_EVENTS, SOURCE, interval_rows, read_thread
 from snumap_tui.trace.tasks import TaskTable, tree_of
 
 
@@ -45,11 +46,25 @@ def parse_schedstat(text: str) -> int | None:
         return None
 
 
+class _ProcEvent:
+    """A /proc field standing where a perf EventSpec would (``name``, ``kind``, no PMU)."""
+
+    kind = "proc"
+    scale = 1.0
+    unit = None
+    needs_pmu = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 class ProcTracer(Tracer):
     """Per-thread CPU time and last CPU, polled from /proc."""
 
     name = "proc"
     approximate = True
+    counts_intervals = True
+    counter_source = SOURCE
 
     def __init__(self, proc: Path = Path("/proc")) -> None:
         self.proc = proc
@@ -57,6 +72,10 @@ class ProcTracer(Tracer):
         self._roots: list[int] | None = None
         self._last: dict[int, tuple[int, int]] = {}     # tid -> (cpu ns, tgid)
         self._tasks = TaskTable(proc)
+        # record --events: what /proc gives per thread and poll (trace/proc_counters.py)
+        self._cvals: dict[int, tuple[int, ...]] = {}
+        self._cprev: dict[int, tuple[int, ...]] = {}
+        self._ct = 0
 
     @classmethod
     def status(cls) -> SourceStatus:
@@ -86,13 +105,18 @@ class ProcTracer(Tracer):
             for name in tids:
                 base = self.proc / str(pid) / "task" / name
                 try:
-                    st = parse_stat(read_name_text(base / "stat"))
+                    text = read_name_text(base / "stat")
+                    st = parse_stat(text)
                     sched = read_name_text(base / "schedstat") if st else ""
                 except OSError:
                     continue
                 if st is None:
                     continue
                 comm, ppid, ticks, cpu = st
+                if self.counter_specs:
+                    vals = read_thread(base, text, self._tick_ns)
+                    if vals is not None:
+                        self._cvals[int(name)] = vals
                 ns = parse_schedstat(sched)
                 out[int(name)] = (ns if ns is not None else ticks * self._tick_ns, cpu, pid,
                                   comm, ppid)
@@ -100,9 +124,15 @@ class ProcTracer(Tracer):
 
     def start(self, pids: Iterable[int] | None = None) -> None:
         self._roots = list(pids) if pids is not None else None
+        if self.counter_specs:      # what it counts instead of perf events
+            self.counter_dropped = [f"{s.name} not counted by the proc backend (perf events "
+                                    "need the libbpf backend)" for s in self.counter_specs]
+            self.counter_specs = [_ProcEvent(n) for n in PROC_EVENTS]
+        self._ct = time.monotonic_ns()
         for tid, (ns, _cpu, tgid, comm, ppid) in self._poll().items():
             self._last[tid] = (ns, tgid)
             self._tasks.learn(tid, tgid=tgid, comm=comm, ppid=ppid)
+        self._cprev, self._cvals = self._cvals, {}     # the first interval's baseline
 
     def read(self) -> ev.EventBatch:
         now = time.monotonic_ns()
@@ -118,7 +148,12 @@ class ProcTracer(Tracer):
                 rows.append((now, 0, ev.EXIT, tid, 0, tgid, -1, 0))
         self._last = {tid: (v[0], v[2]) for tid, v in cur.items()}
         events = np.array(rows, dtype=ev.EVENT_DTYPE) if rows else ev.empty_events()
-        return ev.EventBatch(events=events, tasks=self._tasks.take_infos())
+        batch = ev.EventBatch(events=events, tasks=self._tasks.take_infos())
+        if self.counter_specs:
+            where = {tid: (v[2], v[1]) for tid, v in cur.items()}
+            batch.counters = interval_rows(self._cprev, self._cvals, where, self._ct, now)
+            self._cprev, self._cvals, self._ct = self._cvals, {}, now
+        return batch
 
     def stop(self) -> ev.EventBatch:
         return self.read()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.sources.base import SourceStatus
@@ -82,8 +83,10 @@ def choose_tracer(backend: str = "auto", *, say: Callable[[str], None] | None = 
 
 def start_tracer(backend: str, pids: Iterable[int] | None, *,
                  say: Callable[[str], None] | None = None,
-                 buffer_bytes: int | None = None) -> tuple[Tracer, list[str]]:
-    """Choose and start a tracer; with ``auto``, a backend that is available but fails to
+                 buffer_bytes: int | None = None,
+                 counters: list[Any] | None = None) -> tuple[Tracer, list[str]]:
+    """Choose and start a tracer (counting COUNTERS, perf_spec.EventSpec, per run interval
+    where the backend can: trace/counters.py); with ``auto``, a backend that is available but fails to
     start (bcc cannot compile, perf_event_open refused) is stopped and gives way to the next
     one."""
     say = say or (lambda s: print(safe_lines(s), file=sys.stderr))
@@ -93,6 +96,8 @@ def start_tracer(backend: str, pids: Iterable[int] | None, *,
         quiet: list[str] = []
         tracer, lines = choose_tracer(backend, say=quiet.append, statuses=failed)
         tracer.buffer_bytes = buffer_bytes
+        tracer.counter_specs = list(counters or [])
+        tracer.counter_dropped = []
         try:
             tracer.start(roots)
         except BaseException as exc:

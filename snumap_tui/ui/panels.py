@@ -182,6 +182,11 @@ def _per_s(v: float) -> str:
 _COUNTER_LABELS = (("ctx switches", "ctxsw", "context-switches"),
                    ("migrations", "migr", "cpu-migrations"),
                    ("page faults", "faults", "page-faults"))
+# The built-in per-thread events (sources/perf.py HW_EVENTS, SW_EVENTS): what the line shows
+# after them are the ones `top --events` added.
+_PANEL_EVENTS = {e for _, _, e in _COUNTER_LABELS} | {
+    "cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
+    "stalled-cycles-frontend", "stalled-cycles-backend"}
 
 
 def counters_text(t: TaskRow, counting: bool = True, width: int | None = None) -> Text:
@@ -212,6 +217,10 @@ def counters_text(t: TaskRow, counting: bool = True, width: int | None = None) -
         else:
             out.append("IPC n/a (no hardware PMU)" if not short else "IPC n/a (no PMU)",
                        style=NA_STYLE)
+        for event, v in rates.items():      # `top --events`: the user's own, after ours
+            if event not in _PANEL_EVENTS:
+                out.append(f"  {safe_text(event)} ")
+                out.append(f"{_per_s(v)}/s", style="bold" if v else "")
         if width is None or out.cell_len <= width:
             break
     return out

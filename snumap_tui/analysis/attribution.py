@@ -1,0 +1,330 @@
+"""Counters attributed to threads, processes, regions and phases (docs/attribution.md).
+
+The unit is a run interval: what a thread did between its switch-in and switch-out on one PU,
+with the deltas of every counted event (store/counters.py). A thread's or a process's figures
+are sums of its intervals; a region instance (a thread inside an OpenMP body, an MPI call, a
+probed function) gets, of each of that thread's intervals, the share of the interval's time
+that lies inside it; a phase (a marker pair) gets that share of every traced interval on every
+PU (of the marker's process where it is known). Counts are spread evenly over an interval's
+time: exact for whole intervals, an estimate for the parts of intervals a region boundary
+cuts (regions usually hold many intervals, or exactly one run of a thread).
+
+A multiplexed event (running < enabled in some interval) is scaled by enabled/running per
+interval, as perf stat does, and flagged. Ratios are computed from the sums (IPC = Σinstructions
+/ Σcycles), never averaged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.analysis.regions import pair
+from snumap_tui.store.counters import ThreadCounters
+from snumap_tui.store.regions import Regions
+from snumap_tui.trace.events import OUTSIDE
+
+# Event names as perf(1) spells them, for the derived figures.
+CYCLES = ("cycles", "cpu-cycles")
+INSTRUCTIONS = ("instructions",)
+LLC_MISSES = ("LLC-load-misses", "cache-misses")
+LLC_REFS = ("LLC-loads", "cache-references")
+FAULTS = ("page-faults", "faults")
+TASK_CLOCK = ("task-clock",)
+
+
+@dataclass
+class Scaled:
+    """Rows of a counters table with each event's value scaled for multiplexing."""
+
+    events: list[str]
+    tid: np.ndarray
+    pid: np.ndarray
+    cpu: np.ndarray
+    start: np.ndarray        # int64 ns
+    end: np.ndarray
+    values: np.ndarray       # float64 (rows, events)
+    multiplexed: np.ndarray  # bool (events,): some interval ran part of its enabled time
+    unmeasured: np.ndarray   # bool (events,): some interval never ran it
+
+
+def scaled(tc: ThreadCounters) -> Scaled:
+    r = tc.rows
+    n = len(tc.events)
+    val = r["value"].reshape(len(r), n).astype(np.float64)
+    en = r["enabled"].reshape(len(r), n).astype(np.float64)
+    run = r["running"].reshape(len(r), n).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(run > 0, en / np.where(run > 0, run, 1), 1.0)
+    return Scaled(list(tc.events), r["tid"].astype(np.int64), r["pid"].astype(np.int64),
+                  r["cpu"].astype(np.int64), r["t_start"].astype(np.int64),
+                  r["t_end"].astype(np.int64), val * factor,
+                  np.asarray((run < en).any(axis=0)) if len(r) else np.zeros(n, bool),
+                  np.asarray(((run == 0) & (en > 0)).any(axis=0)) if len(r)
+                  else np.zeros(n, bool))
+
+
+def _first(events: list[str], names: tuple[str, ...]) -> int | None:
+    low = [e.lower() for e in events]
+    for n in names:
+        if n.lower() in low:
+            return low.index(n.lower())
+    return None
+
+
+def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
+            migrations: int | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """IPC, GHz, MPKI, LLC miss ratio, faults and migrations of summed counters: (figures,
+    why each missing one is n/a)."""
+    out: dict[str, Any] = {}
+    why: dict[str, str] = {}
+
+    def get(names: tuple[str, ...]) -> float | None:
+        i = _first(events, names)
+        return None if i is None else float(sums[i])
+
+    cyc, ins = get(CYCLES), get(INSTRUCTIONS)
+    miss, refs, faults = get(LLC_MISSES), get(LLC_REFS), get(FAULTS)
+    minor, major = get(("minor-faults", "proc:minor-faults")), get(("major-faults",
+                                                                     "proc:major-faults"))
+    if faults is None and minor is not None:
+        faults = minor + (major or 0.0)
+
+    def ratio(key: str, a: float | None, b: float | None, need: str, k: float = 1.0) -> None:
+        if a is None or b is None:
+            out[key] = None
+            why[key] = f"needs {need} (not counted)"
+        elif b == 0:
+            out[key] = None
+            why[key] = "no " + need.split(" and ")[-1] + " counted here"
+        else:
+            out[key] = k * a / b
+
+    ratio("ipc", ins, cyc, "instructions and cycles")
+    ratio("ghz", cyc, float(on_cpu_ns) if on_cpu_ns else None, "cycles and on-CPU time")
+    ratio("mpki", miss, ins, "LLC-load-misses and instructions", 1000.0)
+    ratio("llc_miss_ratio", miss, refs, "LLC-load-misses and LLC-loads")
+    out["faults"] = faults
+    if faults is None:
+        why["faults"] = "page-faults not counted (--events)"
+    out["migrations"] = migrations
+    return out, why
+
+
+def _group(keys: np.ndarray, s: Scaled, order_key: np.ndarray) -> dict[int, dict[str, Any]]:
+    """Sums per key: intervals, on-CPU ns, event sums, migrations (a thread's consecutive
+    intervals on different PUs, counted when KEYS are tids)."""
+    out: dict[int, dict[str, Any]] = {}
+    if not len(keys):
+        return out
+    uk, inv = np.unique(keys, return_inverse=True)
+    dur = (s.end - s.start).clip(min=0)
+    sums = np.zeros((len(uk), len(s.events)))
+    np.add.at(sums, inv, s.values)
+    ns = np.bincount(inv, weights=dur, minlength=len(uk))
+    cnt = np.bincount(inv, minlength=len(uk))
+    o = np.lexsort((order_key, s.tid))
+    moved = (s.tid[o][1:] == s.tid[o][:-1]) & (s.cpu[o][1:] != s.cpu[o][:-1])
+    mig = np.bincount(inv[o][1:][moved], minlength=len(uk))
+    for i, k in enumerate(uk.tolist()):
+        out[k] = {"intervals": int(cnt[i]), "on_cpu_ns": int(ns[i]), "sums": sums[i],
+                  "migrations": int(mig[i])}
+    return out
+
+
+def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
+    """On-CPU ns when the rows are reads, not runs (perf, /proc backends): task-clock, or
+    /proc's utime + stime; None without either."""
+    if "proc:utime-ns" in events:
+        return int(sums[events.index("proc:utime-ns")] + sums[events.index("proc:stime-ns")])
+    i = _first(events, TASK_CLOCK)
+    return None if i is None else int(sums[i])
+
+
+def _row(events: list[str], g: dict[str, Any], runs: bool = True, **extra: Any
+         ) -> dict[str, Any]:
+    """One table row; RUNS: the rows were run intervals (their lengths are on-CPU time)."""
+    if not runs:
+        g = dict(g, on_cpu_ns=on_cpu_from_counts(events, g["sums"]) or 0)
+    figs, why = derived(events, g["sums"], g["on_cpu_ns"], g.get("migrations"))
+    row = {**extra, "intervals": g["intervals"], "on_cpu_s": g["on_cpu_ns"] / 1e9,
+           "events": {e: float(v) for e, v in zip(events, g["sums"].tolist())}, **figs}
+    if why:
+        row["na"] = why
+    return row
+
+
+class _Cumulative:
+    """F(t): the counts of a set of non-overlapping intervals up to time t, counts spread
+    evenly over each interval. F(b) - F(a) is what [a, b) holds."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, values: np.ndarray) -> None:
+        o = np.argsort(end, kind="stable")
+        self.start, self.end, self.v = start[o], end[o], values[o]
+        self.cum = np.vstack([np.zeros((1, values.shape[1])), np.cumsum(self.v, axis=0)])
+        self.dur_cum = np.concatenate([[0], np.cumsum((self.end - self.start).clip(min=0))])
+
+    def at(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(counts, on-CPU ns) up to each of T."""
+        k = np.searchsorted(self.end, t, side="right")
+        full = self.cum[k]
+        ns = self.dur_cum[k].astype(np.float64)
+        inside = k < len(self.end)
+        kk = np.minimum(k, max(len(self.end) - 1, 0))
+        if len(self.end):
+            s, e = self.start[kk], self.end[kk]
+            part = np.where(inside & (t > s), (t - s) / np.maximum(e - s, 1), 0.0)
+            full = full + part[:, None] * self.v[kk]
+            ns = ns + part * (e - s)
+        return full, ns
+
+
+def _span_sums(cum: _Cumulative, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    fa, na = cum.at(a)
+    fb, nb = cum.at(b)
+    return (fb - fa).sum(axis=0), np.array((nb - na).sum())
+
+
+Inst = tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _instances(reg: Regions) -> dict[str, Inst]:
+    """Per region name: (kind, tid, pid, start, end) of the instances that say where its
+    threads were inside (a parallel region's bodies, else its calls or marker pairs, else
+    its master's spans; as analysis/regions.py counts time inside)."""
+    inst = pair(reg.rows)
+    by: dict[str, dict[str, list[int]]] = {}
+    for rid, n in enumerate(reg.names):
+        by.setdefault(n.name, {}).setdefault(n.role, []).append(rid)
+    out: dict[str, Inst] = {}
+    for name, roles in by.items():
+        pick = roles.get("body") or (roles.get("call", []) + roles.get("marker", [])) or \
+            roles.get("span", [])
+        m = np.isin(inst.rid, pick)
+        kind = reg.names[pick[0]].kind
+        out[name] = (kind, inst.tid[m].astype(np.int64), inst.pid[m].astype(np.int64),
+                     inst.start[m].astype(np.int64), inst.end[m].astype(np.int64))
+    return out
+
+
+def attribute(tc: ThreadCounters, reg: Regions | None = None,
+              comm: dict[int, str] | None = None, runs: bool = True) -> dict[str, Any]:
+    """The report's ``counters`` section: per thread, process, region, phase and PU. RUNS:
+    the rows are run intervals (libbpf); else reads between polls (perf, /proc), whose
+    on-CPU time is task-clock's or /proc's, and whose migrations are not known."""
+    comm = comm or {}
+    s = scaled(tc)
+    ev = s.events
+    traced = (s.tid > 0) & (s.pid != OUTSIDE)
+    threads = _group(s.tid[traced], _sub(s, traced), s.end[traced])
+    procs = _group(s.pid[traced], _sub(s, traced), s.end[traced])
+    # A process's migrations: its threads'.
+    pm: dict[int, int] = {}
+    pid_of = dict(zip(s.tid[traced].tolist(), s.pid[traced].tolist()))
+    for tid, g in threads.items():
+        pm[pid_of[tid]] = pm.get(pid_of[tid], 0) + g["migrations"]
+    for pid, g in procs.items():
+        g["migrations"] = pm.get(pid, 0)
+    out: dict[str, Any] = {
+        "events": ev,
+        "multiplexed": [e for e, m in zip(ev, s.multiplexed.tolist()) if m],
+        "unmeasured": [e for e, m in zip(ev, s.unmeasured.tolist()) if m],
+        "threads": sorted((_row(ev, g, runs, tid=t, pid=pid_of[t], comm=comm.get(t, "?"))
+                           for t, g in threads.items()), key=lambda r: -r["on_cpu_s"]),
+        "processes": sorted((_row(ev, g, runs, pid=p, comm=comm.get(p, "?"))
+                             for p, g in procs.items()), key=lambda r: -r["on_cpu_s"]),
+        "cpus": _per_cpu(s),
+        "regions": [], "phases": [],
+    }
+    if reg is not None and len(reg.rows):
+        out["regions"], out["phases"] = _regions(s, traced, reg, runs)
+    if not runs:
+        for r in (*out["threads"], *out["processes"]):
+            r["migrations"] = None
+    return out
+
+
+def _sub(s: Scaled, m: np.ndarray) -> Scaled:
+    return Scaled(s.events, s.tid[m], s.pid[m], s.cpu[m], s.start[m], s.end[m], s.values[m],
+                  s.multiplexed, s.unmeasured)
+
+
+def _per_cpu(s: Scaled) -> list[dict[str, Any]]:
+    """Per PU: the traced threads' sums, the untraced tasks' (and idle's), and both."""
+    rows = []
+    for cpu in np.unique(s.cpu).tolist():
+        m = s.cpu == cpu
+        tr = m & (s.tid > 0) & (s.pid != OUTSIDE)
+        rows.append({"cpu": cpu,
+                     "traced": dict(zip(s.events, s.values[tr].sum(axis=0).tolist())),
+                     "other": dict(zip(s.events, s.values[m & ~tr].sum(axis=0).tolist())),
+                     "total": dict(zip(s.events, s.values[m].sum(axis=0).tolist()))})
+    return rows
+
+
+def _regions(s: Scaled, traced: np.ndarray, reg: Regions, runs: bool = True
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    ts = _sub(s, traced)
+    by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
+    cum_tid = {t: _Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
+    cum_cpu: dict[tuple[int, int], _Cumulative] = {}
+    regions: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = []
+    for name, (kind, tid, pid, a, b) in _instances(reg).items():
+        sums = np.zeros(len(s.events))
+        ns = 0.0
+        threads: set[int] = set()
+        if kind == "marker":
+            # A phase: every traced interval in its time, of its process when known.
+            for p in sorted(set(pid.tolist())):
+                sel = (ts.pid == p) if p > 0 else np.ones(len(ts.tid), bool)
+                threads.update(ts.tid[sel].tolist())
+                m = pid == p
+                for cpu in np.unique(ts.cpu[sel]).tolist():
+                    key = (p, cpu)
+                    if key not in cum_cpu:
+                        i = np.flatnonzero(sel & (ts.cpu == cpu))
+                        cum_cpu[key] = _Cumulative(ts.start[i], ts.end[i], ts.values[i])
+                    v, n = _span_sums(cum_cpu[key], a[m], b[m])
+                    sums += v
+                    ns += float(n)
+        else:
+            for t in sorted(set(tid.tolist())):
+                if t not in cum_tid:
+                    continue
+                m = tid == t
+                v, n = _span_sums(cum_tid[t], a[m], b[m])
+                sums += v
+                ns += float(n)
+                threads.add(t)
+        row = _row(s.events, {"intervals": len(a), "on_cpu_ns": int(ns), "sums": sums,
+                              "migrations": None}, runs,
+                   name=name, kind=kind, threads=len(threads))
+        row["instances"] = row.pop("intervals")
+        row.pop("migrations", None)
+        (phases if kind == "marker" else regions).append(row)
+    return (sorted(regions, key=lambda r: -r["on_cpu_s"]),
+            sorted(phases, key=lambda r: -r["on_cpu_s"]))
+
+
+def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:
+    """The report's ``counters``: ``available`` False with ``why`` when the recording has no
+    counters per run interval, else ``attribute``'s tables with where they came from and the
+    events this machine could not count."""
+    info = dict((getattr(rec, "header", {}) or {}).get("counters") or {})
+    tc = rec.thread_counters() if hasattr(rec, "thread_counters") else ThreadCounters()
+    dropped = [str(d) for d in info.get("dropped") or []]
+    if not len(tc):
+        if not info:
+            why = "recorded without --events (snumap record --events task-clock,...)"
+        elif dropped and not info.get("events"):
+            why = "; ".join(dropped)
+        else:
+            why = "no traced thread ran while counting"
+        return {"available": False, "why": why, "dropped": dropped}
+    source = str(info.get("source") or "")
+    out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
+                    runs=source.startswith("libbpf"))
+    return {"available": True, "source": source, "dropped": dropped, **out}

@@ -1,0 +1,88 @@
+"""The text form of the report's ``counters`` section (analysis/attribution.py): one table per
+process, thread, region and phase, "n/a (why)" where a figure cannot be had; every line fits
+an 80-column terminal (the first three events get columns, all of them are in --json)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from snumap_tui.textsafe import safe_text
+
+EVENT_COLUMNS = 3
+WIDTH = 80
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    a = abs(v)
+    for div, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{v / div:.3g}{suf}"
+    return f"{v:.3g}" if v != int(v) else f"{int(v)}"
+
+
+def _ratio(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def _short(event: str) -> str:
+    return event.removeprefix("proc:")[:9]
+
+
+def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str],
+           top: int) -> list[str]:
+    if not rows:
+        return []
+    shown = events[:EVENT_COLUMNS]
+    head = (f"  {'':<18} {'on-CPU s':>8}" + "".join(f" {_short(e):>9}" for e in shown)
+            + f" {'IPC':>4} {'GHz':>4} {'MPKI':>5} {'migr':>4}")
+    lines = [title, head]
+    for r in rows[:top]:
+        lines.append(f"  {safe_text(label(r))[:18]:<18} {r['on_cpu_s']:>8.3f}"
+                     + "".join(f" {_num(r['events'].get(e)):>9}" for e in shown)
+                     + f" {_ratio(r.get('ipc')):>4} {_ratio(r.get('ghz')):>4}"
+                     f" {_ratio(r.get('mpki'), 1):>5} {_num(r.get('migrations')):>4}")
+    if len(rows) > top:
+        lines.append(f"  ... {len(rows) - top} more")
+    return lines
+
+
+def _wrapped(text: str, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)
+
+
+def format_counters(c: dict[str, Any] | None, top: int = 20) -> list[str]:
+    if not c:
+        return []
+    if not c.get("available"):
+        return ["", *_wrapped(f"Counters per thread: n/a ({safe_text(c.get('why', '?'))})",
+                              "")]
+    ev = list(c["events"])
+    lines = ["", "Counters per thread, region and phase:"]
+    lines += _wrapped("events: " + ", ".join(safe_text(e) for e in ev))
+    lines += _wrapped(f"source: {safe_text(c.get('source') or '?')}")
+    if len(ev) > EVENT_COLUMNS:
+        lines += _wrapped(f"(columns for the first {EVENT_COLUMNS}; all in --json)")
+    for d in c.get("dropped") or []:
+        lines += _wrapped(f"not counted: {safe_text(d)}")
+    if c.get("multiplexed"):
+        lines += _wrapped("multiplexed (scaled by enabled/running): "
+                          + ", ".join(safe_text(e) for e in c["multiplexed"]))
+    na: dict[str, str] = {}
+    for group in ("threads", "processes", "regions", "phases"):
+        for r in c.get(group) or []:
+            na.update(r.get("na") or {})
+    for key, why in sorted(na.items()):
+        lines += _wrapped(f"{key}: n/a ({why})")
+    lines += _table("  per process", c.get("processes") or [],
+                    lambda r: f"{r['pid']} {r['comm']}", ev, top)
+    lines += _table("  per thread", c.get("threads") or [],
+                    lambda r: f"{r['tid']} {r['comm']}", ev, top)
+    lines += _table("  per region (share of each thread's run intervals inside)",
+                    c.get("regions") or [], lambda r: r["name"], ev, top)
+    lines += _table("  per phase (markers: every traced interval in its time)",
+                    c.get("phases") or [], lambda r: r["name"], ev, top)
+    return lines
