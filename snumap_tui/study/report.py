@@ -370,6 +370,14 @@ def _columns(rep: dict[str, Any]) -> dict[str, Any]:
     return {"keys": keys, "head": head}
 
 
+def _serial(x: Any, width: int) -> str:
+    """Karp-Flatt's serial fraction; above 1 (slower than with fewer threads: a wait region,
+    contention) it is no fraction of anything, shown as '>1'."""
+    if finite(x) and x > 1:
+        return f"{'>1':>{width}}"
+    return _num(x, width)
+
+
 def _num(x: Any, width: int) -> str:
     """X in WIDTH columns, two decimals, or '>' and the largest that fits."""
     if not finite(x):
@@ -388,7 +396,7 @@ def _row(a: dict[str, Any], cols: dict[str, Any], energy: bool) -> str:
         out += f"{a.get('ranks') or 1:>6}"
     out += (f"{a['time_median_s']:>9.4f}{a['time_min_s']:>8.4f}{a['time_max_s']:>8.4f}"
             f"{a['n']:>3}{_num(a['speedup'], 8)}{_num(a['efficiency'], 6)}"
-            f"{_num(a['karp_flatt'], 8)}")
+            f"{_serial(a['karp_flatt'], 8)}")
     if energy:
         out += f"{_f(a.get('energy_j'), '10.2f'):>10}{_f(a.get('edp'), '10.3f'):>10}"
     return out
