@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snumap_tui.errors import SnumapError
 from snumap_tui.native import libbpf
 from snumap_tui.sources._io import c_string
 from snumap_tui.sources.base import SourceStatus
@@ -66,7 +67,7 @@ def ring_cpus(ncpu: int, root: Path = Path("/")) -> list[int]:
     online later finds no ring and is counted lost."""
     try:
         cpus = [c for c in online_cpus(root) if c < ncpu]
-    except ValueError:          # a cpulist that does not parse
+    except (ValueError, SnumapError):          # a cpulist that does not parse
         cpus = []
     return cpus or list(range(ncpu))
 
