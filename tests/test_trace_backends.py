@@ -47,6 +47,30 @@ print(json.dumps({"tid": os.getpid(), "m0": m0, "m1": m1, "cpu_ns": c1 - c0, "to
 """
 
 
+def steal_ns(cpu: int | None = None) -> int:
+    """Time the hypervisor took from this VM's CPU (or all), /proc/stat's steal column.
+
+    A guest's sched_switch timestamps run on while the host has the vCPU, but the thread's own
+    CPU time (thread_time, schedstat) leaves steal out: a run time traced from switches is
+    the thread's CPU time plus the steal while it ran. On a shared host that is 5-10 % at
+    times, more than the tests' 5 % tolerance."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *fields = line.split()
+            if not name.startswith("cpu") or name == "cpu":
+                continue
+            if cpu is None or name == f"cpu{cpu}":
+                total += int(fields[7]) if len(fields) > 7 else 0
+    return total * 1_000_000_000 // hz
+
+
+def assert_ran(traced: float, cpu_ns: float, stolen: int, rel: float = 0.05) -> None:
+    """TRACED run time equals CPU_NS within REL, allowing up to STOLEN ns more (steal)."""
+    assert (1 - rel) * cpu_ns <= traced <= (1 + rel) * cpu_ns + stolen, (traced, cpu_ns, stolen)
+
+
 def backend_or_skip(name: str) -> None:
     if tracefs_root() is None and os.geteuid() == 0:
         mount_tracefs()
@@ -116,7 +140,9 @@ def need_two_cpus() -> None:
 def test_pinned_busy_loop_exact(backend: str, tmp_path: Path) -> None:
     backend_or_skip(backend)
     need_two_cpus()
+    s0 = steal_ns(1)
     proc, out = snumap_record(tmp_path, backend, busy_command(2.0))
+    stolen = steal_ns(1) - s0
     assert proc.returncode == 0, proc.stderr
     assert f"backend {backend}" in proc.stderr
     me = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -127,7 +153,7 @@ def test_pinned_busy_loop_exact(backend: str, tmp_path: Path) -> None:
     tid = me["tid"]
     window = run_time(events, me["m0"], me["m1"])
     on1 = window.get((tid, 1), 0)
-    assert on1 == pytest.approx(me["cpu_ns"], rel=0.05), (on1, me)
+    assert_ran(on1, me["cpu_ns"], stolen)
     # After taskset's exec of python (the last exec of that tid) nothing ran on PU 0.
     execs = events[(events["kind"] == ev.EXEC) & (events["tid"] == tid)]
     assert len(execs) >= 2               # taskset, then python
@@ -170,7 +196,9 @@ def test_fork_exec_tree_followed(backend: str, tmp_path: Path) -> None:
     backend_or_skip(backend)
     if not shutil.which("sh") or not shutil.which("sleep"):
         pytest.skip("needs sh and sleep")
+    s0 = steal_ns()
     proc, out = snumap_record(tmp_path, backend, ["sh", "-c", FORK_TREE.replace("PY", PY)])
+    stolen = steal_ns() - s0
     assert proc.returncode == 0, proc.stderr
     py_pid, py_ns = (int(x) for x in proc.stdout.split()[-2:])
     with store.open(out) as rec:
@@ -194,7 +222,7 @@ def test_fork_exec_tree_followed(backend: str, tmp_path: Path) -> None:
     assert py_pid in execs["tid"].tolist()
     assert comms.get(py_pid, "").startswith("python")
     rt = run_time(e)
-    assert sum(v for (tid, _), v in rt.items() if tid == py_pid) == pytest.approx(py_ns, rel=0.05)
+    assert_ran(sum(v for (tid, _), v in rt.items() if tid == py_pid), py_ns, stolen)
     # Unrelated tasks appear only as the other side of a switch with the tree, never alone.
     tree = {sh_pid, *children}
     own = e[e["kind"] != ev.SWITCH]
@@ -210,9 +238,11 @@ def test_busy_system_report_lists_only_the_tree(backend: str, tmp_path: Path) ->
     from snumap_tui.analysis.report import build_report
 
     rival = subprocess.Popen(["taskset", "-c", "1", PY, "-c", "while True: pass"])
+    s0 = steal_ns(1)
     try:
         proc, out = snumap_record(tmp_path, backend, busy_command(1.0))
     finally:
+        stolen = steal_ns(1) - s0
         rival.kill()
         rival.wait()
     assert proc.returncode == 0, proc.stderr
@@ -223,7 +253,7 @@ def test_busy_system_report_lists_only_the_tree(backend: str, tmp_path: Path) ->
     assert rival.pid not in tasks
     assert set(tasks) == {me["tid"]}, [(t["tid"], t["comm"]) for t in r["tasks"]]
     # Its whole life (taskset, then python, one tid): schedstat's total.
-    assert tasks[me["tid"]]["runtime_s"] * 1e9 == pytest.approx(me["total_ns"], rel=0.05)
+    assert_ran(tasks[me["tid"]]["runtime_s"] * 1e9, me["total_ns"], stolen)
     # The rival took about half of PU 1 while the loop ran.
     assert r["untraced"]["cpus"].get("1", 0) * 1e9 > 0.3 * me["cpu_ns"], r["untraced"]
 
