@@ -85,3 +85,27 @@ def test_a_job_whose_first_process_comes_a_moment_later_is_recorded(tmp_path: Pa
     """(Within START_WAIT_S: while the recorder looks, or once it follows the job.)"""
     p = _record_member(tmp_path, 3.0)[0]
     assert "no process on this node" not in p.stderr
+
+
+def test_processes_found_after_the_last_poll_are_recorded() -> None:
+    """The job's last step ends the job and the recorder with it: what the scan thread found
+    after the main loop's last poll is still written when the watch finishes."""
+    from snumap_tui.commands.record_job import JobWatch
+    from snumap_tui.sources.jobprocs import JobProc
+
+    class Writer:
+        tid_max = 1 << 22
+
+        def __init__(self) -> None:
+            self.infos: list[tuple[str, dict]] = []
+
+        def add_info(self, _t: int, kind: str, value: dict) -> None:
+            self.infos.append((kind, value))
+
+    watch = JobWatch("slurm", "42", "n2", "0")
+    watch._found = [JobProc(4242, "mpi_app", "2", "n2", 1, "PMI_RANK")]
+    w = Writer()
+    watch.finish(w)
+    rows = [r for kind, v in w.infos if kind == "job processes" for r in v["rows"]]
+    assert rows == [[4242, "mpi_app", "2", "n2", 1, "PMI_RANK"]]
+    assert 4242 in watch.procs

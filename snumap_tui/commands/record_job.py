@@ -196,6 +196,13 @@ class JobWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        # What the last scans found after the last poll: a rank of the job's last step is
+        # often found just before the job ends (and the recorder with it), never polled.
+        with self._lock:
+            new, self._found = self._found, []
+        if new:
+            self._learn(new)
+            self._write_procs(writer, new)
         reading = clock_reading()
         # tid_max: the merge qualifies this node's task ids with a base this far apart
         # (pid_max, 4 M on most nodes, would spread a job's ids over a sparse range)
