@@ -224,6 +224,7 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--json", action="store_true")
         p.add_argument("--plot", metavar="DIR", help="write SVG/PNG plots there (matplotlib)")
         p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
+        p.add_argument("--force", action="store_true", help="replace the --extrap file(s)")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
     elif verb == "export":
@@ -262,7 +263,7 @@ def _report(data: Any, args: argparse.Namespace) -> int:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
     if args.extrap:
-        extrap.write_extrap(Path(args.extrap), data.measurements)
+        extrap.write_extrap(Path(args.extrap), data.measurements, force=args.force)
         rep["extrap"] = args.extrap
     if args.json:
         print(json.dumps(rep, indent=1, default=str))

@@ -106,9 +106,14 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
     return "\n".join(lines) + "\n"
 
 
-def write_extrap(path: str | Path, measurements: Sequence[Mapping]) -> list[Path]:
+def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
+                 force: bool = False) -> list[Path]:
     """Write the Extra-P text file(s) of a study: `path` itself, or one file per placement and
-    frequency beside it (path's stem + '-<places>-<freq>' + its suffix). Returns the paths."""
+    frequency beside it (path's stem + '-<places>-<freq>' + its suffix), each as every output
+    of snumap is written (safeout: beside, renamed; replaced only with FORCE). Returns the
+    paths."""
+    from ..safeout import SafeOutput
+
     path = Path(path)
     texts = extrap_texts(measurements)
     if not texts:
@@ -116,20 +121,8 @@ def write_extrap(path: str | Path, measurements: Sequence[Mapping]) -> list[Path
     written = []
     for suffix, text in texts.items():
         target = path if not suffix else path.with_name(path.stem + suffix + path.suffix)
-        _write_atomic(target, text)
+        with SafeOutput(target, force=force) as sink, sink.open(text=True) as f:
+            f.write(text)
         written.append(target)
     return written
 
-
-def _write_atomic(target: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
