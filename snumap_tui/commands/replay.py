@@ -18,7 +18,6 @@ from snumap_tui.textsafe import safe_lines
 
 MAX_SPEED = 1000.0      # --speed: recording seconds per second
 
-MAX_COLUMNS, MAX_LINES = 1000, 500   # of --screenshot's --size
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,35 +108,12 @@ def app_exit_code(app: Any, name: str) -> int:
 
 def _screenshot(app: object, args: argparse.Namespace) -> int:
     """Run the app headless at --size, press --keys, save the screen as SVG."""
-    from pathlib import Path
+    from snumap_tui.ui.screenshot import save_screenshot
 
-    try:
-        w, h = (int(x) for x in args.size.lower().split("x"))
-    except ValueError:
-        raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {args.size!r}") from None
-    from snumap_tui.safeout import SafeOutput, check_output
-
-    if not (20 <= w <= MAX_COLUMNS and 5 <= h <= MAX_LINES):
-        raise SnumapError(f"--size {args.size}: at least 20x5, at most "
-                          f"{MAX_COLUMNS}x{MAX_LINES} (a screenshot is drawn cell by cell)")
-    out = Path(args.screenshot)
-    check_output(out, force=args.force, inputs=[args.file])
     keys = [k for k in args.keys.split(",") if k]
-    svg: list[str] = []
-
-    async def pilot_fn(pilot) -> None:
-        await pilot.pause()
-        for k in keys:
-            await pilot.press(k)
-        await pilot.pause()
-        svg.append(pilot.app.export_screenshot())
-        pilot.app.exit(0)
-
-    app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)  # type: ignore[attr-defined]
+    saved = save_screenshot(app, args.screenshot, args.size, keys=keys, force=args.force,
+                            inputs=[args.file], mode=args.mode)
     rc = app_exit_code(app, "replay")
-    if not rc and svg:
-        with SafeOutput(out, force=args.force, inputs=[args.file], mode=args.mode) as sink, \
-                sink.open(text=True) as f:
-            f.write(svg[0])
-        print(safe_lines(f"snumap: wrote {out}"))
+    if not rc and saved:
+        print(safe_lines(f"snumap: wrote {args.screenshot}"))
     return rc

@@ -236,6 +236,7 @@ def _verb(verb: str, argv: list[str]) -> int:
                        help="do not open the terminal UI: write an SVG screenshot and exit")
         p.add_argument("--size", default="120x40", metavar="WxH",
                        help="with --screenshot: the terminal size (default 120x40)")
+        p.add_argument("--force", action="store_true", help="replace OUT.svg if it exists")
     elif verb == "task":
         p.add_argument("--list", required=True)
         p.add_argument("--index", type=int, required=True)
@@ -251,7 +252,7 @@ def _verb(verb: str, argv: list[str]) -> int:
         return _export(data, args)
     from snumap_tui.ui.scale_view import run_view
 
-    return run_view(data, screenshot=args.screenshot, size=args.size)
+    return run_view(data, screenshot=args.screenshot, size=args.size, force=args.force)
 
 
 def _report(data: Any, args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -167,31 +167,17 @@ def model_lines(report: Mapping) -> dict[str, list[str]]:
     return out
 
 
-def run_view(data, screenshot: str | None = None, size: str = "120x40") -> int:
+def run_view(data: Any, screenshot: str | None = None, size: str = "120x40",
+             force: bool = False) -> int:
     """Open the view of a loaded study (snumap_tui.study.load); with screenshot, write the
     screen as SVG instead and return."""
-    from pathlib import Path
-
-    from ..errors import SnumapError
+    from .screenshot import save_screenshot
 
     report = data.report(None)
     app = ScaleViewApp(data.aggregated(), model_lines(report), title=str(data.dir))
     if not screenshot:
         app.run()
         return 0
-    try:
-        w, h = (int(x) for x in size.lower().split("x"))
-    except ValueError:
-        raise SnumapError(f"--size: expected WxH, e.g. 120x40, not {size!r}") from None
-    if not (20 <= w <= 1000 and 5 <= h <= 500):
-        raise SnumapError(f"--size: {w}x{h} is out of range (20x5 to 1000x500)")
-    out = Path(screenshot)
-
-    async def pilot_fn(pilot) -> None:
-        await pilot.pause()
-        pilot.app.save_screenshot(filename=out.name, path=str(out.parent or "."))
-        pilot.app.exit(0)
-
-    app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)
-    print(f"snumap: wrote {out}")
+    if save_screenshot(app, screenshot, size, force=force):
+        print(safe_text(f"snumap: wrote {screenshot}"))
     return 0
