@@ -105,8 +105,9 @@ def test_ring_sizes_per_cpu() -> None:
     from snumap_tui.trace.bpf_common import ring_bytes_per_cpu
 
     page = os.sysconf("SC_PAGE_SIZE")
-    assert ring_bytes_per_cpu(None, 2) == 1 << 20           # the default per CPU
-    assert ring_bytes_per_cpu(None, 64) == 1 << 20
+    assert ring_bytes_per_cpu(None, 2) == 4 << 20           # the default per CPU
+    assert ring_bytes_per_cpu(None, 64) == 4 << 20
+    assert ring_bytes_per_cpu(None, 128) == 2 << 20         # 256 MiB in all at most
     assert ring_bytes_per_cpu(3 << 20, 4) == 4 << 20        # rounded up to a power of two
     assert ring_bytes_per_cpu(1, 4) == page                 # at least a page
     assert ring_bytes_per_cpu(64 << 20, 64) == 4 << 20      # 256 MiB in all at most

@@ -329,3 +329,41 @@ def test_switch_chains_compress_to_almost_nothing() -> None:
     value, _, _ = encode_events(ev)
     assert np.count_nonzero(value["tid"]) == 4
     assert np.count_nonzero(value["pid"]) == 0
+
+
+def test_slow_sync_does_not_block_the_writer(tmp_path, monkeypatch) -> None:
+    """The flusher thread's fdatasync runs without the writer's lock: a sync that takes long
+    (a busy disk) no longer stops the main thread adding and flushing its batches -- which
+    stopped it emptying the kernel's event buffers -- and what was written during the sync
+    is synced again afterwards."""
+    import os as os_mod
+
+    from snumap_tui.store import writer as writer_mod
+
+    entered = threading.Event()
+    calls: list[float] = []
+    real = os_mod.fdatasync
+
+    def slow_sync(fd: int) -> None:
+        calls.append(time.monotonic())
+        entered.set()
+        time.sleep(0.6)
+        real(fd)
+
+    monkeypatch.setattr(writer_mod.os, "fdatasync", slow_sync)
+    path = tmp_path / "r.rec"
+    with store.Writer(path, {}, flush_interval=0.05, sync_interval=0.05) as w:
+        time.sleep(0.1)                 # the last sync is old: the flusher's first is due
+        w.add_events(EventBatch(events=random_events(100)))
+        assert entered.wait(5)          # the flusher thread flushed and is syncing now
+        t0 = time.monotonic()
+        w.add_events(EventBatch(events=random_events(100, seed=1, t_start=2 * 10**9)))
+        w.flush()
+        blocked = time.monotonic() - t0
+        deadline = time.monotonic() + 5
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert blocked < 0.3, f"add_events + flush waited {blocked:.2f} s for a sync"
+    assert len(calls) >= 2          # the batch written during the first sync was synced too
+    with store.open(path) as r:
+        assert r.event_count == 200

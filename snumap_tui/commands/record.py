@@ -23,7 +23,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands import record_attach, record_counters, record_regions
+from snumap_tui.commands import (
+    record_attach,
+    record_counters,
+    record_priority,
+    record_regions,
+)
 from snumap_tui.commands.options import (
     add_mode_argument,
     interval_option,
@@ -66,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "always traced")
     parser.add_argument("--buffer-size", default=None, metavar="SIZE",
                         help="kernel event buffer per CPU (perf: one ring per CPU, default 8M, "
-                             "less on many CPUs; libbpf, bcc: one ring of SIZE x CPUs, default "
-                             "1M; 256M in all); raise it if events are lost")
+                             "less on many CPUs; libbpf: a ring per CPU, bcc: one ring of "
+                             "SIZE x CPUs, default 4M; 256M in all); raise it if events are lost")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--cpus", default=None, metavar="LIST",
                         help="run CMD on these CPUs (its affinity, e.g. 0-3,8; the recorder "
@@ -81,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     record_attach.add_arguments(parser)
     record_regions.add_arguments(parser)
     record_counters.add_arguments(parser)
+    record_priority.add_arguments(parser)
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="command to run and record (executed directly, not by a shell)")
 
@@ -166,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
                                 lambda t: parse_size(t, most=1 << 30)) \
         if getattr(args, "buffer_size", None) else None
     args.counter_specs = record_counters.specs_from_args(args)
+    record_priority.wanted(args)            # a bad --nice is one line before anything starts
     args.attached = record_attach.Attached.from_args(args, cmd)     # --pid
     status_line = LiveStatus(command=bool(cmd))      # the live line on a terminal
     say = status_line.say
@@ -278,6 +285,9 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     cpus = _cpus(args, cmd)
     child = HeldChild(cmd, cpus) if cmd else None
     held = {"child": child is not None}
+    # After the fork: the command keeps its priority; every recorder thread started from here
+    # on inherits the main thread's.
+    nice = record_priority.apply(args, say)
 
     def abandon() -> None:
         if held["child"] and child is not None:
@@ -329,6 +339,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         header.update(attached.header())
     header["regions"] = regions.header()
     header["process_memory"] = memory.header()
+    header["recorder_nice"] = nice
     if counters is not None:
         header["counters"] = counters
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file

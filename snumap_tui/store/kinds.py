@@ -262,6 +262,7 @@ _HEADER = Fields(optional={
     "backend": Nullable(TEXT), "backend_reason": Nullable(TEXT),
     "interval_ns": Int(0, I64[1]), "approximate": Bool(), "system_wide": Bool(),
     "pid_max": Int(0, I32[1]),
+    "recorder_nice": Int(-20, 20),     # record --nice (commands/record_priority.py)
     "clock_start": _CLOCK,
     # record --job (commands/record_job.py)
     "job": Fields(optional={"system": Nullable(TEXT), "id": Nullable(OneOf(TEXT, Int(*I64)))},

@@ -71,6 +71,10 @@ class Writer:
         self.regions_written = 0
         self._counters = CounterBuffer()
         self.counter_events: list[str] = []    # the events of batches' counters (record)
+        # A counter row is 32 + 24 bytes per event in memory, 3-6 times an event, and encoding
+        # copies it twice: a quarter of the events' chunk bounds the recorder's peak under a
+        # switch storm (65,536 rows took ~40 MB more than no counters; docs/benchmarks.md).
+        self.max_chunk_counters = max(1, max_chunk_events // 4)
         self.counters_written = 0
         self._oldest: float | None = None      # monotonic seconds of the oldest buffered item
         self._last_t = 0                       # latest event/sample time seen (for lost chunks)
@@ -145,7 +149,7 @@ class Writer:
             c = batch.counters
             if c is not None and len(c):
                 self._counters.add(c, self.counter_events)
-                if self._counters.n >= self.max_chunk_events:
+                if self._counters.n >= self.max_chunk_counters:
                     self._write_counters()
             self._tasks.extend(batch.tasks)
             for t in batch.tasks:
@@ -240,8 +244,8 @@ class Writer:
             now = time.monotonic()
             if self._oldest is not None and now - self._oldest >= self.flush_interval:
                 self.flush()
-            elif now - self._last_sync >= self.sync_interval and self._unsynced:
-                self._sync()
+            elif self._flusher is None and self._sync_due():
+                self._sync()        # with a flusher thread, it syncs (without the lock)
 
     def flush(self) -> None:
         """Write everything buffered as chunks now (and sync if the last sync is old)."""
@@ -267,7 +271,7 @@ class Writer:
             self._write_counters()
             self._flush_events(only_full=False)
             self._oldest = None
-            if time.monotonic() - self._last_sync >= self.sync_interval:
+            if self._flusher is None and time.monotonic() - self._last_sync >= self.sync_interval:
                 self._sync()
 
     def close(self) -> None:
@@ -323,6 +327,7 @@ class Writer:
     # ---- internals --------------------------------------------------------------------------
 
     _unsynced = False
+    _gen = 0            # writes so far: a sync that ran while more were written leaves them due
 
     def _autoflush(self) -> None:
         period = max(self.flush_interval / 2, 0.01)
@@ -334,6 +339,9 @@ class Writer:
                     self.flush_if_due()
                 except SnumapError:
                     return  # kept in self._failed: the next add_* or flush raises it
+                gen = self._gen if self._sync_due() else None
+            if gen is not None:
+                self._sync_unlocked(gen)
 
     def _touch(self) -> None:
         if self._oldest is None:
@@ -444,6 +452,28 @@ class Writer:
             raise self._failed from None
         self._offset += len(blob)
         self._unsynced = True
+        self._gen += 1
+
+    def _sync_due(self) -> bool:
+        return self._unsynced and time.monotonic() - self._last_sync >= self.sync_interval
+
+    def _sync_unlocked(self, gen: int) -> None:
+        """The flusher thread's fdatasync, outside the lock: on a busy disk it took 100s of ms,
+        and the main thread, blocked on the lock to add its next batch, stopped emptying the
+        kernel's event buffers (a switch storm then lost up to half its events). Writes made
+        meanwhile stay due for the next sync."""
+        began = time.monotonic()
+        try:
+            os.fdatasync(self._fd)
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.EROFS):   # pipes and odd filesystems
+                with self._lock:
+                    self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
+                return
+        with self._lock:
+            self._last_sync = began
+            if self._gen == gen:
+                self._unsynced = False
 
     def _sync(self) -> None:
         try:

@@ -25,10 +25,14 @@ from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.rows import take_rows
 from snumap_tui.trace.tasks import TaskTable, seed_tree
 
-# The BPF ring's default share per CPU. The drain thread empties it every 10 ms, when 1 MiB
-# per CPU holds 22k events per CPU (2 M events/s per CPU); every byte of it counts in the
-# recorder's RSS once the ring has wrapped.
-DEFAULT_BYTES_PER_CPU = 1 << 20
+# The BPF ring's default share per CPU. The drain thread empties it every 10 ms, but on a
+# full machine it can be kept from running for a few hundred ms (the recorder's own main
+# thread behind, other work): under a switch storm with counters a CPU writes ~15 MB/s of
+# events and interval records, which filled 1 MiB in 70 ms. 4 MiB holds ~270 ms of that
+# (with the recorder at nice -10, commands/record_priority.py: docs/benchmarks.md, "Counters
+# per run interval", has the storms with and without). Every byte counts in the
+# recorder's RSS once the ring has wrapped (the RSS target is "the rings plus 60 MB").
+DEFAULT_BYTES_PER_CPU = 4 << 20
 
 
 def ring_pages(buffer_bytes: int | None = None, ncpu: int | None = None) -> int:
