@@ -51,17 +51,24 @@ class Scaled:
 
 
 def scaled(tc: ThreadCounters) -> Scaled:
+    """Each value times enabled / running, computed only for the rows the kernel multiplexed
+    (running < enabled): software events and a PMU with counters to spare have none, and a
+    float copy of both time columns per row was most of report's memory on long recordings."""
     r = tc.rows
     n = len(tc.events)
     val = r["value"].reshape(len(r), n).astype(np.float64)
-    en = r["enabled"].reshape(len(r), n).astype(np.float64)
-    run = r["running"].reshape(len(r), n).astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(run > 0, en / np.where(run > 0, run, 1), 1.0)
+    en = r["enabled"].reshape(len(r), n)
+    run = r["running"].reshape(len(r), n)
+    short = run < en
+    rows = np.flatnonzero(short.any(axis=1)) if len(r) else np.zeros(0, np.int64)
+    if len(rows):
+        e, u = en[rows].astype(np.float64), run[rows].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val[rows] *= np.where(u > 0, e / np.where(u > 0, u, 1), 1.0)
     return Scaled(list(tc.events), r["tid"].astype(np.int64), r["pid"].astype(np.int64),
                   r["cpu"].astype(np.int64), r["t_start"].astype(np.int64),
-                  r["t_end"].astype(np.int64), val * factor,
-                  np.asarray((run < en).any(axis=0)) if len(r) else np.zeros(n, bool),
+                  r["t_end"].astype(np.int64), val,
+                  np.asarray(short.any(axis=0)) if len(r) else np.zeros(n, bool),
                   np.asarray(((run == 0) & (en > 0)).any(axis=0)) if len(r)
                   else np.zeros(n, bool))
 
@@ -218,11 +225,12 @@ def attribute(tc: ThreadCounters, reg: Regions | None = None,
     s = scaled(tc)
     ev = s.events
     traced = (s.tid > 0) & (s.pid != OUTSIDE)
-    threads = _group(s.tid[traced], _sub(s, traced), s.end[traced])
-    procs = _group(s.pid[traced], _sub(s, traced), s.end[traced])
+    ts = _sub(s, traced)            # one copy of the traced rows, for every table below
+    threads = _group(ts.tid, ts, ts.end)
+    procs = _group(ts.pid, ts, ts.end)
     # A process's migrations: its threads'.
     pm: dict[int, int] = {}
-    pid_of = dict(zip(s.tid[traced].tolist(), s.pid[traced].tolist()))
+    pid_of = dict(zip(ts.tid.tolist(), ts.pid.tolist()))
     for tid, g in threads.items():
         pm[pid_of[tid]] = pm.get(pid_of[tid], 0) + g["migrations"]
     for pid, g in procs.items():
@@ -239,7 +247,7 @@ def attribute(tc: ThreadCounters, reg: Regions | None = None,
         "regions": [], "phases": [],
     }
     if reg is not None and len(reg.rows):
-        out["regions"], out["phases"] = _regions(s, traced, reg, runs)
+        out["regions"], out["phases"] = _regions(ts, reg, runs)
     if not runs:
         for r in (*out["threads"], *out["processes"]):
             r["migrations"] = None
@@ -264,9 +272,10 @@ def _per_cpu(s: Scaled) -> list[dict[str, Any]]:
     return rows
 
 
-def _regions(s: Scaled, traced: np.ndarray, reg: Regions, runs: bool = True
+def _regions(ts: Scaled, reg: Regions, runs: bool = True
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    ts = _sub(s, traced)
+    """Per region and per phase, from TS: the traced rows only."""
+    s = ts
     by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
     cum_tid = {t: _Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
     cum_cpu: dict[tuple[int, int], _Cumulative] = {}
