@@ -20,11 +20,9 @@ import pytest
 
 from snumap_tui.store import open as open_recording
 from snumap_tui.trace.libbpf import LibbpfTracer
-from tests.test_attribution_live import _compile
+from tests.test_attribution_live import PAGES, SRC, _compile
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
-PAGES = 16384                  # 64 MiB, touched by the second thread and held a while
-MIB = 1 << 20
 
 pytestmark = [
     pytest.mark.skipif(not LibbpfTracer.status().available,
@@ -33,41 +31,6 @@ pytestmark = [
                        reason="a second host name needs root and unshare"),
 ]
 
-SRC = r"""
-#define _GNU_SOURCE
-#include <omp.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-static volatile double sink;
-static long cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-int main(void) {
-    long busy = 0, holder = 0;
-    #pragma omp parallel num_threads(2)
-    {
-        long tid = syscall(SYS_gettid);
-        if (omp_get_thread_num() == 0) {
-            while (cpu_ns() < 150L * 1000000L) sink += 1.0;
-            busy = tid;
-        } else {
-            char *m = mmap(NULL, %(pages)dL * 4096, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            for (long i = 0; i < %(pages)dL; i++) m[i * 4096] = 1;
-            usleep(300000);      /* held over several samples, inside the region */
-            munmap(m, %(pages)dL * 4096);
-            holder = tid;
-        }
-    }
-    printf("busy %%ld\nholder %%ld\n", busy, holder);
-    return 0;
-}
-"""
 
 
 def _record(tmp: Path, prog: Path, name: str, host: str | None) -> tuple[Path, dict[str, int]]:
@@ -97,7 +60,9 @@ def _moved(nodes: dict[str, int], base: int) -> dict[str, int]:
 
 
 def test_merged_job_keeps_counters_memory_and_regions_of_both_nodes(tmp_path: Path) -> None:
-    prog = _compile(SRC % {"pages": PAGES}, tmp_path / "omp_job", "-fopenmp")
+    # one thread spins 150 ms of CPU time, the other faults in 64 MiB and keeps them to the end
+    prog = _compile(SRC % {"spin": 150, "pages": PAGES, "pause": 200_000},
+                    tmp_path / "omp_job", "-fopenmp")
     a, tids_a = _record(tmp_path, prog, "a", None)
     b, tids_b = _record(tmp_path, prog, "b", "snumap-node-b")
     job = tmp_path / "job.rec"
@@ -124,8 +89,8 @@ def test_merged_job_keeps_counters_memory_and_regions_of_both_nodes(tmp_path: Pa
     assert len(merged) == len(ra["counters"]["threads"]) + len(rb["counters"]["threads"])
     assert merged[tids_a["busy"]]["task-clock"] >= 140e6
     assert merged[tb + tids_b["busy"]]["task-clock"] >= 140e6
-    assert merged[tids_a["holder"]]["page-faults"] >= PAGES
-    assert merged[tb + tids_b["holder"]]["page-faults"] >= PAGES
+    assert merged[tids_a["faulter"]]["page-faults"] >= PAGES
+    assert merged[tb + tids_b["faulter"]]["page-faults"] >= PAGES
     for ev in ("task-clock", "page-faults"):
         total = sum(t["events"][ev] for r in (ra, rb) for t in r["counters"]["threads"])
         assert sum(e[ev] for e in merged.values()) == pytest.approx(total, rel=1e-12)
@@ -136,6 +101,12 @@ def test_merged_job_keeps_counters_memory_and_regions_of_both_nodes(tmp_path: Pa
     for ev in ("task-clock", "page-faults"):
         assert reg_j["events"][ev] == pytest.approx(reg_a["events"][ev] + reg_b["events"][ev],
                                                     rel=1e-9)
+
+    # ... and so are the marker phase's (SNUMAP_MARKERS "begin/end compute" on both nodes).
+    (ph_a,), (ph_b,), (ph_j,) = ([p for p in r["counters"]["phases"] if p["name"] == "compute"]
+                                 for r in (ra, rb, rj))
+    assert ph_j["events"]["page-faults"] == pytest.approx(
+        ph_a["events"]["page-faults"] + ph_b["events"]["page-faults"], rel=1e-9)
 
     # Memory: each node's process with its own high-water marks, its NUMA nodes moved.
     pa_, pb_ = ra["processes"][0], rb["processes"][0]
@@ -187,5 +158,5 @@ def test_merged_job_keeps_counters_memory_and_regions_of_both_nodes(tmp_path: Pa
         ps = strips(data.intervals, pid, data.t0, data.t1, 40,
                     timelines(rec.process_memory()).get(pid),
                     thread_intervals(data.intervals, pid))
-        assert {tb + tids_b["busy"], tb + tids_b["holder"]} <= set(ps.threads)
+        assert {tb + tids_b["busy"], tb + tids_b["faulter"]} <= set(ps.threads)
         assert max(ps.peak.values()) >= PAGES * 4096
