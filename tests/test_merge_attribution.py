@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from snumap_tui import store
-from snumap_tui.analysis.report import build_report
+from snumap_tui.analysis.jobreport import label_nodes
+from snumap_tui.analysis.report import build_report, format_report
 from snumap_tui.analysis.synth import synthetic_topology
 from snumap_tui.errors import SnumapError
 from snumap_tui.store.merge import merge
@@ -113,11 +114,16 @@ def test_counters_regions_and_memory_of_every_node_on_the_job_numbering(tmp_path
         assert sorted({(int(p), int(n)) for p, n in zip(mem["pid"], mem["node"])}) == [
             (500, -1), (500, 1), (tb + 500, -1), (tb + 500, 3)]
         rep = build_report(rec)
+        label_nodes(rec, rep)
     c = rep["counters"]
     assert c["available"] and c["events"] == ["task-clock", "page-faults"]
     th = {t["tid"]: t["events"] for t in c["threads"]}
     assert th[500] == {"task-clock": 10 * MS, "page-faults": 1000}
     assert th[tb + 500] == {"task-clock": 10 * MS, "page-faults": 2000}
+    assert sorted(t["label"] for t in c["threads"]) == ["a:500", "a:501", "b:500", "b:501"]
+    text = format_report(rep)
+    assert "  b:500 prog " in text and "  b:501 prog " in text     # counters per thread
+    assert "  b:500 prog                 96.0  N3 (DRAM)" in text   # memory per process
     (body,) = c["regions"]
     assert body["events"]["page-faults"] == pytest.approx(0.8 * (1000 + 2000))
     procs = {p["pid"]: p for p in rep["processes"]}
