@@ -78,6 +78,20 @@ def attr_rec(path: Path, node: str, mono0: int, offset: int, events: list[str], 
     return path
 
 
+def process_view_text(rec: object, pid: int) -> list[str]:
+    from snumap_tui.analysis.memory import timelines
+    from snumap_tui.analysis.process_view import strips, thread_intervals
+    from snumap_tui.ui.process_view import draw
+    from snumap_tui.ui.replay_data import load_replay
+
+    data = load_replay(rec)
+    ps = strips(data.intervals, pid, data.t0, data.t1, 20,
+                timelines(rec.process_memory()).get(pid),       # type: ignore[attr-defined]
+                thread_intervals(data.intervals, pid))
+    lines = draw(data, ps, data.t1, 100, 6, "prog")
+    return ["".join(seg.text for seg in line) for line in lines]
+
+
 def test_counters_regions_and_memory_of_every_node_on_the_job_numbering(tmp_path: Path
                                                                          ) -> None:
     shift = 3 * 10**9          # b's monotonic clock reads 3 s less at the same wall instant
@@ -115,6 +129,11 @@ def test_counters_regions_and_memory_of_every_node_on_the_job_numbering(tmp_path
             (500, -1), (500, 1), (tb + 500, -1), (tb + 500, 3)]
         rep = build_report(rec)
         label_nodes(rec, rep)
+        view = process_view_text(rec, tb + 500)
+    # replay's process view (key p) of node b's process: named by node, local tids, memory
+    # on b's NUMA node as the job numbers it
+    assert view[0].startswith("process b:500 prog") and "N3 DRAM 96.0" in view[0], view[0]
+    assert [v.split()[0] for v in view[1:3]] == ["500", "N3"]
     c = rep["counters"]
     assert c["available"] and c["events"] == ["task-clock", "page-faults"]
     th = {t["tid"]: t["events"] for t in c["threads"]}
