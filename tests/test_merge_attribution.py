@@ -175,3 +175,21 @@ def test_a_node_without_counters_merges_with_one_that_has_them(tmp_path: Path) -
         assert rec.thread_counters().events == ["task-clock"]
         assert rec.thread_counters().rows["tid"].tolist() == [500, 501]
         assert len(rec.regions().rows) == 4
+
+
+def test_a_damaged_counters_chunk_is_named_and_the_rest_merged(tmp_path: Path) -> None:
+    from snumap_tui.store import chunks as C
+    from snumap_tui.store.kinds import K_THREAD_COUNTERS
+
+    a = attr_rec(tmp_path / "a.rec", "a", 10 * 10**9, WALL, ["task-clock"])
+    b = attr_rec(tmp_path / "b.rec", "b", 10 * 10**9, WALL, ["task-clock"])
+    with store.open(b) as rec:
+        (h,) = [h for h in rec._chunks if h.kind == K_THREAD_COUNTERS]
+    data = bytearray(b.read_bytes())
+    data[h.offset + C.CHUNK_HEADER_SIZE + 3] ^= 0xFF
+    b.write_bytes(bytes(data))
+    res = merge([a, b], tmp_path / "job.rec")
+    assert len(res.damaged) == 1 and "b.rec: thread counters chunk at byte" in res.damaged[0]
+    with store.open(tmp_path / "job.rec") as rec:
+        assert rec.thread_counters().rows["tid"].tolist() == [500, 501]     # a's only
+        assert len(rec.regions().rows) == 4 and len(rec.process_memory()) == 8
