@@ -130,6 +130,7 @@ def test_counters_regions_and_memory_of_every_node_on_the_job_numbering(tmp_path
         rep = build_report(rec)
         label_nodes(rec, rep)
         view = process_view_text(rec, tb + 500)
+        assert not rec.damaged         # the merged header and chunks pass their schemas
     # replay's process view (key p) of node b's process: named by node, local tids, memory
     # on b's NUMA node as the job numbers it
     assert view[0].startswith("process b:500 prog") and "N3 DRAM 96.0" in view[0], view[0]
