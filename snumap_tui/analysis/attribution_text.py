@@ -78,9 +78,9 @@ def format_counters(c: dict[str, Any] | None, top: int = 20) -> list[str]:
     for key, why in sorted(na.items()):
         lines += _wrapped(f"{key}: n/a ({why})")
     lines += _table("  per process", c.get("processes") or [],
-                    lambda r: f"{r['pid']} {r['comm']}", ev, top)
+                    lambda r: f"{r.get('label') or r['pid']} {r['comm']}", ev, top)
     lines += _table("  per thread", c.get("threads") or [],
-                    lambda r: f"{r['tid']} {r['comm']}", ev, top)
+                    lambda r: f"{r.get('label') or r['tid']} {r['comm']}", ev, top)
     lines += _table("  per region (share of each thread's run intervals inside)",
                     c.get("regions") or [], lambda r: r["name"], ev, top)
     lines += _table("  per phase (markers: every traced interval in its time)",

@@ -48,12 +48,16 @@ def job_processes(rec: Any) -> list[dict[str, Any]]:
 
 def label_nodes(rec: Any, report: dict[str, Any]) -> None:
     """In a merged job, name each process and thread by its node: ``node``, its own
-    ``local_pid``/``local_tid``, and ``label`` ("n2:1234", what the text form shows)."""
+    ``local_pid``/``local_tid``, and ``label`` ("n2:1234", what the text form shows); the
+    counters section's processes and threads too."""
     table = getattr(rec, "nodes", None)
     if table is None:
         return
-    for key, field in (("processes", "pid"), ("tasks", "tid")):
-        for row in report.get(key, []):
+    counters = report.get("counters") or {}
+    for rows, field in ((report.get("processes", []), "pid"), (report.get("tasks", []), "tid"),
+                        (counters.get("processes") or [], "pid"),
+                        (counters.get("threads") or [], "tid")):
+        for row in rows:
             node, local = table.split_tid(int(row[field]))
             if node is not None:
                 row["node"], row[f"local_{field}"] = node, local

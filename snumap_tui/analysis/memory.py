@@ -188,13 +188,14 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
     lines.append(f"  {'PID':>7} {'COMM':<16} {'RSS max':>8}  per node (kind): max / at end")
     for p in r.get("processes", [])[:top]:
         pm = p.get("memory") or {}
+        who = safe_text(str(p.get("label") or p["pid"]))     # node:pid in a merged job
         if "nodes" not in pm:
-            lines.append(f"  {p['pid']:>7} {safe_text(p['comm'])[:16]:<16} n/a ({pm.get('why')})"[:80])
+            lines.append(f"  {who:>7} {safe_text(p['comm'])[:16]:<16} n/a ({pm.get('why')})"[:80])
             continue
         nodes = "  ".join(f"N{n} ({kinds.get(n, 'DRAM')}): {_mib(b)} / {_mib(pm['last'].get(n))}"
                           for n, b in pm["nodes"].items())
         est = "" if pm.get("exact") else " ~"
-        lines.append(f"  {p['pid']:>7} {safe_text(p['comm'])[:16]:<16} "
+        lines.append(f"  {who:>7} {safe_text(p['comm'])[:16]:<16} "
                      f"{_mib(pm['rss_bytes']):>8}{est}  {nodes}"[:80])
     regs = [g for g in r.get("regions") or [] if "memory" in g]
     if regs:

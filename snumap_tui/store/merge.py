@@ -34,6 +34,7 @@ from snumap_tui.safeout import SafeOutput, check_output
 from snumap_tui.sources.clocksync import wall_error_ns
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
+from snumap_tui.store.mergeattr import copy_attribution, counter_events, header_entries
 from snumap_tui.store.nodes import TASK_FIELDS
 from snumap_tui.store.reader import open_recording
 from snumap_tui.store.writer import MERGED_VERSION, Writer
@@ -163,6 +164,7 @@ def plan(paths: Sequence[str | Path], *, force: bool = False,
     if len(jobs) > 1 and not force:
         names = ", ".join(f"{m.path.name} ({m.job or 'no job'})" for m in members[:4])
         raise SnumapError(f"recordings of different jobs: {names}; --force merges them anyway")
+    counter_events([m.path for m in members], [m.header for m in members])
     spans = [m.tid_span for m in members]
     if sum(spans) > TID_LIMIT:
         raise SnumapError(f"{len(members)} nodes' task ids do not fit in 32 bits once qualified "
@@ -251,6 +253,13 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
         "merged": {"members": len(members), "skipped": skipped},
     }
     header["start_wall_ns"] = header["start_monotonic_ns"] + ref.offset_ns
+    counted = counter_events([m.path for m in members], [m.header for m in members])
+    numa_bases = [int(b.get("NUMANode", 0)) for b in bases]
+    header.update(header_entries([m.node for m in members], [m.header for m in members],
+                                 numa_bases, counted))
+    for n, m in zip(nodes, members):
+        n.update({k: m.header[k] for k in ("counters", "regions", "process_memory")
+                  if k in m.header})
     outp = Path(out)
     sink = SafeOutput(outp, force=overwrite, inputs=paths, mode=mode)
     try:
@@ -266,6 +275,8 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, force: bool = False,
         for k, m in enumerate(members):
             with open_recording(m.path) as rec:
                 _small_chunks(rec, nodes[k], w)
+                copy_attribution(rec, nodes[k], numa_bases[k], counted, w.add_value_chunk,
+                                 damaged.append)
                 # the chunk headers, listed now: the copy reads payloads by offset
                 streams.append(list(_chunk_stream(k, rec, int(nodes[k]["shift_ns"]))))
         fds = [os.open(m.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)) for m in members]

@@ -226,6 +226,14 @@ class Writer:
             payload = codec.encode({"t_ns": int(t_ns), "what": str(what), **value})
             self._write_chunk(C.K_INFO, payload, count=1, t_min=int(t_ns), t_max=int(t_ns))
 
+    def add_value_chunk(self, kind: int, value: Any, *, count: int, t_min: int,
+                        t_max: int) -> None:
+        """A chunk whose value was built elsewhere (a merge's regions, thread counters and
+        process memory, moved onto the job's numbering), encoded and written as it is."""
+        with self._lock:
+            self._check()
+            self._write_chunk(kind, codec.encode(value), count=count, t_min=t_min, t_max=t_max)
+
     def add_raw_chunk(self, kind: int, blob: bytes, *, count: int, t_min: int,
                       t_max: int, events: int = 0) -> None:
         """A complete chunk (header + payload) built elsewhere, e.g. copied by a merge, written

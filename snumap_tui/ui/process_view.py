@@ -65,7 +65,9 @@ def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height:
     cursor = int(np.clip(np.searchsorted(ps.edges, cursor_t, "right") - 1, 0, cols - 1))
     cpu, mem = at_cursor(ps, cursor_t)
     kinds = data.cache.setdefault("node_kinds", node_kinds(data.topology))
-    parts = [f"process {ps.pid} {comm}", f"at cursor: {cpu:.2f} PUs"]
+    table = getattr(data.recording, "nodes", None)       # a merged job: node:pid, local tids
+    who = table.label(ps.pid) if table is not None else str(ps.pid)
+    parts = [f"process {who} {comm}", f"at cursor: {cpu:.2f} PUs"]
     if RSS_NODE in mem:
         parts.append(f"RSS {fmt_bytes(mem[RSS_NODE])}")
     parts += [f"N{n} {kinds.get(n, 'DRAM')} {fmt_bytes(b)}" for n, b in sorted(mem.items())
@@ -79,7 +81,8 @@ def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height:
     busiest = sorted(ps.threads, key=lambda t: -float(ps.threads[t].sum()))
     for i, tid in enumerate(busiest[:room]):
         name = safe_text(data.names.get(tid, "?"))
-        lines.append(_row(f"{tid} {name}", ps.threads[tid], 1.0, THREAD_STYLE, cursor,
+        local = table.split_tid(tid)[1] if table is not None else tid
+        lines.append(_row(f"{local} {name}", ps.threads[tid], 1.0, THREAD_STYLE, cursor,
                           LABEL_STYLES[i % 2]))
     if len(busiest) > room and room:
         lines[-1][0] = Segment(f"+{len(busiest) - room + 1} threads".ljust(LABEL_W)[:LABEL_W],
