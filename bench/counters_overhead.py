@@ -67,11 +67,11 @@ int main(int argc, char **argv) {
 
 
 def finest_interval() -> str:
-    from snumap_tui.model.sampler import check_interval
+    from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S, check_interval
 
     for text, s in (("1ms", 0.001), ("10ms", 0.01)):
         try:
-            check_interval(s)
+            check_interval(s, RECORD_MIN_INTERVAL_S)
             return text
         except Exception:  # noqa: BLE001, S112 - the next one
             continue

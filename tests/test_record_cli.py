@@ -120,6 +120,42 @@ def test_drain_thread_comes_back_at_once_after_a_drain_that_hit_its_budget(monke
         d._stop.set()
 
 
+def test_drainer_backs_off_while_idle_and_comes_back_with_data() -> None:
+    """Empty drains double the period up to IDLE_DRAIN_S (a program that switches little no
+    longer wakes the thread 100 times a second); the first drain with records brings it back
+    to DRAIN_S."""
+    import numpy as np
+
+    from snumap_tui.commands.record_runtime import Drainer
+
+    class Quiet:
+        def __init__(self) -> None:
+            self.calls: list[float] = []
+            self.busy = False
+
+        def drain(self) -> np.ndarray:
+            self.calls.append(time.monotonic())
+            return np.zeros(10 if self.busy else 0, dtype=np.uint64)
+
+        def drain_capped(self) -> bool:
+            return False
+
+    tracer = Quiet()
+    d = Drainer(tracer)
+    try:
+        time.sleep(1.0)
+        idle = len(tracer.calls)
+        tracer.busy = True
+        time.sleep(0.1 + Drainer.IDLE_DRAIN_S)
+        n0, t0 = len(tracer.calls), time.monotonic()
+        time.sleep(0.5)
+        busy = (len(tracer.calls) - n0) / (time.monotonic() - t0)
+    finally:
+        d._stop.set()
+    assert idle <= 1.0 / Drainer.IDLE_DRAIN_S + 6          # ~12 a second idle, not 100
+    assert busy >= 0.5 / Drainer.DRAIN_S                   # back to every 10 ms (slack: load)
+
+
 def test_drainer_stop_hands_over_what_the_buffers_still_hold() -> None:
     """Records written after the thread's last drain (a traced program's last region hits,
     just before it exited) come out of stop(), not left in the kernel buffer."""
