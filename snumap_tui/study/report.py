@@ -18,6 +18,7 @@ from snumap_tui.study.aggregate import (
     parallelism,
     series_key,
 )
+from snumap_tui.study.figures import format_figures
 
 HALF = 0.5
 NOT_SCALING = 0.6        # efficiency at the largest p below which a region "does not scale"
@@ -60,6 +61,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
     }
     rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
     rep["models"] = models(agg, manifest, predict)
+    rep["events"] = manifest.get("events")
     return rep
 
 
@@ -310,6 +312,7 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
         lines.append(f"... {len(rep['regions']) - top} more regions (--json has all)")
     if not energy:
         lines.append(f"Energy and EDP: n/a: {rep['energy']['why']}")
+    lines += format_figures(rep["regions"], cols["keys"], top)
     lines += ["", "Efficiency first below 50 %:"]
     below = rep["first_below_half"]
     if not below:
