@@ -9,13 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from snumap_tui import study as study_api
-from snumap_tui.analysis.attribution import derived
 from snumap_tui.study.figures import OLD_RUN, combine
-from snumap_tui.study.manifest import open_study
 from snumap_tui.study.synth import make_study
 from tests.test_scale import _digest, _refused, scale
 
@@ -48,29 +45,9 @@ def test_combine_medians_and_ratios_of_the_median_totals() -> None:
     assert combine([{}], 1.0)["counters"] == {"why": OLD_RUN}      # a run from before
 
 
-def _with_figures(st: Path) -> None:
-    """The synthetic study's runs given counters and memory, as a recording with
-    --events cycles,instructions would: cycles = 1e9 x the region's time x threads."""
-    study = open_study(st)
-    for run in study.plan():
-        state = json.loads(study.run_file(run.id, "json").read_text())
-        m = state["measurements"]
-        p = run.config.threads
-        for r in [m["program"], *m["regions"]]:
-            cyc = 1e9 * r["time_s"] * p
-            r["counters"] = _counters(cyc, 2 * cyc, r["time_s"] * p)
-            figs, _why = derived(["cycles", "instructions"], np.array([cyc, 2 * cyc]),
-                                 int(r["time_s"] * p * 1e9), None)
-            r["counters"].update(figs)          # as attribution's row has them
-            r["memory"] = {"samples": 3, "rss_bytes": (64 << 20) * p, "nodes": {"0": 64 << 20}}
-        study.write_run(run.id, state)
-    study.save()
-
-
 def test_report_and_exports_carry_the_figures(tmp_path: Path) -> None:
     st = tmp_path / "s"
-    make_study(st, threads=[1, 2], serial={"a": 0.0}, repeats=2)
-    _with_figures(st)
+    make_study(st, threads=[1, 2], serial={"a": 0.0}, repeats=2, figures=True)
     rep = json.loads(scale("report", str(st), "--json").stdout)
     node = next(n for n in rep["regions"] if n["region"] == "a")
     by_p = {a["threads"]: a for a in node["rows"]}
