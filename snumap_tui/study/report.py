@@ -1,5 +1,6 @@
 """`snumap scale report`: per region (as a tree under the whole program) and configuration, the
-times over repeats, speedup, efficiency, serial fraction, energy and EDP; where efficiency
+times over repeats, speedup, efficiency, serial fraction, energy and EDP, the counters and
+memory high-water mark (study/figures.py); where efficiency
 first falls below 50 %; the region losing most time at the largest configuration; findings
 in one line each; the fitted models when the model module is there.
 """
