@@ -119,3 +119,24 @@ def test_bad_events_refused_before_any_run(tmp_path: Path) -> None:
     before = _digest(st)
     _refused(scale("--events", "bogus", "-o", str(st), "--", "prog"), "unknown event 'bogus'")
     assert _digest(st) == before
+
+
+def test_models_of_another_metric(tmp_path: Path) -> None:
+    """--metric fits the PMNF models to a counter instead of time: a region whose time
+    follows Amdahl's law with serial fraction 0.5 spends cycles 1e9 x (0.5 p + 0.5), a
+    perfectly scaling one a constant 1e9; an unknown name is one line, exit 2."""
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2, 4, 8], serial={"a": 0.0, "b": 0.5}, figures=True)
+    rep = json.loads(scale("report", str(st), "--json", "--metric", "cycles", "--predict",
+                           "16").stdout)
+    mo = rep["models"]
+    assert mo["metric"] == "cycles" and mo["available"]
+    assert mo["models"]["b"]["formula"] == "5e+08 + 5e+08 * threads"
+    assert mo["models"]["b"]["at_predict"]["value"] == pytest.approx(8.5e9, rel=1e-6)
+    assert mo["models"]["a"]["at_predict"]["value"] == pytest.approx(1e9, rel=1e-6)
+    text = scale("report", str(st), "--metric", "memory").stdout
+    assert "Models (PMNF, memory bytes as a function of the thread count" in text
+    timed = json.loads(scale("report", str(st), "--json").stdout)["models"]
+    assert timed["metric"] == "time" and "time_s" in timed["models"]["b"]["at_cores"]
+    _refused(scale("report", str(st), "--metric", "LLC-load-misses"),
+             "--metric LLC-load-misses: choose from time, energy")

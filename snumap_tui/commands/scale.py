@@ -251,6 +251,10 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--force", action="store_true", help="replace the --extrap file(s)")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
+        p.add_argument("--metric", default="time", metavar="NAME",
+                       help="the figure the models fit: time (default), energy, on_cpu_s, "
+                            "ipc, ghz, mpki, llc_miss_ratio, faults, memory, or an event "
+                            "the study counted (--events), e.g. page-faults")
     elif verb == "export":
         p.add_argument("--format", default="parquet", choices=["parquet", "json", "csv"])
         p.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -283,7 +287,7 @@ def _report(data: Any, args: argparse.Namespace) -> int:
     from snumap_tui.study import extrap, plots
     from snumap_tui.study.report import format_report
 
-    rep = data.report(args.predict)
+    rep = data.report(args.predict, args.metric)
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]

@@ -33,11 +33,15 @@ class StudyData:
             self._agg = aggregate(self.measurements)
         return self._agg
 
-    def report(self, predict: int | None = None) -> dict[str, Any]:
+    def report(self, predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+        """The report; METRIC: the figure the models fit (study/figures.py METRICS or an
+        event's name; SnumapError for another)."""
+        from snumap_tui.study.figures import check_metric
         from snumap_tui.study.report import report_from
 
+        check_metric(metric, self.aggregated())
         return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
-                           predict)
+                           predict, metric)
 
     def to_json(self) -> dict[str, Any]:
         """Configurations, runs and per-region measurements, JSON-ready."""

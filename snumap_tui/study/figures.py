@@ -254,3 +254,36 @@ def format_figures(regions: list[dict[str, Any]], keys: list[str], top: int = 30
 
 def _f(x: Any, width: int, fmt: str) -> str:
     return f"{format(x, fmt) if isinstance(x, (int, float)) else '-':>{width}}"
+
+
+# ---- another figure than time for the models ---------------------------------------------------
+
+#: ``scale report --metric`` names besides the events: the figure's place in an aggregated row.
+METRICS = {"time": ("time_median_s",), "energy": ("energy_j",),
+           "on_cpu_s": ("counters", "on_cpu_s"), "ipc": ("counters", "ipc"),
+           "ghz": ("counters", "ghz"), "mpki": ("counters", "mpki"),
+           "llc_miss_ratio": ("counters", "llc_miss_ratio"), "faults": ("counters", "faults"),
+           "memory": ("memory", "rss_max_bytes")}
+UNITS = {"time": "s", "energy": "J", "on_cpu_s": "s", "memory": "bytes"}
+
+
+def metric_value(row: dict[str, Any], name: str) -> float | None:
+    """The figure NAME (a METRICS key, else an event counted: its median total) of an
+    aggregated row, None where it has none."""
+    path = METRICS.get(name)
+    v: Any = row
+    for k in path or ("counters", "events", name):
+        v = v.get(k) if isinstance(v, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def check_metric(name: str, agg: list[dict[str, Any]]) -> None:
+    """SnumapError (one line) for a --metric that is neither a figure nor a counted event."""
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.textsafe import safe_text
+
+    events = event_names(agg)
+    if name in METRICS or name in events:
+        return
+    raise SnumapError(f"--metric {safe_text(name)[:60]}: choose from "
+                      f"{', '.join([*METRICS, *events])[:300]}")
