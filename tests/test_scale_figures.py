@@ -140,3 +140,30 @@ def test_models_of_another_metric(tmp_path: Path) -> None:
     assert timed["metric"] == "time" and "time_s" in timed["models"]["b"]["at_cores"]
     _refused(scale("report", str(st), "--metric", "LLC-load-misses"),
              "--metric LLC-load-misses: choose from time, energy")
+
+
+def test_damaged_recording_keeps_the_run() -> None:
+    """A recording whose counters or memory cannot be read: those figures are n/a with why,
+    and nothing raises (the run's times are kept; it is not marked failed)."""
+    from snumap_tui.study.figures import run_figures
+
+    class Damaged:
+        def __init__(self) -> None:
+            self.header = {"counters": {"events": [{"name": "task-clock"}]},
+                           "process_memory": {}}
+
+        def regions(self) -> Any:
+            raise ValueError("no region chunk")
+
+        def thread_counters(self) -> Any:
+            raise ValueError("bad chunk")
+
+        @property
+        def topology(self) -> Any:
+            raise KeyError("topology")
+
+    got = run_figures(Damaged(), (0, 1), ["r"])
+    assert set(got) == {"(program)", "r"}
+    for figs in got.values():
+        assert figs == {"counters": {"why": "counters unreadable (ValueError)"},
+                        "memory": {"why": "memory unreadable (KeyError)"}}

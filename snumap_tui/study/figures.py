@@ -41,19 +41,23 @@ def run_figures(rec: Any, window: tuple[int, int], names: Iterable[str]
         reg = rec.regions()
     except Exception:  # noqa: BLE001 - no region chunk: the program's figures only
         reg = None
-    counters = _counters(rec, names)
-    memory = _memory(rec, reg, window, names)
-    return {n: {"counters": counters[n], "memory": memory[n]} for n in [PROGRAM, *names]}
+    out: dict[str, dict[str, Any]] = {n: {} for n in [PROGRAM, *names]}
+    for key, part in (("counters", lambda: _counters(rec, names)),
+                      ("memory", lambda: _memory(rec, reg, window, names))):
+        try:
+            got = part()
+        except Exception as exc:  # noqa: BLE001 - damaged data: this figure n/a, the run kept
+            got = {n: {"why": f"{key} unreadable ({type(exc).__name__})"} for n in out}
+        for n, figs in out.items():
+            figs[key] = got[n]
+    return out
 
 
 def _counters(rec: Any, names: list[str]) -> dict[str, dict[str, Any]]:
     from snumap_tui.analysis.attribution import counter_section, derived
     from snumap_tui.study.aggregate import PROGRAM
 
-    try:
-        sec = counter_section(rec)
-    except Exception as exc:  # noqa: BLE001 - a damaged counters chunk: n/a, times kept
-        sec = {"available": False, "why": f"counters unreadable ({type(exc).__name__})"}
+    sec = counter_section(rec)
     if not sec.get("available"):
         text = str(sec.get("why")).replace("snumap record --events", "snumap scale --events")
         na = {"why": text, "dropped": sec.get("dropped") or []}
@@ -90,11 +94,8 @@ def _memory(rec: Any, reg: Any, window: tuple[int, int], names: list[str]
     )
     from snumap_tui.study.aggregate import PROGRAM
 
-    try:
-        rows, why = recording_memory(rec, rec.topology)
-    except Exception as exc:  # noqa: BLE001 - a damaged memory chunk: n/a, times kept
-        rows, why = None, f"process memory unreadable ({type(exc).__name__})"
-    if why or rows is None:
+    rows, why = recording_memory(rec, rec.topology)
+    if why:
         return {n: {"why": why} for n in [PROGRAM, *names]}
     tls = timelines(rows)
     wins = region_windows(reg) if reg is not None and len(reg.rows) else {}
