@@ -111,7 +111,7 @@ def report_time(tmp: Path) -> list[list[object]]:
     t0 = time.perf_counter()
     make_study(tmp / "big", threads=[1, 2, 4, 8, 16], places=["compact", "spread", "cores",
                                                               "pus"],
-               repeats=10, serial=serial, noise=0.05,
+               repeats=10, serial=serial, noise=0.05, figures=True,
                machine={"hostname": "synthetic", "pus": 16, "cores": 16, "packages": 2})
     made = time.perf_counter() - t0
     rows = []

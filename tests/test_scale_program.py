@@ -298,3 +298,84 @@ def test_mpi_ranks_through_the_launcher(tmp_path: Path) -> None:
 
             init = next(g for g in region_stats(rec.regions()) if g["name"] == "MPI_Init")
         assert len(init["threads"]) == int(run["command"][2])
+
+
+def _report_json(path: Path) -> dict:
+    return json.loads(subprocess.run([*SNUMAP, "report", "--json", str(path)],
+                                     capture_output=True, text=True, check=True,
+                                     timeout=120).stdout)
+
+
+@needs_uprobes
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_study_with_events_per_region(tmp_path: Path) -> None:
+    """--events task-clock,page-faults over 1 and 2 threads: every run's recording counted
+    them, and the study's per-region figures are those its recording's report attributes
+    (regions, threads and the program summing consistently); an unsupported event is said
+    once; a resume with other events is refused with nothing touched."""
+    from snumap_tui.sources.perf import core_pmus
+    from snumap_tui.trace.libbpf import LibbpfTracer
+
+    if not LibbpfTracer.status().available:
+        pytest.skip("the libbpf backend cannot run here (root, BTF)")
+    _compile(tmp_path)
+    no_pmu = not core_pmus(Path("/"))
+    events = "task-clock,page-faults" + (",cycles" if no_pmu else "")
+    r = _scale("--threads", "1,2", "--events", events, "--backend", "libbpf", "-o", "study",
+               "--", "./prog", "60", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("cycles not supported here") == (1 if no_pmu else 0), r.stderr
+    st = tmp_path / "study"
+    rep = json.loads(subprocess.run([*SNUMAP, "scale", "report", str(st), "--json"],
+                                    capture_output=True, text=True, check=True,
+                                    timeout=60).stdout)
+    assert rep["runs"] == {"planned": 2, "ok": 2} and rep["events"] == events.split(",")
+    man = json.loads((st / "manifest.json").read_text())
+    for run in man["runs"]:
+        p = int(run["config"].split("-")[0][1:])
+        recorded = _report_json(st / run["recording"])["counters"]
+        assert recorded["available"] and recorded["events"][:2] == ["task-clock",
+                                                                    "page-faults"]
+        by_name = {g["name"]: g for g in [*recorded["regions"], *recorded["phases"]]}
+        rows = {n["region"]: next(a for a in n["rows"] if a["threads"] == p)
+                for n in rep["regions"]}
+        assert len(rows) >= 3                  # the program and the two parallel regions
+        for name, a in rows.items():
+            c = a["counters"]
+            assert c["n"] == 1 and set(c["events"]) >= {"task-clock", "page-faults"}, name
+            if no_pmu:
+                assert c["dropped"] and c["ipc"] is None and "cycles" in c["na"]["ipc"]
+            # a region cannot run longer on the CPUs than its threads over its time
+            assert c["events"]["task-clock"] <= p * a["time_median_s"] * 1e9 * 1.05 + 2e6
+            if name == "(program)":
+                # the program: its processes' and its threads' sums in the recording
+                for part in ("processes", "threads"):
+                    for ev in ("task-clock", "page-faults"):
+                        total = sum(t["events"][ev] for t in recorded[part])
+                        assert c["events"][ev] == pytest.approx(total, rel=1e-9), (part, ev)
+                assert c["events"]["page-faults"] >= 1
+                assert 0 < a["memory"]["rss_max_bytes"] <= max(
+                    pr["memory"]["rss_bytes"] for pr in
+                    _report_json(st / run["recording"])["processes"]
+                    if "rss_bytes" in (pr.get("memory") or {}))
+                continue
+            g = by_name[name]
+            for ev in ("task-clock", "page-faults"):
+                assert c["events"][ev] == pytest.approx(g["events"][ev], rel=1e-9), (name, ev)
+            assert c["on_cpu_s"] == pytest.approx(g["on_cpu_s"], rel=1e-9)
+        # the regions at the top level sum to no more than the program's task-clock
+        top = [a["counters"]["events"]["task-clock"] for name, a in rows.items()
+               if name != "(program)" and a.get("parent") == "(program)"]
+        assert len(top) == 2
+        assert sum(top) <= rows["(program)"]["counters"]["events"]["task-clock"] * 1.01
+    text = subprocess.run([*SNUMAP, "scale", "report", str(st)], capture_output=True,
+                          text=True, check=True, timeout=60).stdout
+    assert "Counters and memory per region" in text and "task-clock" in text
+    before = _digest([f for f in sorted(st.rglob("*")) if f.is_file()
+                      and f.suffix != ".lock"])
+    r = _scale("--threads", "1,2", "--events", "task-clock", "--backend", "libbpf", "-o",
+               "study", "--", "./prog", "60", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"was recorded with --events {events}: resume it with the same" in r.stderr
+    assert _digest([f for f in sorted(st.rglob("*")) if f.is_file()
+                    and f.suffix != ".lock"]) == before

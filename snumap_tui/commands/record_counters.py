@@ -77,10 +77,17 @@ def events_for_top(args: argparse.Namespace, catalogue: Any, say: Any) -> list[s
     is one line (left out), a bad name is an error. The rest join the metrics file's events
     (``catalogue.extra_counters``: the perf source per PU, the per-thread counters of the
     selected process). Returns the names kept."""
+    names = countable(specs_from_args(args), say)
+    catalogue.extra_counters = frozenset(catalogue.extra_counters) | frozenset(names)
+    return names
+
+
+def countable(specs: list[Any], say: Any) -> list[str]:
+    """The names of SPECS this machine can count, each tried on one PU; one line (SAY) per
+    event left out, or one for all when counters cannot be opened at all."""
     from snumap_tui.sources.freq import online_cpus
     from snumap_tui.trace.counters import CpuCounters
 
-    specs = specs_from_args(args)
     if not specs:
         return []
     try:
@@ -97,6 +104,4 @@ def events_for_top(args: argparse.Namespace, catalogue: Any, say: Any) -> list[s
         probe.close()
     for line in probe.dropped:
         say(line)
-    names = probe.names
-    catalogue.extra_counters = frozenset(catalogue.extra_counters) | frozenset(names)
-    return names
+    return probe.names

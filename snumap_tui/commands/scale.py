@@ -59,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rec.add_argument("--interval", default=None, help="metric sampling interval")
     rec.add_argument("--regions", default=None, choices=["auto", "omp", "mpi", "none"])
     rec.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL")
+    from snumap_tui.commands.record_counters import HELP as EVENTS_HELP
+
+    rec.add_argument("--events", default=None, metavar="LIST",
+                     help=EVENTS_HELP + "; checked once here, kept in the study: a resume "
+                          "gives the same list")
     parser.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...",
                         help="the command ({input} and {ranks} are substituted)")
 
@@ -74,7 +79,18 @@ def run(args: argparse.Namespace) -> int:
         from snumap_tui.model.sampler import RECORD_MIN_INTERVAL_S
 
         interval_option(args.interval, RECORD_MIN_INTERVAL_S)
+    args.event_names = _event_names(args)     # a bad name: one line before any run
     return _study(args, rest)
+
+
+def _event_names(args: argparse.Namespace) -> list[str] | None:
+    """``--events`` parsed as `snumap record` parses it (SnumapError for a bad name), as the
+    names each run's record gets; None without it."""
+    from snumap_tui.commands.record_counters import specs_from_args
+
+    if args.events is None:
+        return None
+    return [s.name for s in specs_from_args(args)]
 
 
 # ---- running a study ---------------------------------------------------------------------------
@@ -87,6 +103,8 @@ def _record_args(args: argparse.Namespace) -> list[str]:
             out += [f"--{opt}", v]
     for p in args.probe:
         out += ["--probe", p]
+    if getattr(args, "event_names", None):
+        out += ["--events", ",".join(args.event_names)]
     return out
 
 
@@ -167,9 +185,15 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
     options = {k: getattr(args, k) for k in ("threads", "ranks", "places", "input", "freq",
                                             "repeat")}
     manifest = M.new_manifest(cmd, _record_args(args), confs, args.repeat, _machine(topo),
-                              {k: v for k, v in actuators.items() if v}, options)
+                              {k: v for k, v in actuators.items() if v}, options,
+                              events=args.event_names)
     study, resumed = M.create_or_resume(args.output, manifest)
     say = _say
+    if args.event_names and args.slurm is None:
+        # said once here; each run's recording keeps them in its header's "dropped"
+        from snumap_tui.commands.record_counters import countable, specs_from_args
+
+        countable(specs_from_args(args), say)
     with M.flocked(study.dir / ".lock", f"study {study.dir}"):
         from snumap_tui.study.freq import restore_leftover
 
@@ -227,6 +251,10 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--force", action="store_true", help="replace the --extrap file(s)")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
+        p.add_argument("--metric", default="time", metavar="NAME",
+                       help="the figure the models fit: time (default), energy, on_cpu_s, "
+                            "ipc, ghz, mpki, llc_miss_ratio, faults, memory, or an event "
+                            "the study counted (--events), e.g. page-faults")
     elif verb == "export":
         p.add_argument("--format", default="parquet", choices=["parquet", "json", "csv"])
         p.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -259,7 +287,7 @@ def _report(data: Any, args: argparse.Namespace) -> int:
     from snumap_tui.study import extrap, plots
     from snumap_tui.study.report import format_report
 
-    rep = data.report(args.predict)
+    rep = data.report(args.predict, args.metric)
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
@@ -301,12 +329,10 @@ def _export(data: Any, args: argparse.Namespace) -> int:
         import csv
         import io
 
-        from snumap_tui.study.data import COLUMNS
-
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(COLUMNS), extrasaction="ignore")
+        w = csv.DictWriter(buf, fieldnames=data.column_names(), extrasaction="ignore")
         w.writeheader()
-        w.writerows(data.measurements)
+        w.writerows(data.rows())
         write_atomic(out, buf.getvalue())
         n = len(data.measurements)
     print(f"snumap scale: {n} rows (run x region) to {out}", file=sys.stderr)

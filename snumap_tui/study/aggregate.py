@@ -39,13 +39,21 @@ def measurements(study: Any) -> list[dict[str, Any]]:
         prog = m.get("program") or {}
         out.append({"region": PROGRAM, "parent": None, "kind": "program", "wait": False,
                     **base, "time_s": prog.get("time_s"), "energy_j": prog.get("energy_j"),
-                    "count": 1})
+                    "count": 1, **_figures(prog)})
         for r in m.get("regions") or []:
             out.append({"region": r["region"], "parent": r.get("parent") or PROGRAM,
                         "kind": r.get("kind"), "wait": bool(r.get("wait")), **base,
                         "time_s": r.get("time_s"), "energy_j": None,
-                        "count": r.get("count")})
+                        "count": r.get("count"), **_figures(r)})
     return out
+
+
+def _figures(m: dict[str, Any]) -> dict[str, Any]:
+    """A measurement's counters and memory (study/figures.py; an older run's: why none)."""
+    from snumap_tui.study.figures import OLD_RUN
+
+    return {k: m.get(k) if isinstance(m.get(k), dict) else {"why": OLD_RUN}
+            for k in ("counters", "memory")}
 
 
 def parallelism(row: dict[str, Any]) -> int:
@@ -64,6 +72,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r.get("status") != "ok" or r.get("time_s") is None:
             continue
         groups.setdefault((r["region"], *(r[k] for k in CONFIG_KEYS)), []).append(r)
+    from snumap_tui.study.figures import combine
+
     out = []
     for rs in groups.values():
         times = [float(r["time_s"]) for r in rs]
@@ -76,7 +86,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     **{k: first[k] for k in CONFIG_KEYS},
                     "time_median_s": t, "time_min_s": min(times), "time_max_s": max(times),
                     "n": len(times), "energy_j": e, "edp": e * t if e is not None else None,
-                    "speedup": None, "efficiency": None, "karp_flatt": None, "lost_s": None})
+                    "speedup": None, "efficiency": None, "karp_flatt": None, "lost_s": None,
+                    **combine(rs, t)})
     series: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for a in out:
         series.setdefault(series_key(a), []).append(a)

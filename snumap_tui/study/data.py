@@ -9,9 +9,11 @@ from typing import Any
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
 from snumap_tui.study.aggregate import aggregate, measurements
+from snumap_tui.study.figures import FLAT, event_names, flat
 from snumap_tui.study.manifest import Study
 
-#: Parquet/DataFrame columns of the measurements, in this order (one row per run x region).
+#: Parquet/DataFrame columns of the measurements, in this order (one row per run x region),
+#: then the counter and memory figures (study/figures.py FLAT) and ``event:NAME`` per event.
 COLUMNS = ("run", "config", "region", "parent", "kind", "wait", "threads", "ranks", "places",
            "input", "input_value", "freq", "repeat", "time_s", "energy_j", "count", "status",
            "recording")
@@ -31,11 +33,15 @@ class StudyData:
             self._agg = aggregate(self.measurements)
         return self._agg
 
-    def report(self, predict: int | None = None) -> dict[str, Any]:
+    def report(self, predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+        """The report; METRIC: the figure the models fit (study/figures.py METRICS or an
+        event's name; SnumapError for another)."""
+        from snumap_tui.study.figures import check_metric
         from snumap_tui.study.report import report_from
 
+        check_metric(metric, self.aggregated())
         return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
-                           predict)
+                           predict, metric)
 
     def to_json(self) -> dict[str, Any]:
         """Configurations, runs and per-region measurements, JSON-ready."""
@@ -45,8 +51,19 @@ class StudyData:
                 "runs": self.manifest.get("runs", []),
                 "measurements": self.measurements, "aggregated": self.aggregated()}
 
+    def column_names(self) -> list[str]:
+        """COLUMNS, the figures' columns and one per event counted in the study."""
+        return [*COLUMNS, *FLAT, *(f"event:{e}" for e in event_names(self.measurements))]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The measurements as flat rows (the exports' and the DataFrame's)."""
+        events = event_names(self.measurements)
+        return [{**{c: m.get(c) for c in COLUMNS}, **flat(m, events)}
+                for m in self.measurements]
+
     def columns(self) -> dict[str, list[Any]]:
-        return {c: [m.get(c) for m in self.measurements] for c in COLUMNS}
+        rows = self.rows()
+        return {c: [r.get(c) for r in rows] for c in self.column_names()}
 
     def to_pandas(self, aggregated: bool = False) -> Any:
         """The measurements (one row per run x region) or, with AGGREGATED, the table per
@@ -57,7 +74,7 @@ class StudyData:
             raise SnumapError(f"pandas is not installed: {install_extra('pandas')}") from None
         if aggregated:
             return pd.DataFrame(self.aggregated())
-        return pd.DataFrame(self.columns(), columns=list(COLUMNS))
+        return pd.DataFrame(self.columns(), columns=self.column_names())
 
     def write_parquet(self, path: Path) -> int:
         """One row per run x region; returns the number of rows."""
@@ -69,6 +86,9 @@ class StudyData:
         types = {"threads": pa.int32(), "ranks": pa.int32(), "repeat": pa.int32(),
                  "count": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
                  "time_s": pa.float64(), "energy_j": pa.float64()}
+        types |= {c: pa.float64() for c in (*FLAT, *self.column_names())
+                  if c not in types and c not in COLUMNS and not c.endswith("_why")}
+        types["mem_rss_max_bytes"] = pa.int64()
         cols = self.columns()
         table = pa.table({c: pa.array(v, type=types.get(c, pa.string()))
                           for c, v in cols.items()})

@@ -33,6 +33,7 @@ from typing import Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.study.configs import Config
+from snumap_tui.textsafe import safe_text
 
 FORMAT = "snumap-study"
 VERSION = 1
@@ -249,6 +250,12 @@ def create_or_resume(path: str | Path, manifest: dict[str, Any]) -> tuple[Study,
     if (d / MANIFEST).exists():
         study = open_study(d)
         old = study.manifest
+        if old.get("events") != manifest.get("events"):
+            was = safe_text("--events " + ",".join(map(str, old["events"])) if old.get("events")
+                            else "no --events")
+            raise SnumapError(f"{d} was recorded with {was[:80]}: resume it with the same "
+                              "--events (its runs must count the same events), or give "
+                              "another -o")
         if old.get("command") != manifest["command"] or \
                 old.get("record_args") != manifest["record_args"]:
             was = " ".join(old.get("command") or [])
@@ -299,11 +306,11 @@ def _merge(old: dict[str, Any], new: dict[str, Any]) -> None:
 
 def new_manifest(command: list[str], record_args: list[str], configs: list[dict[str, Any]],
                  repeat: int, machine: dict[str, Any], actuators: dict[str, Any],
-                 options: dict[str, Any]) -> dict[str, Any]:
+                 options: dict[str, Any], events: list[str] | None = None) -> dict[str, Any]:
     from snumap_tui import __version__
 
     plan = [{"config": c["key"], "repeat": r} for r in range(1, repeat + 1) for c in configs]
     return {"format": FORMAT, "version": VERSION, "created": _now(),
             "host": socket.gethostname(), "machine": machine, "snumap_version": __version__,
             "command": command, "record_args": record_args, "actuators": actuators,
-            "options": options, "configurations": configs, "plan": plan}
+            "options": options, "events": events, "configurations": configs, "plan": plan}

@@ -113,9 +113,11 @@ def parents(iv: dict[str, tuple[np.ndarray, np.ndarray, str, bool]],
 
 def measure(path: Path) -> dict[str, Any]:
     """The run's measurements: ``program`` (time_s, energy_j, energy note) and ``regions``
-    (name, parent, kind, wait, time_s, count)."""
+    (name, parent, kind, wait, time_s, count); each with its ``counters`` and ``memory``
+    (study/figures.py)."""
     from snumap_tui import store
     from snumap_tui.analysis.regions import union_ns
+    from snumap_tui.study.figures import run_figures
 
     with store.open(path) as rec:
         t0, t1 = command_window(rec)
@@ -125,13 +127,14 @@ def measure(path: Path) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - no region chunk: no regions, the program's time kept
             reg = None
         header = dict(rec.header)
-    iv = main_intervals(reg) if reg is not None and len(reg.rows) else {}
+        iv = main_intervals(reg) if reg is not None and len(reg.rows) else {}
+        figs = run_figures(rec, (t0, t1), iv)
     times = {n: union_ns(s, e) for n, (s, e, _k, _w) in iv.items()}
     par = parents(iv, times)
     regions = [{"region": n, "parent": par[n], "kind": iv[n][2], "wait": iv[n][3],
-                "time_s": times[n] / 1e9, "count": len(iv[n][0])}
+                "time_s": times[n] / 1e9, "count": len(iv[n][0]), **figs[n]}
                for n in sorted(iv, key=lambda n: -times[n])]
     return {"program": {"time_s": max(0, t1 - t0) / 1e9, "energy_j": energy,
-                        "energy_note": why},
+                        "energy_note": why, **figs[PROGRAM]},
             "regions": regions, "host": header.get("host"), "cpus": header.get("cpus"),
             "backend": header.get("backend")}

@@ -1,5 +1,6 @@
 """`snumap scale report`: per region (as a tree under the whole program) and configuration, the
-times over repeats, speedup, efficiency, serial fraction, energy and EDP; where efficiency
+times over repeats, speedup, efficiency, serial fraction, energy and EDP, the counters and
+memory high-water mark (study/figures.py); where efficiency
 first falls below 50 %; the region losing most time at the largest configuration; findings
 in one line each; the fitted models when the model module is there.
 """
@@ -18,6 +19,8 @@ from snumap_tui.study.aggregate import (
     parallelism,
     series_key,
 )
+from snumap_tui.study.figures import format_figures
+from snumap_tui.textsafe import safe_text
 
 HALF = 0.5
 NOT_SCALING = 0.6        # efficiency at the largest p below which a region "does not scale"
@@ -35,7 +38,7 @@ def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
 
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
                 rows: list[dict[str, Any]], agg: list[dict[str, Any]],
-                predict: int | None = None) -> dict[str, Any]:
+                predict: int | None = None, metric: str = "time") -> dict[str, Any]:
     status = Counter(s.get("status") for s in states.values())
     n_plan = len(manifest.get("plan", []))
     status["pending"] = n_plan - sum(status.values())
@@ -59,7 +62,8 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
         "most_lost": _most_lost(agg),
     }
     rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
-    rep["models"] = models(agg, manifest, predict)
+    rep["models"] = models(agg, manifest, predict, metric)
+    rep["events"] = manifest.get("events")
     return rep
 
 
@@ -232,24 +236,32 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
                      f"{worst} at {top} {unit} ({med[best]:.3f} s vs {med[worst]:.3f} s{same})"}]
 
 
-def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None
-           ) -> dict[str, Any]:
-    """PMNF models of each region's time (snumap_tui.study.pmnf) as a function of the thread
-    count, at the series with the most configurations (its placement, input and frequency
-    named), extrapolated to the machine's cores and to PREDICT; where the inputs are numbers
-    (three values at least), also of threads and input size together."""
+def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None,
+           metric: str = "time") -> dict[str, Any]:
+    """PMNF models of each region's time (or METRIC: study/figures.py) (snumap_tui.study.pmnf)
+    as a function of the thread count, at the series with the most configurations (its
+    placement, input and frequency named), extrapolated to the machine's cores and to PREDICT;
+    where the inputs are numbers (three values at least), also of threads and input size
+    together."""
     from snumap_tui.study import pmnf
+    from snumap_tui.study.figures import UNITS, metric_value
 
-    rows = [a for a in agg if a.get("time_median_s") is not None]
+    rows = [{**a, "value": metric_value(a, metric)} for a in agg]
+    rows = [a for a in rows if a["value"] is not None]
+    if not rows:
+        return {"available": False, "metric": metric,
+                "why": f"no configuration has a figure for {metric}"}
     try:
-        series = pmnf.fit_series(rows, params=("threads",))
+        series = pmnf.fit_series(rows, params=("threads",), value="value")
         sizes = {a.get("input_value") for a in rows}
         numeric = len(sizes) >= pmnf.MIN_POINTS and all(
             isinstance(v, (int, float)) for v in sizes)
         with_input = {r: (fx, m) for r, fx, m in reversed(
-            pmnf.fit_series(rows, params=("threads", "input_value")))} if numeric else {}
+            pmnf.fit_series(rows, params=("threads", "input_value"), value="value"))} \
+            if numeric else {}
     except ValueError as exc:
-        return {"available": False, "why": f"no model fitted: {exc}"}
+        return {"available": False, "metric": metric, "why": f"no model fitted: {exc}"}
+    key = "time_s" if metric == "time" else "value"
     cores = int((manifest.get("machine") or {}).get("cores") or 0)
     out: dict[str, Any] = {}
     for region, fixed, m in series:
@@ -258,11 +270,12 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         item: dict[str, Any] = {"formula": m.formula, "cv_smape_pct": m.cv_smape,
                                 "points": m.points,
                                 "series": {k: v for k, v in fixed.items() if v}}
-        if m.note:
-            item["note"] = m.note
+        if m.note:      # two thread counts: c0 + c1/p, Amdahl's law only for a time
+            item["note"] = m.note if metric == "time" else \
+                m.note.replace("Amdahl's law", "c0 + c1 * threads^(-1)")
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
-                item[label] = {"p": p, "time_s": float(m.predict(p))}
+                item[label] = {"p": p, key: float(m.predict(p))}
         if region in with_input:
             fx, m2 = with_input[region]
             big = max(float(v) for v in sizes if isinstance(v, (int, float)))
@@ -270,9 +283,10 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
                                   "series": {k: v for k, v in fx.items() if v}}
             if cores:
                 item["with_input"]["at_cores_largest_input"] = {
-                    "p": cores, "input": big, "time_s": float(m2.predict(cores, big))}
+                    "p": cores, "input": big, key: float(m2.predict(cores, big))}
         out[region] = item
-    return {"available": True, "models": out}
+    return {"available": True, "metric": metric, "unit": UNITS.get(metric, ""),
+            "models": out}
 
 
 # ---- text -------------------------------------------------------------------------------------
@@ -310,6 +324,7 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
         lines.append(f"... {len(rep['regions']) - top} more regions (--json has all)")
     if not energy:
         lines.append(f"Energy and EDP: n/a: {rep['energy']['why']}")
+    lines += format_figures(rep["regions"], cols["keys"], top)
     lines += ["", "Efficiency first below 50 %:"]
     below = rep["first_below_half"]
     if not below:
@@ -331,10 +346,12 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     lines += [f"  - {f['text']}" for f in rep["findings"]] or ["  none"]
     mo = rep["models"]
     if mo.get("available"):
-        lines += ["", ("Models (PMNF, time in s as a function of the thread count; hypotheses "
-                       "chosen by leave-one-out cross-validation):")]
+        what = {"time": "time in s"}.get(mo.get("metric", "time"),
+                                         f"{safe_text(mo.get('metric'))} {mo.get('unit', '')}")
+        lines += ["", (f"Models (PMNF, {what.rstrip()} as a function of the thread count; "
+                       "hypotheses chosen by leave-one-out cross-validation):")]
         for r, item in mo["models"].items():
-            extra = "".join(f"; {v['time_s']:.3f} s at {v['p']}" for k, v in item.items()
+            extra = "".join(f"; {_pred(v)} at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))
             note = f" ({item['note']})" if item.get("note") else ""
             where = ", ".join(str(v) for v in item.get("series", {}).values())
@@ -346,6 +363,11 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     else:
         lines += ["", f"Models: n/a: {mo.get('why')}"]
     return "\n".join(lines)
+
+
+def _pred(v: dict[str, Any]) -> str:
+    """A model's extrapolated figure: a time in s, else the metric's value."""
+    return f"{v['time_s']:.3f} s" if "time_s" in v else f"{v['value']:.4g}"
 
 
 def _count(row: dict[str, Any], unit: str) -> int:
