@@ -219,6 +219,7 @@ def run_snumap_extra(so: object, cmd: list[str], tmp: Path, repeat: int,
     import time
 
     out = tmp / "storm.rec"
+    out.unlink(missing_ok=True)     # the wait below is for this run's file, not the last's
     rec = subprocess.Popen([*SNUMAP, "record", "--system-wide", "--backend", "libbpf", "-o",
                             str(out), "--force", "--regions", "none", *extra],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -138,6 +138,7 @@ class LibbpfTracer(BpfTracer):
         self._cring: BpfRingSet | None = None
         self._cring_fds: list[int] = []
         self._cdrained: list[np.ndarray] = []
+        self._cbytes = 0                # bytes of records in _cdrained
         self._clock = threading.Lock()
         self.counter_specs = []
         self.counter_dropped = []
@@ -249,12 +250,19 @@ class LibbpfTracer(BpfTracer):
         events)."""
         events = super().drain()          # the scheduling events first: they are the trace
         cring = self._cring
-        if cring is not None:
+        # Bounded as the events' backlog is (commands/record_runtime.Drainer): past
+        # COUNTER_BACKLOG the rings keep them, and when those fill the program counts what it
+        # drops ("counter records lost") instead of the recorder's memory growing.
+        if cring is not None and self._cbytes < self.COUNTER_BACKLOG:
             recs = cring.read(self.DRAIN_MAX)
             if len(recs):
                 with self._clock:
                     self._cdrained.append(recs)
+                    self._cbytes += recs.nbytes
         return events
+
+    COUNTER_BACKLOG = 8 << 20
+    DECODE_COUNTERS = 1 << 20     # bytes of counter records widened by one decode
 
     def drain_capped(self) -> bool:
         return super().drain_capped() or (self._cring is not None and self._cring.capped)
@@ -262,8 +270,18 @@ class LibbpfTracer(BpfTracer):
     def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
         batch = super().decode(recs)
         if self._cring is not None or self._cdrained:
+            # At most DECODE_COUNTERS per decode (one events batch): widening a whole backlog
+            # at once (rows twice the ring's size, and a joined copy) was the recorder's peak
+            # under a switch storm; what is left goes with the next batch.
+            parts: list[np.ndarray] = []
             with self._clock:
-                parts, self._cdrained = self._cdrained, []
+                size = 0
+                while self._cdrained and (not parts or size + self._cdrained[0].nbytes
+                                          <= self.DECODE_COUNTERS):
+                    part = self._cdrained.pop(0)
+                    parts.append(part)
+                    size += part.nbytes
+                self._cbytes -= size
             batch.counters = self._widen(np.concatenate(parts)) if parts else \
                 np.zeros(0, counter_dtype(len(self.counter_specs)))
         return batch
@@ -310,6 +328,12 @@ class LibbpfTracer(BpfTracer):
             self._obj.detach()
             self.counter_lost_total = self.counters_lost()
             batch = self.read()
+            with self._clock:       # what decodes had left for later batches
+                rest, self._cdrained, self._cbytes = self._cdrained, [], 0
+            if rest:
+                more = self._widen(np.concatenate(rest))
+                batch.counters = np.concatenate([batch.counters, more]) \
+                    if batch.counters is not None else more
             if self._cring is not None:
                 while True:         # every counter record the rings still hold
                     more = self._cring.read(self.DRAIN_MAX)
