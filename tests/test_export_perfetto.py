@@ -482,3 +482,39 @@ def test_process_memory_is_counter_tracks_under_each_process(tmp_path: Path) -> 
     values = [(p.timestamp, p.track_event.double_counter_value) for p in trace.packet
               if p.HasField("track_event") and p.track_event.track_uuid == node0]
     assert values == [(T0, 10 * mib), (T0 + 2000, 50 * mib)]
+
+
+def test_a_merged_jobs_counters_and_memory_go_to_each_nodes_machine(tmp_path: Path) -> None:
+    """`snumap merge` keeps every node's counters per run interval and process memory; in
+    Perfetto they are counter tracks on that node's machine, under the node's own thread
+    and process ids, with the node's values (they were left out of merged jobs)."""
+    from snumap_tui.store.merge import merge
+    from tests.test_merge_attribution import WALL, attr_rec
+
+    ev = ["task-clock", "page-faults"]
+    a = attr_rec(tmp_path / "a.rec", "a", 10 * 10**9, WALL, ev)
+    b = attr_rec(tmp_path / "b.rec", "b", 7 * 10**9, WALL + 3 * 10**9, ev, faults=2000,
+                 mem=96 << 20)
+    merge([a, b], tmp_path / "job.rec")
+    trace = export(tmp_path / "job.rec", tmp_path / "job.pftrace")
+    tracks: dict[int, tuple[int, Any]] = {}
+    values: dict[int, list[float]] = defaultdict(list)
+    for p in trace.packet:
+        if p.HasField("track_descriptor"):
+            tracks[p.track_descriptor.uuid] = (p.machine_id, p.track_descriptor)
+        elif p.HasField("track_event") and p.track_event.type == pb.TrackEvent.TYPE_COUNTER:
+            values[p.track_event.track_uuid].append(p.track_event.double_counter_value)
+            assert p.machine_id == tracks[p.track_event.track_uuid][0]
+
+    def last(name: str) -> tuple[int, float, Any]:
+        [(uuid, (m, td))] = [(u, t) for u, t in tracks.items() if t[1].name == name]
+        return m, values[uuid][-1], tracks[td.parent_uuid][1]
+
+    for node, faults, mem in ((1, 1000, 64 << 20), (2, 2000, 96 << 20)):
+        m, v, parent = last(f"page-faults (node {node} thread 500)")
+        assert (m, v) == (node, faults)
+        assert (parent.thread.pid, parent.thread.tid) == (500, 500)     # the node's own ids
+        m, v, _ = last(f"task-clock (node {node} process 500)")
+        assert (m, v) == (node, 30 * 1_000_000)
+        m, v, parent = last(f"snumap memory RSS (node {node} pid 500)")
+        assert (m, v) == (node, mem) and parent.process.pid == 500

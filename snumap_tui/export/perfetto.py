@@ -15,8 +15,10 @@ What goes where (field numbers from Perfetto's protos/perfetto/trace/, checked a
 | header | ``SystemInfo`` (kernel release: the trace processor decodes prev_state by it; host) and a ``ClockSnapshot`` tying the trace clock to wall time |
 
 A job merged from several nodes (`snumap merge`) is one Perfetto machine per node
-(``TracePacket.machine_id`` k + 1 for node k) with that node's own PU numbers and tids; its
-counters and markers stay on the host machine. A /proc-polled recording (no switches,
+(``TracePacket.machine_id`` k + 1 for node k) with that node's own PU numbers and tids; so
+are its regions, counters per run interval (export/perfetto_counters.py) and process memory
+(export/perfetto_memory.py), under the node's own thread and process ids. Its metric counters
+and markers stay on the host machine. A /proc-polled recording (no switches,
 approximate intervals) gets the switches that rebuild its intervals. Migrations, fork, exec and exit are not written (Perfetto derives its thread state from
 switches and wakings). Regions and markers of later recordings become slices through
 ``PerfettoWriter.track`` / ``PerfettoWriter.slice``.
@@ -124,16 +126,19 @@ class PerfettoWriter:
             b += f_varint(PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED)
         return b
 
-    def track(self, name: str, parent: int | None = None, unit: str | None = None) -> int:
-        """A new track (a counter track when ``unit`` is given); returns its uuid."""
-        uuid = (self.machine_id << 32) | self._next_uuid
+    def track(self, name: str, parent: int | None = None, unit: str | None = None,
+              machine_id: int | None = None) -> int:
+        """A new track (a counter track when ``unit`` is given), of MACHINE_ID (a merged job's
+        node; the host by default); returns its uuid."""
+        m = self.machine_id if machine_id is None else machine_id
+        uuid = (m << 32) | self._next_uuid
         self._next_uuid += 1
         td = f_varint(TD_UUID, uuid) + f_str(TD_NAME, name)
         if parent is not None:
             td += f_varint(TD_PARENT, parent)
         if unit is not None:
             td += f_bytes(TD_COUNTER, f_str(CD_UNIT_NAME, unit))
-        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td))
+        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td), machine_id)
         return uuid
 
     def thread_track(self, pid: int, tid: int, machine_id: int | None = None) -> int:
@@ -146,21 +151,23 @@ class PerfettoWriter:
         self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td), machine_id)
         return uuid
 
-    def process_track(self, pid: int) -> int:
+    def process_track(self, pid: int, machine_id: int | None = None) -> int:
         """A track of process ``pid`` (counter tracks under it show under the process)."""
-        uuid = (self.machine_id << 32) | self._next_uuid
+        m = self.machine_id if machine_id is None else machine_id
+        uuid = (m << 32) | self._next_uuid
         self._next_uuid += 1
         td = f_varint(TD_UUID, uuid) + f_bytes(TD_PROCESS, f_varint(TDP_PID, max(pid, 0)))
-        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td))
+        self.packet(self._seq() + f_bytes(PKT_TRACK_DESCRIPTOR, td), machine_id)
         return uuid
 
     def _track_event(self, t_ns: int, event: bytes, machine_id: int | None = None) -> None:
         self.packet(f_varint(PKT_TIMESTAMP, t_ns) + self._seq()
                     + f_bytes(PKT_TRACK_EVENT, event), machine_id)
 
-    def counter(self, track: int, t_ns: int, value: float) -> None:
+    def counter(self, track: int, t_ns: int, value: float, machine_id: int | None = None
+                ) -> None:
         self._track_event(t_ns, f_varint(TE_TYPE, TYPE_COUNTER) + f_varint(TE_TRACK_UUID, track)
-                          + f_double(TE_DOUBLE_VALUE, value))
+                          + f_double(TE_DOUBLE_VALUE, value), machine_id)
 
     def instant(self, track: int, t_ns: int, name: str, categories: tuple[str, ...] = (),
                 machine_id: int | None = None) -> None:
@@ -504,9 +511,9 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
             w.counter(u, t_ns, v)
             n_counters += 1
     n_regions, n_marks = write_regions(w, rec, machines)
-    n_memory = write_memory(w, rec) if machines is None else 0
-    # Merged jobs (machines) carry node-qualified tids: their thread tracks are per node.
-    n_tc, n_tc_tracks = write_thread_counters(w, rec) if machines is None else (0, 0)
+    # A merged job's (machines) tids and pids are node-qualified: their tracks go to the node.
+    n_memory = write_memory(w, rec, machines)
+    n_tc, n_tc_tracks = write_thread_counters(w, rec, machines)
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:

@@ -11,11 +11,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from snumap_tui.export.perfetto import PerfettoWriter
+    from snumap_tui.export.perfetto import Machines, PerfettoWriter
 
 
-def write_thread_counters(w: PerfettoWriter, rec: Any) -> tuple[int, int]:
-    """(counter values, tracks) written."""
+def node_local(machines: Machines | None, ident: int) -> tuple[int | None, int, str]:
+    """(machine id, the node's own id, label prefix) of a merged recording's tid or pid;
+    (None, IDENT, "") for one machine's."""
+    if machines is None:
+        return None, ident, ""
+    node, base = machines.split_tid(ident)
+    return node + 1, ident - base, f"node {node + 1} "
+
+
+def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None = None
+                          ) -> tuple[int, int]:
+    """(counter values, tracks) written; a merged job's on each node's machine."""
     if not hasattr(rec, "thread_counters"):
         return 0, 0
     from snumap_tui.analysis.attribution import scaled
@@ -32,19 +42,21 @@ def write_thread_counters(w: PerfettoWriter, rec: Any) -> tuple[int, int]:
         for k in np.unique(ids).tolist():
             sel = np.flatnonzero(ids == k)
             sel = sel[np.argsort(end[sel], kind="stable")]
+            m, local, node = node_local(machines, int(k))
             if key == "tid":
-                parent = w.thread_track(int(pid[sel[0]]), int(k))
-                label = f"thread {k}"
+                _m, local_pid, _n = node_local(machines, int(pid[sel[0]]))
+                parent = w.thread_track(local_pid, local, m)
+                label = f"{node}thread {local}"
             else:
-                parent = w.track(f"snumap counters of process {k}")
-                label = f"process {k}"
+                parent = w.track(f"snumap counters of {node}process {local}", machine_id=m)
+                label = f"{node}process {local}"
             cum = np.cumsum(vals[sel], axis=0)
             t = end[sel].tolist()
             for i, e in enumerate(s.events):
-                u = w.track(f"{e} ({label})", parent=parent, unit="count")
+                u = w.track(f"{e} ({label})", parent=parent, unit="count", machine_id=m)
                 n_tracks += 1
-                w.counter(u, int(first[sel[0]]), 0.0)
+                w.counter(u, int(first[sel[0]]), 0.0, m)
                 for t_ns, v in zip(t, cum[:, i].tolist()):
-                    w.counter(u, int(t_ns), float(v))
+                    w.counter(u, int(t_ns), float(v), m)
                 n_values += len(t) + 1
     return n_values, n_tracks

@@ -12,11 +12,14 @@ import numpy as np
 from snumap_tui.analysis.memory import RSS_NODE, node_kinds, timelines
 
 if TYPE_CHECKING:
-    from snumap_tui.export.perfetto import PerfettoWriter
+    from snumap_tui.export.perfetto import Machines, PerfettoWriter
 
 
-def write_memory(w: PerfettoWriter, rec: Any) -> int:
-    """The counter values written (0 for a recording without process memory)."""
+def write_memory(w: PerfettoWriter, rec: Any, machines: Machines | None = None) -> int:
+    """The counter values written (0 for a recording without process memory); a merged
+    job's on each node's machine, with the node's own pids."""
+    from snumap_tui.export.perfetto_counters import node_local
+
     if not hasattr(rec, "process_memory"):
         return 0
     tls = timelines(rec.process_memory())
@@ -25,15 +28,16 @@ def write_memory(w: PerfettoWriter, rec: Any) -> int:
     kinds = node_kinds(rec.topology)
     n = 0
     for pid, tl in sorted(tls.items()):
-        parent = w.process_track(pid)
+        m, local, host = node_local(machines, pid)
+        parent = w.process_track(local, m)
         for node, v in sorted(tl.nodes.items()):
-            name = (f"snumap memory RSS (pid {pid})" if node == RSS_NODE else
-                    f"snumap memory N{node} {kinds.get(node, 'DRAM')} (pid {pid})")
-            track = w.track(name, parent=parent, unit="bytes")
+            name = (f"snumap memory RSS ({host}pid {local})" if node == RSS_NODE else
+                    f"snumap memory N{node} {kinds.get(node, 'DRAM')} ({host}pid {local})")
+            track = w.track(name, parent=parent, unit="bytes", machine_id=m)
             keep = np.ones(len(v), dtype=bool)
             keep[1:] = v[1:] != v[:-1]          # only changes (and the first value)
             keep[-1] = True                     # and the last, so the track ends there
             for t, b in zip(tl.t_ns[keep].tolist(), v[keep].tolist()):
-                w.counter(track, int(t), float(b))
+                w.counter(track, int(t), float(b), m)
                 n += 1
     return n
