@@ -122,6 +122,53 @@ def _most_per_thread(tid: np.ndarray) -> int:
     return int(np.unique(tid, return_counts=True)[1].max())
 
 
+@dataclass
+class Summed:
+    """One region's calls summed in the kernel (SUM_DTYPE rows): per thread its calls and
+    (pid, ns inside); the union over threads of their time inside."""
+
+    calls: dict[int, int]
+    inside: dict[int, tuple[int, int]]
+    wall_ns: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+def summed(sums: np.ndarray, rids: list[int]) -> Summed | None:
+    """What SUMS say of the regions RIDS (one name); None when nothing. A region's wall time
+    is the latest running total of its summaries (each carries the union so far), summed over
+    its rids (one per runtime file that has the name)."""
+    s = sums[np.isin(sums["rid"], rids)] if len(sums) else sums
+    if not len(s):
+        return None
+    calls: dict[int, int] = {}
+    inside: dict[int, tuple[int, int]] = {}
+    for pid, tid, n, ns in zip(s["pid"].tolist(), s["tid"].tolist(), s["count"].tolist(),
+                               s["sum_ns"].tolist()):
+        calls[tid] = calls.get(tid, 0) + n
+        inside[tid] = (pid, inside.get(tid, (pid, 0))[1] + ns)
+    wall = sum(int(s["wall_ns"][s["rid"] == r].max()) for r in np.unique(s["rid"]).tolist())
+    return Summed(calls, inside, wall)
+
+
+def _with_summed(threads: dict[int, tuple[int, int]], own_tid: np.ndarray, agg: Summed | None
+                 ) -> tuple[dict[int, tuple[int, int]], int]:
+    """THREADS' time inside plus AGG's, and the most calls any thread made (its instances,
+    OWN_TID, and its summed calls)."""
+    if agg is None:
+        return threads, _most_per_thread(own_tid)
+    out = dict(threads)
+    for tid, (pid, ns) in agg.inside.items():
+        out[tid] = (out.get(tid, (pid, 0))[0], out.get(tid, (pid, 0))[1] + ns)
+    per = dict(agg.calls)
+    if len(own_tid):
+        for t, c in zip(*np.unique(own_tid, return_counts=True)):
+            per[int(t)] = per.get(int(t), 0) + int(c)
+    return out, max(per.values())
+
+
 def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """One dict per region name (JSON-ready), by wall time, longest first."""
     comm = comm or {}
@@ -155,7 +202,8 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         role = {names[r].role: r for r in rids}
         kind = names[rids[0]].kind
         wait = any(names[r].wait for r in rids)
-        if not any(inst_n[r] for r in rids):
+        agg = summed(getattr(reg, "sums", np.zeros(0)), rids)
+        if not any(inst_n[r] for r in rids) and agg is None:
             # Marks only (user markers: 200 000 distinct names are no rarity): no time
             # inside, no threads; counted without the per-name array work below.
             most = int(mark_most[rids[0]]) if len(rids) == 1 else _most_per_thread(
@@ -177,16 +225,19 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         threads = _per_thread(inst.tid[inside], inst.pid[inside], dur[inside])
         # How many times the program ran it: a parallel region's master calls; a call or a
         # phase made by several threads (both ranks in MPI_Barrier) counts per thread, the
-        # most any thread made; ``calls`` counts them all.
-        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids))
+        # most any thread made; ``calls`` counts them all. Calls summed in the kernel count
+        # as their instances would.
+        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids)) + \
+            (agg.total if agg is not None else 0)
         if len(span):
             count = len(span)
         else:
             own = rest if len(rest) else body
-            count = _most_per_thread(inst.tid[own])
+            threads, count = _with_summed(threads, inst.tid[own], agg)
             marks_r = marks[np.concatenate([m_order[m_cuts[r]:m_cuts[r + 1]] for r in rids])]
             count += _most_per_thread(marks_r["tid"])
-        wall_ns = union_ns(inst.start[main], inst.end[main])
+        wall_ns = union_ns(inst.start[main], inst.end[main]) + \
+            (agg.wall_ns if agg is not None else 0)
         per: list[dict[str, Any]] = []
         end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
         for tid, (pid, ns) in sorted(threads.items()):

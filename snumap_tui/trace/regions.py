@@ -283,11 +283,15 @@ class RegionTracer:
         if self.uprobes is None:
             self.uprobes = self._open()
         probes = []
+        # Summed in the kernel where the eBPF path can (one summary every few thousand calls
+        # instead of a record each); the perf path keeps a record a call.
+        summed = getattr(self.uprobes, "kind", "") == "ebpf"
         for path, off, ret, site in plan.probes:
             tag = len(self.sites)
             self.sites.append(site)
+            agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
             probes.append(Probe(path, off, ret, tag, site.entry.arg,
-                                "body" if site.entry.role == "body" else ""))
+                                "body" if site.entry.role == "body" else "", agg))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -577,6 +581,18 @@ class RegionTracer:
         rid = self.names.intern(label, site.entry.kind, "span")
         self.resolved[(pid, addr)] = rid
         return rid
+
+    def take_sums(self, last: bool = False) -> np.ndarray:
+        """The kernel's summaries of aggregated calls drained since the last call (SUM_DTYPE);
+        with LAST, also what it summed and had not written yet (the recording's end)."""
+        with self._lock:
+            up = self.uprobes
+            if up is None or not hasattr(up, "take_sums"):
+                return np.zeros(0, C.SUM_DTYPE)
+            if not last:
+                return up.take_sums()
+            up.drain_sums()
+            return np.concatenate([up.take_sums(), up.leftover_sums()])
 
     @property
     def lost(self) -> int:

@@ -1,0 +1,159 @@
+"""Critical sections summed in the kernel (bpf/regions.bpf.c "Aggregated calls"): a summary of
+a thread's calls gives the figures its calls' records gave (report's Regions table, the
+waiting per thread, scale's per-region time and count), through the store; and the flood of
+tests/programs/scalep.c (N/4 critical sections over 2 threads) loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snumap_tui.analysis.regions import region_stats, thread_waits, union_ns
+from snumap_tui.store.regions import Regions, decode_regions, encode_regions, merge_chunks
+from snumap_tui.study.measure import add_summed, main_intervals
+from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, SUM_DTYPE, RegionNames
+from snumap_tui.trace.uprobes import pmu_type
+
+SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
+PROGRAM = Path(__file__).parent / "programs" / "scalep.c"
+
+
+def _calls(seed: int = 1) -> tuple[RegionNames, np.ndarray, int, int]:
+    """Three threads' critical-section calls (overlapping across threads), inside one
+    parallel region's bodies: the exact records, the names, the critical's rid and the
+    body's."""
+    names = RegionNames()
+    body = names.intern("work._omp_fn.0", "omp", "body")
+    crit = names.intern("GOMP_critical_start", "omp", "call", wait=True)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for tid in (101, 102, 103):
+        t = 1_000_000 + tid
+        rows.append((t, tid, 100, BEGIN, body))
+        for _ in range(50 + tid % 7):
+            t += int(rng.integers(50, 400))
+            d = int(rng.integers(10, 300))
+            rows += [(t, tid, 100, BEGIN, crit), (t + d, tid, 100, END, crit)]
+            t += d
+        rows.append((t + 10, tid, 100, END, body))
+    out = np.array(rows, dtype=REGION_DTYPE)
+    return names, out[np.argsort(out["t_ns"], kind="stable")], crit, body
+
+
+def _as_sums(rows: np.ndarray, crit: int, every: int) -> np.ndarray:
+    """What the kernel writes for the critical's calls: per thread a summary of each EVERY
+    calls, each with the union over threads of the calls returned so far."""
+    c = rows[rows["rid"] == crit]
+    begins, ends = c[c["op"] == BEGIN], c[c["op"] == END]
+    out = []
+    for tid in np.unique(begins["tid"]).tolist():
+        b, e = begins[begins["tid"] == tid], ends[ends["tid"] == tid]
+        for i in range(0, len(b), every):
+            bb, ee = b[i:i + every], e[i:i + every]
+            t_last = int(ee["t_ns"][-1])
+            done = ends["t_ns"] <= t_last
+            wall = union_ns(begins["t_ns"][done].astype(np.int64),
+                            ends["t_ns"][done].astype(np.int64))
+            out.append((int(bb["t_ns"][0]), t_last, int((ee["t_ns"] - bb["t_ns"]).sum()),
+                        wall, 100, tid, crit, len(bb)))
+    return np.array(out, dtype=SUM_DTYPE)
+
+
+def _figures(reg: Regions) -> dict:
+    stats = region_stats(reg)
+    waits = thread_waits(stats)
+    iv = main_intervals(reg) if len(reg.rows) else {}
+    times = {n: union_ns(s, e) for n, (s, e, _k, _w) in iv.items()}
+    counts = {n: len(v[0]) for n, v in iv.items()}
+    add_summed(reg, iv, times, counts)
+    return {"regions": {r["name"]: {k: r[k] for k in ("count", "calls", "wall_s", "wait_s",
+                                                         "imbalance", "threads", "role")}
+                        for r in stats},
+            "waits": waits, "scale": {n: (times[n], counts[n]) for n in iv}}
+
+
+@pytest.mark.parametrize("every", [1, 7, 4096])
+def test_summed_calls_give_the_figures_of_their_records(every: int) -> None:
+    names, rows, crit, _body = _calls()
+    exact = _figures(Regions(rows, list(names.items)))
+    sums = _as_sums(rows, crit, every)
+    # Through the store as the recorder writes it: one chunk with the records left (the
+    # bodies) and the summaries, another with summaries only.
+    half = len(sums) // 2
+    v1, _, _ = encode_regions(rows[rows["rid"] != crit], names.items, sums[:half])
+    v2, t0, t1 = encode_regions(np.zeros(0, REGION_DTYPE), names.items, sums[half:])
+    assert t0 <= t1
+    reg = merge_chunks([decode_regions(v1, int(v1["n"])), decode_regions(v2, 0)])
+    assert len(reg.sums) == len(sums)
+    got = _figures(reg)
+    crit_exact = exact["regions"]["GOMP_critical_start"]
+    assert crit_exact["count"] == 55 and crit_exact["calls"] == 53 + 54 + 55
+    assert got == exact
+
+
+def test_old_chunk_without_sums_still_reads() -> None:
+    names, rows, _crit, _body = _calls()
+    v, _, _ = encode_regions(rows, names.items)
+    assert "sums" not in v
+    r, table, sums = decode_regions(v, len(rows))
+    assert len(r) == len(rows) and len(sums) == 0 and len(table) == 2
+
+
+def test_damaged_sums_are_refused() -> None:
+    names, rows, crit, _body = _calls()
+    v, _, _ = encode_regions(rows, names.items, _as_sums(rows, crit, 10))
+    v["sums"]["rid"] = v["sums"]["rid"] + 5
+    with pytest.raises(ValueError, match="sums: a region id"):
+        decode_regions(v, len(rows))
+    del v["sums"]["count"]
+    with pytest.raises(ValueError, match="sums: not a map"):
+        decode_regions(v, len(rows))
+
+
+needs_ebpf = pytest.mark.skipif(
+    os.geteuid() != 0 or pmu_type() is None or shutil.which("gcc") is None,
+    reason="needs root, the uprobe PMU and gcc")
+
+
+@needs_ebpf
+def test_critical_flood_at_two_threads_loses_nothing(tmp_path: Path) -> None:
+    n = 800_000                     # 200,000 critical sections, 100,000 per thread
+    prog = tmp_path / "scalep"
+    r = subprocess.run(["gcc", "-O2", "-g", "-fopenmp", str(PROGRAM), "-o", str(prog)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode:
+        pytest.skip(f"gcc -fopenmp cannot build the program: {r.stderr[-200:]}")
+    rec = tmp_path / "flood.rec"
+    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--", "env", "OMP_NUM_THREADS=2",
+                        str(prog), str(n)], capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    if "eBPF uprobe_multi" not in r.stderr:
+        pytest.skip("the eBPF region path is not available here")
+    assert "lost" not in r.stderr.replace(", 0 lost", ""), r.stderr
+    rep = json.loads(subprocess.run([*SNUMAP, "report", str(rec), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    regs = {g["name"]: g for g in rep["regions"]}
+    crit = regs["GOMP_critical_start"]
+    assert crit["calls"] == n // 4 and crit["count"] == n // 8, crit
+    assert sorted(len(g["threads"]) for g in regs.values() if g["role"] == "parallel") == [2, 2]
+    assert len(crit["threads"]) == 2
+    serial = next(g for g in regs.values() if g["name"].startswith("serialised._omp_fn"))
+    # Waiting in the critical is inside the serialised region, and fits in its wall time.
+    assert 0 < crit["wall_s"] <= serial["wall_s"] * 1.01
+    for p in crit["threads"]:
+        assert 0 < p["wait_s"] <= serial["wall_s"] * 1.01
+    # The calls were summed in the kernel: a few summaries, not a record per call.
+    from snumap_tui import store
+
+    with store.open(rec) as f:
+        reg = f.regions()
+    assert int(reg.sums["count"].sum()) == n // 4
+    assert len(reg.rows) + len(reg.sums) < n // 400
