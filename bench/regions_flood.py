@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from _report import table, write_section  # noqa: E402
+from _report import table, write_section
 
 
 def one(snumap: list[str], prog: Path, threads: int, n: int, tmp: Path) -> list[str]:

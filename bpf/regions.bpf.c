@@ -19,8 +19,8 @@
  * hold, a program a shell starts runs its first regions before its exec is even decoded.
  *
  * Aggregated calls: the very frequent short waits (critical sections: a million a second over
- * eight threads fills any ring a Python drain can empty) carry cookie bit 2 and, in the
- * cookie's upper 32 bits, the region id user space gave them. They write no record per call:
+ * eight threads fills any ring a Python drain can empty) carry cookie bit 2, their tag above
+ * it as the others, and in the cookie's upper 32 bits the region id user space gave them. They write no record per call:
  * per (thread, region) the calls' count, their total time and the first entry and last return
  * are summed in `aggs`, and one summary goes to the `sums` ring every snumap_agg_calls calls
  * or snumap_agg_ns after its first call. Per region, `walls` keeps how long any thread was
@@ -83,12 +83,29 @@ struct {
     __uint(max_entries, 1 << 22);
 } hits SEC(".maps");
 
+/* Records lost: [0] all of them, [1 + tag] those of probe TAG (tags below SNUMAP_LOST_TAGS), so
+ * that the recording can say which regions' figures are short. */
+#define SNUMAP_LOST_TAGS 4096
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
+    __uint(max_entries, 1 + SNUMAP_LOST_TAGS);
     __type(key, __u32);
     __type(value, __u64);
 } lost SEC(".maps");
+
+static __always_inline void count_lost(__u32 tag)
+{
+    __u32 key = 0;
+    __u64 *n = bpf_map_lookup_elem(&lost, &key);
+    if (n)
+        *n += 1;
+    if (tag >= SNUMAP_LOST_TAGS)
+        return;
+    key = 1 + tag;
+    n = bpf_map_lookup_elem(&lost, &key);
+    if (n)
+        *n += 1;
+}
 
 #define SNUMAP_AGG_BIT 4
 
@@ -153,10 +170,7 @@ static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __
 {
     struct snumap_region_hit *h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
     if (!h) {
-        __u32 zero = 0;
-        __u64 *n = bpf_map_lookup_elem(&lost, &zero);
-        if (n)
-            *n += 1;
+        count_lost(tag);
         return 0;
     }
     h->t_ns = bpf_ktime_get_ns();
@@ -167,7 +181,7 @@ static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __
     return h;
 }
 
-static __always_inline void agg_entry(__u64 id, __u32 rid)
+static __always_inline void agg_entry(__u64 id, __u32 rid, __u32 tag)
 {
     struct snumap_agg_key k = {.tid = (__u32)id, .rid = rid};
     struct snumap_agg *a = bpf_map_lookup_elem(&aggs, &k);
@@ -175,16 +189,20 @@ static __always_inline void agg_entry(__u64 id, __u32 rid)
         struct snumap_agg z = {.pid = id >> 32};
         bpf_map_update_elem(&aggs, &k, &z, BPF_NOEXIST);
         a = bpf_map_lookup_elem(&aggs, &k);
-        if (!a)
+        if (!a) {               /* the map is full: this call is not counted */
+            count_lost(tag);
             return;
+        }
     }
     struct snumap_wall *w = bpf_map_lookup_elem(&walls, &rid);
     if (!w) {
         struct snumap_wall z = {};
         bpf_map_update_elem(&walls, &rid, &z, BPF_NOEXIST);
         w = bpf_map_lookup_elem(&walls, &rid);
-        if (!w)
+        if (!w) {
+            count_lost(tag);
             return;
+        }
     }
     __u64 t = bpf_ktime_get_ns();
     if (a->t_entry)             /* an entry without its return (longjmp): not a call */
@@ -194,7 +212,7 @@ static __always_inline void agg_entry(__u64 id, __u32 rid)
         w->open_ns = t;
 }
 
-static __always_inline void agg_return(__u64 id, __u32 rid)
+static __always_inline void agg_return(__u64 id, __u32 rid, __u32 tag)
 {
     struct snumap_agg_key k = {.tid = (__u32)id, .rid = rid};
     struct snumap_agg *a = bpf_map_lookup_elem(&aggs, &k);
@@ -239,9 +257,9 @@ static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
     __u64 cookie = bpf_get_attach_cookie(ctx);
     if (cookie & SNUMAP_AGG_BIT) {
         if (ret)
-            agg_return(id, cookie >> 32);
+            agg_return(id, cookie >> 32, (__u32)cookie >> 3);
         else
-            agg_entry(id, cookie >> 32);
+            agg_entry(id, cookie >> 32, (__u32)cookie >> 3);
         return 0;
     }
     struct snumap_region_hit *h = reserve(id, (__u32)cookie >> 3, ret);

@@ -102,8 +102,28 @@ def test_old_chunk_without_sums_still_reads() -> None:
     names, rows, _crit, _body = _calls()
     v, _, _ = encode_regions(rows, names.items)
     assert "sums" not in v
-    r, table, sums = decode_regions(v, len(rows))
-    assert len(r) == len(rows) and len(sums) == 0 and len(table) == 2
+    r, table, sums, lost = decode_regions(v, len(rows))
+    assert len(r) == len(rows) and len(sums) == 0 and len(table) == 2 and lost == {}
+
+
+def test_lost_records_are_said_per_region() -> None:
+    """Records the kernel could not write travel in the chunk (a chunk of the loss alone
+    too) and the report names the regions whose figures are short, and by how much."""
+    names, rows, _crit, _body = _calls()
+    v1, _, _ = encode_regions(rows, names.items, None, {"GOMP_barrier": 7})
+    v2, t0, t1 = encode_regions(np.zeros(0, REGION_DTYPE), names.items, None,
+                                {"GOMP_barrier": 5, "main._omp_fn.0": 2}, lost_t=123)
+    assert (t0, t1) == (123, 123)
+    reg = merge_chunks([decode_regions(v1, len(rows)), decode_regions(v2, 0)])
+    assert reg.lost == {"GOMP_barrier": 12, "main._omp_fn.0": 2}
+    from snumap_tui.analysis.regions import format_regions
+
+    text = "\n".join(format_regions({"regions": region_stats(reg), "regions_lost": reg.lost}))
+    assert "records lost (ring full): 14;" in text
+    assert "GOMP_barrier" in text.split("records lost")[1] and "12" in text
+    v2["lost"]["n"] = np.array([1], np.uint64)
+    with pytest.raises(ValueError, match="lost: counts"):
+        decode_regions(v2, 0)
 
 
 def test_damaged_sums_are_refused() -> None:

@@ -337,6 +337,12 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
                      f"{imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
+    lost = r.get("regions_lost") or {}
+    if lost:
+        lines.append(f"  records lost (ring full): {sum(lost.values()):,}; short by as many "
+                     "calls (enter or leave):")
+        for name, n in sorted(lost.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"    {safe_text(name)[:60]:<60} {n:>12,}")
     waits = r.get("waits") or []
     if waits:
         lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]

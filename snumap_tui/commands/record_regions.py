@@ -185,7 +185,12 @@ class RegionSession:
                          f"{self.tracer.held_ns / 1e6:.0f} ms in all, until their programs "
                          "were probed")
             if self.tracer.lost:
-                problems.append(f"{self.tracer.lost} region records lost (ring full)")
+                by = self.tracer.lost_by_region()
+                writer.add_region_loss(by, t_stop_ns)
+                which = ", ".join(f"{k} {v}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+                problems.append(f"{self.tracer.lost} region records lost (ring full)"
+                                + (f": {which} (their figures are short by as many)"
+                                   if which else ""))
         if self.markers is not None:
             self._write(writer, self.markers.stop())
             problems += self.markers.stats.problems()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,10 +38,12 @@ def no_sums() -> np.ndarray:
     return np.zeros(0, SUM_DTYPE)
 
 
-def encode_regions(rows: np.ndarray, table: list[RegionName], sums: np.ndarray | None = None
+def encode_regions(rows: np.ndarray, table: list[RegionName], sums: np.ndarray | None = None,
+                   lost: dict[str, int] | None = None, lost_t: int = 0
                    ) -> tuple[dict[str, object], int, int]:
     """(chunk value, t_min, t_max) of ROWS (REGION_DTYPE) and SUMS (SUM_DTYPE), whose rids
-    index TABLE. The chunk carries only the names they use, renumbered from 0."""
+    index TABLE, and LOST (records lost per region name, said at LOST_T). The chunk carries only the names
+    they use, renumbered from 0."""
     rows = rows[np.argsort(rows["t_ns"], kind="stable")]
     sums = no_sums() if sums is None else sums
     used, local = np.unique(np.concatenate([rows["rid"], sums["rid"]]).astype(np.uint32),
@@ -65,8 +68,25 @@ def encode_regions(rows: np.ndarray, table: list[RegionName], sums: np.ndarray |
         cols["rid"] = sum_rid.astype(np.uint32)
         value["sums"] = cols
         times += [sums["t_first"], sums["t_last"]]
+    if lost:
+        value["lost"] = {"names": list(lost), "n": np.array(list(lost.values()), np.uint64)}
     every = np.concatenate(times)
+    if not len(every):              # a loss alone: when it was said
+        return value, int(lost_t), int(lost_t)
     return value, int(every.min()), int(every.max())
+
+
+def _decode_lost(value: dict) -> dict[str, int]:
+    """The optional "lost" map: records lost per region name."""
+    raw = value.get("lost")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not isinstance(raw.get("names"), list):
+        raise ValueError("lost: not a map of names and counts")  # noqa: TRY004 - damage path
+    n = np.asarray(raw.get("n"))
+    if n.shape != (len(raw["names"]),) or n.dtype.kind not in "iu":
+        raise ValueError("lost: counts do not match the names")
+    return {clean_text(str(k)): int(v) for k, v in zip(raw["names"], n.tolist())}
 
 
 def _decode_sums(value: dict, m: int) -> np.ndarray:
@@ -90,8 +110,9 @@ def _decode_sums(value: dict, m: int) -> np.ndarray:
 
 
 def decode_regions(value: object, count: int
-                   ) -> tuple[np.ndarray, list[RegionName], np.ndarray]:
-    """(REGION_DTYPE rows, their name table, SUM_DTYPE sums) of one chunk; ValueError when it does not follow
+                   ) -> tuple[np.ndarray, list[RegionName], np.ndarray, dict[str, int]]:
+    """(REGION_DTYPE rows, their name table, SUM_DTYPE sums, records lost per region name) of
+    one chunk; ValueError when it does not follow
     the schema (missing key, lengths that disagree, an unknown op, kind or role, a rid
     outside the table)."""
     if not isinstance(value, dict):
@@ -124,7 +145,7 @@ def decode_regions(value: object, count: int
         rows[k] = c
     table = [RegionName(clean_text(str(a)), str(b), str(c), bool(d))
              for a, b, c, d in zip(names, kinds, roles, wait.tolist())]
-    return rows, table, _decode_sums(value, m)
+    return rows, table, _decode_sums(value, m), _decode_lost(value)
 
 
 @dataclass
@@ -135,18 +156,19 @@ class Regions:
     rows: np.ndarray
     names: list[RegionName]
     sums: np.ndarray = field(default_factory=no_sums)
+    lost: dict[str, int] = field(default_factory=dict)     # records lost, per region name
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
-def merge_chunks(parts: Iterable[tuple[np.ndarray, list[RegionName]] |
-                                 tuple[np.ndarray, list[RegionName], np.ndarray]]) -> Regions:
+def merge_chunks(parts: Iterable[tuple[Any, ...]]) -> Regions:
     """Chunks' rows (and sums) renumbered into one table (names equal in all fields are one
     region)."""
     ids: dict[RegionName, int] = {}
     names: list[RegionName] = []
     out, sums = [], []
+    lost: dict[str, int] = {}
     for part in parts:
         rows, table = part[0], part[1]
         remap = np.array([ids.setdefault(t, len(ids)) for t in table], dtype=np.uint32)
@@ -161,11 +183,13 @@ def merge_chunks(parts: Iterable[tuple[np.ndarray, list[RegionName]] |
             s = part[2].copy()
             s["rid"] = remap[s["rid"]]
             sums.append(s)
+        for k, v in (part[3] if len(part) > 3 else {}).items():
+            lost[k] = lost.get(k, 0) + v
     rows = np.concatenate(out) if out else np.zeros(0, REGION_DTYPE)
     if len(rows) > 1:
         rows = rows[np.argsort(rows["t_ns"], kind="stable")]
     every = np.concatenate(sums) if sums else no_sums()
-    return Regions(rows, names, every[np.argsort(every["t_last"], kind="stable")])
+    return Regions(rows, names, every[np.argsort(every["t_last"], kind="stable")], lost)
 
 
 class RegionBuffer:
@@ -174,6 +198,8 @@ class RegionBuffer:
     def __init__(self) -> None:
         self.parts: list[np.ndarray] = []
         self.sums: list[np.ndarray] = []
+        self.lost: dict[str, int] = {}
+        self.lost_t = 0
         self.table: list[RegionName] = []
         self.n = 0
 
@@ -189,10 +215,16 @@ class RegionBuffer:
             self.n += len(sums)
         self.table = list(table)
 
-    def take(self) -> tuple[np.ndarray, list[RegionName], np.ndarray] | None:
-        if not self.parts and not self.sums:
+    def add_lost(self, lost: dict[str, int], t_ns: int) -> None:
+        for k, v in lost.items():
+            self.lost[k] = self.lost.get(k, 0) + v
+        self.lost_t = t_ns
+
+    def take(self) -> tuple[np.ndarray, list[RegionName], np.ndarray, dict[str, int], int] | None:
+        if not self.parts and not self.sums and not self.lost:
             return None
         rows = np.concatenate(self.parts) if self.parts else np.zeros(0, REGION_DTYPE)
         sums = np.concatenate(self.sums) if self.sums else no_sums()
-        self.parts, self.sums, self.n = [], [], 0
-        return rows, self.table, sums
+        got = rows, self.table, sums, self.lost, self.lost_t
+        self.parts, self.sums, self.lost, self.n = [], [], {}, 0
+        return got

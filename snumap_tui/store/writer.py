@@ -184,6 +184,15 @@ class Writer:
                 self._write_regions()
             self.flush_if_due()
 
+    def add_region_loss(self, lost: dict[str, int], t_ns: int) -> None:
+        """Region records the kernel lost, per region name, said at T_NS: written with the
+        regions chunk (the report says which regions' figures are short)."""
+        with self._lock:
+            self._check()
+            if lost:
+                self._regions.add_lost(lost, t_ns)
+                self._touch()
+
     def _write_regions(self) -> None:
         got = self._regions.take()
         if got is None:

@@ -50,6 +50,7 @@ SUM_RING_BYTES = 1 << 18        # bpf/regions.bpf.c `sums`: ~4,600 summaries
 AGG_CALLS = 4096                # a summary every this many calls of a thread...
 AGG_NS = 100_000_000            # ... or this long after the first of them
 AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_BIT)
+LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
 
 EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
 HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", "<u4"),
@@ -62,9 +63,9 @@ WALL_RECORD = np.dtype([("inside", "<i8"), ("open_ns", "<u8"), ("wall_ns", "<u8"
 
 def cookie(p: Probe) -> int:
     """The attach cookie of P (bpf/regions.bpf.c): tag << 3 | capture, or for a probe summed
-    in the kernel its region id << 32 | AGG_BIT."""
+    in the kernel its region id << 32 | tag << 3 | AGG_BIT."""
     if p.agg is not None:
-        return (p.agg << 32) | AGG_BIT
+        return (p.agg << 32) | (p.tag << 3) | AGG_BIT
     return (p.tag << 3) | ({0: 1, 2: 3}.get(p.arg, 0) if p.arg is not None else 0)
 
 
@@ -209,6 +210,18 @@ class BpfUprobes:
         """The summaries drained since the last call (SUM_DTYPE)."""
         got, self.sums = self.sums, []
         return np.concatenate(got) if got else np.zeros(0, SUM_DTYPE)
+
+    def lost_by_tag(self, n: int) -> dict[int, int]:
+        """Records lost per probe tag (of the first N tags; those past LOST_TAGS count only in
+        ``lost``)."""
+        m = self.obj.map("lost")
+        out = {}
+        for tag in range(min(n, LOST_TAGS)):
+            v = m.lookup(struct.pack("<I", 1 + tag))
+            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+            if got:
+                out[tag] = got
+        return out
 
     def leftover_sums(self) -> np.ndarray:
         """What the kernel summed and has not written yet (the calls since each thread's last

@@ -594,6 +594,19 @@ class RegionTracer:
             up.drain_sums()
             return np.concatenate([up.take_sums(), up.leftover_sums()])
 
+    def lost_by_region(self) -> dict[str, int]:
+        """Records the kernel could not write, per region name (a span opener's, whose region
+        is known only from its record, under its runtime function's name)."""
+        by_tag = getattr(self.uprobes, "lost_by_tag", None)
+        if by_tag is None:
+            return {}
+        out: dict[str, int] = {}
+        for tag, n in by_tag(len(self.sites)).items():
+            site = self.sites[tag]
+            name = self.names[site.rid].name if site.rid >= 0 else site.entry.symbol
+            out[name] = out.get(name, 0) + n
+        return out
+
     @property
     def lost(self) -> int:
         return int(self.uprobes.lost) if self.uprobes is not None else 0
