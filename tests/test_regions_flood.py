@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +178,90 @@ def test_critical_flood_at_two_threads_loses_nothing(tmp_path: Path) -> None:
         reg = f.regions()
     assert int(reg.sums["count"].sum()) == n // 4
     assert len(reg.rows) + len(reg.sums) < n // 400
+
+
+DUAL_SRC = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    double s = 0;
+    getchar();              /* the probes are attached meanwhile */
+    #pragma omp parallel for num_threads(2) schedule(static)
+    for (long i = 0; i < n; i++) {
+        #pragma omp critical
+        { double x = i; for (int k = 0; k < 40; k++) x = x * 0.999 + 1e-7; s += x; }
+    }
+    printf("%f\n", s);
+    return 0;
+}
+"""
+
+
+@needs_ebpf
+def test_kernel_sums_equal_the_records_of_the_same_calls(tmp_path: Path) -> None:
+    """The same GOMP_critical_start calls probed twice, summed in the kernel and with a
+    record each: the same count per thread, time inside and union over threads within 1 %
+    (the two programs read the clock a few hundred nanoseconds apart at each hit)."""
+    from snumap_tui.trace import elfsyms as E
+    from snumap_tui.trace.uprobes import Probe
+
+    try:
+        from snumap_tui.trace.region_bpf import BpfUprobes
+    except ImportError as e:
+        pytest.skip(f"no eBPF region path: {e}")
+    src = tmp_path / "dual.c"
+    src.write_text(DUAL_SRC)
+    prog = tmp_path / "dual"
+    if subprocess.run(["gcc", "-O2", "-fopenmp", str(src), "-o", str(prog)],
+                      capture_output=True, check=False).returncode:
+        pytest.skip("gcc -fopenmp cannot build the program")
+    n = 20_000
+    p = subprocess.Popen([str(prog), str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    up = None
+    try:
+        deadline = time.monotonic() + 10
+        libs: list[str] = []
+        while not libs and time.monotonic() < deadline:
+            libs = [f for f in E.mapped_files(E.read_maps(p.pid)) if "libgomp" in f]
+            time.sleep(0.02)
+        assert libs, "libgomp never mapped"
+        off = E.load_elf(libs[0]).probe_offset("GOMP_critical_start")
+        assert off is not None
+        try:
+            up = BpfUprobes([p.pid])
+        except OSError as e:
+            pytest.skip(f"no eBPF region path: {e}")
+        failed = up.add_many([Probe(libs[0], off, False, 0, None, "", 5),
+                              Probe(libs[0], off, True, 1, None, "", 5),
+                              Probe(libs[0], off, False, 2, None, "exact"),
+                              Probe(libs[0], off, True, 3, None, "exact")])
+        if failed:
+            pytest.skip(f"uprobe_multi refused: {failed[0][1]}")
+        assert p.stdin is not None
+        p.stdin.write(b"\n")
+        p.stdin.flush()
+        assert p.wait(timeout=120) == 0
+        raws = [r for r in (up.drain() for _ in range(3)) if r is not None]
+        hits = np.concatenate([up.decode(r) for r in raws])
+        sums = np.concatenate([up.take_sums(), up.leftover_sums()])
+        assert up.lost == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if up is not None:
+            up.close()
+    assert set(np.unique(sums["rid"]).tolist()) == {5}
+    b, e = hits[hits["tag"] == 2], hits[hits["tag"] == 3]
+    tids = np.unique(b["tid"]).tolist()
+    assert len(tids) == 2 and sorted(np.unique(sums["tid"]).tolist()) == sorted(tids)
+    for tid in tids:
+        bt = b[b["tid"] == tid]["t_ns"].astype(np.int64)
+        et = e[e["tid"] == tid]["t_ns"].astype(np.int64)
+        s = sums[sums["tid"] == tid]
+        assert len(bt) == len(et) == int(s["count"].sum()) == n // 2
+        exact = int((et - bt).sum())
+        assert abs(int(s["sum_ns"].sum()) - exact) <= 0.01 * exact
+    union = union_ns(b["t_ns"].astype(np.int64), e["t_ns"].astype(np.int64))
+    assert abs(int(sums["wall_ns"].max()) - union) <= 0.01 * union
