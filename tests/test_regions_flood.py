@@ -265,3 +265,16 @@ def test_kernel_sums_equal_the_records_of_the_same_calls(tmp_path: Path) -> None
         assert abs(int(s["sum_ns"].sum()) - exact) <= 0.01 * exact
     union = union_ns(b["t_ns"].astype(np.int64), e["t_ns"].astype(np.int64))
     assert abs(int(sums["wall_ns"].max()) - union) <= 0.01 * union
+
+
+def test_summed_regions_are_counted_but_have_no_windows() -> None:
+    """A region whose calls were summed is in the Regions table, and left out of the tables
+    that need its instances' windows (counters per region), not shown there as zero."""
+    from snumap_tui.analysis.attribution import _instances
+
+    names, rows, crit, _body = _calls()
+    reg = Regions(rows[rows["rid"] != crit], list(names.items), _as_sums(rows, crit, 10))
+    wins = _instances(reg)
+    assert "GOMP_critical_start" not in wins and "work._omp_fn.0" in wins
+    row = next(r for r in region_stats(reg) if r["name"] == "GOMP_critical_start")
+    assert row["summed_calls"] == 53 + 54 + 55 and row["count"] == 55

@@ -254,6 +254,10 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
+        if agg is not None:
+            # Calls summed in the kernel: counted and timed, but without instances (windows)
+            # for the per-region counters, memory and energy.
+            row["summed_calls"] = agg.total
         out.append(row)
     out.sort(key=lambda r: -float(r["wall_s"]))
     return out
