@@ -3,7 +3,7 @@ region, then N/4 `#pragma omp critical` over the threads, a million at the defau
 untraced and recorded with ``--regions auto``; per thread count the recording's region
 records, the kernel's summaries, the critical calls they account for and what was lost.
 
-``--snumap`` runs another snumap (an older checkout: ``env PYTHONPATH=OLD python3 -m
+``--snumap`` runs another snumap (an older checkout's: ``OLD/.venv/bin/python -m
 snumap_tui.cli``) to measure before and after on one machine. Needs root, gcc -fopenmp.
 Writes the "regions_flood" section of docs/benchmarks.md with --write.
 
@@ -33,8 +33,10 @@ def one(snumap: list[str], prog: Path, threads: int, n: int, tmp: Path) -> list[
     bare = time.monotonic() - t
     rec = tmp / f"flood{threads}.rec"
     t = time.monotonic()
+    # In TMP: ``python -m`` puts the working directory first on sys.path, and a checkout
+    # there would be imported instead of the snumap asked for.
     r = subprocess.run([*snumap, "record", "-o", str(rec), "--force", "--", *env],
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, cwd=tmp)
     traced = time.monotonic() - t
     m = re.search(r"regions: (\d+) region records lost", r.stderr)
     lost = int(m.group(1)) if m else 0
@@ -44,7 +46,7 @@ def one(snumap: list[str], prog: Path, threads: int, n: int, tmp: Path) -> list[
              "print(len(r.rows), 0 if s is None else len(s),"
              " 0 if s is None else int(s['count'].sum()))")
     out = subprocess.run([*snumap[:-2], "-c", probe, str(rec)], capture_output=True,
-                         text=True, check=True).stdout.split()
+                         text=True, check=True, cwd=tmp).stdout.split()
     rows, sums, summed = (int(x) for x in out)
     calls = n // 4
     return [str(threads), f"{bare:.2f}", f"{traced:.2f}", f"{rows:,}", f"{sums:,}",
