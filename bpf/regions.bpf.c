@@ -20,14 +20,17 @@
  *
  * Aggregated calls: the very frequent short waits (critical sections: a million a second over
  * eight threads fills any ring a Python drain can empty) carry cookie bit 2, their tag above
- * it as the others, and in the cookie's upper 32 bits the region id user space gave them. They write no record per call:
- * per (thread, region) the calls' count, their total time and the first entry and last return
- * are summed in `aggs`, and one summary goes to the `sums` ring every snumap_agg_calls calls
- * or snumap_agg_ns after its first call. Per region, `walls` keeps how long any thread was
- * inside (the union over threads, a running total: the number of threads inside, kept with
- * atomics, going 0 -> 1 opens it and 1 -> 0 closes it); each summary carries its value then.
- * A summary the full ring refuses stays in `aggs` and goes with a later call: nothing is
- * lost; user space reads what is left in `aggs` at the end.
+ * it as the others, and in the cookie's upper 32 bits the region id user space gave them. A
+ * thread's first snumap_agg_exact calls in each snumap_agg_ns window are written exactly (an
+ * entry and a return record, both at the return); past them, and whenever the ring cannot
+ * take both, its calls' count, their total time and the first entry and last return are
+ * summed in `aggs`, and one summary goes to the `sums` ring every snumap_agg_calls calls or
+ * snumap_agg_ns after its first. Per region, `walls` keeps how long any thread was inside,
+ * exact calls and summed alike (the union over threads, a running total: the number of
+ * threads inside, kept with atomics, going 0 -> 1 opens it and 1 -> 0 closes it); each
+ * summary carries its value then, and user space reads it at the end. A summary the full
+ * ring refuses stays in `aggs` and goes with a later call: nothing is lost; user space reads
+ * what is left in `aggs` at the end.
  *
  * build: -mcpu=v3 (the atomics that return the old value; the kernel has them since 5.12,
  * uprobe_multi needs 6.6)
@@ -113,6 +116,10 @@ static __always_inline void count_lost(__u32 tag)
  * first call, whichever comes first. */
 const volatile __u32 snumap_agg_calls = 4096;
 const volatile __u64 snumap_agg_ns = 100000000;
+/* ... and the first this many calls of a thread in each snumap_agg_ns window, while none is
+ * being summed, written exactly (an entry and a return record): a program that takes a few
+ * critical sections keeps every one drawn in replay; a flood is summed past them. */
+const volatile __u32 snumap_agg_exact = 64;
 
 struct snumap_agg_key {
     __u32 tid;
@@ -124,8 +131,11 @@ struct snumap_agg {
     __u64 t_first;              /* the first entry of the calls summed */
     __u64 t_last;               /* the last return */
     __u64 sum_ns;
+    __u64 win_start;            /* the window of exact calls */
     __u32 pid;
     __u32 count;
+    __u32 win_exact;            /* calls written exactly in it */
+    __u32 pad;
 };
 
 struct snumap_wall {
@@ -212,6 +222,31 @@ static __always_inline void agg_entry(__u64 id, __u32 rid, __u32 tag)
         w->open_ns = t;
 }
 
+/* One call written exactly: its entry (ret 0) and return (ret 1) records, both under the
+ * return probe's TAG; false, and nothing written, when the ring cannot take both. */
+static __always_inline int exact_call(__u64 id, __u32 tag, __u64 t0, __u64 t1)
+{
+    struct snumap_region_hit *b = bpf_ringbuf_reserve(&hits, sizeof(*b), 0);
+    if (!b)
+        return 0;
+    struct snumap_region_hit *e = bpf_ringbuf_reserve(&hits, sizeof(*e), 0);
+    if (!e) {
+        bpf_ringbuf_discard(b, BPF_RB_NO_WAKEUP);
+        return 0;
+    }
+    b->t_ns = t0;
+    e->t_ns = t1;
+    b->arg = e->arg = 0;
+    b->pid = e->pid = id >> 32;
+    b->tid = e->tid = (__u32)id;
+    b->tag = e->tag = tag;
+    b->ret = 0;
+    e->ret = 1;
+    bpf_ringbuf_submit(b, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    return 1;
+}
+
 static __always_inline void agg_return(__u64 id, __u32 rid, __u32 tag)
 {
     struct snumap_agg_key k = {.tid = (__u32)id, .rid = rid};
@@ -222,14 +257,25 @@ static __always_inline void agg_return(__u64 id, __u32 rid, __u32 tag)
     if (!w)
         return;
     __u64 t = bpf_ktime_get_ns();
-    if (!a->count)
-        a->t_first = a->t_entry;
-    a->count += 1;
-    a->sum_ns += t - a->t_entry;
-    a->t_last = t;
+    __u64 t0 = a->t_entry;
     a->t_entry = 0;
     if (__sync_fetch_and_add(&w->inside, -1) == 1)
         __sync_fetch_and_add(&w->wall_ns, t - w->open_ns);
+    if (!a->count) {            /* nothing being summed: this call may be written exactly */
+        if (t - a->win_start >= snumap_agg_ns) {
+            a->win_start = t;
+            a->win_exact = 0;
+        }
+        if (a->win_exact < snumap_agg_exact && exact_call(id, tag, t0, t)) {
+            a->win_exact += 1;
+            return;
+        }
+    }
+    if (!a->count)
+        a->t_first = t0;
+    a->count += 1;
+    a->sum_ns += t - t0;
+    a->t_last = t;
     if (a->count < snumap_agg_calls && t - a->t_first < snumap_agg_ns)
         return;
     struct snumap_region_sum *s = bpf_ringbuf_reserve(&sums, sizeof(*s), 0);

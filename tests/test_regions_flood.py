@@ -48,15 +48,19 @@ def _calls(seed: int = 1) -> tuple[RegionNames, np.ndarray, int, int]:
     return names, out[np.argsort(out["t_ns"], kind="stable")], crit, body
 
 
-def _as_sums(rows: np.ndarray, crit: int, every: int) -> np.ndarray:
-    """What the kernel writes for the critical's calls: per thread a summary of each EVERY
-    calls, each with the union over threads of the calls returned so far."""
+def _as_sums(rows: np.ndarray, crit: int, every: int, exact: int = 0
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """What the kernel writes for the critical's calls: per thread its first EXACT calls as
+    records, then a summary of each EVERY calls, each with the union over threads of every
+    call returned so far, and the recorder's last summary of no call with the final union.
+    (The records left: the others' and the exact calls'; the summaries.)"""
     c = rows[rows["rid"] == crit]
     begins, ends = c[c["op"] == BEGIN], c[c["op"] == END]
-    out = []
+    out, kept = [], [rows[rows["rid"] != crit]]
     for tid in np.unique(begins["tid"]).tolist():
         b, e = begins[begins["tid"] == tid], ends[ends["tid"] == tid]
-        for i in range(0, len(b), every):
+        kept += [b[:exact], e[:exact]]
+        for i in range(exact, len(b), every):
             bb, ee = b[i:i + every], e[i:i + every]
             t_last = int(ee["t_ns"][-1])
             done = ends["t_ns"] <= t_last
@@ -64,7 +68,11 @@ def _as_sums(rows: np.ndarray, crit: int, every: int) -> np.ndarray:
                             ends["t_ns"][done].astype(np.int64))
             out.append((int(bb["t_ns"][0]), t_last, int((ee["t_ns"] - bb["t_ns"]).sum()),
                         wall, 100, tid, crit, len(bb)))
-    return np.array(out, dtype=SUM_DTYPE)
+    t_end = int(rows["t_ns"].max())
+    out.append((t_end, t_end, 0, union_ns(begins["t_ns"].astype(np.int64),
+                                          ends["t_ns"].astype(np.int64)), 0, 0, crit, 0))
+    left = np.concatenate(kept)
+    return left[np.argsort(left["t_ns"], kind="stable")], np.array(out, dtype=SUM_DTYPE)
 
 
 def _figures(reg: Regions) -> dict:
@@ -80,23 +88,23 @@ def _figures(reg: Regions) -> dict:
             "waits": waits, "scale": {n: (times[n], counts[n]) for n in iv}}
 
 
-@pytest.mark.parametrize("every", [1, 7, 4096])
-def test_summed_calls_give_the_figures_of_their_records(every: int) -> None:
+@pytest.mark.parametrize(("every", "exact"), [(1, 0), (7, 0), (4096, 0), (7, 5), (9, 64)])
+def test_summed_calls_give_the_figures_of_their_records(every: int, exact: int) -> None:
     names, rows, crit, _body = _calls()
-    exact = _figures(Regions(rows, list(names.items)))
-    sums = _as_sums(rows, crit, every)
+    exact_figures = _figures(Regions(rows, list(names.items)))
+    left, sums = _as_sums(rows, crit, every, exact)
     # Through the store as the recorder writes it: one chunk with the records left (the
-    # bodies) and the summaries, another with summaries only.
+    # bodies, the exact calls) and summaries, another with summaries only.
     half = len(sums) // 2
-    v1, _, _ = encode_regions(rows[rows["rid"] != crit], names.items, sums[:half])
+    v1, _, _ = encode_regions(left, names.items, sums[:half])
     v2, t0, t1 = encode_regions(np.zeros(0, REGION_DTYPE), names.items, sums[half:])
     assert t0 <= t1
     reg = merge_chunks([decode_regions(v1, int(v1["n"])), decode_regions(v2, 0)])
     assert len(reg.sums) == len(sums)
     got = _figures(reg)
-    crit_exact = exact["regions"]["GOMP_critical_start"]
+    crit_exact = exact_figures["regions"]["GOMP_critical_start"]
     assert crit_exact["count"] == 55 and crit_exact["calls"] == 53 + 54 + 55
-    assert got == exact
+    assert got == exact_figures
 
 
 def test_old_chunk_without_sums_still_reads() -> None:
@@ -129,7 +137,7 @@ def test_lost_records_are_said_per_region() -> None:
 
 def test_damaged_sums_are_refused() -> None:
     names, rows, crit, _body = _calls()
-    v, _, _ = encode_regions(rows, names.items, _as_sums(rows, crit, 10))
+    v, _, _ = encode_regions(rows, names.items, _as_sums(rows, crit, 10)[1])
     v["sums"]["rid"] = v["sums"]["rid"] + 5
     with pytest.raises(ValueError, match="sums: a region id"):
         decode_regions(v, len(rows))
@@ -173,11 +181,17 @@ def test_critical_flood_at_two_threads_loses_nothing(tmp_path: Path) -> None:
         assert 0 < p["wait_s"] <= serial["wall_s"] * 1.01
     # The calls were summed in the kernel: a few summaries, not a record per call.
     from snumap_tui import store
+    from snumap_tui.trace.region_bpf import AGG_EXACT, AGG_NS
 
     with store.open(rec) as f:
         reg = f.regions()
-    assert int(reg.sums["count"].sum()) == n // 4
-    assert len(reg.rows) + len(reg.sums) < n // 400
+        windows = (f.t_end - f.t_start) // AGG_NS + 2
+    rid = [i for i, x in enumerate(reg.names) if x.name == "GOMP_critical_start"]
+    exact = reg.rows[np.isin(reg.rows["rid"], rid)]
+    assert int(reg.sums["count"].sum()) + int((exact["op"] == END).sum()) == n // 4
+    # At most AGG_EXACT calls (two records each) per thread and window were written exactly.
+    assert len(exact) <= 2 * AGG_EXACT * 2 * windows
+    assert len(exact) // 2 < n // 8          # most were summed
 
 
 DUAL_SRC = r"""
@@ -254,15 +268,22 @@ def test_kernel_sums_equal_the_records_of_the_same_calls(tmp_path: Path) -> None
             up.close()
     assert set(np.unique(sums["rid"]).tolist()) == {5}
     b, e = hits[hits["tag"] == 2], hits[hits["tag"] == 3]
+    # The summed probe's exact calls: both records under its return's tag, ret 0 the entry.
+    xb, xe = hits[(hits["tag"] == 1) & (hits["ret"] == 0)], hits[(hits["tag"] == 1) &
+                                                                   (hits["ret"] == 1)]
     tids = np.unique(b["tid"]).tolist()
-    assert len(tids) == 2 and sorted(np.unique(sums["tid"]).tolist()) == sorted(tids)
+    assert len(tids) == 2 and set(np.unique(sums["tid"]).tolist()) - {0} == set(tids)
     for tid in tids:
         bt = b[b["tid"] == tid]["t_ns"].astype(np.int64)
         et = e[e["tid"] == tid]["t_ns"].astype(np.int64)
         s = sums[sums["tid"] == tid]
-        assert len(bt) == len(et) == int(s["count"].sum()) == n // 2
+        xbt = xb[xb["tid"] == tid]["t_ns"].astype(np.int64)
+        xet = xe[xe["tid"] == tid]["t_ns"].astype(np.int64)
+        assert len(xbt) == len(xet) and 0 < len(xbt) < n // 4
+        assert len(bt) == len(et) == int(s["count"].sum()) + len(xbt) == n // 2
         exact = int((et - bt).sum())
-        assert abs(int(s["sum_ns"].sum()) - exact) <= 0.01 * exact
+        got = int(s["sum_ns"].sum()) + int((xet - xbt).sum())
+        assert abs(got - exact) <= 0.01 * exact
     union = union_ns(b["t_ns"].astype(np.int64), e["t_ns"].astype(np.int64))
     assert abs(int(sums["wall_ns"].max()) - union) <= 0.01 * union
 
@@ -273,8 +294,10 @@ def test_summed_regions_are_counted_but_have_no_windows() -> None:
     from snumap_tui.analysis.attribution import _instances
 
     names, rows, crit, _body = _calls()
-    reg = Regions(rows[rows["rid"] != crit], list(names.items), _as_sums(rows, crit, 10))
+    left, sums = _as_sums(rows, crit, 10, exact=3)
+    reg = Regions(left, list(names.items), sums)
     wins = _instances(reg)
     assert "GOMP_critical_start" not in wins and "work._omp_fn.0" in wins
     row = next(r for r in region_stats(reg) if r["name"] == "GOMP_critical_start")
-    assert row["summed_calls"] == 53 + 54 + 55 and row["count"] == 55
+    assert row["summed_calls"] == 53 + 54 + 55 - 3 * 3 and row["count"] == 55
+    assert row["calls"] == 53 + 54 + 55

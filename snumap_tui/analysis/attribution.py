@@ -204,7 +204,7 @@ def _instances(reg: Regions) -> dict[str, Inst]:
             roles.get("span", [])
         m = np.isin(inst.rid, pick)
         sums = getattr(reg, "sums", None)
-        if not m.any() and sums is not None and np.isin(sums["rid"], pick).any():
+        if sums is not None and (np.isin(sums["rid"], pick) & (sums["count"] > 0)).any():
             continue        # calls summed in the kernel: no instance, no run interval inside
         kind = reg.names[pick[0]].kind
         out[name] = (kind, inst.tid[m].astype(np.int64), inst.pid[m].astype(np.int64),

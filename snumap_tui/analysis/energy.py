@@ -212,8 +212,8 @@ def add_energy(report: dict[str, Any], iv: Intervals, samples: list[Sample], top
         mine_cs = [c for c in cs if c.domain in counted]
         for r in report["regions"]:
             w = [(t, a, b) for _, t, a, b in wins.get(r["name"], [])]
-            # Calls summed in the kernel have no window: n/a, not 0 J.
-            r["energy_j"] = None if not w and r.get("summed_calls") else \
+            # Calls summed in the kernel have no window: n/a, not the exact calls' share.
+            r["energy_j"] = None if r.get("summed_calls") else \
                 window_energy(iv, mine_cs, w)
     report["energy_attribution"] = {
         "estimate": True, "rule": RULE, "summed": sorted(counted),

@@ -169,7 +169,7 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     wins = region_windows(rec.regions())
     for r in report["regions"]:
         spans = [(p, a, b) for p, _, a, b in wins.get(r["name"], [])]
-        if not spans and r.get("summed_calls") and not why:
+        if r.get("summed_calls") and not why:     # its windows are a few exact calls
             r["memory"] = {"samples": 0, "why": SUMMED_WHY}
             continue
         r["memory"] = region_memory(spans, tls) if not why else \

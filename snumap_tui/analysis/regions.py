@@ -138,15 +138,17 @@ class Summed:
 
 def summed(sums: np.ndarray, rids: list[int]) -> Summed | None:
     """What SUMS say of the regions RIDS (one name); None when nothing. A region's wall time
-    is the latest running total of its summaries (each carries the union so far), summed over
-    its rids (one per runtime file that has the name)."""
+    is the latest running total of its summaries (each carries the union so far of every call,
+    exact or summed; the recorder's last, of no call, the final one), summed over its rids
+    (one per runtime file that has the name)."""
     s = sums[np.isin(sums["rid"], rids)] if len(sums) else sums
     if not len(s):
         return None
     calls: dict[int, int] = {}
     inside: dict[int, tuple[int, int]] = {}
-    for pid, tid, n, ns in zip(s["pid"].tolist(), s["tid"].tolist(), s["count"].tolist(),
-                               s["sum_ns"].tolist()):
+    some = s[s["count"] > 0]
+    for pid, tid, n, ns in zip(some["pid"].tolist(), some["tid"].tolist(),
+                               some["count"].tolist(), some["sum_ns"].tolist()):
         calls[tid] = calls.get(tid, 0) + n
         inside[tid] = (pid, inside.get(tid, (pid, 0))[1] + ns)
     wall = sum(int(s["wall_ns"][s["rid"] == r].max()) for r in np.unique(s["rid"]).tolist())
@@ -157,7 +159,7 @@ def _with_summed(threads: dict[int, tuple[int, int]], own_tid: np.ndarray, agg: 
                  ) -> tuple[dict[int, tuple[int, int]], int]:
     """THREADS' time inside plus AGG's, and the most calls any thread made (its instances,
     OWN_TID, and its summed calls)."""
-    if agg is None:
+    if agg is None or not agg.total:
         return threads, _most_per_thread(own_tid)
     out = dict(threads)
     for tid, (pid, ns) in agg.inside.items():
@@ -236,8 +238,10 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             threads, count = _with_summed(threads, inst.tid[own], agg)
             marks_r = marks[np.concatenate([m_order[m_cuts[r]:m_cuts[r + 1]] for r in rids])]
             count += _most_per_thread(marks_r["tid"])
-        wall_ns = union_ns(inst.start[main], inst.end[main]) + \
-            (agg.wall_ns if agg is not None else 0)
+        # The kernel's union covers the exact calls too (the same clock readings): the larger
+        # is the whole (the smaller only when a recording lost its last summaries).
+        wall_ns = max(union_ns(inst.start[main], inst.end[main]),
+                      agg.wall_ns if agg is not None else 0)
         per: list[dict[str, Any]] = []
         end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
         for tid, (pid, ns) in sorted(threads.items()):
@@ -254,7 +258,7 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
-        if agg is not None:
+        if agg is not None and agg.total:
             # Calls summed in the kernel: counted and timed, but without instances (windows)
             # for the per-region counters, memory and energy.
             row["summed_calls"] = agg.total

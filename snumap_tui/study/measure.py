@@ -81,9 +81,10 @@ def main_intervals(reg: Any) -> dict[str, tuple[np.ndarray, np.ndarray, str, boo
 
 def add_summed(reg: Any, iv: dict[str, tuple[np.ndarray, np.ndarray, str, bool]],
                times: dict[str, int], counts: dict[str, int]) -> None:
-    """The calls the kernel summed (``reg.sums``) added to IV, TIMES and COUNTS in place: their
-    time is the union over threads the summaries carry, their count every call, and their
-    intervals (to find the parent region) each summary's first entry to last return."""
+    """The calls the kernel summed (``reg.sums``) added to IV, TIMES and COUNTS in place: the
+    time is the union over threads of every call the summaries carry, the count every call,
+    and the intervals (to find the parent region) each summary's first entry to last
+    return."""
     from snumap_tui.analysis.regions import summed
 
     sums = getattr(reg, "sums", None)
@@ -96,14 +97,16 @@ def add_summed(reg: Any, iv: dict[str, tuple[np.ndarray, np.ndarray, str, bool]]
         agg = summed(sums, rids)
         if agg is None:
             continue
-        s = sums[np.isin(sums["rid"], rids)]
+        s = sums[np.isin(sums["rid"], rids) & (sums["count"] > 0)]
+        if not len(s):          # exact calls only: their records say it all
+            continue
         start, end = s["t_first"].astype(np.int64), s["t_last"].astype(np.int64)
         first = reg.names[rids[0]]
         if name in iv:
             old = iv[name]
             start, end = np.concatenate([old[0], start]), np.concatenate([old[1], end])
         iv[name] = (start, end, first.kind, first.wait or (name in iv and iv[name][3]))
-        times[name] = times.get(name, 0) + agg.wall_ns
+        times[name] = max(times.get(name, 0), agg.wall_ns)     # the kernel's covers all
         counts[name] = counts.get(name, 0) + agg.total
 
 

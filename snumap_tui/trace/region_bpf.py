@@ -16,9 +16,10 @@ trace/regions.py probes the program and its libraries, then ``resume`` lets it r
 first parallel region of a program a shell or a launcher starts is seen, which the exec event,
 decoded a tenth of a second later, came too late for.
 
-Probes with ``agg`` (critical sections) write no record a call: the kernel sums them per thread
-and region and writes a summary (``SUM_RECORD``) to a second ring every ``AGG_CALLS`` calls or
-``AGG_NS`` after the first; ``drain`` keeps those in ``sums`` and ``leftover_sums`` reads what
+Probes with ``agg`` (critical sections) write a thread's first ``AGG_EXACT`` calls of each
+``AGG_NS`` exactly (an entry and a return record, both under the return probe's tag, ``ret``
+saying which); past them the kernel sums them per thread and region and writes a summary
+(``SUM_RECORD``) to a second ring every ``AGG_CALLS`` calls or ``AGG_NS`` after the first; ``drain`` keeps those in ``sums`` and ``leftover_sums`` reads what
 the kernel still held at the end. Measured on scalep's million critical sections
 (docs/benchmarks.md "regions"): one record a call was ~2 M records/s at 8 threads, more than
 the drain empties, and 92 % of them were lost.
@@ -31,6 +32,7 @@ import os
 import platform
 import signal
 import struct
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ RING_BYTES = 1 << 22
 SUM_RING_BYTES = 1 << 18        # bpf/regions.bpf.c `sums`: ~4,600 summaries
 AGG_CALLS = 4096                # a summary every this many calls of a thread...
 AGG_NS = 100_000_000            # ... or this long after the first of them
+AGG_EXACT = 64                  # calls of a thread written exactly in each AGG_NS window
 AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_BIT)
 LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
 
@@ -57,7 +60,8 @@ HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", 
                        ("tag", "<u4"), ("ret", "<u4")])     # struct snumap_region_hit
 SUM_RECORD = SUM_DTYPE                                      # struct snumap_region_sum
 AGG_RECORD = np.dtype([("t_entry", "<u8"), ("t_first", "<u8"), ("t_last", "<u8"),
-                       ("sum_ns", "<u8"), ("pid", "<u4"), ("count", "<u4")])  # snumap_agg
+                       ("sum_ns", "<u8"), ("win_start", "<u8"), ("pid", "<u4"),
+                       ("count", "<u4"), ("win_exact", "<u4"), ("pad", "<u4")])  # snumap_agg
 WALL_RECORD = np.dtype([("inside", "<i8"), ("open_ns", "<u8"), ("wall_ns", "<u8")])
 
 
@@ -127,6 +131,7 @@ class BpfUprobes:
                 self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
             self.obj.set_global("snumap_agg_calls", struct.pack("<I", AGG_CALLS))
             self.obj.set_global("snumap_agg_ns", struct.pack("<Q", AGG_NS))
+            self.obj.set_global("snumap_agg_exact", struct.pack("<I", AGG_EXACT))
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.map("sums").set_max_entries(SUM_RING_BYTES)
             self.obj.load()
@@ -225,10 +230,13 @@ class BpfUprobes:
 
     def leftover_sums(self) -> np.ndarray:
         """What the kernel summed and has not written yet (the calls since each thread's last
-        summary), as summaries: read at the end, after the last drain."""
+        summary), as summaries, and per region one summary of no call carrying its final
+        union over threads (exact calls and summed): read at the end, after the last
+        drain."""
         walls = {int.from_bytes(k, "little"): int(np.frombuffer(v, WALL_RECORD)[0]["wall_ns"])
                  for k, v in self.obj.map("walls").items()}
-        rows = []
+        now = time.monotonic_ns()
+        rows = [(now, now, 0, wall, 0, 0, rid, 0) for rid, wall in walls.items()]
         for k, v in self.obj.map("aggs").items():
             tid, rid = struct.unpack("<II", k)
             a = np.frombuffer(v, AGG_RECORD)[0]

@@ -145,6 +145,8 @@ class RegionTracer:
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
         self._body_tags = np.zeros(0, np.int64)
+        self._agg_flags: list[bool] = []      # per tag: summed in the kernel
+        self._agg_tag = np.zeros(0, bool)
         self._window = (0, 0)           # (start t_ns, body hits since)
         self.bodies_off_at: int | None = None
 
@@ -290,6 +292,7 @@ class RegionTracer:
             tag = len(self.sites)
             self.sites.append(site)
             agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
+            self._agg_flags.append(agg is not None)
             probes.append(Probe(path, off, ret, tag, site.entry.arg,
                                 "body" if site.entry.role == "body" else "", agg))
         failed: dict[str, str] = {}
@@ -309,6 +312,7 @@ class RegionTracer:
         self.static_rid, self.static_op = rid, op
         self._body_tags = np.array([i for i, s in enumerate(self.sites)
                                     if s.entry.role == "body"], dtype=np.int64)
+        self._agg_tag = np.array(self._agg_flags, dtype=bool)
 
     def start(self, binaries: list[str], roots: list[int] | None,
               command: list[int] | None = None) -> list[str]:
@@ -547,6 +551,11 @@ class RegionTracer:
         tag = rec["tag"].astype(np.int64)
         out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
         out["op"] = self.static_op[tag]
+        # A summed probe's exact calls: both records under its return's tag, ``ret`` 0 the
+        # entry (bpf/regions.bpf.c exact_call).
+        agg = self._agg_tag[tag]
+        if agg.any():
+            out["op"][agg] = np.where(rec["ret"][agg] == 0, C.BEGIN, C.END)
         rid = self.static_rid[tag].copy()
         for i in np.flatnonzero(rid < 0).tolist():
             rid[i] = self._dynamic(rec[i], self.sites[int(tag[i])])
