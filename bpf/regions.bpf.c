@@ -4,7 +4,7 @@
  * The user-space loader attaches region_entry / region_return to every probed offset of a
  * file at once (one uprobe_multi link per file and direction: one RCU grace period when they
  * are detached, where one perf-event uprobe each cost ~80 ms apiece). Each offset carries a
- * cookie: tag << 2 | capture, capture 1 = the first argument, 3 = the third (the outlined
+ * cookie: tag << 3 | capture, capture 1 = the first argument, 3 = the third (the outlined
  * function GOMP_parallel and __kmpc_fork_call are given), 0 = none.
  *
  * Filtering happens here: `tracked` holds the tgids of the traced tree (seeded by user space
@@ -17,6 +17,23 @@
  * the way back to user space) and reported in `hits` with tag SNUMAP_EXEC_TAG; user space
  * reads the program and its libraries, attaches their probes and sends SIGCONT. Without the
  * hold, a program a shell starts runs its first regions before its exec is even decoded.
+ *
+ * Aggregated calls: the very frequent short waits (critical sections: a million a second over
+ * eight threads fills any ring a Python drain can empty) carry cookie bit 2, their tag above
+ * it as the others, and in the cookie's upper 32 bits the region id user space gave them. A
+ * thread's first snumap_agg_exact calls in each snumap_agg_ns window are written exactly (an
+ * entry and a return record, both at the return); past them, and whenever the ring cannot
+ * take both, its calls' count, their total time and the first entry and last return are
+ * summed in `aggs`, and one summary goes to the `sums` ring every snumap_agg_calls calls or
+ * snumap_agg_ns after its first. Per region, `walls` keeps how long any thread was inside,
+ * exact calls and summed alike (the union over threads, a running total: the number of
+ * threads inside, kept with atomics, going 0 -> 1 opens it and 1 -> 0 closes it); each
+ * summary carries its value then, and user space reads it at the end. A summary the full
+ * ring refuses stays in `aggs` and goes with a later call: nothing is lost; user space reads
+ * what is left in `aggs` at the end.
+ *
+ * build: -mcpu=v3 (the atomics that return the old value; the kernel has them since 5.12,
+ * uprobe_multi needs 6.6)
  */
 #include "kernel_types.h"
 /* pt_regs as the kernel names its fields (di, not user space's rdi): bpf_tracing.h picks the
@@ -69,12 +86,93 @@ struct {
     __uint(max_entries, 1 << 22);
 } hits SEC(".maps");
 
+/* Records lost: [0] all of them, [1 + tag] those of probe TAG (tags below SNUMAP_LOST_TAGS), so
+ * that the recording can say which regions' figures are short. */
+#define SNUMAP_LOST_TAGS 4096
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
+    __uint(max_entries, 1 + SNUMAP_LOST_TAGS);
     __type(key, __u32);
     __type(value, __u64);
 } lost SEC(".maps");
+
+static __always_inline void count_lost(__u32 tag)
+{
+    __u32 key = 0;
+    __u64 *n = bpf_map_lookup_elem(&lost, &key);
+    if (n)
+        *n += 1;
+    if (tag >= SNUMAP_LOST_TAGS)
+        return;
+    key = 1 + tag;
+    n = bpf_map_lookup_elem(&lost, &key);
+    if (n)
+        *n += 1;
+}
+
+#define SNUMAP_AGG_BIT 4
+
+/* Set by the loader before load: a summary every this many calls, or this long after its
+ * first call, whichever comes first. */
+const volatile __u32 snumap_agg_calls = 4096;
+const volatile __u64 snumap_agg_ns = 100000000;
+/* ... and the first this many calls of a thread in each snumap_agg_ns window, while none is
+ * being summed, written exactly (an entry and a return record): a program that takes a few
+ * critical sections keeps every one drawn in replay; a flood is summed past them. */
+const volatile __u32 snumap_agg_exact = 64;
+
+struct snumap_agg_key {
+    __u32 tid;
+    __u32 rid;
+};
+
+struct snumap_agg {
+    __u64 t_entry;              /* the call in progress (0: none) */
+    __u64 t_first;              /* the first entry of the calls summed */
+    __u64 t_last;               /* the last return */
+    __u64 sum_ns;
+    __u64 win_start;            /* the window of exact calls */
+    __u32 pid;
+    __u32 count;
+    __u32 win_exact;            /* calls written exactly in it */
+    __u32 pad;
+};
+
+struct snumap_wall {
+    __s64 inside;               /* threads inside now */
+    __u64 open_ns;              /* when the first of them entered */
+    __u64 wall_ns;              /* time with at least one inside, closed stretches */
+};
+
+struct snumap_region_sum {
+    __u64 t_first;
+    __u64 t_last;
+    __u64 sum_ns;
+    __u64 wall_ns;              /* the region's walls.wall_ns at this summary (running) */
+    __u32 pid;
+    __u32 tid;
+    __u32 rid;
+    __u32 count;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct snumap_agg_key);
+    __type(value, struct snumap_agg);
+} aggs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct snumap_wall);
+} walls SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 1 << 18);
+} sums SEC(".maps");
 
 /* A record of the current task (ID: bpf_get_current_pid_tgid()) in `hits`, t_ns, pid, tid, tag
  * and ret filled; NULL, counted in `lost`, when the ring is full. */
@@ -82,10 +180,7 @@ static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __
 {
     struct snumap_region_hit *h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
     if (!h) {
-        __u32 zero = 0;
-        __u64 *n = bpf_map_lookup_elem(&lost, &zero);
-        if (n)
-            *n += 1;
+        count_lost(tag);
         return 0;
     }
     h->t_ns = bpf_ktime_get_ns();
@@ -96,6 +191,109 @@ static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __
     return h;
 }
 
+static __always_inline void agg_entry(__u64 id, __u32 rid, __u32 tag)
+{
+    struct snumap_agg_key k = {.tid = (__u32)id, .rid = rid};
+    struct snumap_agg *a = bpf_map_lookup_elem(&aggs, &k);
+    if (!a) {
+        struct snumap_agg z = {.pid = id >> 32};
+        bpf_map_update_elem(&aggs, &k, &z, BPF_NOEXIST);
+        a = bpf_map_lookup_elem(&aggs, &k);
+        if (!a) {               /* the map is full: this call is not counted */
+            count_lost(tag);
+            return;
+        }
+    }
+    struct snumap_wall *w = bpf_map_lookup_elem(&walls, &rid);
+    if (!w) {
+        struct snumap_wall z = {};
+        bpf_map_update_elem(&walls, &rid, &z, BPF_NOEXIST);
+        w = bpf_map_lookup_elem(&walls, &rid);
+        if (!w) {
+            count_lost(tag);
+            return;
+        }
+    }
+    __u64 t = bpf_ktime_get_ns();
+    if (a->t_entry)             /* an entry without its return (longjmp): not a call */
+        __sync_fetch_and_add(&w->inside, -1);
+    a->t_entry = t;
+    if (__sync_fetch_and_add(&w->inside, 1) == 0)
+        w->open_ns = t;
+}
+
+/* One call written exactly: its entry (ret 0) and return (ret 1) records, both under the
+ * return probe's TAG; false, and nothing written, when the ring cannot take both. */
+static __always_inline int exact_call(__u64 id, __u32 tag, __u64 t0, __u64 t1)
+{
+    struct snumap_region_hit *b = bpf_ringbuf_reserve(&hits, sizeof(*b), 0);
+    if (!b)
+        return 0;
+    struct snumap_region_hit *e = bpf_ringbuf_reserve(&hits, sizeof(*e), 0);
+    if (!e) {
+        bpf_ringbuf_discard(b, BPF_RB_NO_WAKEUP);
+        return 0;
+    }
+    b->t_ns = t0;
+    e->t_ns = t1;
+    b->arg = e->arg = 0;
+    b->pid = e->pid = id >> 32;
+    b->tid = e->tid = (__u32)id;
+    b->tag = e->tag = tag;
+    b->ret = 0;
+    e->ret = 1;
+    bpf_ringbuf_submit(b, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    return 1;
+}
+
+static __always_inline void agg_return(__u64 id, __u32 rid, __u32 tag)
+{
+    struct snumap_agg_key k = {.tid = (__u32)id, .rid = rid};
+    struct snumap_agg *a = bpf_map_lookup_elem(&aggs, &k);
+    if (!a || !a->t_entry)      /* a return without its entry: not a call (pair()'s rule) */
+        return;
+    struct snumap_wall *w = bpf_map_lookup_elem(&walls, &rid);
+    if (!w)
+        return;
+    __u64 t = bpf_ktime_get_ns();
+    __u64 t0 = a->t_entry;
+    a->t_entry = 0;
+    if (__sync_fetch_and_add(&w->inside, -1) == 1)
+        __sync_fetch_and_add(&w->wall_ns, t - w->open_ns);
+    if (!a->count) {            /* nothing being summed: this call may be written exactly */
+        if (t - a->win_start >= snumap_agg_ns) {
+            a->win_start = t;
+            a->win_exact = 0;
+        }
+        if (a->win_exact < snumap_agg_exact && exact_call(id, tag, t0, t)) {
+            a->win_exact += 1;
+            return;
+        }
+    }
+    if (!a->count)
+        a->t_first = t0;
+    a->count += 1;
+    a->sum_ns += t - t0;
+    a->t_last = t;
+    if (a->count < snumap_agg_calls && t - a->t_first < snumap_agg_ns)
+        return;
+    struct snumap_region_sum *s = bpf_ringbuf_reserve(&sums, sizeof(*s), 0);
+    if (!s)
+        return;                 /* kept summing: it goes with a later return */
+    s->t_first = a->t_first;
+    s->t_last = t;
+    s->sum_ns = a->sum_ns;
+    s->wall_ns = w->wall_ns;
+    s->pid = id >> 32;
+    s->tid = (__u32)id;
+    s->rid = rid;
+    s->count = a->count;
+    bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+    a->count = 0;
+    a->sum_ns = 0;
+}
+
 static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
 {
     __u64 id = bpf_get_current_pid_tgid();
@@ -103,7 +301,14 @@ static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
     if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
         return 0;
     __u64 cookie = bpf_get_attach_cookie(ctx);
-    struct snumap_region_hit *h = reserve(id, cookie >> 2, ret);
+    if (cookie & SNUMAP_AGG_BIT) {
+        if (ret)
+            agg_return(id, cookie >> 32, (__u32)cookie >> 3);
+        else
+            agg_entry(id, cookie >> 32, (__u32)cookie >> 3);
+        return 0;
+    }
+    struct snumap_region_hit *h = reserve(id, (__u32)cookie >> 3, ret);
     if (!h)
         return 0;
     /* Both read at fixed offsets first: selecting the register inside the condition let clang

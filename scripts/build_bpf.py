@@ -35,6 +35,8 @@ LIBBPF_INCLUDE = Path("/usr/include/bpf")
 # tp_btf arguments run on any little-endian architecture.
 ARCH = "x86"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+# A source's own compiler flags, from a line of its header comment: " * build: -mcpu=v3 (why)".
+_FLAGS = re.compile(r"^ \* build: (-\S+)", re.MULTILINE)
 
 
 def sources() -> list[Path]:
@@ -80,7 +82,8 @@ def toolchain() -> dict[str, str]:
 
 
 def command(src: Path, out: Path) -> list[str]:
-    return ["clang", "-target", "bpfel", "-O2", "-g", f"-D__TARGET_ARCH_{ARCH}",
+    own = _FLAGS.findall(src.read_text())
+    return ["clang", "-target", "bpfel", *own, "-O2", "-g", f"-D__TARGET_ARCH_{ARCH}",
             "-Wall", "-Werror", f"-fdebug-prefix-map={REPO}=.",
             "-I", "bpf", "-c", str(src.relative_to(REPO)), "-o", str(out)]
 

@@ -210,6 +210,9 @@ def _instances(reg: Regions) -> dict[str, Inst]:
         pick = roles.get("body") or (roles.get("call", []) + roles.get("marker", [])) or \
             roles.get("span", [])
         m = np.isin(inst.rid, pick)
+        sums = getattr(reg, "sums", None)
+        if sums is not None and (np.isin(sums["rid"], pick) & (sums["count"] > 0)).any():
+            continue        # calls summed in the kernel: no instance, no run interval inside
         kind = reg.names[pick[0]].kind
         out[name] = (kind, inst.tid[m].astype(np.int64), inst.pid[m].astype(np.int64),
                      inst.start[m].astype(np.int64), inst.end[m].astype(np.int64))

@@ -211,8 +211,10 @@ def add_energy(report: dict[str, Any], iv: Intervals, samples: list[Sample], top
         wins = region_windows(rec.regions())
         mine_cs = [c for c in cs if c.domain in counted]
         for r in report["regions"]:
-            r["energy_j"] = window_energy(iv, mine_cs, [(t, a, b) for _, t, a, b
-                                                        in wins.get(r["name"], [])])
+            w = [(t, a, b) for _, t, a, b in wins.get(r["name"], [])]
+            # Calls summed in the kernel have no window: n/a, not the exact calls' share.
+            r["energy_j"] = None if r.get("summed_calls") else \
+                window_energy(iv, mine_cs, w)
     report["energy_attribution"] = {
         "estimate": True, "rule": RULE, "summed": sorted(counted),
         "domains": [{"domain": d["domain"], "energy_j": d["energy_j"],

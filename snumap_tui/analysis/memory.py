@@ -135,6 +135,10 @@ def recording_memory(rec: Any, topology: Topology) -> tuple[np.ndarray, str | No
     return rows, "no traced process (a system-wide recording has no traced tree)"
 
 
+# A region whose calls the kernel summed (critical sections): no instance, so no window.
+SUMMED_WHY = "calls summed in the kernel: no instance to attribute to"
+
+
 def region_windows(reg: Any) -> dict[str, list[tuple[int, int, int, int]]]:
     """Region (or phase) name -> (pid, tid, start, end) of each of its instances on any
     thread."""
@@ -165,6 +169,9 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     wins = region_windows(rec.regions())
     for r in report["regions"]:
         spans = [(p, a, b) for p, _, a, b in wins.get(r["name"], [])]
+        if r.get("summed_calls") and not why:     # its windows are a few exact calls
+            r["memory"] = {"samples": 0, "why": SUMMED_WHY}
+            continue
         r["memory"] = region_memory(spans, tls) if not why else \
             {"samples": 0, "why": why}
 
@@ -203,7 +210,9 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
         for g in regs[:top]:
             gm = g["memory"]
             if not gm.get("samples"):
-                lines.append(f"  {safe_text(g['name'])[:28]:<28} {0:>7} n/a (no sample inside)")
+                what = "summed in the kernel" if gm.get("why") == SUMMED_WHY else \
+                    "no sample inside"
+                lines.append(f"  {safe_text(g['name'])[:28]:<28} {0:>7} n/a ({what})")
                 continue
             nodes = "  ".join(f"N{n}: {_mib(b)}" for n, b in gm["nodes"].items())
             lines.append(f"  {safe_text(g['name'])[:28]:<28} {gm['samples']:>7} "

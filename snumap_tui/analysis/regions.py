@@ -122,6 +122,55 @@ def _most_per_thread(tid: np.ndarray) -> int:
     return int(np.unique(tid, return_counts=True)[1].max())
 
 
+@dataclass
+class Summed:
+    """One region's calls summed in the kernel (SUM_DTYPE rows): per thread its calls and
+    (pid, ns inside); the union over threads of their time inside."""
+
+    calls: dict[int, int]
+    inside: dict[int, tuple[int, int]]
+    wall_ns: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+def summed(sums: np.ndarray, rids: list[int]) -> Summed | None:
+    """What SUMS say of the regions RIDS (one name); None when nothing. A region's wall time
+    is the latest running total of its summaries (each carries the union so far of every call,
+    exact or summed; the recorder's last, of no call, the final one), summed over its rids
+    (one per runtime file that has the name)."""
+    s = sums[np.isin(sums["rid"], rids)] if len(sums) else sums
+    if not len(s):
+        return None
+    calls: dict[int, int] = {}
+    inside: dict[int, tuple[int, int]] = {}
+    some = s[s["count"] > 0]
+    for pid, tid, n, ns in zip(some["pid"].tolist(), some["tid"].tolist(),
+                               some["count"].tolist(), some["sum_ns"].tolist()):
+        calls[tid] = calls.get(tid, 0) + n
+        inside[tid] = (pid, inside.get(tid, (pid, 0))[1] + ns)
+    wall = sum(int(s["wall_ns"][s["rid"] == r].max()) for r in np.unique(s["rid"]).tolist())
+    return Summed(calls, inside, wall)
+
+
+def _with_summed(threads: dict[int, tuple[int, int]], own_tid: np.ndarray, agg: Summed | None
+                 ) -> tuple[dict[int, tuple[int, int]], int]:
+    """THREADS' time inside plus AGG's, and the most calls any thread made (its instances,
+    OWN_TID, and its summed calls)."""
+    if agg is None or not agg.total:
+        return threads, _most_per_thread(own_tid)
+    out = dict(threads)
+    for tid, (pid, ns) in agg.inside.items():
+        out[tid] = (out.get(tid, (pid, 0))[0], out.get(tid, (pid, 0))[1] + ns)
+    per = dict(agg.calls)
+    if len(own_tid):
+        for t, c in zip(*np.unique(own_tid, return_counts=True)):
+            per[int(t)] = per.get(int(t), 0) + int(c)
+    return out, max(per.values())
+
+
 def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """One dict per region name (JSON-ready), by wall time, longest first."""
     comm = comm or {}
@@ -155,7 +204,8 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         role = {names[r].role: r for r in rids}
         kind = names[rids[0]].kind
         wait = any(names[r].wait for r in rids)
-        if not any(inst_n[r] for r in rids):
+        agg = summed(getattr(reg, "sums", np.zeros(0)), rids)
+        if not any(inst_n[r] for r in rids) and agg is None:
             # Marks only (user markers: 200 000 distinct names are no rarity): no time
             # inside, no threads; counted without the per-name array work below.
             most = int(mark_most[rids[0]]) if len(rids) == 1 else _most_per_thread(
@@ -177,16 +227,21 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         threads = _per_thread(inst.tid[inside], inst.pid[inside], dur[inside])
         # How many times the program ran it: a parallel region's master calls; a call or a
         # phase made by several threads (both ranks in MPI_Barrier) counts per thread, the
-        # most any thread made; ``calls`` counts them all.
-        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids))
+        # most any thread made; ``calls`` counts them all. Calls summed in the kernel count
+        # as their instances would.
+        calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids)) + \
+            (agg.total if agg is not None else 0)
         if len(span):
             count = len(span)
         else:
             own = rest if len(rest) else body
-            count = _most_per_thread(inst.tid[own])
+            threads, count = _with_summed(threads, inst.tid[own], agg)
             marks_r = marks[np.concatenate([m_order[m_cuts[r]:m_cuts[r + 1]] for r in rids])]
             count += _most_per_thread(marks_r["tid"])
-        wall_ns = union_ns(inst.start[main], inst.end[main])
+        # The kernel's union covers the exact calls too (the same clock readings): the larger
+        # is the whole (the smaller only when a recording lost its last summaries).
+        wall_ns = max(union_ns(inst.start[main], inst.end[main]),
+                      agg.wall_ns if agg is not None else 0)
         per: list[dict[str, Any]] = []
         end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
         for tid, (pid, ns) in sorted(threads.items()):
@@ -203,6 +258,10 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
+        if agg is not None and agg.total:
+            # Calls summed in the kernel: counted and timed, but without instances (windows)
+            # for the per-region counters, memory and energy.
+            row["summed_calls"] = agg.total
         out.append(row)
     out.sort(key=lambda r: -float(r["wall_s"]))
     return out
@@ -286,6 +345,12 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
                      f"{imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
+    lost = r.get("regions_lost") or {}
+    if lost:
+        lines.append(f"  records lost (ring full): {sum(lost.values()):,}; short by as many "
+                     "calls (enter or leave):")
+        for name, n in sorted(lost.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"    {safe_text(name)[:60]:<60} {n:>12,}")
     waits = r.get("waits") or []
     if waits:
         lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]

@@ -190,7 +190,11 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
         "io": io_totals(samples, topo),
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
-    report["regions"] = region_stats(rec.regions(), comm) if hasattr(rec, "regions") else []
+    regions = rec.regions() if hasattr(rec, "regions") else None
+    report["regions"] = region_stats(regions, comm) if regions is not None else []
+    # Records the kernel could not write (ring full), per region name: those regions' counts
+    # and times are short by as many calls.
+    report["regions_lost"] = dict(getattr(regions, "lost", {}) or {})
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
     add_memory(report, rec, topo)

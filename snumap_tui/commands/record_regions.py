@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
 
@@ -46,6 +48,7 @@ class RegionSession:
         self.drainer: Any = None
         self.info: dict[str, Any] = {"mode": self.mode, "found": [], "problems": []}
         self.rows_total = 0
+        self.calls_summed = 0       # aggregated calls, summed in the kernel (no row each)
         self._next_rescan = 0.0
         self._old_env = os.environ.get("SNUMAP_MARKERS")
         if backend == "proc" and (self.user or (cmd and self.mode != "none")):
@@ -146,12 +149,20 @@ class RegionSession:
         if self.tracer is not None and self.drainer is not None:
             for raw in self.drainer.take():
                 self._write(writer, self.tracer.decode(raw))
+            self._write_sums(writer, self.tracer.take_sums())
             for t, text in self.tracer.notes:
                 self.say(text)
                 writer.add_marker(t, text)
             self.tracer.notes.clear()
         if self.markers is not None:
             self._write(writer, self.markers.take())
+
+    def _write_sums(self, writer: Any, sums: Any) -> None:
+        if len(sums):
+            from snumap_tui.trace.region_catalog import REGION_DTYPE
+
+            writer.add_regions(np.zeros(0, REGION_DTYPE), self.names.items, sums)
+            self.calls_summed += int(sums["count"].sum())
 
     def _write(self, writer: Any, rows: Any) -> None:
         if len(rows):
@@ -166,6 +177,7 @@ class RegionSession:
                 rows = self.tracer.decode(raw)
                 self._write(writer, rows[rows["t_ns"] <= t_stop_ns])
             self.drainer = None
+            self._write_sums(writer, self.tracer.take_sums(last=True))
             for line in self.tracer.take_lines():
                 self.say(line)
             if self.tracer.held_ns >= self.HELD_SAID_NS:
@@ -173,7 +185,12 @@ class RegionSession:
                          f"{self.tracer.held_ns / 1e6:.0f} ms in all, until their programs "
                          "were probed")
             if self.tracer.lost:
-                problems.append(f"{self.tracer.lost} region records lost (ring full)")
+                by = self.tracer.lost_by_region()
+                writer.add_region_loss(by, t_stop_ns)
+                which = ", ".join(f"{k} {v}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+                problems.append(f"{self.tracer.lost} region records lost (ring full)"
+                                + (f": {which} (their figures are short by as many)"
+                                   if which else ""))
         if self.markers is not None:
             self._write(writer, self.markers.stop())
             problems += self.markers.stats.problems()

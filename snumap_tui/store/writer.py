@@ -171,18 +171,31 @@ class Writer:
             self._touch()
             self.flush_if_due()
 
-    def add_regions(self, rows: np.ndarray, table: list[Any]) -> None:
-        """Region records (``REGION_DTYPE``) whose ``rid`` index TABLE (the recorder's whole
-        table so far: RegionName items), for the regions chunk (store/regions.py)."""
+    def add_regions(self, rows: np.ndarray, table: list[Any],
+                    sums: np.ndarray | None = None) -> None:
+        """Region records (``REGION_DTYPE``) and summaries of calls summed in the kernel
+        (``SUM_DTYPE``), whose ``rid`` index TABLE (the recorder's whole table so far:
+        RegionName items), for the regions chunk (store/regions.py)."""
         with self._lock:
             self._check()
-            if not len(rows):
+            if not len(rows) and (sums is None or not len(sums)):
                 return
             self._regions.add(rows, table)
+            if sums is not None:
+                self._regions.add_sums(sums, table)
             self._touch()
             if self._regions.n >= self.max_chunk_events:
                 self._write_regions()
             self.flush_if_due()
+
+    def add_region_loss(self, lost: dict[str, int], t_ns: int) -> None:
+        """Region records the kernel lost, per region name, said at T_NS: written with the
+        regions chunk (the report says which regions' figures are short)."""
+        with self._lock:
+            self._check()
+            if lost:
+                self._regions.add_lost(lost, t_ns)
+                self._touch()
 
     def _write_regions(self) -> None:
         got = self._regions.take()

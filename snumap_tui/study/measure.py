@@ -79,6 +79,40 @@ def main_intervals(reg: Any) -> dict[str, tuple[np.ndarray, np.ndarray, str, boo
     return out
 
 
+SUMMED = "n/a: summed in the kernel (per-call figures not kept)"
+
+
+def add_summed(reg: Any, iv: dict[str, tuple[np.ndarray, np.ndarray, str, bool]],
+               times: dict[str, int], counts: dict[str, int]) -> None:
+    """The calls the kernel summed (``reg.sums``) added to IV, TIMES and COUNTS in place: the
+    time is the union over threads of every call the summaries carry, the count every call,
+    and the intervals (to find the parent region) each summary's first entry to last
+    return."""
+    from snumap_tui.analysis.regions import summed
+
+    sums = getattr(reg, "sums", None)
+    if sums is None or not len(sums):
+        return
+    by_name: dict[str, list[int]] = {}
+    for rid in np.unique(sums["rid"]).tolist():
+        by_name.setdefault(reg.names[rid].name, []).append(rid)
+    for name, rids in by_name.items():
+        agg = summed(sums, rids)
+        if agg is None:
+            continue
+        s = sums[np.isin(sums["rid"], rids) & (sums["count"] > 0)]
+        if not len(s):          # exact calls only: their records say it all
+            continue
+        start, end = s["t_first"].astype(np.int64), s["t_last"].astype(np.int64)
+        first = reg.names[rids[0]]
+        if name in iv:
+            old = iv[name]
+            start, end = np.concatenate([old[0], start]), np.concatenate([old[1], end])
+        iv[name] = (start, end, first.kind, first.wait or (name in iv and iv[name][3]))
+        times[name] = max(times.get(name, 0), agg.wall_ns)     # the kernel's covers all
+        counts[name] = counts.get(name, 0) + agg.total
+
+
 def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals as disjoint sorted runs."""
     o = np.argsort(start, kind="stable")
@@ -130,9 +164,16 @@ def measure(path: Path) -> dict[str, Any]:
         iv = main_intervals(reg) if reg is not None and len(reg.rows) else {}
         figs = run_figures(rec, (t0, t1), iv)
     times = {n: union_ns(s, e) for n, (s, e, _k, _w) in iv.items()}
+    counts = {n: len(v[0]) for n, v in iv.items()}
+    if reg is not None:
+        before = dict(counts)
+        add_summed(reg, iv, times, counts)
+        for n in counts:
+            if counts[n] != before.get(n):      # some calls only the kernel's sums carry
+                figs[n] = {k: {"why": SUMMED} for k in ("counters", "memory")}
     par = parents(iv, times)
     regions = [{"region": n, "parent": par[n], "kind": iv[n][2], "wait": iv[n][3],
-                "time_s": times[n] / 1e9, "count": len(iv[n][0]), **figs[n]}
+                "time_s": times[n] / 1e9, "count": counts[n], **figs[n]}
                for n in sorted(iv, key=lambda n: -times[n])]
     return {"program": {"time_s": max(0, t1 - t0) / 1e9, "energy_j": energy,
                         "energy_note": why, **figs[PROGRAM]},

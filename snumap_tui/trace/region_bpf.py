@@ -15,6 +15,14 @@ know (by inode: ``know``) before the program's first instruction, and reports it
 trace/regions.py probes the program and its libraries, then ``resume`` lets it run. So the
 first parallel region of a program a shell or a launcher starts is seen, which the exec event,
 decoded a tenth of a second later, came too late for.
+
+Probes with ``agg`` (critical sections) write a thread's first ``AGG_EXACT`` calls of each
+``AGG_NS`` exactly (an entry and a return record, both under the return probe's tag, ``ret``
+saying which); past them the kernel sums them per thread and region and writes a summary
+(``SUM_RECORD``) to a second ring every ``AGG_CALLS`` calls or ``AGG_NS`` after the first; ``drain`` keeps those in ``sums`` and ``leftover_sums`` reads what
+the kernel still held at the end. Measured on scalep's million critical sections
+(docs/benchmarks.md "regions"): one record a call was ~2 M records/s at 8 threads, more than
+the drain empties, and 92 % of them were lost.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import os
 import platform
 import signal
 import struct
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.native.libc import libc
+from snumap_tui.trace.region_catalog import SUM_DTYPE
 from snumap_tui.trace.uprobes import HIT, Probe, close_all
 
 BPF_LINK_CREATE = 28
@@ -38,10 +48,29 @@ BPF_TRACE_UPROBE_MULTI = 48
 BPF_F_UPROBE_MULTI_RETURN = 1
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 RING_BYTES = 1 << 22
+SUM_RING_BYTES = 1 << 18        # bpf/regions.bpf.c `sums`: ~4,600 summaries
+AGG_CALLS = 4096                # a summary every this many calls of a thread...
+AGG_NS = 100_000_000            # ... or this long after the first of them
+AGG_EXACT = 64                  # calls of a thread written exactly in each AGG_NS window
+AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_BIT)
+LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
 
 EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
 HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", "<u4"),
                        ("tag", "<u4"), ("ret", "<u4")])     # struct snumap_region_hit
+SUM_RECORD = SUM_DTYPE                                      # struct snumap_region_sum
+AGG_RECORD = np.dtype([("t_entry", "<u8"), ("t_first", "<u8"), ("t_last", "<u8"),
+                       ("sum_ns", "<u8"), ("win_start", "<u8"), ("pid", "<u4"),
+                       ("count", "<u4"), ("win_exact", "<u4"), ("pad", "<u4")])  # snumap_agg
+WALL_RECORD = np.dtype([("inside", "<i8"), ("open_ns", "<u8"), ("wall_ns", "<u8")])
+
+
+def cookie(p: Probe) -> int:
+    """The attach cookie of P (bpf/regions.bpf.c): tag << 3 | capture, or for a probe summed
+    in the kernel its region id << 32 | tag << 3 | AGG_BIT."""
+    if p.agg is not None:
+        return (p.agg << 32) | (p.tag << 3) | AGG_BIT
+    return (p.tag << 3) | ({0: 1, 2: 3}.get(p.arg, 0) if p.arg is not None else 0)
 
 
 def object_path() -> Path:
@@ -91,6 +120,7 @@ class BpfUprobes:
         self.by_group: dict[str, list[int]] = defaultdict(list)
         self.lost = 0
         self.held: list[tuple[int, int, int, int]] = []     # (pid, inode, dev, t_ns) stopped
+        self.sums: list[np.ndarray] = []        # summaries drained, not taken yet
         self._exec_link: Any = None
         wide = roots is None if system_wide is None else system_wide
         try:
@@ -99,7 +129,11 @@ class BpfUprobes:
             self.obj.program("region_exec").set_autoload(hold_exec)
             for name in ("region_entry", "region_return"):
                 self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
+            self.obj.set_global("snumap_agg_calls", struct.pack("<I", AGG_CALLS))
+            self.obj.set_global("snumap_agg_ns", struct.pack("<Q", AGG_NS))
+            self.obj.set_global("snumap_agg_exact", struct.pack("<I", AGG_EXACT))
             self.obj.map("hits").set_max_entries(RING_BYTES)
+            self.obj.map("sums").set_max_entries(SUM_RING_BYTES)
             self.obj.load()
             self.obj.program("region_fork").attach()
             if hold_exec:
@@ -108,6 +142,7 @@ class BpfUprobes:
             for pid in roots or []:
                 tracked.update_u32(pid, 1)
             self.ring = BpfRingReader(self.obj.map("hits").fd, RING_BYTES, HIT_RECORD)
+            self.sum_ring = BpfRingReader(self.obj.map("sums").fd, SUM_RING_BYTES, SUM_RECORD)
             self._entry = self.obj.program("region_entry").fd
             self._return = self.obj.program("region_return").fd
         except BaseException:
@@ -122,8 +157,7 @@ class BpfUprobes:
             groups[(p.path, p.ret, p.group)].append(p)
         failed = []
         for (path, ret, group), ps in groups.items():
-            cookies = [(p.tag << 2) | ({0: 1, 2: 3}.get(p.arg, 0) if p.arg is not None else 0)
-                       for p in ps]
+            cookies = [cookie(p) for p in ps]
             try:
                 fd = _link_create_multi(self._return if ret else self._entry,
                                         os.fsencode(path), [p.offset for p in ps], cookies, ret)
@@ -167,9 +201,49 @@ class BpfUprobes:
                       for r in raw[execs]]
         return raw[~execs]
 
+    def drain_sums(self) -> None:
+        sums = self.sum_ring.read()
+        if len(sums):
+            self.sums.append(sums)
+
     def drain(self) -> Any:
+        self.drain_sums()
         recs = self.ring.read()
         return recs if len(recs) else None
+
+    def take_sums(self) -> np.ndarray:
+        """The summaries drained since the last call (SUM_DTYPE)."""
+        got, self.sums = self.sums, []
+        return np.concatenate(got) if got else np.zeros(0, SUM_DTYPE)
+
+    def lost_by_tag(self, n: int) -> dict[int, int]:
+        """Records lost per probe tag (of the first N tags; those past LOST_TAGS count only in
+        ``lost``)."""
+        m = self.obj.map("lost")
+        out = {}
+        for tag in range(min(n, LOST_TAGS)):
+            v = m.lookup(struct.pack("<I", 1 + tag))
+            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+            if got:
+                out[tag] = got
+        return out
+
+    def leftover_sums(self) -> np.ndarray:
+        """What the kernel summed and has not written yet (the calls since each thread's last
+        summary), as summaries, and per region one summary of no call carrying its final
+        union over threads (exact calls and summed): read at the end, after the last
+        drain."""
+        walls = {int.from_bytes(k, "little"): int(np.frombuffer(v, WALL_RECORD)[0]["wall_ns"])
+                 for k, v in self.obj.map("walls").items()}
+        now = time.monotonic_ns()
+        rows = [(now, now, 0, wall, 0, 0, rid, 0) for rid, wall in walls.items()]
+        for k, v in self.obj.map("aggs").items():
+            tid, rid = struct.unpack("<II", k)
+            a = np.frombuffer(v, AGG_RECORD)[0]
+            if a["count"]:
+                rows.append((a["t_first"], a["t_last"], a["sum_ns"], walls.get(rid, 0),
+                             a["pid"], tid, rid, a["count"]))
+        return np.array(rows, dtype=SUM_DTYPE)
 
     def decode(self, raw: Any) -> np.ndarray:
         """The HIT rows of RAW; held execs go to ``held``."""
@@ -202,6 +276,7 @@ class BpfUprobes:
     def close(self) -> None:
         self.release_all()
         self.ring.close()
+        self.sum_ring.close()
         close_all(self.links)
         self.links = []
         self.obj.close()

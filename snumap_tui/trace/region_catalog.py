@@ -30,6 +30,14 @@ ROLES = ("span", "body", "call", "marker")
 
 REGION_DTYPE = np.dtype([("t_ns", "<u8"), ("tid", "<i4"), ("pid", "<i4"), ("op", "u1"),
                          ("rid", "<u4")])
+# A summary of one thread's calls of an aggregated region (``EntryPoint.agg``: critical
+# sections, summed in the kernel instead of one record a call): ``count`` calls between the
+# first's entry ``t_first`` and the last's return ``t_last``, ``sum_ns`` inside in all;
+# ``wall_ns``: the region's time with any thread inside, from the recording's start up to this
+# summary (a running total over every thread: the latest summary of a region holds it all).
+SUM_DTYPE = np.dtype([("t_first", "<u8"), ("t_last", "<u8"), ("sum_ns", "<u8"),
+                      ("wall_ns", "<u8"), ("pid", "<i4"), ("tid", "<i4"), ("rid", "<u4"),
+                      ("count", "<u4")])
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,9 @@ def region_label(symbol: str | None, line: str | None, fallback: str = "?") -> s
 class EntryPoint:
     """One runtime function: its region name, kind, role, whether it is a wait; ``arg``: the
     argument holding the outlined function (span openers); ``stack``: entry and return of
-    different functions that open and close one span (GOMP_parallel_start/_end)."""
+    different functions that open and close one span (GOMP_parallel_start/_end); ``agg``:
+    calls so frequent and short (critical sections) that the eBPF path sums them per thread in
+    the kernel (``SUM_DTYPE``) instead of writing a record each."""
 
     symbol: str
     kind: str
@@ -88,6 +98,7 @@ class EntryPoint:
     on_entry: bool = True
     on_return: bool = True
     stack: str | None = None
+    agg: bool = False
 
 
 GNU_OMP = (
@@ -95,16 +106,16 @@ GNU_OMP = (
     EntryPoint("GOMP_parallel_start", "omp", "span", arg=0, on_return=False, stack="parallel"),
     EntryPoint("GOMP_parallel_end", "omp", "span", on_entry=False, stack="parallel"),
     EntryPoint("GOMP_barrier", "omp", wait=True),
-    EntryPoint("GOMP_critical_start", "omp", wait=True),
-    EntryPoint("GOMP_critical_name_start", "omp", wait=True),
+    EntryPoint("GOMP_critical_start", "omp", wait=True, agg=True),
+    EntryPoint("GOMP_critical_name_start", "omp", wait=True, agg=True),
     EntryPoint("GOMP_single_start", "omp"),
     EntryPoint("GOMP_taskwait", "omp", wait=True),
 )
 LLVM_OMP = (
     EntryPoint("__kmpc_fork_call", "omp", "span", arg=2, stack="parallel"),
     EntryPoint("__kmpc_barrier", "omp", wait=True),
-    EntryPoint("__kmpc_critical", "omp", wait=True),
-    EntryPoint("__kmpc_critical_with_hint", "omp", wait=True),
+    EntryPoint("__kmpc_critical", "omp", wait=True, agg=True),
+    EntryPoint("__kmpc_critical_with_hint", "omp", wait=True, agg=True),
 )
 _MPI_WAITS = ("Barrier", "Wait", "Waitall", "Waitany", "Waitsome", "Recv", "Send", "Sendrecv",
               "Probe", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Allgather",

@@ -145,6 +145,8 @@ class RegionTracer:
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
         self._body_tags = np.zeros(0, np.int64)
+        self._agg_flags: list[bool] = []      # per tag: summed in the kernel
+        self._agg_tag = np.zeros(0, bool)
         self._window = (0, 0)           # (start t_ns, body hits since)
         self.bodies_off_at: int | None = None
 
@@ -283,11 +285,16 @@ class RegionTracer:
         if self.uprobes is None:
             self.uprobes = self._open()
         probes = []
+        # Summed in the kernel where the eBPF path can (one summary every few thousand calls
+        # instead of a record each); the perf path keeps a record a call.
+        summed = getattr(self.uprobes, "kind", "") == "ebpf"
         for path, off, ret, site in plan.probes:
             tag = len(self.sites)
             self.sites.append(site)
+            agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
+            self._agg_flags.append(agg is not None)
             probes.append(Probe(path, off, ret, tag, site.entry.arg,
-                                "body" if site.entry.role == "body" else ""))
+                                "body" if site.entry.role == "body" else "", agg))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -305,6 +312,7 @@ class RegionTracer:
         self.static_rid, self.static_op = rid, op
         self._body_tags = np.array([i for i, s in enumerate(self.sites)
                                     if s.entry.role == "body"], dtype=np.int64)
+        self._agg_tag = np.array(self._agg_flags, dtype=bool)
 
     def start(self, binaries: list[str], roots: list[int] | None,
               command: list[int] | None = None) -> list[str]:
@@ -543,6 +551,11 @@ class RegionTracer:
         tag = rec["tag"].astype(np.int64)
         out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
         out["op"] = self.static_op[tag]
+        # A summed probe's exact calls: both records under its return's tag, ``ret`` 0 the
+        # entry (bpf/regions.bpf.c exact_call).
+        agg = self._agg_tag[tag]
+        if agg.any():
+            out["op"][agg] = np.where(rec["ret"][agg] == 0, C.BEGIN, C.END)
         rid = self.static_rid[tag].copy()
         for i in np.flatnonzero(rid < 0).tolist():
             rid[i] = self._dynamic(rec[i], self.sites[int(tag[i])])
@@ -577,6 +590,31 @@ class RegionTracer:
         rid = self.names.intern(label, site.entry.kind, "span")
         self.resolved[(pid, addr)] = rid
         return rid
+
+    def take_sums(self, last: bool = False) -> np.ndarray:
+        """The kernel's summaries of aggregated calls drained since the last call (SUM_DTYPE);
+        with LAST, also what it summed and had not written yet (the recording's end)."""
+        with self._lock:
+            up = self.uprobes
+            if up is None or not hasattr(up, "take_sums"):
+                return np.zeros(0, C.SUM_DTYPE)
+            if not last:
+                return up.take_sums()
+            up.drain_sums()
+            return np.concatenate([up.take_sums(), up.leftover_sums()])
+
+    def lost_by_region(self) -> dict[str, int]:
+        """Records the kernel could not write, per region name (a span opener's, whose region
+        is known only from its record, under its runtime function's name)."""
+        by_tag = getattr(self.uprobes, "lost_by_tag", None)
+        if by_tag is None:
+            return {}
+        out: dict[str, int] = {}
+        for tag, n in by_tag(len(self.sites)).items():
+            site = self.sites[tag]
+            name = self.names[site.rid].name if site.rid >= 0 else site.entry.symbol
+            out[name] = out.get(name, 0) + n
+        return out
 
     @property
     def lost(self) -> int:
