@@ -294,6 +294,16 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
             sorted(phases, key=lambda r: -r["on_cpu_s"]))
 
 
+def why_no_counters(info: dict[str, Any]) -> str:
+    """Why a recording whose header says INFO (its ``counters``) has no counter rows."""
+    dropped = [str(d) for d in info.get("dropped") or []]
+    if not info:
+        return "recorded without --events (snumap record --events task-clock,...)"
+    if dropped and not info.get("events"):
+        return "; ".join(dropped)
+    return "no traced thread ran while counting"
+
+
 def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:
     """The report's ``counters``: ``available`` False with ``why`` when the recording has no
     counters per run interval, else ``attribute``'s tables with where they came from and the
@@ -302,13 +312,7 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
     tc = rec.thread_counters() if hasattr(rec, "thread_counters") else ThreadCounters()
     dropped = [str(d) for d in info.get("dropped") or []]
     if not len(tc):
-        if not info:
-            why = "recorded without --events (snumap record --events task-clock,...)"
-        elif dropped and not info.get("events"):
-            why = "; ".join(dropped)
-        else:
-            why = "no traced thread ran while counting"
-        return {"available": False, "why": why, "dropped": dropped}
+        return {"available": False, "why": why_no_counters(info), "dropped": dropped}
     source = str(info.get("source") or "")
     out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
                     runs=source.startswith("libbpf"))

@@ -34,6 +34,7 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.keymap import bindings
+from snumap_tui.ui.counter_rows import CounterKeysMixin, region_levels, region_on
 from snumap_tui.ui.process_view import ProcessPanel, ProcessViewMixin
 from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
@@ -126,7 +127,8 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
+class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeysMixin,
+                App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -264,7 +266,8 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
                 none = self.state.only_tids is not None and not len(self.state.only_tids)
                 two.append((f" │ filter '{self.state.filter_text}'"
                             + (": no match" if none else ""), "bold yellow"))
-            two.append((f" │ by {self.state.mode}", ""))
+            by = region_levels(d, self.state) if region_on(d, self.state) else None
+            two.append((f" │ by {self.state.mode}" + (f" {by[1].name}" if by else ""), ""))
         elif self._frame is None:
             two.append((" │ no samples recorded here: n/a", "bold magenta"))
         else:
