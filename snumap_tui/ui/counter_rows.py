@@ -143,7 +143,7 @@ def legend(data: ReplayData, st: GanttState, width: int, letters: bool = False
         return [Segment(" counters: n/a")]
     _iv, fig, top = got
     segs = [Segment(f" {fig.name} per region interval  0 ")]
-    segs += [Segment(STEP_LETTERS[k] * 2 if letters else "██", Style(color=level_colour(k)))
+    segs += [Segment(STEP_LETTERS[k] if letters else "██", Style(color=level_colour(k)))
              for k in range(1, STEPS + 1)]
     segs.append(Segment(f" {fmt(top, fig)}   "))
     segs += [Segment(f"{STEP_LETTERS[0] if letters else '█'} ", Style(color=NA_COLOUR)),
