@@ -16,7 +16,7 @@ from snumap_tui.analysis.counter_figures import (
     total_columns,
 )
 from snumap_tui.analysis.intervals import Intervals
-from snumap_tui.analysis.region_timeline import region_timeline
+from snumap_tui.analysis.region_timeline import RegionTimeline, region_timeline
 from snumap_tui.store.counters import ThreadCounters
 from snumap_tui.store.regions import Regions
 from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionName
@@ -69,7 +69,7 @@ def test_multiplexed_counts_are_scaled_as_the_report_scales_them() -> None:
     assert columns(s, 11, np.array([0, 100]), figures(EVENTS)[0])[0] == pytest.approx(1.0)
 
 
-def _timeline() -> tuple[Regions, object]:
+def _timeline() -> tuple[Regions, RegionTimeline]:
     names = [RegionName("loop", "omp", "body")]
     rows = np.array([(50, 11, 10, BEGIN, 0), (250, 11, 10, END, 0)], dtype=REGION_DTYPE)
     reg = Regions(rows=rows, names=names)

@@ -108,6 +108,7 @@ def test_x_colours_region_intervals_by_ipc_with_a_legend(recording: Path) -> Non
         await pilot.press("x")
         await pilot.pause()
         assert app.state.mode == "region" and app.state.by_figure
+        assert gv.rendered is not None
         legend = _text(gv.rendered.lines[-1])
         assert "IPC per region interval  0 " in legend and "2.50" in legend, legend
         assert "n/a (no counts)" in legend

@@ -146,9 +146,13 @@ def region_figures(rt: RegionTimeline, reg: Regions, series: ThreadSeries,
     start = np.concatenate(iv.start or [np.zeros(0, np.int64)])
     end = np.concatenate(iv.end or [np.zeros(0, np.int64)])
     owner = np.concatenate(rt.tids or [np.zeros(0, np.int64)]).astype(np.int64)
-    traced = owner > 0
-    for tid in np.unique(owner[traced]).tolist():
-        m = np.flatnonzero(owner == tid)
+    by_owner = np.argsort(owner, kind="stable")          # each thread's pieces: one slice
+    cuts = np.flatnonzero(np.diff(owner[by_owner])) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(owner)]):
+        tid = int(owner[by_owner[lo]]) if hi > lo else 0
+        if tid <= 0:
+            continue
+        m = by_owner[lo:hi]
         mid = (start[m] + end[m]) // 2
         a, b = start[m].copy(), end[m].copy()
         seg = segs.get(int(tid))
@@ -168,9 +172,10 @@ def region_figures(rt: RegionTimeline, reg: Regions, series: ThreadSeries,
             b = np.full(len(m), np.iinfo(np.int64).max // 2)
         sums, ns = series.spans(int(tid), a, b)
         vals = fig.of(sums, ns)
-        for r in np.unique(row_of[m]).tolist():
-            k = row_of[m] == r
-            rows[r][index[m][k]] = vals[k]
+        rm, im = row_of[m], index[m]
+        for r in np.unique(rm).tolist():
+            k = rm == r
+            rows[r][im[k]] = vals[k]
     return rows
 
 

@@ -7,7 +7,7 @@ was computed once per recording and turns values into glyphs and colours.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from rich.segment import Segment
@@ -27,6 +27,8 @@ from snumap_tui.store.counters import ThreadCounters
 from snumap_tui.ui.palette import level_glyph, rgb
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from snumap_tui.ui.gantt import GanttState
     from snumap_tui.ui.replay_data import ReplayData
 
@@ -185,17 +187,17 @@ class CounterKeysMixin:
 
         def _redraw(self) -> None: ...
 
-        def notify(self, message: str, *, severity: str = ..., timeout: float | None = ...,
-                   markup: bool = ...) -> None: ...
+    def _warn(self, text: str, timeout: float | None = None) -> None:
+        cast("App[Any]", self).notify(text, severity="information" if timeout else "warning",
+                                      timeout=timeout, markup=False)
 
     def action_figure_colour(self) -> None:
         d, st = self.data, self.state
         if series(d) is None:
-            self.notify(f"counters: n/a ({why_none(d)})", severity="warning", markup=False)
+            self._warn(f"counters: n/a ({why_none(d)})")
             return
         if d.regions is None:
-            self.notify("no regions in this recording: nothing to colour by a counter",
-                        severity="warning")
+            self._warn("no regions in this recording: nothing to colour by a counter")
             return
         st.by_figure = not (st.by_figure and st.mode == "region")
         st.mode = "region"
@@ -207,9 +209,9 @@ class CounterKeysMixin:
         d, st = self.data, self.state
         s = series(d)
         if s is None:
-            self.notify(f"counters: n/a ({why_none(d)})", severity="warning", markup=False)
+            self._warn(f"counters: n/a ({why_none(d)})")
             return
         st.figure = (st.figure + 1) % max(1, len(figures(s.events)))
         fig = figure(d, st)
-        self.notify(f"counter figure: {fig.name if fig else 'n/a'}", timeout=2, markup=False)
+        self._warn(f"counter figure: {fig.name if fig else 'n/a'}", timeout=2)
         self._redraw()

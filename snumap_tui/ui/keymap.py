@@ -131,7 +131,7 @@ KEYMAP: list[Key] = [
     Key("p", "p", "process view under the chart: the selected process's threads, their "
         "counters and its memory per node over time", replay="process_view"),
     Key("x", "x", "core-vs-time by region: colour each region interval by a counter figure "
-        "(IPC) / by its name", replay="figure_colour", footer="Counters"),
+        "(IPC) / by its name", replay="figure_colour"),
     Key("X", "X", "next counter figure (IPC, each recorded event's rate) in the process view "
         "and the region colouring", replay="next_figure"),
 ]

@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from snumap_tui.ui import safe_screen
+from snumap_tui.ui.counter_rows import CounterKeysMixin, region_levels, region_on
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.gantt import (
     GanttState,
@@ -34,7 +35,6 @@ from snumap_tui.ui.gantt import (
     render_gantt,
 )
 from snumap_tui.ui.keymap import bindings
-from snumap_tui.ui.counter_rows import CounterKeysMixin, region_levels, region_on
 from snumap_tui.ui.process_view import ProcessPanel, ProcessViewMixin
 from snumap_tui.ui.replay_data import ReplayData
 from snumap_tui.ui.replay_help import ReplayHelpScreen
