@@ -173,3 +173,18 @@ def test_without_colours_the_steps_are_digits(recording: Path) -> None:
     row = _text(r.lines[1])[16:]
     assert row[:30].strip("8") == "" and row[-20:].strip("2") == ""     # compute 8, copy 2
     assert "0 12345678 2.50" in _text(r.lines[-1])
+
+
+def test_enter_keeps_one_step_of_the_scale(recording: Path) -> None:
+    async def steps(app: ReplayApp, pilot) -> None:
+        await pilot.press("x", "enter")        # the cursor's cell: compute, the top step
+        await pilot.pause()
+        assert app.state.only_key == 8
+        assert "only IPC 2.19-2.50" in str(app.query_one("#header").render())
+        gv = app.query_one(GanttView)
+        assert gv.rendered is not None
+        keys = gv.rendered.bins.key[0]
+        assert 2 not in keys.tolist()          # copy's step hidden (grey "other")
+        await pilot.press("X")                 # another figure: the step means nothing
+        assert app.state.only_key is None
+    run_pilot(recording, (120, 40), steps, at_ns=50 * MS)

@@ -212,6 +212,8 @@ class CounterKeysMixin:
             self._warn(f"counters: n/a ({why_none(d)})")
             return
         st.figure = (st.figure + 1) % max(1, len(figures(s.events)))
+        if region_on(d, st):
+            st.only_key = None           # a step of the old figure's scale
         fig = figure(d, st)
         self._warn(f"counter figure: {fig.name if fig else 'n/a'}", timeout=2)
         self._redraw()

@@ -24,7 +24,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from snumap_tui.ui import safe_screen
-from snumap_tui.ui.counter_rows import CounterKeysMixin, region_levels, region_on
+from snumap_tui.ui.counter_rows import CounterKeysMixin, level_name, region_levels, region_on
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.gantt import (
     GanttState,
@@ -260,8 +260,10 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
         if self.view == "gantt":
             two.append((f" │ span {fmt_time(self.state.span)}", ""))
             if self.state.only_key is not None:
-                two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
-                            "bold"))
+                k = self.state.only_key          # by a counter figure: a step of its scale
+                only = level_name(d, self.state, k) if region_on(d, self.state) else \
+                    d.key_name(self.state.mode, k)
+                two.append((f" │ only {only}", "bold"))
             if self.state.filter_text:
                 none = self.state.only_tids is not None and not len(self.state.only_tids)
                 two.append((f" │ filter '{self.state.filter_text}'"
