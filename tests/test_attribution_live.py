@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snumap_tui.analysis.attribution import _Cumulative, scaled
+from snumap_tui.analysis.attribution import scaled
+from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.store import open as open_recording
 from snumap_tui.trace.libbpf import LibbpfTracer
 from tests.test_trace_backends import assert_ran, steal_ns
@@ -193,7 +194,7 @@ def test_sum_over_threads_is_the_per_pu_total(tmp_path: Path) -> None:
     total_pu = total_iv = 0.0
     for k, cpu in enumerate(np.asarray(first["cpus"]).tolist()):
         m = s.cpu == cpu
-        cum = _Cumulative(s.start[m], s.end[m], s.values[m])
+        cum = Cumulative(s.start[m], s.end[m], s.values[m])
         (a,), _ = cum.at(np.array([t0]))
         (b,), _ = cum.at(np.array([t1]))
         total_iv += float(b[0] - a[0])

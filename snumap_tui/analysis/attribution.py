@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.analysis.regions import pair
 from snumap_tui.store.counters import ThreadCounters
 from snumap_tui.store.regions import Regions
@@ -163,32 +164,7 @@ def _row(events: list[str], g: dict[str, Any], runs: bool = True, **extra: Any
     return row
 
 
-class _Cumulative:
-    """F(t): the counts of a set of non-overlapping intervals up to time t, counts spread
-    evenly over each interval. F(b) - F(a) is what [a, b) holds."""
-
-    def __init__(self, start: np.ndarray, end: np.ndarray, values: np.ndarray) -> None:
-        o = np.argsort(end, kind="stable")
-        self.start, self.end, self.v = start[o], end[o], values[o]
-        self.cum = np.vstack([np.zeros((1, values.shape[1])), np.cumsum(self.v, axis=0)])
-        self.dur_cum = np.concatenate([[0], np.cumsum((self.end - self.start).clip(min=0))])
-
-    def at(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(counts, on-CPU ns) up to each of T."""
-        k = np.searchsorted(self.end, t, side="right")
-        full = self.cum[k]
-        ns = self.dur_cum[k].astype(np.float64)
-        inside = k < len(self.end)
-        kk = np.minimum(k, max(len(self.end) - 1, 0))
-        if len(self.end):
-            s, e = self.start[kk], self.end[kk]
-            part = np.where(inside & (t > s), (t - s) / np.maximum(e - s, 1), 0.0)
-            full = full + part[:, None] * self.v[kk]
-            ns = ns + part * (e - s)
-        return full, ns
-
-
-def _span_sums(cum: _Cumulative, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _span_sums(cum: Cumulative, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     fa, na = cum.at(a)
     fb, nb = cum.at(b)
     return (fb - fa).sum(axis=0), np.array((nb - na).sum())
@@ -280,8 +256,8 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
     """Per region and per phase, from TS: the traced rows only."""
     s = ts
     by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
-    cum_tid = {t: _Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
-    cum_cpu: dict[tuple[int, int], _Cumulative] = {}
+    cum_tid = {t: Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
+    cum_cpu: dict[tuple[int, int], Cumulative] = {}
     regions: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
     for name, (kind, tid, pid, a, b) in _instances(reg).items():
@@ -298,7 +274,7 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
                     key = (p, cpu)
                     if key not in cum_cpu:
                         i = np.flatnonzero(sel & (ts.cpu == cpu))
-                        cum_cpu[key] = _Cumulative(ts.start[i], ts.end[i], ts.values[i])
+                        cum_cpu[key] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
                     v, n = _span_sums(cum_cpu[key], a[m], b[m])
                     sums += v
                     ns += float(n)
@@ -321,6 +297,16 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
             sorted(phases, key=lambda r: -r["on_cpu_s"]))
 
 
+def why_no_counters(info: dict[str, Any]) -> str:
+    """Why a recording whose header says INFO (its ``counters``) has no counter rows."""
+    dropped = [str(d) for d in info.get("dropped") or []]
+    if not info:
+        return "recorded without --events (snumap record --events task-clock,...)"
+    if dropped and not info.get("events"):
+        return "; ".join(dropped)
+    return "no traced thread ran while counting"
+
+
 def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:
     """The report's ``counters``: ``available`` False with ``why`` when the recording has no
     counters per run interval, else ``attribute``'s tables with where they came from and the
@@ -329,13 +315,7 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
     tc = rec.thread_counters() if hasattr(rec, "thread_counters") else ThreadCounters()
     dropped = [str(d) for d in info.get("dropped") or []]
     if not len(tc):
-        if not info:
-            why = "recorded without --events (snumap record --events task-clock,...)"
-        elif dropped and not info.get("events"):
-            why = "; ".join(dropped)
-        else:
-            why = "no traced thread ran while counting"
-        return {"available": False, "why": why, "dropped": dropped}
+        return {"available": False, "why": why_no_counters(info), "dropped": dropped}
     source = str(info.get("source") or "")
     out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
                     runs=source.startswith("libbpf"))

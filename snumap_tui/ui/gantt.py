@@ -27,6 +27,7 @@ from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilis
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.analysis.noderows import fold_bins
 from snumap_tui.analysis.region_timeline import SERIAL
+from snumap_tui.ui import counter_rows
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
 from snumap_tui.ui.timeaxis import resolution_label, ticks
@@ -55,6 +56,8 @@ def key_colour(key: int) -> str:
 
 def cell_colour(data: ReplayData, st: GanttState, key: int) -> str:
     """A key's colour in the chart and legend; by region a wait key has its region's."""
+    if counter_rows.region_on(data, st):
+        return counter_rows.level_colour(key)
     if st.mode == "region" and data.regions is not None:
         base = data.regions.base(key)
         return NO_REGION_COLOUR if base == SERIAL else PALETTE[(base - 1) % len(PALETTE)]
@@ -93,6 +96,8 @@ class GanttState:
     only_tids: np.ndarray | None = None      # a typed filter's threads (replay's /)
     filter_text: str = ""
     wall_ns: int | None = None     # wall-clock time of the recording's t0 (w: axis in UTC)
+    figure: int = 0                # the counter figure shown (X cycles: IPC, each event)
+    by_figure: bool = False        # by region: region intervals coloured by it (x)
 
     @property
     def span(self) -> int:
@@ -130,17 +135,27 @@ def bins_for(data: ReplayData, st: GanttState, lay: Layout) -> GanttBins:
     rows = data.row_iv[st.row0:st.row0 + lay.rows]
     if (rows < 0).any():              # folded nodes: bin their PUs, one row per node
         return _folded_bins(data, st, lay, rows)
-    return bin_rows(data.intervals_for(st.mode), rows, st.t0, st.t1, lay.cols,
+    return bin_rows(_mode_intervals(data, st), rows, st.t0, st.t1, lay.cols,
                     keymap=data.keymaps.get(st.mode), only_key=st.only_key,
                     only_tids=st.only_tids, prefer_traced=st.mode == "region",
                     owners=data.owners_for(st.mode))
+
+
+def _mode_intervals(data: ReplayData, st: GanttState) -> Intervals:
+    """The intervals the mode colours; by region with ``x``: keyed by the figure's step."""
+    if counter_rows.region_on(data, st):
+        got = counter_rows.region_levels(data, st)
+        if got is not None:
+            return got[0]
+    return data.intervals_for(st.mode)
 
 
 WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
 
 
 def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
-    return st.mode == "region" and data.regions is not None and key in data.regions.wait
+    return st.mode == "region" and data.regions is not None and key in data.regions.wait \
+        and not counter_rows.region_on(data, st)
 
 
 def _folded_bins(data: ReplayData, st: GanttState, lay: Layout, rows: np.ndarray) -> GanttBins:
@@ -151,7 +166,7 @@ def _folded_bins(data: ReplayData, st: GanttState, lay: Layout, rows: np.ndarray
         members = list(lab.members) if r < 0 else [r]
         groups.append(list(range(len(flat), len(flat) + len(members))))
         flat += members
-    g = bin_rows(data.intervals_for(st.mode), np.array(flat, dtype=np.int64), st.t0, st.t1,
+    g = bin_rows(_mode_intervals(data, st), np.array(flat, dtype=np.int64), st.t0, st.t1,
                  lay.cols, keymap=data.keymaps.get(st.mode), only_key=st.only_key,
                  only_tids=st.only_tids, prefer_traced=st.mode == "region",
                  owners=data.owners_for(st.mode))
@@ -269,6 +284,8 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     cols = lay.cols
     legend = _legend_keys(g)
     letter = {k: LETTERS[i] for i, (k, _) in enumerate(legend)} if letters else {}
+    if letters and counter_rows.region_on(data, st):     # a step of the scale: its digit
+        letter = dict(counter_rows.STEP_LETTERS)
     cur_col = None
     if cursor_t is not None and st.t0 <= cursor_t < st.t1:
         cur_col = int((cursor_t - st.t0) * cols // st.span)
@@ -332,6 +349,9 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                                     hi / 2**30))
             else:
                 lines.append(_strip(s.name, _series_cols(s, st, cols), cols, "{:.0f}W", hi))
+    if counter_rows.region_on(data, st):      # by a counter figure: its scale
+        lines.append(counter_rows.legend(data, st, width, letters))
+        return Rendered(lines, g, legend)
     # Legend: the keys with the most cells on screen.
     leg: list[Segment] = [Segment(" ")]
     used = 1
@@ -441,7 +461,9 @@ def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
         wait = " (wait)" if k in data.regions.wait else ""
         parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
     busy = float(ns.sum()) / max(b - a, 1)
-    return fit_detail(head, parts, len(u), f"; busy {busy:.0%}", width)
+    fig = counter_rows.cell_figure(data, st, r, a, b) if counter_rows.region_on(data, st) \
+        else ""
+    return fit_detail(head, parts, len(u), f"{fig}; busy {busy:.0%}", width)
 
 
 #: Entries of the cell detail when no width is given (a caller that cuts the line itself).

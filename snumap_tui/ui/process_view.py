@@ -1,6 +1,8 @@
 """`snumap replay`'s process view (key ``p``): under the core-vs-time chart, one process's
-threads (the share of each column each ran) and its memory per NUMA node over the same
-columns, the time cursor's column highlighted and its values in the first line.
+threads (the share of each column each ran), under each thread its counter figure per column
+(IPC, or a recorded event's rate: ``X`` cycles; ui/counter_rows.py), and its memory per NUMA
+node over the same columns, the time cursor's column highlighted and its values in the first
+line.
 
 The process is the one running in the chart's selected cell, else the last one shown, else
 the traced process that ran longest. The data is analysis/process_view.py's; this module only
@@ -10,6 +12,7 @@ draws it. ``ProcessViewMixin`` gives the app its action and the hook its redraw 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -19,6 +22,7 @@ from textual.app import App
 from textual.strip import Strip
 from textual.widget import Widget
 
+from snumap_tui.analysis.counter_figures import Figure, ThreadSeries, columns, total_columns
 from snumap_tui.analysis.memory import node_kinds, timelines
 from snumap_tui.analysis.process_view import (
     RSS_NODE,
@@ -29,6 +33,7 @@ from snumap_tui.analysis.process_view import (
     thread_intervals,
 )
 from snumap_tui.textsafe import safe_text
+from snumap_tui.ui import counter_rows
 from snumap_tui.ui.gantt import AXIS_STYLE, CURSOR, LABEL_STYLES, LABEL_W
 from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import level_glyph
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from snumap_tui.ui.gantt import GanttState
     from snumap_tui.ui.replay_data import ReplayData
 
-HEIGHT = 10
+HEIGHT = 12
 THREAD_STYLE = Style(color="green3")
 MEMORY_STYLE = Style(color="dodger_blue1")
 NONE_STYLE = Style(color="grey35")
@@ -58,9 +63,42 @@ def _row(label: str, values: np.ndarray, full: float, style: Style, cursor: int,
     return segs
 
 
+@dataclass
+class Counters:
+    """The counter rows' inputs: the threads' counts and the chosen figure (None: n/a and
+    ``why``)."""
+
+    series: ThreadSeries | None
+    fig: Figure | None
+    why: str = ""
+
+
+def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
+                  ) -> tuple[dict[int, list[Segment]], str]:
+    """Per thread its figure's row over the columns, labelled with the value at the cursor;
+    and the header's piece (the process's figure at the cursor, or n/a and why)."""
+    if c.series is None or c.fig is None:
+        return {}, f"counters: n/a ({c.why})"
+    fig = c.fig
+    vals = {t: columns(c.series, t, ps.edges, fig) for t in tids}
+    finite = [v[np.isfinite(v)] for v in vals.values()]
+    top = 1.0 if fig.share else max((float(f.max()) for f in finite if len(f)), default=0.0)
+    rows = {}
+    for t, v in vals.items():
+        val = counter_rows.fmt(float(v[cursor]), fig)
+        label = f"{fig.name[:max(1, LABEL_W - 3 - len(val))]} {val}".rjust(LABEL_W - 1)
+        rows[t] = [Segment(label[:LABEL_W].ljust(LABEL_W), counter_rows.COUNTER_STYLE),
+                   Segment(" ", PLAIN),
+                   *(Segment(ch, st) for ch, st in counter_rows.heat_row(v, top, cursor))]
+    edges = ps.edges[cursor:cursor + 2]
+    total = float(total_columns(c.series, list(ps.threads), edges, fig)[0])
+    return rows, f"{fig.name} at cursor {counter_rows.fmt(total, fig)} (X: next)"
+
+
 def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height: int,
-         comm: str) -> list[list[Segment]]:
-    """The view's lines: a header, the busiest threads, the memory rows."""
+         comm: str, counters: Counters | None = None) -> list[list[Segment]]:
+    """The view's lines: a header, the busiest threads (each with its counter row when the
+    recording has counters), the memory rows."""
     cols = len(ps.edges) - 1
     cursor = int(np.clip(np.searchsorted(ps.edges, cursor_t, "right") - 1, 0, cols - 1))
     cpu, mem = at_cursor(ps, cursor_t)
@@ -68,6 +106,13 @@ def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height:
     table = getattr(data.recording, "nodes", None)       # a merged job: node:pid, local tids
     who = table.label(ps.pid) if table is not None else str(ps.pid)
     parts = [f"process {who} {comm}", f"at cursor: {cpu:.2f} PUs"]
+    busiest = sorted(ps.threads, key=lambda t: -float(ps.threads[t].sum()))
+    mem_rows = [n for n in sorted(ps.memory) if n != RSS_NODE] or list(ps.memory)
+    room = max(0, height - 1 - len(mem_rows))
+    crow, cpart = _counter_rows(ps, busiest[:room], counters or Counters(None, None, "?"),
+                                cursor)
+    per = 2 if crow else 1                                 # a thread's rows
+    parts.append(cpart)
     if RSS_NODE in mem:
         parts.append(f"RSS {fmt_bytes(mem[RSS_NODE])}")
     parts += [f"N{n} {kinds.get(n, 'DRAM')} {fmt_bytes(b)}" for n, b in sorted(mem.items())
@@ -76,17 +121,17 @@ def draw(data: ReplayData, ps: ProcessStrips, cursor_t: int, width: int, height:
         parts.append("memory: n/a (not in this recording)")
     head = " │ ".join(parts) + "   (p: hide)"
     lines = [[Segment(safe_text(head)[:width].ljust(width), AXIS_STYLE + Style(bold=True))]]
-    mem_rows = [n for n in sorted(ps.memory) if n != RSS_NODE] or list(ps.memory)
-    room = max(0, height - 1 - len(mem_rows))
-    busiest = sorted(ps.threads, key=lambda t: -float(ps.threads[t].sum()))
-    for i, tid in enumerate(busiest[:room]):
+    shown = room // per
+    for i, tid in enumerate(busiest[:shown]):
         name = safe_text(data.names.get(tid, "?"))
         local = table.split_tid(tid)[1] if table is not None else tid
         lines.append(_row(f"{local} {name}", ps.threads[tid], 1.0, THREAD_STYLE, cursor,
                           LABEL_STYLES[i % 2]))
-    if len(busiest) > room and room:
-        lines[-1][0] = Segment(f"+{len(busiest) - room + 1} threads".ljust(LABEL_W)[:LABEL_W],
-                               LABEL_STYLES[0])
+        if tid in crow:
+            lines.append(crow[tid])
+    if len(busiest) > shown and shown:
+        lines[-per][0] = Segment(f"+{len(busiest) - shown + 1} threads".ljust(LABEL_W)[:LABEL_W],
+                                 LABEL_STYLES[0])
     for node in mem_rows:
         label = "RSS" if node == RSS_NODE else f"N{node} {kinds.get(node, 'DRAM')}"
         lines.append(_row(label, ps.memory[node], ps.peak.get(node, 0.0), MEMORY_STYLE,
@@ -105,6 +150,13 @@ class ProcessPanel(Widget):
         super().__init__(**kw)
         self.lines: list[list[Segment]] = []
         self.pid: int | None = None
+
+    def on_resize(self) -> None:
+        # The chart's columns changed with the terminal: draw the rows again at its width
+        # (the app's own resize redraw can run before the chart has its new size).
+        redraw = getattr(self.app, "_redraw", None)
+        if self.display and redraw is not None:
+            self.app.call_after_refresh(redraw)
 
     def render_line(self, y: int) -> Strip:
         if y < len(self.lines):
@@ -173,6 +225,8 @@ class ProcessViewMixin:
         # Named by its main thread, as ps does; by a thread of it when that never ran.
         comm = d.names.get(pid) or next((d.names[t] for t in sorted(threads)
                                          if t in d.names), "?")
+        counters = Counters(counter_rows.series(d), counter_rows.figure(d, st),
+                            counter_rows.why_none(d))
         panel.lines = draw(d, ps, self.cursor_t, panel.size.width or LABEL_W + 1 + cols,
-                           panel.size.height or HEIGHT, comm)
+                           panel.size.height or HEIGHT, comm, counters)
         panel.refresh()

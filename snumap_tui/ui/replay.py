@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from snumap_tui.ui import safe_screen
+from snumap_tui.ui.counter_rows import CounterKeysMixin, level_name, region_levels, region_on
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.gantt import (
     GanttState,
@@ -126,7 +127,8 @@ class ReplayTree(TopologyTable):
         return strip
 
 
-class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
+class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeysMixin,
+                App[int]):
     TITLE = "snumap replay"
     ENABLE_COMMAND_PALETTE = False
     CSS = """
@@ -258,13 +260,16 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, App[int]):
         if self.view == "gantt":
             two.append((f" │ span {fmt_time(self.state.span)}", ""))
             if self.state.only_key is not None:
-                two.append((f" │ only {d.key_name(self.state.mode, self.state.only_key)}",
-                            "bold"))
+                k = self.state.only_key          # by a counter figure: a step of its scale
+                only = level_name(d, self.state, k) if region_on(d, self.state) else \
+                    d.key_name(self.state.mode, k)
+                two.append((f" │ only {only}", "bold"))
             if self.state.filter_text:
                 none = self.state.only_tids is not None and not len(self.state.only_tids)
                 two.append((f" │ filter '{self.state.filter_text}'"
                             + (": no match" if none else ""), "bold yellow"))
-            two.append((f" │ by {self.state.mode}", ""))
+            by = region_levels(d, self.state) if region_on(d, self.state) else None
+            two.append((f" │ by {self.state.mode}" + (f" {by[1].name}" if by else ""), ""))
         elif self._frame is None:
             two.append((" │ no samples recorded here: n/a", "bold magenta"))
         else:

@@ -64,6 +64,7 @@ class ReplayData:
     recording: Any = None                         # kept open for samples at the cursor
     cache: dict[Any, Any] = field(default_factory=dict)   # the utilisation strip of a range
     regions: RegionTimeline | None = None         # run intervals keyed by region
+    kept: dict[Any, Any] = field(default_factory=dict)    # counters, once per recording
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -100,6 +101,7 @@ class ReplayData:
         self.keymaps, self.key_names = full.keymaps, full.key_names
         self.regions = full.regions
         self.cache.clear()
+        self.kept.clear()
         self.pending = 0
 
     @property
