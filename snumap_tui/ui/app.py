@@ -59,6 +59,7 @@ from snumap_tui.ui.processes import (
     sort_tasks,
 )
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen, metric_picker
+from snumap_tui.ui.thread_panel import ThreadViewMixin
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 VIEWS = ("topology", "heatmap", "processes")
@@ -103,7 +104,7 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
-class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
+class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
     tests run it with hand-made frames and a fixed host)."""
 
@@ -145,6 +146,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         # from it, and the metric picker (m) offers them right after the usual ones.
         use_catalogue(catalogue)
         self.topology = topology
+        self._init_thread_view()            # the process view, p (thread_panel.py)
         self.feed = feed
         self.host_fn = host or (lambda: HostInfo("?", "?", "?"))
         self.interval_s = interval_s
@@ -390,6 +392,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
             detail.append("\n")
             detail.append_text(devices)
         panel.show_detail(detail)
+        self._draw_thread_view(selected)
         title = (f"sort {self.sort_key} · group {self.group_mode}"
                  + (" · tree" if self.tree_view else "")
                  + (f" · filter '{escape_markup(self.filter_text)}'" if self.filter_text

@@ -128,8 +128,9 @@ KEYMAP: list[Key] = [
     Key("colon", ":", "go to a time: 12.5, 250ms, 1:02.5 (wall clock: 10:42:07)",
         replay="goto", footer="Go to"),
     Key("w", "w", "axis and times: from the start / wall clock", replay="wall_clock"),
-    Key("p", "p", "process view under the chart: the selected process's threads and its "
-        "memory per node over time", replay="process_view"),
+    Key("p", "p", "process view: the selected process's threads (top: their counters live; "
+        "replay: under the chart) and its memory per node", top="process_view",
+        replay="process_view"),
 ]
 
 

@@ -185,6 +185,7 @@ _COUNTER_LABELS = (("ctx switches", "ctxsw", "context-switches"),
 # The built-in per-thread events (sources/perf.py HW_EVENTS, SW_EVENTS): what the line shows
 # after them are the ones `top --events` added.
 _PANEL_EVENTS = {e for _, _, e in _COUNTER_LABELS} | {
+    "task-clock",                     # THREAD_SW_EVENTS': on-CPU time, the process view's
     "cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
     "stalled-cycles-frontend", "stalled-cycles-backend"}
 
@@ -314,6 +315,8 @@ class ProcessPanel(Backdrop):
     ProcessPanel.-filtering > Input { display: block; }
     ProcessPanel > ProcessTable { height: 1fr; }
     ProcessPanel > #proc-detail { height: auto; max-height: 6; }
+    ProcessPanel > #proc-threads { display: none; height: auto; max-height: 50%; }
+    ProcessPanel.-threads > #proc-threads { display: block; }
     """
 
     def compose(self) -> ComposeResult:
@@ -322,6 +325,7 @@ class ProcessPanel(Backdrop):
                     id="proc-filter", select_on_focus=False)
         yield ProcessTable(id="proc-table")
         yield TextLines(id="proc-detail")
+        yield TextLines(id="proc-threads")      # the process view (p): ui/thread_panel.py
 
     def _state(self, sort_key: str | None, filter_text: str | None) -> tuple[str, str]:
         sort_key = sort_key if sort_key is not None else getattr(self.app, "sort_key", "cpu")
@@ -364,6 +368,16 @@ class ProcessPanel(Backdrop):
             self.query_one("#proc-detail", Static).update(text, layout=False)
 
 
+    def show_threads(self, text: Text) -> None:
+        """The process view's lines (a layout pass only when their number changes)."""
+        key = (text.plain, tuple(text.spans))
+        if getattr(self, "_threads_shown", None) != key:
+            lines = text.plain.count("\n")
+            old = getattr(self, "_threads_lines", -1)
+            self._threads_shown, self._threads_lines = key, lines
+            self.query_one("#proc-threads", TextLines).update(text, layout=lines != old)
+
+
 def table_title(what: str, sort_key: str, mode: str, filter_text: str,
                 descending: bool | None = None, cpu_label: str = "CPU%") -> Text:
     """`` 42 processes · sorted by CPU% ▼ · filter 'user:bob' `` over the table
@@ -380,5 +394,5 @@ def table_title(what: str, sort_key: str, mode: str, filter_text: str,
         t.append(f"'{filter_text}'", style="bold yellow")
         t.append(" (esc clears)", style=NA_STYLE)
     else:
-        t.append("  < > sort · t tree · / filter · k signal", style=NA_STYLE)
+        t.append("  < > sort · t tree · / filter · k signal · p threads", style=NA_STYLE)
     return t
