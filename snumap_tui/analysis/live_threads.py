@@ -229,11 +229,12 @@ def process_detail(task: Any, watch: MemoryWatch) -> dict[str, Any]:
 
 def detail_lines(detail: dict[str, Any], fmt: Any, width: int = 80,
                  limit: int | None = None) -> list[str]:
-    """``process_detail`` as text: a title, the thread table, the memory line."""
+    """``process_detail`` as text: a title, the memory line, the thread table (its notes
+    last: what a short terminal cuts)."""
     out = [f"process {detail['pid']} {safe_text(detail['comm'])}: threads over the last "
-           "interval"[:width]]
+           "interval"[:width],
+           ("memory per NUMA node: " + memory_line(detail["memory"], fmt, width))[:width]]
     fig = detail["threads"]
     out += thread_lines(fig, width, limit) if fig is not None else \
         [f"  n/a ({detail.get('why', 'not counted')})"[:width]]
-    out.append(("memory per NUMA node: " + memory_line(detail["memory"], fmt, width))[:width])
     return out

@@ -385,7 +385,8 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()
         detail = task_detail(self.topology, selected, self.size.width,
-                             counting=selected is not None and selected.pid == self.counted_pid)
+                             counting=selected is not None and selected.pid == self.counted_pid,
+                             memory=not self.thread_view)
         devices = self._process_io.text(self.feed, selected.pid if selected else None,
                                         self.size.width)
         if devices is not None:                 # its GPUs and adapters (ui/io_detail.py)

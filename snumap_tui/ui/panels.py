@@ -274,9 +274,10 @@ def numa_memory_text(numa_pages: dict[int, int], width: int, page_size: int = 40
 
 
 def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096,
-                counting: bool = False) -> Text:
+                counting: bool = False, memory: bool = True) -> Text:
     """The selected process: where it may run, where it ran, its counters (``counters_text``)
-    and its memory per NUMA node."""
+    and its memory per NUMA node (``memory`` False: the process view under it shows it, with
+    its kinds and high-water marks, read at every sample)."""
     if t is None:
         return Text(" no process selected", style=NA_STYLE)
     head = f" {t.pid} {safe_text(t.comm)}"
@@ -290,6 +291,8 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     counters = counters_text(t, counting, width)
     counters.truncate(width, overflow="ellipsis")
     out.append_text(counters)
+    if not memory:
+        return out
     label = " memory per NUMA node: " if width >= 60 else " memory: "
     mem = Text(label)
     if t.numa_pages:
@@ -364,8 +367,12 @@ class ProcessPanel(Backdrop):
         # not handed to Textual (every update repaints the widget).
         key = (text.plain, tuple(text.spans))
         if getattr(self, "_detail_shown", None) != key:
-            self._detail_shown = key
-            self.query_one("#proc-detail", Static).update(text, layout=False)
+            # A layout pass only when its number of lines changes (the process view, p,
+            # takes the memory line over).
+            lines = text.plain.count("\n")
+            relayout = lines != getattr(self, "_detail_lines", lines)
+            self._detail_shown, self._detail_lines = key, lines
+            self.query_one("#proc-detail", Static).update(text, layout=relayout)
 
 
     def show_threads(self, text: Text) -> None:

@@ -27,7 +27,8 @@ THREAD_ROWS = 8
 
 def thread_view_text(detail: dict[str, Any] | None, width: int, limit: int = THREAD_ROWS
                      ) -> Text:
-    """The view's lines: the title bold, the column head reversed, what is n/a dimmed."""
+    """The view's lines: the title bold, the column head reversed, the process's sums bold,
+    the notes (why a figure is n/a, multiplexing) and every n/a cell dimmed."""
     if detail is None:
         return Text(" process view: no process selected", style=NA_STYLE)
     lines = detail_lines(detail, fmt_bytes, max(20, width - 1), limit)
@@ -35,9 +36,12 @@ def thread_view_text(detail: dict[str, Any] | None, width: int, limit: int = THR
     for i, line in enumerate(lines):
         if i:
             out.append("\n")
-        style = ("bold" if i == 0 else "reverse" if i == 1 and detail["threads"] else
-                 NA_STYLE if line.startswith("  ") else "")
+        # Notes are indented two cells; thread rows start with a right-aligned TID.
+        note = line[:2] == "  " and line[2:3] not in (" ", "") and not line[2].isdigit()
+        style = ("bold" if i == 0 else "reverse" if i == 2 and detail["threads"] else
+                 NA_STYLE if note else "bold" if line.lstrip().startswith("all ") else "")
         out.append(" " + line, style=style)
+    out.highlight_words([" n/a"], NA_STYLE)
     return out
 
 
