@@ -67,36 +67,8 @@ async def shoot(topo: Topology, frames: list[Frame], host: Callable[[], HostInfo
 
 
 # The process view's subject: a real child with named threads that spin, fault pages and
-# sleep-wake, and 64 MiB touched once (its memory per node).
-WORKER = """
-import mmap, threading, time
-def named(name):
-    with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
-        f.write(name)
-def spin():
-    named("spin")
-    x = 0
-    while True:
-        x += 1
-def fault():
-    named("fault")
-    while True:
-        m = mmap.mmap(-1, 8 << 20)
-        for i in range(0, 8 << 20, 4096):
-            m[i] = 1
-        m.close()
-        time.sleep(0.02)
-def wake():
-    named("wake")
-    while True:
-        time.sleep(0.002)
-buf = bytearray(64 << 20)
-for i in range(0, len(buf), 4096):
-    buf[i] = 1
-for f in (spin, fault, wake):
-    threading.Thread(target=f, daemon=True).start()
-time.sleep(120)
-"""
+# sleep-wake, and 64 MiB touched once (its memory per node); the tests' own.
+WORKLOAD = REPO / "tests" / "thread_workload.py"
 
 
 async def shoot_process_view(pid: int, size: tuple[int, int] = (120, 40)) -> Path:
@@ -123,10 +95,10 @@ async def shoot_process_view(pid: int, size: tuple[int, int] = (120, 40)) -> Pat
 
 
 def process_view() -> Path:
-    """The process view's screenshot of a WORKER child, which is ended afterwards."""
+    """The process view's screenshot of a WORKLOAD child, which is ended afterwards."""
     import subprocess
 
-    child = subprocess.Popen([sys.executable, "-c", WORKER])
+    child = subprocess.Popen([sys.executable, str(WORKLOAD)], stdout=subprocess.DEVNULL)
     try:
         return asyncio.run(shoot_process_view(child.pid))
     finally:

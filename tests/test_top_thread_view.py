@@ -32,31 +32,7 @@ from snumap_tui.analysis.live_threads import (
 from snumap_tui.model.frame import TaskRow
 from snumap_tui.model.threadcounts import ThreadDeltas, thread_deltas
 
-MARK = "snumap-threadview"
-# A spinning thread, a thread that maps and touches 8 MiB again and again (page faults), and
-# 64 MiB touched once by the main thread; each thread writes its tid to stdout.
-CHILD = f"""# {MARK}
-import mmap, sys, threading, time
-def spin():
-    print("spin", threading.get_native_id(), flush=True)
-    x = 0
-    while True:
-        x += 1
-def fault():
-    print("fault", threading.get_native_id(), flush=True)
-    while True:
-        m = mmap.mmap(-1, 8 << 20)
-        for i in range(0, 8 << 20, 4096):
-            m[i] = 1
-        m.close()
-        time.sleep(0.02)
-buf = bytearray(64 << 20)
-for i in range(0, len(buf), 4096):
-    buf[i] = 1
-for f in (spin, fault):
-    threading.Thread(target=f, daemon=True).start()
-time.sleep(120)
-"""
+WORKLOAD = Path(__file__).with_name("thread_workload.py")   # spin, fault, wake; 64 MiB
 
 live = pytest.mark.skipif(sys.platform != "linux" or not _can_count_threads(),
                           reason="perf_event_open on threads not allowed here")
@@ -156,9 +132,10 @@ def test_memory_watch_keeps_the_high_water_mark_until_it_starts_again() -> None:
 
 
 def _start_child() -> tuple[subprocess.Popen[str], int, int]:
-    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, str(WORKLOAD)], stdout=subprocess.PIPE,
+                             text=True)
     assert child.stdout is not None
-    tids = dict(child.stdout.readline().split() for _ in range(2))
+    tids = dict(child.stdout.readline().split() for _ in range(3))
     return child, int(tids["spin"]), int(tids["fault"])
 
 
@@ -214,7 +191,7 @@ def test_batch_json_with_one_pid_has_the_process_view() -> None:
         out = subprocess.run(
             [sys.executable, "-m", "snumap_tui.cli", "top", "--batch", "--json", "-p",
              str(child.pid), "--count", "3", "--interval", "0.3"],
-            check=False, capture_output=True, text=True, timeout=60)
+            check=False, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         last = json.loads(out.stdout.splitlines()[-1])
         (d,) = last["process_detail"]
@@ -234,7 +211,7 @@ def test_batch_json_with_one_pid_has_the_process_view() -> None:
         text = subprocess.run(
             [sys.executable, "-m", "snumap_tui.cli", "top", "--batch", "-p", str(child.pid),
              "--count", "2", "--interval", "0.3"], check=False, capture_output=True, text=True,
-            timeout=60)
+            timeout=120)
         assert f"process {child.pid} " in text.stdout and "task-clk" in text.stdout
         assert "memory per NUMA node: N0 " in text.stdout
         assert all(len(x) <= 80 for x in text.stdout.splitlines()[-12:])
@@ -270,6 +247,7 @@ def test_process_view_in_the_live_app_shows_the_childs_threads() -> None:
             assert app.query_one("#proc-threads").display
             assert f"process {child.pid}" in text, text
             assert str(spin) in text and str(fault) in text and "task-clk" in text, text
+            assert f"{spin} spin " in text and f"{fault} fault " in text, text   # their names
             assert "memory per NUMA node: N0 DRAM" in text and "(max " in text, text
             await pilot.press("p")                  # closed again
             await pilot.pause(0.1)

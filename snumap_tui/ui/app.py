@@ -230,7 +230,9 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
-        if self.paused:
+        # A frame the feed posted while the app shuts down arrives after its screens are
+        # gone (Textual stops running first): nothing to draw into.
+        if self.paused or not self.is_running:
             return
         self.frame = message.frame
         self._redraw()
