@@ -258,3 +258,27 @@ def test_process_view_in_the_live_app_shows_the_childs_threads() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_process_view_of_another_machine_says_why_it_has_no_threads() -> None:
+    """A gathered tree (--fsroot) or another machine's topology: no perf counters, said so;
+    the memory per node comes from the rows as the tree gives them."""
+    from snumap_tui.ui.app import TopApp
+    from snumap_tui.ui.demo import demo_frame, synthetic_topology
+    from snumap_tui.ui.hostinfo import HostInfo
+
+    topo = synthetic_topology(1, 2, 1, 2, 1)
+    app = TopApp(topo, host=lambda: HostInfo("h", "6.1", "cpu"), origin=("fsroot", "tree"))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 40)) as pilot:
+            for s in range(3):
+                app.push_frame(demo_frame(topo, s))
+            await pilot.press("3", "p")
+            await pilot.pause()
+            text = str(app.query_one("#proc-threads").render())
+            assert app.selected_pid is not None and f"process {app.selected_pid}" in text
+            assert "n/a (perf counts this machine's running threads: not those of tree)" \
+                in text, text
+
+    asyncio.run(run())

@@ -47,13 +47,14 @@ def thread_view_text(detail: dict[str, Any] | None, width: int, limit: int = THR
 
 class ThreadViewMixin:
     """State: ``thread_view`` (shown or not) and the MemoryWatch of the shown process. Needs
-    the app's ``topology``, ``view``, ``size``, ``query_one`` and ``_redraw``."""
+    the app's ``topology``, ``origin``, ``view``, ``size``, ``query_one`` and ``_redraw``."""
 
     thread_view: bool
     _memory_watch: MemoryWatch
 
     if TYPE_CHECKING:
         topology: Any
+        origin: tuple[str, str] | None
         view: str
         size: Any
 
@@ -81,4 +82,7 @@ class ThreadViewMixin:
         from snumap_tui.ui.panels import ProcessPanel
 
         detail = None if selected is None else process_detail(selected, self._memory_watch)
+        if detail is not None and detail["threads"] is None and self.origin is not None:
+            detail["why"] = ("perf counts this machine's running threads: not those of "
+                             f"{self.origin[1]}")
         self.query_one(ProcessPanel).show_threads(thread_view_text(detail, self.size.width))
