@@ -282,3 +282,30 @@ def test_process_view_of_another_machine_says_why_it_has_no_threads() -> None:
                 in text, text
 
     asyncio.run(run())
+
+
+def test_a_thread_that_never_ran_counted_nothing() -> None:
+    """A thread's counter is enabled only while it runs: enabled = running = 0 is 0 counts
+    (a sleeping thread's row), not "never measured" (which hid it from the table)."""
+    from snumap_tui.sources.perf import _scaled
+
+    class Slept:
+        events = ("task-clock", "page-faults")
+
+        def read(self) -> tuple[list[int], int, int]:
+            return [0, 0], 0, 0
+
+    class Multiplexed(Slept):
+        def read(self) -> tuple[list[int], int, int]:
+            return [0, 0], 1000, 0           # enabled but never on the PMU: unknown
+
+    assert _scaled(Slept()) == {"task-clock": 0.0, "page-faults": 0.0}   # type: ignore[arg-type]
+    assert _scaled(Multiplexed()) == {}                                   # type: ignore[arg-type]
+
+
+def test_memory_that_cannot_be_read_says_why() -> None:
+    row = TaskRow(9, 9, "a", "u", "S", 1.0, 0, frozenset({0}),
+                  memory_error="Permission denied")
+    d = process_detail(row, MemoryWatch())
+    assert d["memory"] is None
+    assert "memory per NUMA node: n/a (Permission denied)" in detail_lines(d, str)

@@ -200,11 +200,12 @@ def thread_lines(fig: dict[str, Any], width: int = 80, limit: int | None = None)
     return out
 
 
-def memory_line(mem: dict[str, Any] | None, fmt: Any, width: int = 80) -> str:
+def memory_line(mem: dict[str, Any] | None, fmt: Any, width: int = 80,
+                why: str | None = None) -> str:
     """``N0 DRAM 64.2M (max 64.2M)  N1 HBM 0B (max 1.0M)  all 64.2M (max 70.0M)``; ``fmt``
-    writes a byte count."""
+    writes a byte count; ``why``: the reason when there is none."""
     if mem is None:
-        return "n/a (memory per node not read for this process)"
+        return f"n/a ({safe_text(why) if why else 'not read yet for this process'})"
     parts = [f"N{n['node']} {safe_text(n['kind'])} {fmt(n['bytes'])} (max {fmt(n['peak'])})"
              for n in mem["nodes"]]
     parts.append(f"all {fmt(mem['total'])} (max {fmt(mem['peak_total'])})"
@@ -224,6 +225,8 @@ def process_detail(task: Any, watch: MemoryWatch) -> dict[str, Any]:
         out["why"] = "from the next sample (counters are opened at the first)" \
             if task.counter_rates is None else "no thread counted in this interval"
     out["memory"] = watch.update(task.pid, task.memory_nodes, task.memory_exact)
+    if out["memory"] is None and task.memory_error:
+        out["memory_why"] = task.memory_error
     return out
 
 
@@ -233,7 +236,8 @@ def detail_lines(detail: dict[str, Any], fmt: Any, width: int = 80,
     last: what a short terminal cuts)."""
     out = [f"process {detail['pid']} {safe_text(detail['comm'])}: threads over the last "
            "interval"[:width],
-           ("memory per NUMA node: " + memory_line(detail["memory"], fmt, width))[:width]]
+           ("memory per NUMA node: " + memory_line(detail["memory"], fmt, width,
+                                                   detail.get("memory_why")))[:width]]
     fig = detail["threads"]
     out += thread_lines(fig, width, limit) if fig is not None else \
         [f"  n/a ({detail.get('why', 'not counted')})"[:width]]

@@ -55,6 +55,7 @@ class TaskRow:
     threads: ThreadDeltas | None = None
     memory_nodes: dict[int, int] | None = None
     memory_exact: bool | None = None
+    memory_error: str | None = None     # why memory_nodes could not be read
 
 
 @dataclass

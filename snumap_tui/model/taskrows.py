@@ -311,7 +311,7 @@ class TaskRows(LazyRows):
             int(ppid[m]) if len(ppid) else None, None if math.isnan(secs) else secs,
             None if math.isnan(sys_pct) or math.isnan(pct) else sys_pct,
             threads=self._threads.get(p), memory_nodes=info.get("memory_nodes"),
-            memory_exact=info.get("memory_exact"))
+            memory_exact=info.get("memory_exact"), memory_error=info.get("memory_error"))
 
 
 _NO_INFO: Mapping[str, Any] = {}

@@ -60,7 +60,8 @@ def thread_deltas(prev: Mapping[str, Any] | None, cur: Mapping[str, Any], dt: fl
         was = _aligned(pc, events, tids)
         d = now - np.nan_to_num(was, nan=0.0)
         d[d < 0] = np.nan                       # went backwards: a recycled tid
-        rows = {int(t): i for i, t in enumerate(row_tid.tolist()) if row_pid[i] == pid}
+        mine = np.flatnonzero(row_pid == pid)         # its rows among every process's
+        rows = dict(zip(row_tid[mine].tolist(), mine.tolist()))
         idx = [rows.get(int(t)) for t in tids.tolist()]
         comm = th.get("comm", ())
         lcpu = th.get("last_cpu", ())
