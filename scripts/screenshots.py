@@ -3,6 +3,7 @@
     .venv/bin/python scripts/screenshots.py            # all machines
     .venv/bin/python scripts/screenshots.py --only this-machine
     .venv/bin/python scripts/screenshots.py --only this-machine --view help
+    .venv/bin/python scripts/screenshots.py --process-view   # top's p on a live child
 
 Machines:
 - ``this-machine``: live frames from the real sampler on / (a few sweeps 0.5 s apart);
@@ -63,6 +64,46 @@ async def shoot(topo: Topology, frames: list[Frame], host: Callable[[], HostInfo
                 app.save_screenshot(fn, str(OUT))
                 written.append(OUT / fn)
     return written
+
+
+# The process view's subject: a real child with named threads that spin, fault pages and
+# sleep-wake, and 64 MiB touched once (its memory per node); the tests' own.
+WORKLOAD = REPO / "tests" / "thread_workload.py"
+
+
+async def shoot_process_view(pid: int, size: tuple[int, int] = (120, 40)) -> Path:
+    """top's process view (3, p) of the live process PID, from the real sampler (LiveFeed),
+    once its threads' rows and memory are in."""
+    from snumap_tui.commands.top import LiveFeed
+
+    topo = load_topology()
+    feed = LiveFeed(topo, Path("/"), 1.0)
+    app = TopApp(topo, feed=feed, host=HostReader(Path("/"), topo), interval_s=1.0,
+                 pids=frozenset({pid}))
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("3", "p")
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            await pilot.pause(0.5)
+            text = str(app.query_one("#proc-threads").render())
+            if all(n in text for n in ("spin", "fault", "wake", "DRAM")):
+                break
+        await pilot.pause(2.5)        # a few intervals: the high-water mark has a past
+        fn = "top_process_counters.svg"
+        app.save_screenshot(fn, str(OUT))
+    return OUT / fn
+
+
+def process_view() -> Path:
+    """The process view's screenshot of a WORKLOAD child, which is ended afterwards."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, str(WORKLOAD)], stdout=subprocess.DEVNULL)
+    try:
+        return asyncio.run(shoot_process_view(child.pid))
+    finally:
+        child.kill()
+        child.wait()
 
 
 def live_frames(topo: Topology, root: Path, n: int = 4, gap: float = 0.5) -> list[Frame]:
@@ -141,10 +182,16 @@ def machines(only: str | None) -> list[tuple[str, Callable[[], tuple[Topology, l
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="one machine: this-machine, demo384, epyc7763, knl7210, 64amd64")
+    ap.add_argument("--process-view", action="store_true",
+                    help="only top's process view (p) of a live child: "
+                    "screenshots/top_process_counters.svg")
     ap.add_argument("--view", action="append", choices=list(VIEWS),
                     help="only this view (again for more); default: all of them")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.process_view:
+        print(process_view().relative_to(REPO))
+        return 0
     for name, make in machines(args.only):
         topo, frames, host = make()
         views = list(VIEWS) if name == "this-machine" else ["topology", "heatmap", "processes"]

@@ -393,6 +393,41 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def watch_details(sampler: Sampler, topo: Topology, pids: frozenset[int] | None,
+                  origin: tuple[str, str] | None) -> dict[int, Any]:
+    """For ``-p``: per-thread counters and memory per node of those processes (this machine
+    only: perf counts the running kernel's threads); pid -> its MemoryWatch."""
+    if not pids or origin is not None:
+        return {}
+    from snumap_tui.analysis.live_threads import MemoryWatch
+    from snumap_tui.analysis.memory import node_kinds
+
+    sampler.watch_pids(pids, counters=True)
+    return {pid: MemoryWatch(node_kinds(topo)) for pid in sorted(pids)}
+
+
+def detail_of(frame: Frame, details: dict[int, Any]) -> list[dict[str, Any]]:
+    """The process view of each -p process still there (analysis/live_threads.py)."""
+    from snumap_tui.analysis.live_threads import process_detail
+
+    out = []
+    for pid, watch in details.items():
+        task = frame.task(pid)
+        if task is not None:
+            out.append(process_detail(task, watch))
+    return out
+
+
+def detail_text(frame: Frame, details: dict[int, Any]) -> str:
+    from snumap_tui.analysis.live_threads import detail_lines
+    from snumap_tui.ui.metricspec import fmt_bytes
+
+    lines = []
+    for d in detail_of(frame, details):
+        lines += detail_lines(d, fmt_bytes, BATCH_WIDTH)
+    return safe_lines("\n".join(lines) + "\n") if lines else ""
+
+
 def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
               catalogue: Catalogue | None = None) -> int:
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
@@ -407,6 +442,8 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
     kernel = host.kernel if host.kernel.startswith("kernel") else f"Linux {host.kernel}"
     host_line = f"{host.host} {kernel} {host.cpu_model}"
     sampler = make_sampler(topo, root, args.interval, catalogue, origin)
+    # -p PID: its threads' counters and its memory per node, as the live view's process view.
+    details = watch_details(sampler, topo, pids_of(args), origin)
     printed = 0
     try:
         sampler.sweep()
@@ -420,9 +457,15 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
             relabel(frame, origin, root)
             if args.json:
                 rows = only(frame.tasks, pids_of(args), args.user or None)   # as the text
-                sys.stdout.write(json.dumps(frame.to_dict(rows), default=_json_default) + "\n")
+                out = frame.to_dict(rows)
+                if details:
+                    out["process_detail"] = detail_of(frame, details)
+                sys.stdout.write(json.dumps(out, default=_json_default) + "\n")
             else:
-                sys.stdout.write(batch_text(frame, host_line, args.tasks, origin, args))
+                text = batch_text(frame, host_line, args.tasks, origin, args)
+                if details:
+                    text += detail_text(frame, details)
+                sys.stdout.write(text)
             sys.stdout.flush()
             printed += 1
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from snumap_tui.model.iorates import IoRow
+    from snumap_tui.model.threadcounts import ThreadDeltas
     from snumap_tui.sources.base import SourceStatus
     from snumap_tui.topology.model import Topology
 
@@ -47,6 +48,14 @@ class TaskRow:
     # The part of cpu_pct spent in the kernel (stime; the rest, cpu_pct - sys_pct, is user
     # time): the list's CPU column when the chosen metric is system % or user %.
     sys_pct: float | None = None
+    # Only for a process with per-thread counters (Sampler.watch_counters): each thread's
+    # counts over the interval (model/threadcounts.py), and the process's memory per NUMA
+    # node read at this sample (node OS index -> bytes; sources/procmem.py), ``memory_exact``
+    # False when it is the RSS split in the last numa_maps walk's proportions.
+    threads: ThreadDeltas | None = None
+    memory_nodes: dict[int, int] | None = None
+    memory_exact: bool | None = None
+    memory_error: str | None = None     # why memory_nodes could not be read
 
 
 @dataclass
@@ -97,7 +106,10 @@ class Frame:
         return {
             "t_ns": self.t_ns, "wall_ns": self.wall_ns, "dt_s": self.dt_s,
             "objects": objs,
-            "tasks": [t.__dict__ | {"affinity": sorted(t.affinity)}
+            # A thread's raw counts are not a row field in JSON: `top --batch --json -p PID`
+            # adds the figures made from them (analysis/live_threads.py).
+            "tasks": [{k: v for k, v in t.__dict__.items() if k != "threads"}
+                      | {"affinity": sorted(t.affinity)}
                       for t in (self.tasks if tasks is None else tasks)],
             "sources": {k: s.to_dict() for k, s in self.sources.items()},
             "flags": {k: sorted(v) for k, v in self.flags.items()},

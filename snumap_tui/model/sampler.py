@@ -255,13 +255,20 @@ class Sampler:
         """Per-thread perf counters (hardware where the PMU has them, software always: context
         switches, migrations, page faults) on these processes, following their threads across
         PUs; the process rows of the next frames carry their rates (TaskRow.ctx_switches_s,
-        TaskRow.ipc ...). An empty set closes them all."""
+        TaskRow.ipc ...), each thread's counts (TaskRow.threads) and the memory per NUMA node
+        of every sweep (TaskRow.memory_nodes). An empty set closes them all."""
+        from snumap_tui.sources.tasks import TasksSource
+
         want = set(pids)
         with self._lock:
             for s in self.sources:
                 per_pid = getattr(s, "want_counters", None)
                 if per_pid is None:
                     continue
+                if want and isinstance(s, TasksSource) and s.process_memory is None:
+                    from snumap_tui.sources.procmem import ProcessMemory
+
+                    s.process_memory = ProcessMemory(s.root)   # memory per node, each sweep
                 for pid in self._counted - want:
                     per_pid(pid, False)
                 for pid in want - self._counted:

@@ -26,6 +26,8 @@ from typing import Any, overload
 import numpy as np
 
 from snumap_tui.model.frame import TaskRow
+from snumap_tui.model.threadcounts import ThreadDeltas
+from snumap_tui.model.threadcounts import thread_deltas as thread_counts
 
 # The unit of /proc's utime/stime for readings that do not say (recordings made before the
 # tasks source carried ``hz``, sysconf(_SC_CLK_TCK)): USER_HZ is 100 on every mainstream arch.
@@ -182,7 +184,8 @@ class TaskRows(LazyRows):
     def __init__(self, cur: Mapping[str, Any], pids: np.ndarray, cpu_pct: np.ndarray,
                  main: np.ndarray, busiest: np.ndarray, nthreads: np.ndarray,
                  running: np.ndarray, rates: Mapping[int, dict[str, float]] | None = None,
-                 time_s: np.ndarray | None = None, sys_pct: np.ndarray | None = None) -> None:
+                 time_s: np.ndarray | None = None, sys_pct: np.ndarray | None = None,
+                 threads: Mapping[int, ThreadDeltas] | None = None) -> None:
         # Busiest first, ties by pid (what every reader of Frame.tasks expects).
         order = np.lexsort((pids, -np.nan_to_num(cpu_pct, nan=0.0)))
         self._th = cur["threads"]
@@ -195,6 +198,7 @@ class TaskRows(LazyRows):
         self._sys = (sys_pct if sys_pct is not None else np.full(pids.shape, np.nan))[order]
         self._by_pid: dict[int, int] | None = None
         self._rates: Mapping[int, dict[str, float]] = rates or {}
+        self._threads: Mapping[int, ThreadDeltas] = threads or {}
         self._made: dict[int, TaskRow] = {}      # rows built one at a time (``[i]``)
 
     def __len__(self) -> int:
@@ -231,6 +235,7 @@ class TaskRows(LazyRows):
         """These rows (indexes into this one's order), in that order, sharing the reading."""
         sub = object.__new__(TaskRows)
         sub._th, sub._procs, sub._rates = self._th, self._procs, self._rates
+        sub._threads = self._threads
         sub._pids, sub._cpu = self._pids[idx], self._cpu[idx]
         sub._main, sub._busiest = self._main[idx], self._busiest[idx]
         sub._nthreads, sub._running = self._nthreads[idx], self._running[idx]
@@ -304,7 +309,9 @@ class TaskRows(LazyRows):
             int(self._nthreads[g]), int(rss) if rss is not None else None,
             rates, rates.get("context-switches") if rates else None, ipc,
             int(ppid[m]) if len(ppid) else None, None if math.isnan(secs) else secs,
-            None if math.isnan(sys_pct) or math.isnan(pct) else sys_pct)
+            None if math.isnan(sys_pct) or math.isnan(pct) else sys_pct,
+            threads=self._threads.get(p), memory_nodes=info.get("memory_nodes"),
+            memory_exact=info.get("memory_exact"), memory_error=info.get("memory_error"))
 
 
 _NO_INFO: Mapping[str, Any] = {}
@@ -410,7 +417,8 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     time_s = (np.bincount(inv, weights=ticks, minlength=ngroups) / hz
               if len(ticks) == len(pid) and "utime" in th else None)
     return TaskRows(cur, pids, cpu_pct, main, busiest, nthreads, running,
-                    counter_rates(prev, cur, dt), time_s, sys_pct)
+                    counter_rates(prev, cur, dt), time_s, sys_pct,
+                    thread_counts(prev, cur, dt, delta, hz))
 
 
 class TaskTimeline:

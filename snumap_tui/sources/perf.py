@@ -36,6 +36,9 @@ from snumap_tui.sources.freq import online_cpus
 HW_EVENTS = ("cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
              "stalled-cycles-frontend", "stalled-cycles-backend")
 SW_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
+# The per-thread counters of `top`'s selected process add task-clock: each thread's on-CPU
+# time, the base of its GHz and of its share of the process (analysis/live_threads.py).
+THREAD_SW_EVENTS = ("task-clock", *SW_EVENTS)
 # Core PMU names in sysfs: x86 ("cpu"; "cpu_core"/"cpu_atom" on hybrid), Arm, s390, RISC-V.
 CORE_PMU_PREFIXES = ("cpu", "armv8_", "armv7_", "arm_cortex", "cpum_cf", "riscv_pmu")
 NOT_THIS_MACHINE = "not this machine (--fsroot): perf counts only the running machine"
@@ -349,23 +352,33 @@ class ThreadCounters:
 
     def read(self, pid: int) -> dict[str, Any] | None:
         """{"events": [...], "value": float64[k] (cumulative, scaled per thread, summed over
-        the process's threads, ended ones included), "multiplexed": bool[k], "threads": n}
-        for one watched process; None when it is not watched."""
+        the process's threads, ended ones included), "multiplexed": bool[k], "threads": n,
+        "tids": int64[n] and "per_thread": float64[n, k] (each live thread's own cumulative
+        counts, NaN for an event its groups could not count)} for one watched process; None
+        when it is not watched."""
         if pid not in self._groups:
             return None
         self.watch(pid)
         per_tid = self._groups.get(pid, {})
         total = dict(self._ended.get(pid, {}))
         mux: set[str] = set()
-        for gs in per_tid.values():
+        each: dict[int, dict[str, float]] = {}
+        for tid, gs in per_tid.items():
+            mine = each.setdefault(tid, {})
             for g in gs:
-                for ev, v in _scaled(g, mux).items():
-                    total[ev] = total.get(ev, 0.0) + v
+                mine.update(_scaled(g, mux))
+            for ev, v in mine.items():
+                total[ev] = total.get(ev, 0.0) + v
         events = [ev for ev in (*self.hw_events, *self.sw_events) if ev in total]
+        tids = sorted(each)
         return {"events": events,
                 "value": np.array([total[ev] for ev in events], dtype=np.float64),
                 "multiplexed": np.array([ev in mux for ev in events], dtype=bool),
-                "threads": len(per_tid)}
+                "threads": len(per_tid),
+                "tids": np.array(tids, dtype=np.int64),
+                "per_thread": np.array([[each[t].get(ev, np.nan) for ev in events]
+                                        for t in tids], dtype=np.float64
+                                       ).reshape(len(tids), len(events))}
 
     def unwatch(self, pid: int) -> None:
         for gs in self._groups.pop(pid, {}).values():
@@ -388,6 +401,11 @@ def _scaled(g: Group, mux: set[str] | None = None) -> dict[str, float]:
         return {}
     out = {}
     for ev, v in zip(g.events, vals):
+        if te == 0 and tr == 0:
+            # A thread's counter is enabled only while the thread runs: one that has not run
+            # since it was opened (a sleeping thread) counted nothing, exactly.
+            out[ev] = 0.0
+            continue
         x, multiplexed = pe.scale(v, te, tr)
         if x is None:
             continue

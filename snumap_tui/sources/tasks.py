@@ -151,6 +151,10 @@ class TasksSource:
         self.counter_pids: set[int] = set()
         self.counter_events: tuple[str, ...] = ()      # beyond the built-in ones (--events)
         self._counters: Any = None
+        # Memory per NUMA node of the counted processes, every sweep (sources/procmem.py's
+        # ProcessMemory: statm, split by numa_maps when the RSS moved); handed in by the
+        # sampler (procmem parses with this module's parse_numa_maps: no import circle).
+        self.process_memory: Any = None
         self._users: dict[int, str] = {}
         self.full_every_s = 0.0            # see set_cadence
         # Kernel threads in the list (False: left out, as htop shows them by default; each
@@ -174,13 +178,18 @@ class TasksSource:
         """Open per-thread perf counters on this process (this machine only): its entry in
         ``processes`` then has ``counters`` (ThreadCounters.read), which derive turns into
         the row's rates. Reached through Sampler.watch_counters / watch_pids(counters=True)."""
-        from snumap_tui.sources.perf import HW_EVENTS, SW_EVENTS, ThreadCounters, needs_pmu
+        from snumap_tui.sources.perf import (
+            HW_EVENTS,
+            THREAD_SW_EVENTS,
+            ThreadCounters,
+            needs_pmu,
+        )
 
         if self._counters is None:
-            extra = [e for e in self.counter_events if e not in (*HW_EVENTS, *SW_EVENTS)]
+            extra = [e for e in self.counter_events if e not in (*HW_EVENTS, *THREAD_SW_EVENTS)]
             self._counters = ThreadCounters(
                 self.root, (*HW_EVENTS, *(e for e in extra if needs_pmu(e, self.root))),
-                (*SW_EVENTS, *(e for e in extra if not needs_pmu(e, self.root))))
+                (*THREAD_SW_EVENTS, *(e for e in extra if not needs_pmu(e, self.root))))
         if on:
             self.counter_pids.add(pid)
             self._counters.watch(pid)
@@ -189,6 +198,17 @@ class TasksSource:
             self._counters.unwatch(pid)
 
     # ---- helpers ----
+    def _memory_of(self, pid: int) -> dict[str, Any]:
+        """``memory_nodes`` {node: bytes} and ``memory_exact`` (False: the RSS split in the
+        last numa_maps walk's proportions) of a counted process, or ``memory_error``."""
+        try:
+            rows = self.process_memory.read_pid(pid)
+        except (OSError, ValueError) as exc:
+            return {"memory_error": reason_of(exc) if isinstance(exc, OSError) else str(exc)}
+        nodes = {int(n): int(b) for _, n, b, _ in rows if n >= 0}
+        return {"memory_nodes": nodes,
+                "memory_exact": all(bool(x) for _, n, _, x in rows if n >= 0)}
+
     def _numa_of(self, pid: int, d: str, now: float, fresh: bool) -> dict[str, Any]:
         """``numa_pages`` (and ``numa_error``) of a watched process, from the last read when
         it is younger than refresh_s and the process is the same one (not a new pid)."""
@@ -401,6 +421,11 @@ class TasksSource:
             proc.update(self._numa_of(pid, d, now, fresh))
         if pid in self.counter_pids and self._counters is not None:
             proc["counters"] = self._counters.read(pid)
+            why = self._counters.errors.get(pid)
+            if why:
+                proc["counters_error"] = why
+            if self.process_memory is not None:
+                proc.update(self._memory_of(pid))
         processes[pid] = proc
         n = len(ent.rows)
         cols["pid"] += [pid] * n

@@ -59,6 +59,7 @@ from snumap_tui.ui.processes import (
     sort_tasks,
 )
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen, metric_picker
+from snumap_tui.ui.thread_panel import ThreadViewMixin
 from snumap_tui.ui.topology_view import TopologyTable, header_text
 
 VIEWS = ("topology", "heatmap", "processes")
@@ -103,7 +104,7 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
-class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
+class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
     tests run it with hand-made frames and a fixed host)."""
 
@@ -145,6 +146,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         # from it, and the metric picker (m) offers them right after the usual ones.
         use_catalogue(catalogue)
         self.topology = topology
+        self._init_thread_view()            # the process view, p (thread_panel.py)
         self.feed = feed
         self.host_fn = host or (lambda: HostInfo("?", "?", "?"))
         self.interval_s = interval_s
@@ -228,7 +230,9 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
         self.post_message(FrameReady(frame))
 
     def on_frame_ready(self, message: FrameReady) -> None:
-        if self.paused:
+        # A frame the feed posted while the app shuts down arrives after its screens are
+        # gone (Textual stops running first): nothing to draw into.
+        if self.paused or not self.is_running:
             return
         self.frame = message.frame
         self._redraw()
@@ -383,13 +387,15 @@ class TopApp(QuietDriverMixin, ProcessListMixin, App[int]):
             panel.show_groups(self.topology, group_tasks(tasks, self.group_mode), self.group_mode)
         self._watch_counters()
         detail = task_detail(self.topology, selected, self.size.width,
-                             counting=selected is not None and selected.pid == self.counted_pid)
+                             counting=selected is not None and selected.pid == self.counted_pid,
+                             memory=not self.thread_view)
         devices = self._process_io.text(self.feed, selected.pid if selected else None,
                                         self.size.width)
         if devices is not None:                 # its GPUs and adapters (ui/io_detail.py)
             detail.append("\n")
             detail.append_text(devices)
         panel.show_detail(detail)
+        self._draw_thread_view(selected)
         title = (f"sort {self.sort_key} · group {self.group_mode}"
                  + (" · tree" if self.tree_view else "")
                  + (f" · filter '{escape_markup(self.filter_text)}'" if self.filter_text

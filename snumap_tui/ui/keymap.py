@@ -128,8 +128,9 @@ KEYMAP: list[Key] = [
     Key("colon", ":", "go to a time: 12.5, 250ms, 1:02.5 (wall clock: 10:42:07)",
         replay="goto", footer="Go to"),
     Key("w", "w", "axis and times: from the start / wall clock", replay="wall_clock"),
-    Key("p", "p", "process view under the chart: the selected process's threads, their "
-        "counters and its memory per node over time", replay="process_view"),
+    Key("p", "p", "process view: the selected process's threads and their counters (top: "
+        "live; replay: over time under the chart) and its memory per node", top="process_view",
+        replay="process_view"),
     Key("x", "x", "core-vs-time by region: colour each region interval by a counter figure "
         "(IPC) / by its name", replay="figure_colour"),
     Key("X", "X", "next counter figure (IPC, each recorded event's rate) in the process view "

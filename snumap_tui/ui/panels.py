@@ -185,6 +185,7 @@ _COUNTER_LABELS = (("ctx switches", "ctxsw", "context-switches"),
 # The built-in per-thread events (sources/perf.py HW_EVENTS, SW_EVENTS): what the line shows
 # after them are the ones `top --events` added.
 _PANEL_EVENTS = {e for _, _, e in _COUNTER_LABELS} | {
+    "task-clock",                     # THREAD_SW_EVENTS': on-CPU time, the process view's
     "cycles", "instructions", "cache-references", "cache-misses", "branch-misses",
     "stalled-cycles-frontend", "stalled-cycles-backend"}
 
@@ -273,9 +274,10 @@ def numa_memory_text(numa_pages: dict[int, int], width: int, page_size: int = 40
 
 
 def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 4096,
-                counting: bool = False) -> Text:
+                counting: bool = False, memory: bool = True) -> Text:
     """The selected process: where it may run, where it ran, its counters (``counters_text``)
-    and its memory per NUMA node."""
+    and its memory per NUMA node (``memory`` False: the process view under it shows it, with
+    its kinds and high-water marks, read at every sample)."""
     if t is None:
         return Text(" no process selected", style=NA_STYLE)
     head = f" {t.pid} {safe_text(t.comm)}"
@@ -289,6 +291,8 @@ def task_detail(topo: Topology, t: TaskRow | None, width: int, page_size: int = 
     counters = counters_text(t, counting, width)
     counters.truncate(width, overflow="ellipsis")
     out.append_text(counters)
+    if not memory:
+        return out
     label = " memory per NUMA node: " if width >= 60 else " memory: "
     mem = Text(label)
     if t.numa_pages:
@@ -314,6 +318,8 @@ class ProcessPanel(Backdrop):
     ProcessPanel.-filtering > Input { display: block; }
     ProcessPanel > ProcessTable { height: 1fr; }
     ProcessPanel > #proc-detail { height: auto; max-height: 6; }
+    ProcessPanel > #proc-threads { display: none; height: auto; max-height: 50%; }
+    ProcessPanel.-threads > #proc-threads { display: block; }
     """
 
     def compose(self) -> ComposeResult:
@@ -322,6 +328,7 @@ class ProcessPanel(Backdrop):
                     id="proc-filter", select_on_focus=False)
         yield ProcessTable(id="proc-table")
         yield TextLines(id="proc-detail")
+        yield TextLines(id="proc-threads")      # the process view (p): ui/thread_panel.py
 
     def _state(self, sort_key: str | None, filter_text: str | None) -> tuple[str, str]:
         sort_key = sort_key if sort_key is not None else getattr(self.app, "sort_key", "cpu")
@@ -360,8 +367,22 @@ class ProcessPanel(Backdrop):
         # not handed to Textual (every update repaints the widget).
         key = (text.plain, tuple(text.spans))
         if getattr(self, "_detail_shown", None) != key:
-            self._detail_shown = key
-            self.query_one("#proc-detail", Static).update(text, layout=False)
+            # A layout pass only when its number of lines changes (the process view, p,
+            # takes the memory line over).
+            lines = text.plain.count("\n")
+            relayout = lines != getattr(self, "_detail_lines", lines)
+            self._detail_shown, self._detail_lines = key, lines
+            self.query_one("#proc-detail", Static).update(text, layout=relayout)
+
+
+    def show_threads(self, text: Text) -> None:
+        """The process view's lines (a layout pass only when their number changes)."""
+        key = (text.plain, tuple(text.spans))
+        if getattr(self, "_threads_shown", None) != key:
+            lines = text.plain.count("\n")
+            old = getattr(self, "_threads_lines", -1)
+            self._threads_shown, self._threads_lines = key, lines
+            self.query_one("#proc-threads", TextLines).update(text, layout=lines != old)
 
 
 def table_title(what: str, sort_key: str, mode: str, filter_text: str,
@@ -380,5 +401,5 @@ def table_title(what: str, sort_key: str, mode: str, filter_text: str,
         t.append(f"'{filter_text}'", style="bold yellow")
         t.append(" (esc clears)", style=NA_STYLE)
     else:
-        t.append("  < > sort · t tree · / filter · k signal", style=NA_STYLE)
+        t.append("  < > sort · t tree · / filter · k signal · p threads", style=NA_STYLE)
     return t
