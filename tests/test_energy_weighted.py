@@ -303,3 +303,19 @@ def test_run_intervals_across_sample_boundaries_keep_every_total() -> None:
         w = [(t, int(300 * MS), int(400 * MS))]
         assert window_energy(iv, [weighed], w) == pytest.approx(
             window_energy(iv, [plain], w), abs=1e-12)
+
+
+@pytest.mark.parametrize("dram_w,want", [(5.0, {"Package 0 power W", "Package 0 DRAM power W"}),
+                                         (0.0, {"Package 0 power W"})])
+def test_exports_leave_out_the_power_of_a_domain_that_never_advances(
+        tmp_path: Path, dram_w: float, want: set[str]) -> None:
+    """The Perfetto/Chrome/Parquet counter tracks drew a flat 0 W for a counter that never
+    advanced; now no track, as the report says n/a."""
+    from snumap_tui.export.counters import counter_values
+
+    with open_recording(_record(tmp_path, None, dram_w=dram_w)) as rec:
+        tracks, values = counter_values(rec)
+        got = {tracks[i].name: v for _, idx, vals in values
+               for i, v in zip(idx.tolist(), vals.tolist()) if "power" in tracks[i].name}
+    assert set(got) == want
+    assert got["Package 0 power W"] == pytest.approx(40.0)

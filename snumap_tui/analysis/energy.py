@@ -33,6 +33,7 @@ priced with one ``np.interp``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,30 @@ def advanced(energy_j: float | None) -> bool:
     """Whether a domain's (or a run's) energy is a measurement: a counter that never
     advanced (0 J over a whole recording or run) is not one."""
     return energy_j is not None and energy_j > 0
+
+
+def unmeasured_domains(samples: Iterable[Sample], topology: Topology) -> set[str]:
+    """The RAPL domains (``package-0``, ``dram-0``, ``psys``) recorded in SAMPLES whose
+    counter never advanced: their power is no measurement (the exports leave it out)."""
+    total: dict[str, float] = {}
+    objs = list(topology)
+    for _, _, got in rapl_steps(samples, topology):
+        for (oid, counter), j in got.items():
+            name = domain_name(objs[oid], counter)
+            total[name] = total.get(name, 0.0) + j
+    return {d for d, j in total.items() if not advanced(j)}
+
+
+def unmeasured_at_ends(rec: Any) -> set[str]:
+    """``unmeasured_domains`` from the recording's first and last sample only: a cumulative
+    counter that never advanced reads the same at both ends, so two samples are decoded
+    instead of all of them (the exports' counter tracks; the report has them all anyway)."""
+    times = getattr(rec, "sample_times", None)
+    if times is None or len(times) < 2:
+        return set()
+    ends: list[Sample] = [s for t in (times[0], times[-1])
+                          for s in itertools.islice(rec.samples(int(t), int(t) + 1), 1)]
+    return unmeasured_domains(ends, rec.topology) if len(ends) == 2 else set()
 
 
 def mark_unmeasured(domains: list[dict[str, Any]]) -> list[dict[str, Any]]:
