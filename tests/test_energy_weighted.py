@@ -66,8 +66,8 @@ def _counters(events: list[str]) -> np.ndarray:
 
 def _samples(tmp_path: Path, pkg_w: float = 40.0, dram_w: float = 5.0
              ) -> list[Sample]:
-    """The fake tree's readings every 100 ms, package drawing PKG_W, DRAM DRAM_W (0: the
-    counter never advances)."""
+    """The fake tree's readings every 100 ms, package drawing PKG_W (its cores half of it),
+    DRAM DRAM_W (0: the counter never advances)."""
     fake = FakeRoot(tmp_path / "fake", cpus=2, packages=1, smt=1)
     src = RaplSource(fake.root, reader=fake.reader)
     zones = {v["name"]: z for z, v in fake.rapl_zones.items()}
@@ -75,6 +75,7 @@ def _samples(tmp_path: Path, pkg_w: float = 40.0, dram_w: float = 5.0
     out = []
     for k in range(STEPS + 1):
         fake.set_energy(zones["package-0"], pkg)
+        fake.set_energy(zones["core"], pkg // 2)
         fake.set_energy(zones["dram"], dram)
         out.append(Sample(T + k * STEP, T + k * STEP, {"rapl": src.read()}))
         pkg += int(pkg_w * 0.1 * 1e6)
@@ -100,8 +101,7 @@ def _report(path: Path) -> dict:
 
 
 def _doms(r: dict) -> dict[str, dict]:
-    doms = {d["domain"]: d for d in r["energy_attribution"]["domains"]
-            if d["domain"] != "core-0"}        # the fake tree's cores domain: never advances
+    doms = {d["domain"]: d for d in r["energy_attribution"]["domains"]}
     for d in doms.values():          # the parts always add up to what was measured
         assert d["traced_j"] + d["other_j"] + d["idle_j"] == pytest.approx(d["energy_j"],
                                                                              rel=1e-9)
@@ -118,6 +118,9 @@ def test_cycles_share_a_package_3_to_1_where_busy_time_is_equal(tmp_path: Path) 
     # The traced pool is the busy-time part (100 of 200 PU-ms): 20 J, shared 3:1 by cycles.
     assert p101 / p201 == pytest.approx(3.0, rel=0.01)
     assert pkg["rule"] == "cycles" and dram["rule"] == "busy time"   # no LLC misses counted
+    assert doms["core-0"]["rule"] == "cycles"
+    assert tasks[101]["energy"]["core-0"] == pytest.approx(3 * tasks[201]["energy"]["core-0"],
+                                                           rel=0.01)
     assert p101 + p201 == pytest.approx(0.5 * 40.0, rel=1e-9)
     # Other and idle as by busy time: 15 and 85 of the 200 PU-ms.
     assert pkg["other_j"] == pytest.approx(0.075 * 40.0, rel=1e-9)
@@ -177,6 +180,7 @@ def test_counters_that_never_advance_are_n_a_not_zero(tmp_path: Path) -> None:
     text = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "report", str(path)],
                           capture_output=True, text=True, check=True).stdout
     assert "0.00 J" not in text and "MEASURED" not in text
+    assert "n/a (no RAPL domain's counter advanced: see Energy (RAPL))" in text
     assert "package-0      n/a (package-0 reads 0 throughout: no real RAPL here, e.g. a" in text
     assert all(len(x) <= 80 for x in text.splitlines()[1:])
     with open_recording(path) as rec:
@@ -189,10 +193,8 @@ def test_one_domain_that_never_advances_is_left_out_of_the_sums(tmp_path: Path) 
     assert e["package-0"]["energy_j"] == pytest.approx(40.0)
     assert e["dram-0"]["why"] == "dram-0 reads 0 throughout: not measured on this machine"
     a = r["energy_attribution"]
-    assert [d["domain"] for d in a["domains"]] == ["package-0"]
-    # (the fake tree's cores domain never advances either)
-    assert {"domain": "dram-0", "why": e["dram-0"]["why"]} in a["unmeasured"]
-    assert {u["domain"] for u in a["unmeasured"]} == {"dram-0", "core-0"}
+    assert [d["domain"] for d in a["domains"]] == ["package-0", "core-0"]
+    assert a["unmeasured"] == [{"domain": "dram-0", "why": e["dram-0"]["why"]}]
     assert a["summed"] == ["package-0"]
     procs = {p["pid"]: p for p in r["processes"]}
     assert procs[100]["energy_j"] == pytest.approx(10.0, rel=1e-9)

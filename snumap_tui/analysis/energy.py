@@ -58,7 +58,7 @@ RULE = ("estimate: each sample interval's measured energy of a RAPL domain is sp
 BUSY = "busy time"
 # The event whose counts weigh a domain's energy among the traced threads, per domain kind
 # (the part of its name before "-"), in order of preference; kinds not named: busy time.
-WEIGHTS: dict[str, tuple[str, ...]] = {"package": CYCLES, "cores": CYCLES, "dram": LLC_MISSES}
+WEIGHTS: dict[str, tuple[str, ...]] = {"package": CYCLES, "core": CYCLES, "dram": LLC_MISSES}
 
 
 def unmeasured_why(domain: str, every_domain: bool) -> str:
@@ -424,8 +424,8 @@ def format_energy(r: dict[str, Any], top: int = 20) -> list[str]:
     a = r.get("energy_attribution") or {}
     lines = ["", "Energy attributed (estimate, J; rule per domain under BY, and below):"]
     if a.get("why"):
-        if a.get("unmeasured"):
-            return [*lines, *(x for u in a["unmeasured"] for x in _na(u["domain"], u["why"]))]
+        if a.get("unmeasured"):     # each domain's why is under "Energy (RAPL)" just above
+            return [*lines, "  n/a (no RAPL domain's counter advanced: see Energy (RAPL))"]
         return [*lines, f"  n/a ({a['why']})"[:80]]
     lines.append(f"  {'DOMAIN':<14} {'MEASURED':>10} {'TRACED':>10} {'OTHER':>10} {'IDLE':>10}"
                  "  BY")
