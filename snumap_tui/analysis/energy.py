@@ -224,17 +224,10 @@ def _pieces(knots: np.ndarray, s: np.ndarray, e: np.ndarray
     return row, seg, np.maximum(s[row], knots[seg]), np.minimum(e[row], knots[seg + 1])
 
 
-def _by_tid_segment(tid: np.ndarray, seg: np.ndarray, amount: np.ndarray, tids: np.ndarray,
-                    k: int) -> np.ndarray:
-    """(len(tids), k) sums of AMOUNT per (tid, segment); TIDS sorted, holding every tid."""
-    out = np.zeros(len(tids) * k)
-    np.add.at(out, np.searchsorted(tids, tid) * k + seg, amount)
-    return out.reshape(len(tids), k)
-
-
 def _weigh(c: Curve, iv: Intervals, sc: Scaled, col: int, event: str) -> None:
     """Thread curves of domain C whose traced pool is shared by the event in column COL of the
-    counter rows (module docstring); C unchanged where no traced thread counted it."""
+    counter rows (module docstring); C unchanged where no traced thread counted it. Sparse:
+    one entry per (thread, sample interval) in which the thread ran."""
     k = len(c.knots) - 1
     s, e, tid = _on(iv, c.cpus)
     mine = tid != UNTRACED
@@ -243,32 +236,42 @@ def _weigh(c: Curve, iv: Intervals, sc: Scaled, col: int, event: str) -> None:
         (sc.pid != OUTSIDE)
     if k < 1 or not len(tid) or not on.any():
         return
-    row, seg, ps, pe = _pieces(c.knots, s, e)
     tids = np.unique(tid)
-    busy = _by_tid_segment(tid[row], seg, c.worth(ps, pe), tids, k)
+    row, seg, ps, pe = _pieces(c.knots, s, e)
+    worth = c.worth(ps, pe)
+    ran = worth > 0
+    keys, inv = np.unique(np.searchsorted(tids, tid[row][ran]) * k + seg[ran],
+                          return_inverse=True)
+    busy = np.bincount(inv, weights=worth[ran], minlength=len(keys))
+    # The event's counts per (thread, sample interval), spread evenly over each run interval.
     cs, ce = sc.start[on], sc.end[on]
     crow, cseg, cps, cpe = _pieces(c.knots, cs, ce)
     ctid = sc.tid[on][crow]
-    known = np.isin(ctid, tids)
+    ti = np.minimum(np.searchsorted(tids, ctid), len(tids) - 1)
+    ck = ti * k + cseg
+    at = np.minimum(np.searchsorted(keys, ck), len(keys) - 1)
+    hit = (tids[ti] == ctid) & (keys[at] == ck)   # a count where its thread ran (not edges)
     share = (cpe - cps) / np.maximum((ce - cs)[crow], 1).astype(np.float64)
-    counts = _by_tid_segment(ctid[known], cseg[known],
-                             (sc.values[on][crow, col] * share)[known], tids, k)
-    counts[busy <= 0] = 0.0             # a count with no run time here (edges) weighs nothing
-    total = counts.sum(axis=0)
-    weighed = total > 0
-    if not weighed.any():
+    counts = np.bincount(at[hit], weights=(sc.values[on][crow, col] * share)[hit],
+                         minlength=len(keys))
+    kseg = keys % k
+    total = np.bincount(kseg, weights=counts, minlength=k)
+    if not (total > 0).any():
         return
-    pool = busy.sum(axis=0)
-    joules = np.where(weighed, pool * counts / np.where(weighed, total, 1.0), busy)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(busy > 0, joules / np.where(busy > 0, busy, 1.0), 1.0)
-    step = np.diff(c.cum)
-    for i, t in enumerate(tids.tolist()):
-        segs = np.flatnonzero(busy[i] > 0)
-        knots = np.column_stack([c.knots[segs], c.knots[segs + 1]]).ravel()
-        gain = np.cumsum(step[segs] * factor[i, segs])
-        cum = np.column_stack([np.concatenate([[0.0], gain[:-1]]), gain]).ravel()
-        c.per_tid[t] = (knots, cum)
+    pool = np.bincount(kseg, weights=busy, minlength=k)
+    weighed = total[kseg] > 0
+    joules = np.where(weighed, pool[kseg] * counts / np.where(weighed, total[kseg], 1.0), busy)
+    factor = joules / busy
+    gain = np.diff(c.cum)[kseg] * factor
+    ktid = keys // k
+    cuts = np.flatnonzero(np.diff(ktid)) + 1
+    for lo, hi in zip(np.concatenate([[0], cuts]).tolist(),
+                      np.concatenate([cuts, [len(keys)]]).tolist()):
+        segs = kseg[lo:hi]
+        got = np.cumsum(gain[lo:hi])
+        c.per_tid[int(tids[ktid[lo]])] = (
+            np.column_stack([c.knots[segs], c.knots[segs + 1]]).ravel(),
+            np.column_stack([np.concatenate([[0.0], got[:-1]]), got]).ravel())
     c.rule = event
 
 
@@ -296,10 +299,14 @@ def attribute(iv: Intervals, cs: list[Curve]) -> list[dict[str, Any]]:
     for c in cs:
         s, e, tid = _on(iv, c.cpus)
         j = c.worth(s.astype(np.float64), e.astype(np.float64))
-        for t in set(c.per_tid) & set(np.unique(tid).tolist()):
-            m = tid == t
-            j[m] = c.worth(s[m].astype(np.float64), e[m].astype(np.float64), t)
         u, inv = np.unique(tid, return_inverse=True)
+        if c.per_tid:                      # weighed threads: each priced by its own curve
+            o = np.argsort(inv, kind="stable")
+            cuts = np.searchsorted(inv[o], np.arange(len(u) + 1))
+            for i, t in enumerate(u.tolist()):
+                if t in c.per_tid:
+                    m = o[cuts[i]:cuts[i + 1]]
+                    j[m] = c.worth(s[m].astype(np.float64), e[m].astype(np.float64), t)
         per = np.zeros(len(u))
         np.add.at(per, inv, j)
         tids = {int(t): float(v) for t, v in zip(u.tolist(), per.tolist())}
