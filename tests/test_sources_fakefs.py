@@ -248,3 +248,33 @@ def test_rapl_verdicts_when_powercap_works(fake: FakeRoot) -> None:
     assert pc.available and perf.available and own.available and src.via == "powercap"
     # the PMU was opened only to give its verdict: already closed again
     assert closed and src.read()["via"] == "powercap"
+
+
+def test_probe_says_when_power_counters_open_but_never_advance(fake: FakeRoot) -> None:
+    """A 16-core Firecracker VM: the perf power PMU opened ("rapl:perf available") and read
+    0 for ever, so every recording's energy was 0.00 J. Probe now reads twice and says so."""
+    for zone in fake.rapl_zones:
+        fake.deny("sys/class/powercap/" + zone + "/energy_uj")
+    reads = {"n": 0}
+
+    def frozen(type_: int, config: int, cpu: int) -> Callable[[], int]:
+        return lambda: 0
+
+    def running(type_: int, config: int, cpu: int) -> Callable[[], int]:
+        def read() -> int:
+            reads["n"] += 1
+            return reads["n"] * 1000
+        return read
+
+    src = RaplSource(fake.root, reader=fake.reader, counter_opener=frozen)
+    v = {s.name: s for s in src.verdicts(still_check=True)}
+    src.close()
+    for name in ("rapl:perf", "rapl"):
+        assert not v[name].available and v[name].detail["still"]
+        assert v[name].reason == ("opens, but its energy counters did not advance in 80 ms: "
+                                  "no real RAPL here, e.g. a virtual machine")
+    assert ROOT_ONLY in (v["rapl:powercap"].reason or "")       # that way's own verdict kept
+    src = RaplSource(fake.root, reader=fake.reader, counter_opener=running)
+    v = {s.name: s for s in src.verdicts(still_check=True)}
+    src.close()
+    assert v["rapl:perf"].available and v["rapl"].available and reads["n"] > 0

@@ -18,7 +18,14 @@ import numpy as np
 
 from snumap_tui.analysis.attribution import counter_section
 from snumap_tui.analysis.attribution_text import format_counters
-from snumap_tui.analysis.energy import add_energy, domain_name, format_energy, rapl_steps
+from snumap_tui.analysis.energy import (
+    add_energy,
+    domain_name,
+    format_domains,
+    format_energy,
+    mark_unmeasured,
+    rapl_steps,
+)
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
@@ -48,7 +55,8 @@ def rapl_energy(samples: Iterable[Sample], topology: Topology) -> list[dict[str,
     Each pair of consecutive samples with RAPL readings goes through the model's
     ``derive.counters`` (the live view's own unwrapping of ``energy_uj`` at
     ``max_energy_range_uj``), so the report and ``snumap top`` count the same joules; a domain
-    is the energy counter of one object: ``package-1`` is ``energy_package`` on Package 1."""
+    is the energy counter of one object: ``package-1`` is ``energy_package`` on Package 1. A
+    domain that never advanced has ``energy_j`` None and ``why`` (energy.mark_unmeasured)."""
     acc: dict[tuple[int, str], dict[str, Any]] = {}
     first: dict[str, int] = {}        # counters in the order they first appear
     for t0, t1, got in rapl_steps(samples, topology):
@@ -67,7 +75,7 @@ def rapl_energy(samples: Iterable[Sample], topology: Topology) -> list[dict[str,
         dt = (a["t1"] - a["t0"]) / 1e9
         out.append({"domain": domain_name(obj, counter), "object": [obj.type, obj.os_index],
                     "energy_j": a["energy_j"], "avg_w": a["energy_j"] / dt if dt > 0 else None})
-    return out
+    return mark_unmeasured(out)
 
 
 class _Names(dict[int, str]):
@@ -281,9 +289,7 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
         lines.append("  " + " ".join(cells[i:i + 7]))
     lines += ["", "Energy (RAPL):"]
     if r["energy"]:
-        for e in r["energy"]:
-            w = f"{e['avg_w']:.1f} W" if e["avg_w"] is not None else "-"
-            lines.append(f"  {e['domain']:<14} {e['energy_j']:10.2f} J  avg {w}")
+        lines += format_domains(r["energy"])
     else:
         lines.append("  not recorded (no RAPL on this machine or no permission to read it)")
     lines += format_energy(r, top)

@@ -7,7 +7,8 @@ samples and one frame.
 
 ``COUNTER_TRACKS`` are the series a timeline shows by default: utilisation per PU, IPC per PU
 (only where the PMU was recorded: NaN frames are left out, so a machine without counters gets
-no IPC track), power per package and its DRAM, used memory per NUMA node.
+no IPC track), power per package and its DRAM (not for a domain whose counter never advanced,
+as a virtual machine's power PMU reads 0: analysis/energy.py), used memory per NUMA node.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ COUNTER_TRACKS = (
     CounterSpec("power_dram_w", "Package", "DRAM power W", "W"),
     CounterSpec("mem_used_bytes", "NUMANode", "memory used bytes", "B"),
 )
+# The RAPL domain kind of each power metric (its domain at Package N: "KIND-N").
+POWER_DOMAINS = {"power_pkg_w": "package", "power_dram_w": "dram"}
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,15 @@ def counter_values(rec: Any, specs: tuple[CounterSpec, ...] = COUNTER_TRACKS
     value in that frame (NaN, i.e. not recorded, is left out). A frame is stamped with the
     time of its later sample: the value holds over the interval ending there."""
     all_tracks = tracks(rec.topology, specs)
+    dead: set[str] = set()
+    if any(s.metric in POWER_DOMAINS for s in specs):
+        from snumap_tui.analysis.energy import unmeasured_at_ends
+
+        dead = unmeasured_at_ends(rec)
     by_metric: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for spec in specs:
-        mine = [t for t in all_tracks if t.spec == spec]
+        mine = [t for t in all_tracks if t.spec == spec and
+                f"{POWER_DOMAINS.get(spec.metric)}-{t.os_index}" not in dead]
         by_metric[spec.metric] = (np.array([t.index for t in mine], dtype=np.int64),
                                   np.array([t.object_id for t in mine], dtype=np.int64))
 

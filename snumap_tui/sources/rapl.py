@@ -15,7 +15,9 @@ listed in its ``cpumask``; it needs CAP_PERFMON or perf_event_paranoid <= 0.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,11 @@ _PKG_RE = re.compile(r"package-(\d+)(?:-die-(\d+))?$")
 POWER_EVENTS = {"energy-pkg": "package", "energy-cores": "core", "energy-gpu": "uncore",
                 "energy-ram": "dram", "energy-psys": "psys"}
 ROOT_ONLY = ("energy_uj is readable by root only (Linux >= 5.10, CVE-2020-8694)")
+# Real RAPL counters advance about every millisecond; a virtual machine's power PMU can
+# open fine and read 0 for ever (seen on a Firecracker VM).
+STILL_WAIT_S = 0.08
+STILL = ("opens, but its energy counters did not advance in {ms:.0f} ms: no real RAPL "
+         "here, e.g. a virtual machine")
 ROOT_FIX = ("run as root, or let users read it: chmod o+r "
             "/sys/class/powercap/intel-rapl:*/energy_uj")
 
@@ -143,17 +150,43 @@ class RaplSource:
             return SourceStatus(name, False, reason_of(exc), None)
         return SourceStatus(name, True, None, None, {"domains": [z.domain for z in self.zones]})
 
-    def verdicts(self) -> list[SourceStatus]:
+    def verdicts(self, still_check: bool | None = None) -> list[SourceStatus]:
         """Both ways RAPL can be read ("rapl:powercap", "rapl:perf") and then the source's own
         verdict ("rapl"): what ``snumap probe`` prints. The perf power PMU is tried here even
-        when powercap works (to say whether it would), and closed again if not in use."""
+        when powercap works (to say whether it would), and closed again if not in use. On
+        this machine (STILL_CHECK, by default when the root is /) the way in use is read
+        twice STILL_WAIT_S apart: counters that open but never advance (a virtual machine's
+        power PMU) are no RAPL, and said so."""
         st = self._setup()
         if self._perf_status is None:
             self._perf_status = self.open_power_pmu()
             if self.via != "perf":
                 self._close_counters()
         assert self._powercap_status is not None
+        if still_check is None:
+            still_check = is_live(self.root)     # never a gathered tree's static files
+        if st.available and still_check and self.still():
+            why = STILL.format(ms=STILL_WAIT_S * 1000)
+            mark = {"rapl:" + str(self.via), "rapl"}
+            self._powercap_status, self._perf_status, st = (
+                dataclasses.replace(v, available=False, reason=why, fix=None,
+                                    detail={**v.detail, "still": True})
+                if v.name in mark else v
+                for v in (self._powercap_status, self._perf_status, st))
         return [self._powercap_status, self._perf_status, st]
+
+    def still(self, wait_s: float = STILL_WAIT_S) -> bool:
+        """Whether no domain's energy advanced between two reads WAIT_S apart."""
+        a = self.read()
+        if not a:
+            return False
+        time.sleep(wait_s)
+        b = self.read()
+        x, y = np.asarray(a["energy_uj"]), np.asarray(b.get("energy_uj", []))
+        if x.shape != y.shape:
+            return False
+        ok = ~np.isnan(x) & ~np.isnan(y)
+        return bool(ok.any()) and not bool((x[ok] != y[ok]).any())
 
     def _setup(self) -> SourceStatus:
         if self._status is not None:

@@ -23,7 +23,10 @@ CONFIG_KEYS = ("threads", "ranks", "places", "input", "input_value", "freq")
 
 def measurements(study: Any) -> list[dict[str, Any]]:
     """Every finished run's rows: its whole program, then each region (failed runs: their
-    program row, status "failed", with what was measured)."""
+    program row, status "failed", with what was measured). A stored energy of 0 J (a counter
+    that never advanced, as on a virtual machine's power PMU) is no measurement: None."""
+    from snumap_tui.analysis.energy import advanced
+
     states = study.run_states()
     out: list[dict[str, Any]] = []
     for p in study.plan():
@@ -38,7 +41,8 @@ def measurements(study: Any) -> list[dict[str, Any]]:
         m = st.get("measurements") or {}
         prog = m.get("program") or {}
         out.append({"region": PROGRAM, "parent": None, "kind": "program", "wait": False,
-                    **base, "time_s": prog.get("time_s"), "energy_j": prog.get("energy_j"),
+                    **base, "time_s": prog.get("time_s"),
+                    "energy_j": prog["energy_j"] if advanced(prog.get("energy_j")) else None,
                     "count": 1, **_figures(prog)})
         for r in m.get("regions") or []:
             out.append({"region": r["region"], "parent": r.get("parent") or PROGRAM,

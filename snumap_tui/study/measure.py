@@ -40,12 +40,13 @@ def energy_j(rec: Any, t0: int, t1: int) -> tuple[float | None, str | None]:
         doms = rapl_energy(rec.samples(t0, t1), topo)
     except Exception as exc:  # noqa: BLE001 - a damaged sample stream: energy n/a, time kept
         return None, f"energy unreadable ({type(exc).__name__})"
-    pkg = [d["energy_j"] for d in doms if d["domain"].startswith("package")]
-    if pkg:
-        return float(sum(pkg)), None
-    psys = [d["energy_j"] for d in doms if d["domain"].startswith("psys")]
-    if psys:
-        return float(sum(psys)), None
+    for kind in ("package", "psys"):
+        mine = [d for d in doms if d["domain"].startswith(kind)]
+        if not mine:
+            continue
+        if any(d["energy_j"] is None for d in mine):    # a counter that never advanced
+            return None, next(d["why"] for d in mine if d["energy_j"] is None)
+        return float(sum(d["energy_j"] for d in mine)), None
     return None, "no RAPL energy in the recording (no RAPL here, or not readable)"
 
 

@@ -167,9 +167,14 @@ def _energy_note(agg: list[dict[str, Any]], states: dict[str, dict[str, Any]]
                  ) -> dict[str, Any]:
     if any(a.get("energy_j") is not None for a in agg):
         return {"available": True}
-    whys = [((s.get("measurements") or {}).get("program") or {}).get("energy_note")
-            for s in states.values()]
-    why = next((w for w in whys if w), "no run measured energy")
+    from snumap_tui.analysis.energy import unmeasured_why
+
+    progs = [(s.get("measurements") or {}).get("program") or {} for s in states.values()]
+    whys = [p.get("energy_note") for p in progs]
+    # Runs measured before a counter that never advanced was told apart stored 0 J, no note.
+    stuck = any(p.get("energy_j") == 0 for p in progs)
+    why = next((w for w in whys if w),
+               unmeasured_why("energy", True) if stuck else "no run measured energy")
     return {"available": False, "why": why}
 
 
