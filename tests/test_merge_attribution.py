@@ -194,3 +194,38 @@ def test_a_damaged_counters_chunk_is_named_and_the_rest_merged(tmp_path: Path) -
     with store.open(tmp_path / "job.rec") as rec:
         assert rec.thread_counters().rows["tid"].tolist() == [500, 501]     # a's only
         assert len(rec.regions().rows) == 4 and len(rec.process_memory()) == 8
+
+
+def test_calls_summed_in_the_kernel_move_with_their_node(tmp_path: Path) -> None:
+    """A node's regions chunk with calls the kernel summed (regions.bpf.c: count, time inside,
+    first entry, last return per thread): merged, the summaries keep their counts and move
+    to the job's time base and numbering like the node's records."""
+    from snumap_tui.trace.region_catalog import SUM_DTYPE
+
+    crit = RegionName("GOMP_critical_start", "omp", "call", True)
+    paths = []
+    for node, mono0, off, pid in (("a", 10 * 10**9, WALL, 500), ("b", 7 * 10**9,
+                                                                  WALL + 3 * 10**9, 600)):
+        path = attr_rec(tmp_path / f"{node}.rec", node, mono0, off, ["task-clock"], pid=pid)
+        s = np.zeros(1, SUM_DTYPE)
+        s[0] = (mono0 + 2 * MS, mono0 + 8 * MS, 3 * MS, 4 * MS, pid, pid, 0, 5000)
+        with store.open(path) as r:
+            header = dict(r.header)
+        with store.Writer(path, header, force=True) as w:     # again, with the summaries
+            w.counter_events = ["task-clock"]
+            w.add_events(EventBatch(events=busy_events(mono0, 1, pid, [(0, 10 * MS)]),
+                                    tasks=[TaskInfo(tid=pid, pid=pid, comm="prog",
+                                                    t_ns=mono0)]))
+            w.add_regions(np.zeros(0, REGION_DTYPE), [crit], s)
+            w.add_info(mono0 + 10**9, "clock end", {"clock": {
+                **header["clock_start"], "t_monotonic_ns": mono0 + 10**9}})
+        paths.append(path)
+    res = merge(paths, tmp_path / "job.rec")
+    tb = res.nodes[1]["tid_base"]
+    with store.open(tmp_path / "job.rec") as rec:
+        sums = rec.regions().sums
+    got = sorted((int(r["tid"]), int(r["count"]), int(r["t_last"] - r["t_first"]))
+                 for r in sums)
+    assert got == [(500, 5000, 6 * MS), (600 + tb, 5000, 6 * MS)]
+    # both nodes' summaries on the job's one time base: b's 3 s behind is shifted away
+    assert abs(int(sums["t_first"].max()) - int(sums["t_first"].min())) < MS

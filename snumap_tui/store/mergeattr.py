@@ -106,14 +106,20 @@ def _qualified(a: np.ndarray, base: int) -> np.ndarray:
     return np.where(a > 0, a.astype(np.int64) + base, a).astype(a.dtype)
 
 
-def _regions(v: Any, count: int, shift: int, tb: int) -> tuple[dict[str, Any], int, int, int]:
-    rows, table = decode_regions(v, count)
+def _regions(v: Any, count: int, shift: int, tb: int, said: int = 0
+             ) -> tuple[dict[str, Any], int, int, int]:
+    rows, table, sums, lost = decode_regions(v, count)
     rows["t_ns"] = _shifted(rows["t_ns"], shift)
     rows["tid"] = _qualified(rows["tid"], tb)
     rows["pid"] = _qualified(rows["pid"], tb)
-    if not len(rows):
+    # The calls the kernel summed (regions.bpf.c) and the records it lost, moved the same way.
+    for k in ("t_first", "t_last"):
+        sums[k] = _shifted(sums[k], shift)
+    sums["tid"] = _qualified(sums["tid"], tb)
+    sums["pid"] = _qualified(sums["pid"], tb)
+    if not len(rows) and not len(sums) and not lost:
         return {}, 0, 0, 0
-    value, t0, t1 = encode_regions(rows, table)
+    value, t0, t1 = encode_regions(rows, table, sums, lost, max(said + shift, 0))
     return value, len(rows), t0, t1
 
 
@@ -171,7 +177,7 @@ def copy_attribution(rec: Any, node: dict[str, Any], numa_base: int, events: lis
             continue
         try:
             if h.kind == K_REGIONS:
-                value, n, t0, t1 = _regions(v, h.count, shift, tb)
+                value, n, t0, t1 = _regions(v, h.count, shift, tb, h.t_min)
             elif h.kind == K_THREAD_COUNTERS:
                 value, n, t0, t1 = _counters(v, shift, tb, cb, events)
             else:
@@ -179,7 +185,7 @@ def copy_attribution(rec: Any, node: dict[str, Any], numa_base: int, events: lis
         except (ValueError, TypeError, KeyError, IndexError) as e:
             note(f"{what}: skipped ({e})")
             continue
-        if n:
+        if n or value:          # a regions chunk may hold only summed calls or a loss
             add(h.kind, value, count=n, t_min=t0, t_max=t1)
             written += n
     return written

@@ -169,8 +169,8 @@ def measure(path: Path) -> dict[str, Any]:
     if reg is not None:
         before = dict(counts)
         add_summed(reg, iv, times, counts)
-        for n in counts:
-            if counts[n] != before.get(n):      # some calls only the kernel's sums carry
+        for n, c in counts.items():
+            if c != before.get(n):              # some calls only the kernel's sums carry
                 figs[n] = {k: {"why": SUMMED} for k in ("counters", "memory")}
     par = parents(iv, times)
     regions = [{"region": n, "parent": par[n], "kind": iv[n][2], "wait": iv[n][3],
