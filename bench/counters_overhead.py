@@ -89,6 +89,8 @@ def configs(prog: list[str], tmp: Path) -> dict[str, list[str]]:
     return {
         "untraced": prog,
         "snumap record (100 ms)": [*rec, str(tmp / "a.rec"), "--", *prog],
+        "snumap record --nice 0 (100 ms)": [*rec, str(tmp / "a0.rec"), "--nice", "0", "--",
+                                            *prog],
         f"snumap record --events {EVENTS} (100 ms)": [*rec, str(tmp / "b.rec"), "--events",
                                                       EVENTS, "--", *prog],
         f"snumap record ({fine})": [*rec, str(tmp / "c.rec"), "--interval", fine, "--",
@@ -113,18 +115,28 @@ def stencil_rows(size: int, iters: int, repeat: int, tmp: Path) -> tuple[list[li
     cfg = {k: v for k, v in configs(prog, tmp).items() if shutil.which(v[0])}
     times: dict[str, list[float]] = {k: [] for k in cfg}
     cpus: dict[str, list[float]] = {k: [] for k in cfg}
+    # Per round, each configuration's time over the untraced run's of the same round: the
+    # machine's slow drift (other work, the host's steal) cancels in the ratio, which the
+    # medians of the raw times kept (their spread here is 10-20 %).
+    paired: dict[str, list[float]] = {k: [] for k in cfg}
     for _ in range(repeat):
+        got: dict[str, float] = {}
         for name, cmd in cfg.items():
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if r.returncode != 0:
                 print(f"counters_overhead: {name} failed: {r.stderr[-300:]}", file=sys.stderr)
                 continue
-            times[name].append(compute_s(r.stdout))
+            got[name] = compute_s(r.stdout)
+            times[name].append(got[name])
             cpus[name].append(compute_s(r.stdout, "cpu_s"))
+        for name, t in got.items():
+            if got.get("untraced"):
+                paired[name].append(t / got["untraced"])
     med = {k: statistics.median(v) for k, v in times.items() if v}
     cmed = {k: statistics.median(v) for k, v in cpus.items() if v}
     base, cbase = med["untraced"], cmed["untraced"]
     rows = [[name, f"{t:.3f}", f"{(t / base - 1) * 100:+.1f} %",
+             f"{(statistics.median(paired[name]) - 1) * 100:+.1f} %" if paired[name] else "-",
              f"{cmed[name]:.3f}", f"{(cmed[name] / cbase - 1) * 100:+.1f} %",
              " ".join(f"{x:.2f}" for x in times[name])] for name, t in med.items()]
     sizes = {}
@@ -258,14 +270,17 @@ def main() -> int:
         storm = [] if args.no_storm else storm_rows(args.switch_s, 1, tmp)
     prog = ([switch_program_ns(ev, args.switch_s) for ev in (None, EVENTS, None, EVENTS)]
             if shutil.which("stress-ng") else [])
-    body = table(["configuration", "wall s (median)", "vs untraced", "CPU s (median)",
+    body = table(["configuration", "wall s (median)", "vs untraced",
+                  "vs untraced, paired (median of per-round ratios)", "CPU s (median)",
                   "vs untraced", "wall s of each run"], rows)
     body += (f"\nThe program: a {args.size}x{args.size} Jacobi stencil, {args.iters} sweeps, "
              "2 OpenMP threads, timing its own loop (wall, and CPU time of the process: the BPF "
              "programs and uprobes run in its context, and CPU time moves less than wall time "
              f"with the machine's other load); {args.repeat} rounds of every "
              "configuration, one of each per round. snumap at its defaults otherwise "
-             "(regions auto: the OpenMP probes are on).\n\n")
+             "(regions auto: the OpenMP probes are on; the recorder at nice -10, and once at "
+             "--nice 0). The paired column is the median over rounds of each round's time over "
+             "that round's untraced time: the machine's drift cancels in it.\n\n")
     body += (f"Thread counters with `--events {EVENTS}`: {sizes['intervals']} run intervals, "
              f"{sizes['bytes_per_interval']:.1f} bytes each on disk (compressed chunk), beside "
              f"{sizes['bytes_per_event']:.1f} bytes per scheduling event; the recording "

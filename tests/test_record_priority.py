@@ -47,9 +47,10 @@ def test_bad_nice_is_one_line_before_anything(tmp_path, bad) -> None:
 @pytest.mark.skipif(not ROOT, reason="raising a priority needs root or CAP_SYS_NICE")
 @pytest.mark.parametrize(("opt", "want"), [([], -10), (["--nice", "-5"], -5),
                                            (["--nice", "0"], 0)])
-def test_recorder_raised_command_not(tmp_path, opt, want) -> None:
+def test_recorder_raised_only_under_pressure_command_never(tmp_path, opt, want) -> None:
     """The command prints its own nice value and its parent's (the recorder's main thread,
-    which forked it): the recorder runs at WANT, the command at what the caller had."""
+    which forked it): with nothing filling the buffers the recorder stays at the caller's
+    priority, the command too; the header names the value taken under pressure."""
     out = tmp_path / "r.rec"
     caller = os.getpriority(os.PRIO_PROCESS, 0)
     r = record("-o", str(out), "--regions", "none", *opt, "--",
@@ -57,9 +58,87 @@ def test_recorder_raised_command_not(tmp_path, opt, want) -> None:
     assert r.returncode == 0, r.stderr
     mine, parent = [line for line in r.stdout.splitlines() if ")" in line][:2]
     assert stat_nice(mine) == caller
-    assert stat_nice(parent) == min(want, caller)
+    assert stat_nice(parent) == caller
     with store.open(out) as rd:
         assert rd.header["recorder_nice"] == min(want, caller)
+
+
+@pytest.mark.skipif(not ROOT, reason="raising a priority needs root or CAP_SYS_NICE")
+def test_priority_follows_the_pressure() -> None:
+    """pressure() raises every thread it is given to NICE; idle() brings them back to the
+    caller's only after QUIET_S without pressure."""
+    import threading
+    import time
+
+    from snumap_tui.commands.record_priority import Priority
+
+    ready, done = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def worker() -> None:
+        tids.append(threading.get_native_id())
+        ready.set()
+        done.wait(30)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    ready.wait(10)
+    base = os.getpriority(os.PRIO_PROCESS, tids[0])
+    p = Priority(-10, base=base, tasks=lambda: tids)
+    try:
+        assert p.check() is None and p.nice == min(-10, base)
+        now = time.monotonic()
+        p.pressure(now)
+        assert os.getpriority(os.PRIO_PROCESS, tids[0]) == p.nice and p.raised
+        p.idle(now + p.QUIET_S / 2)
+        assert os.getpriority(os.PRIO_PROCESS, tids[0]) == p.nice       # not quiet long
+        p.idle(now + p.QUIET_S + 0.1)
+        assert os.getpriority(os.PRIO_PROCESS, tids[0]) == base and not p.raised
+        p.pressure(now + 10)
+        assert p.times_raised == 2
+    finally:
+        done.set()
+        t.join()
+
+
+def test_drains_that_fill_signal_pressure() -> None:
+    """The drain thread calls pressure() after a large drain and idle() after a small one."""
+    import time
+
+    import numpy as np
+
+    from snumap_tui.commands.record_runtime import Drainer
+
+    class Tracer:
+        def __init__(self) -> None:
+            self.sizes = [Drainer.PRESSURE // 48 + 1, 1, 0]
+
+        def drain(self) -> np.ndarray:
+            n = self.sizes.pop(0) if self.sizes else 0
+            return np.zeros(n, dtype=np.uint64)
+
+        def drain_capped(self) -> bool:
+            return False
+
+    class Seen:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def pressure(self) -> None:
+            self.calls.append("pressure")
+
+        def idle(self) -> None:
+            self.calls.append("idle")
+
+    seen = Seen()
+    d = Drainer(Tracer(), seen)
+    try:
+        deadline = time.monotonic() + 5
+        while len(seen.calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        d._stop.set()
+    assert seen.calls[:3] == ["pressure", "idle", "idle"]
 
 
 @pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None,

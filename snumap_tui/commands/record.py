@@ -285,9 +285,8 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
     cpus = _cpus(args, cmd)
     child = HeldChild(cmd, cpus) if cmd else None
     held = {"child": child is not None}
-    # After the fork: the command keeps its priority; every recorder thread started from here
-    # on inherits the main thread's.
-    nice = record_priority.apply(args, say)
+    # After the fork: the command keeps its priority whatever the recorder's threads take.
+    priority = record_priority.start(args, say)
 
     def abandon() -> None:
         if held["child"] and child is not None:
@@ -339,7 +338,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
         header.update(attached.header())
     header["regions"] = regions.header()
     header["process_memory"] = memory.header()
-    header["recorder_nice"] = nice
+    header["recorder_nice"] = priority.nice       # taken while the event buffers fill
     if counters is not None:
         header["counters"] = counters
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
@@ -360,7 +359,7 @@ def _record(args: argparse.Namespace, cmd: list[str], interval: float, duration:
                  lambda: [signal.signal(s, h) for s, h in old.items()])
     t_start = time.monotonic()
     status = 0
-    drainer = Drainer(tracer)
+    drainer = Drainer(tracer, priority)
     cleanup.push("stopping the drain thread", drainer.stop)
 
     def events(batch: Any) -> None:

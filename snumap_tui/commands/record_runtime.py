@@ -184,12 +184,15 @@ class Drainer:
     BIG = 1 << 19             # bytes after which the next drain comes at once
     MAX_BACKLOG = 4 << 20     # bytes of drains not taken yet
     WAKE = 1 << 20            # backlog that wakes the main thread before its next poll
+    PRESSURE = 1 << 18        # a drain this large (25 MB/s) raises the recorder's priority
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(self, tracer: Any, priority: Any = None) -> None:
         import collections
         import threading
 
         self.tracer = tracer
+        # commands/record_priority.Priority: told at each drain whether the buffers fill
+        self.priority = priority
         self._q: collections.deque[Any] = collections.deque()
         self._queued = 0
         self._lock = threading.Lock()
@@ -206,6 +209,8 @@ class Drainer:
         try:
             while not self._stop.is_set():
                 if self._queued > self.MAX_BACKLOG:
+                    if self.priority is not None:
+                        self.priority.pressure()        # the main thread is behind
                     self._stop.wait(self.DRAIN_S)
                     continue
                 raw = self.tracer.drain()
@@ -216,6 +221,11 @@ class Drainer:
                         self._queued += size
                     if self._queued >= self.WAKE:
                         self._ready.set()
+                if self.priority is not None:
+                    if size >= self.PRESSURE or self._queued >= self.WAKE:
+                        self.priority.pressure()
+                    else:
+                        self.priority.idle()
                 # At once again after a large drain, or one that stopped at its budget with
                 # more there: a BPF ring set reads each ring up to an even share, so a drain
                 # of one busy CPU's ring stayed under BIG and paused while that ring filled.
