@@ -266,3 +266,24 @@ def test_sigkill_leaves_a_readable_file(tmp_path: Path) -> None:
         times = [s.t_ns for s in rec.samples(*first2)]
         assert len(times) >= 15                      # 100 ms samples over those 2 s
         assert rec.events().size >= ev.size
+
+
+def test_the_end_of_a_recording_keeps_the_run_intervals_begun_before_it() -> None:
+    """record cuts the tracer's last batch at the stop time: events after it go, and so do run
+    intervals begun after it, but the others stay (they were dropped with the events, and a
+    command that ended before the first drain lost every counter)."""
+    import numpy as np
+
+    from snumap_tui.commands.record import _until
+    from snumap_tui.trace.counters import counter_dtype
+    from snumap_tui.trace.events import EVENT_DTYPE, EventBatch
+
+    ev = np.zeros(3, EVENT_DTYPE)
+    ev["t_ns"] = [10, 20, 30]
+    c = np.zeros(3, counter_dtype(1))
+    c["t_start"], c["t_end"] = [5, 15, 26], [9, 28, 40]
+    got = _until(EventBatch(events=ev, counters=c, lost={0: 2}), 25)
+    assert got.events["t_ns"].tolist() == [10, 20] and got.lost == {0: 2}
+    assert got.counters is not None and got.counters["t_start"].tolist() == [5, 15]
+    same = EventBatch(events=ev[:2], counters=c[:2])
+    assert _until(same, 25) is same

@@ -253,12 +253,19 @@ def _kept(sample: Any, keep: Any) -> Any:
 
 
 def _until(batch: EventBatch, t_ns: int) -> EventBatch:
-    """The batch without the events after ``t_ns`` (names and lost counts kept)."""
+    """The batch without the events after ``t_ns`` and the run intervals begun after it
+    (names and lost counts kept). The counters were once dropped with the events: a command
+    that ended before the drain thread's first drain lost all of them."""
     from snumap_tui.trace.events import EventBatch
 
     ev = batch.events
+    c = batch.counters
+    if c is not None and len(c) and int(c["t_start"].max()) > t_ns:
+        c = c[c["t_start"] <= t_ns]
     if len(ev) and int(ev["t_ns"].max()) > t_ns:
-        batch = EventBatch(events=ev[ev["t_ns"] <= t_ns], tasks=batch.tasks, lost=batch.lost)
+        ev = ev[ev["t_ns"] <= t_ns]
+    if ev is not batch.events or c is not batch.counters:
+        batch = EventBatch(events=ev, tasks=batch.tasks, lost=batch.lost, counters=c)
     return batch
 
 
