@@ -121,7 +121,9 @@ class RegionSession:
         if self.drainer is None and self.tracer is not None and self.tracer.uprobes is not None:
             from snumap_tui.commands.record_runtime import Drainer
 
-            self.drainer = Drainer(self.tracer)
+            # No backing off here: a process held at its exec waits for this thread to
+            # probe its program and let it go (80 ms idle periods made each hold longer).
+            self.drainer = Drainer(self.tracer, idle_s=Drainer.DRAIN_S)
 
     def header(self) -> dict[str, Any]:
         if self.tracer is not None:

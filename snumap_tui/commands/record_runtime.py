@@ -186,11 +186,12 @@ class Drainer:
     WAKE = 1 << 20            # backlog that wakes the main thread before its next poll
     PRESSURE = 1 << 18        # a drain this large (25 MB/s) raises the recorder's priority
 
-    def __init__(self, tracer: Any, priority: Any = None) -> None:
+    def __init__(self, tracer: Any, priority: Any = None, idle_s: float | None = None) -> None:
         import collections
         import threading
 
         self.tracer = tracer
+        self.idle_s = self.IDLE_DRAIN_S if idle_s is None else idle_s
         # commands/record_priority.Priority: told at each drain whether the buffers fill
         self.priority = priority
         self._q: collections.deque[Any] = collections.deque()
@@ -230,7 +231,7 @@ class Drainer:
                 # more there: a BPF ring set reads each ring up to an even share, so a drain
                 # of one busy CPU's ring stayed under BIG and paused while that ring filled.
                 # Never at once after an empty drain (a record still being written stops it).
-                period = (min(period * 2, max(self.IDLE_DRAIN_S, self.DRAIN_S)) if size == 0
+                period = (min(period * 2, max(self.idle_s, self.DRAIN_S)) if size == 0
                           else self.DRAIN_S)
                 if size < self.BIG and (size == 0 or not self.tracer.drain_capped()):
                     self._stop.wait(period)
