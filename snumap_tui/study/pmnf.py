@@ -184,11 +184,38 @@ def _design(columns: list[np.ndarray], n: int) -> np.ndarray:
 
 
 def _cross_validate(columns: list[np.ndarray], y: np.ndarray) -> float:
-    """Leave-one-out SMAPE (%) of the linear model with these basis columns."""
+    """Leave-one-out SMAPE (%) of the linear model with these basis columns.
+
+    Each left-out point's prediction comes from the one full fit, as least squares allows:
+    y_k - e_k / (1 - h_kk), with e the residuals and h the diagonal of the hat matrix (from
+    the design's thin SVD). Refitting once per point was 80 % of `scale report` on a study of
+    20 regions (40,000 fits). Where a point carries the whole fit of some direction (h_kk near
+    1) or the design is rank-deficient, the refits are done as before."""
     n = len(y)
     a = _design(columns, n)
-    if n <= a.shape[1]:
+    if n <= a.shape[1] or not np.all(np.isfinite(a)):
         return math.inf
+    try:
+        u, sv, vt = np.linalg.svd(a, full_matrices=False)
+    except np.linalg.LinAlgError:
+        return _cross_validate_refit(a, y)
+    if sv.min() <= sv.max() * max(a.shape) * np.finfo(float).eps:
+        return _cross_validate_refit(a, y)
+    h = np.einsum("ij,ij->i", u, u)
+    if np.any(h > 1.0 - 1e-8):
+        return _cross_validate_refit(a, y)
+    coef = vt.T @ ((u.T @ y) / sv)
+    if not np.all(np.isfinite(coef)):
+        return math.inf
+    pred = y - (y - a @ coef) / (1.0 - h)
+    den = np.abs(pred) + np.abs(y)
+    errs = np.where(den == 0, 0.0, 2.0 * np.abs(pred - y) / np.where(den == 0, 1.0, den))
+    return float(np.mean(errs) * 100.0)
+
+
+def _cross_validate_refit(a: np.ndarray, y: np.ndarray) -> float:
+    """Leave-one-out SMAPE (%) by refitting without each point in turn."""
+    n = len(y)
     errs = np.empty(n)
     for k in range(n):
         keep = np.ones(n, dtype=bool)
