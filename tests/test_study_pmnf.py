@@ -125,3 +125,23 @@ def test_leave_one_out_from_one_fit_equals_refitting() -> None:
     x = np.array([0.0, 0.0, 0.0, 0.0, 5.0])
     y = np.array([1.0, 1.1, 0.9, 1.0, 7.0])
     assert pmnf._cross_validate([x], y) == pmnf._cross_validate_refit(pmnf._design([x], 5), y)
+
+
+def test_one_term_hypotheses_cross_validated_at_once_as_one_by_one() -> None:
+    """The batch of one-term hypotheses gives each row's own cross-validation, constant rows
+    and rows with a leverage-1 point included (those are done one by one)."""
+    import numpy as np
+
+    from snumap_tui.study import pmnf
+
+    rng = np.random.default_rng(11)
+    for n in (3, 5, 8):
+        xs = rng.uniform(0.5, 30.0, (40, n)) ** rng.uniform(-2.0, 2.0, (40, 1))
+        xs[3] = 2.0                                   # constant: no slope to fit
+        xs[5] = 0.0
+        xs[5, -1] = 4.0                               # one point carries the slope
+        y = rng.uniform(0.1, 5.0, n)
+        many = pmnf._cross_validate_many(xs, y)
+        one = [pmnf._cross_validate([x], y) for x in xs]
+        assert many == pytest.approx(one, rel=1e-9, abs=1e-9)
+    assert pmnf._cross_validate_many(np.zeros((0, 4)), np.ones(4)) == []
