@@ -74,7 +74,9 @@ def scaled(tc: ThreadCounters) -> Scaled:
                   else np.zeros(n, bool))
 
 
-def _first(events: list[str], names: tuple[str, ...]) -> int | None:
+def event_index(events: list[str], names: tuple[str, ...]) -> int | None:
+    """The column of EVENTS holding the first of NAMES counted (any case), or None: one
+    matching of event names for attribution, energy, replay's figures and top's panel."""
     low = [e.lower() for e in events]
     for n in names:
         if n.lower() in low:
@@ -90,7 +92,7 @@ def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
     why: dict[str, str] = {}
 
     def get(names: tuple[str, ...]) -> float | None:
-        i = _first(events, names)
+        i = event_index(events, names)
         return None if i is None else float(sums[i])
 
     cyc, ins = get(CYCLES), get(INSTRUCTIONS)
@@ -147,7 +149,7 @@ def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
     /proc's utime + stime; None without either."""
     if "proc:utime-ns" in events:
         return int(sums[events.index("proc:utime-ns")] + sums[events.index("proc:stime-ns")])
-    i = _first(events, TASK_CLOCK)
+    i = event_index(events, TASK_CLOCK)
     return None if i is None else int(sums[i])
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snumap_tui.analysis.attribution import CYCLES, INSTRUCTIONS, Scaled, _first, scaled
+from snumap_tui.analysis.attribution import CYCLES, INSTRUCTIONS, Scaled, event_index, scaled
 from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.analysis.region_timeline import RegionTimeline, thread_segments
 from snumap_tui.store.counters import ThreadCounters
@@ -55,7 +55,7 @@ def figures(events: list[str], per: str = "ms") -> list[Figure]:
     counted, then each event's rate (PER names the time a rate is over: "ms" of the chart's
     column, "on-CPU ms" of a region interval)."""
     out = []
-    cyc, ins = _first(events, CYCLES), _first(events, INSTRUCTIONS)
+    cyc, ins = event_index(events, CYCLES), event_index(events, INSTRUCTIONS)
     if cyc is not None and ins is not None:
         out.append(Figure("IPC", ins, cyc))
     for i, e in enumerate(events):

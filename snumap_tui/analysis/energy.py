@@ -40,8 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.attribution import CYCLES, LLC_MISSES, Scaled, scaled
-from snumap_tui.analysis.attribution import _first as first_event
+from snumap_tui.analysis.attribution import CYCLES, LLC_MISSES, Scaled, event_index, scaled
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.model.derive import counters
 from snumap_tui.model.sample import Sample
@@ -288,7 +287,7 @@ def weigh(cs: list[Curve], iv: Intervals, rec: Any) -> None:
     sc = scaled(tc)
     for c in cs:
         names = WEIGHTS.get(c.domain.split("-")[0])
-        col = first_event(sc.events, names) if names else None
+        col = event_index(sc.events, names) if names else None
         if col is not None:
             _weigh(c, iv, sc, col, sc.events[col])
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from snumap_tui.analysis.attribution import TASK_CLOCK, _first, derived
+from snumap_tui.analysis.attribution import TASK_CLOCK, derived, event_index
 from snumap_tui.analysis.attribution_text import _num, _ratio
 from snumap_tui.textsafe import safe_text
 
@@ -37,7 +37,7 @@ FIGURES = ("ipc", "ghz", "mpki", "llc_miss_ratio", "faults", "migrations")
 def _figures(events: list[str], sums: np.ndarray, on_cpu_ns: int, dt: float
              ) -> dict[str, Any]:
     """derived()'s figures of these counts, with per-second rates of every event."""
-    j = _first(events, MIGRATIONS)
+    j = event_index(events, MIGRATIONS)
     mig = None if j is None else int(sums[j])
     figs, why = derived(events, sums, on_cpu_ns, mig)
     if mig is None:
@@ -57,7 +57,7 @@ def thread_figures(d: ThreadDeltas) -> dict[str, Any]:
     saying why)."""
     events = list(d.events)
     dt = d.dt_s
-    tc = _first(events, TASK_CLOCK)
+    tc = event_index(events, TASK_CLOCK)
     rows = []
     for i, tid in enumerate(d.tids.tolist()):
         counted = [j for j in range(len(events)) if not math.isnan(d.delta[i, j])]
