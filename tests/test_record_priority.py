@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from snumap_tui import store
-from snumap_tui.commands.record_priority import parse_nice, raise_this_thread
+from snumap_tui.commands.record_priority import Priority, parse_nice
 from snumap_tui.errors import SnumapError
 
 PY = sys.executable
@@ -145,8 +145,8 @@ def test_drains_that_fill_signal_pressure() -> None:
                     reason="needs root to become another user (setpriv)")
 def test_without_the_right_it_says_why() -> None:
     """An unprivileged user cannot raise a priority: one line saying so, nothing raised."""
-    code = ("from snumap_tui.commands.record_priority import raise_this_thread as r; "
-            "import os; print(r(-10)); print(os.getpriority(os.PRIO_PROCESS, 0))")
+    code = ("from snumap_tui.commands.record_priority import Priority; "
+            "import os; print(Priority(-10).check()); print(os.getpriority(os.PRIO_PROCESS, 0))")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         "--inh-caps=-all", PY, "-c", code], capture_output=True, text=True,
@@ -165,7 +165,9 @@ def test_never_lowers() -> None:
 
     def run() -> None:
         before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        got.append(raise_this_thread(before + 1))
+        p = Priority(before + 1, base=before, tasks=lambda: [threading.get_native_id()])
+        got.append(p.check())
+        p.pressure()
         got.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before)
 
     t = threading.Thread(target=run)

@@ -64,23 +64,6 @@ def _refusal(exc: OSError, nice: int, current: int) -> str:
     return f"cannot set the recorder's priority to nice {nice}: {exc.strerror}"
 
 
-def raise_this_thread(nice: int) -> str | None:
-    """Set the calling thread's nice value to NICE when that is higher priority than it has
-    (never lowers it); None when done or nothing to do, else one line saying why not."""
-    tid = threading.get_native_id()
-    try:
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-    except OSError as exc:
-        return f"cannot read the recorder's priority: {exc.strerror}"
-    if nice >= current:
-        return None
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except OSError as exc:
-        return _refusal(exc, nice, current)
-    return None
-
-
 class Priority:
     """Every thread of this process at ``nice`` while ``pressure()`` is called, at ``base``
     (the caller's) after ``QUIET_S`` of ``idle()`` calls; thread-safe (the drain thread calls

@@ -330,18 +330,15 @@ class LibbpfTracer(BpfTracer):
             batch = self.read()
             with self._clock:       # what decodes had left for later batches
                 rest, self._cdrained, self._cbytes = self._cdrained, [], 0
+            while self._cring is not None:      # and every record the rings still hold
+                more = self._cring.read(self.DRAIN_MAX)
+                if not len(more):
+                    break
+                rest.append(more)
             if rest:
                 more = self._widen(np.concatenate(rest))
-                batch.counters = np.concatenate([batch.counters, more]) \
-                    if batch.counters is not None else more
-            if self._cring is not None:
-                while True:         # every counter record the rings still hold
-                    more = self._cring.read(self.DRAIN_MAX)
-                    if not len(more):
-                        break
-                    more = self._widen(more)
-                    batch.counters = np.concatenate([batch.counters, more]) \
-                        if batch.counters is not None else more
+                batch.counters = more if batch.counters is None else \
+                    np.concatenate([batch.counters, more])
             return batch
         finally:
             self._release()
