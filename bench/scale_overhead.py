@@ -28,41 +28,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import table, write_section
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
-PROG = r"""
-#include <omp.h>
-#include <stdio.h>
-#include <stdlib.h>
-static double work(long n) {
-    unsigned long x = 88172645463325252UL, s = 0;
-    for (long i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; s += x; }
-    return (double)(s >> 12);
-}
-int main(int argc, char **argv) {
-    long n = atol(argv[1]), unit = 1000000;
-    double s = 0, c = 0;
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
-        #pragma omp critical
-        { c += work(unit); }
-    }
-    #pragma omp parallel for reduction(+:s) schedule(static)
-    for (long i = 0; i < n; i++) s += work(unit);
-    printf("%f %f\n", s, c);
-    return 0;
-}
-"""
-
-
-def favoured() -> None:  # pragma: no cover - in the child
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("-20")
-    except OSError:
-        pass
-    os.nice(-20)
+# The test program of tests/test_scale_program.py, and its way of favouring the study's
+# processes on a shared machine: the same measurement as the test's.
+from tests.test_scale_program import PROG
+from tests.test_scale_program import _favoured as favoured
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
