@@ -16,8 +16,8 @@ from snumap_tui import store
 from snumap_tui.analysis.jobreport import job_section
 from snumap_tui.analysis.report import build_report
 from snumap_tui.analysis.synth import synthetic_topology, write_recording
-from snumap_tui.commands.record_job import expand_output
 from snumap_tui.errors import SnumapError
+from snumap_tui.recording.job import expand_output
 from snumap_tui.sources.jobprocs import job_of, parse_environ, rank_of, same_job, step_of
 from snumap_tui.sources.jobs import parse_cgroup
 from snumap_tui.store import chunks as C

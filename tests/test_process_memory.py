@@ -211,7 +211,7 @@ def test_memory_kinds_are_hwlocs_on_a_machine_with_hbm_and_nvm(corpus: Path,
 def test_system_wide_with_a_command_watches_the_commands_tree_only() -> None:
     """--system-wide: the batches name every task of the machine; the memory (and the
     sampler's watch) follow the command's forks, not every task named."""
-    from snumap_tui.commands.record_runtime import TreeWatch
+    from snumap_tui.recording.runtime import TreeWatch
     from snumap_tui.trace.events import EVENT_DTYPE, EXIT, FORK, EventBatch, TaskInfo
 
     class Sink:

@@ -16,6 +16,7 @@ from snumap_tui.cli import build_parser
 from snumap_tui.commands import record
 from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
+from snumap_tui.recording import session
 from snumap_tui.trace import events as ev
 from snumap_tui.trace import select
 
@@ -95,9 +96,9 @@ def setup(monkeypatch: pytest.MonkeyPatch, *, fail_sweep: bool = False,
 
     monkeypatch.setattr(select, "start_tracer", start_tracer)
     monkeypatch.setattr(store, "Writer", writer)
-    monkeypatch.setattr(record, "make_sampler",
+    monkeypatch.setattr(session, "make_sampler",
                         lambda *_a: (FakeSampler(calls, fail_sweep), []))
-    monkeypatch.setattr(record, "backend_statuses", list)
+    monkeypatch.setattr(session, "backend_statuses", list)
     return calls
 
 
@@ -191,7 +192,7 @@ def test_the_traced_tree_is_watched_every_sample(monkeypatch: pytest.MonkeyPatch
 
 def test_tree_watch_follows_forks_and_exits() -> None:
     calls = Calls()
-    w = record.TreeWatch(FakeSampler(calls), [10])
+    w = session.TreeWatch(FakeSampler(calls), [10])
     e = ev.empty_events(1)
     e[0] = (5, 0, ev.EXIT, 11, -1, 11, -1, 0)
     w.update(ev.EventBatch(tasks=[ev.TaskInfo(11, 11, "child"), ev.TaskInfo(12, 10, "thr")]))
@@ -199,6 +200,6 @@ def test_tree_watch_follows_forks_and_exits() -> None:
     w.update(ev.EventBatch(events=e))
     assert w.pids == {10}
     assert [c[1] for c in calls] == [[10], [10, 11], [10]]
-    none = record.TreeWatch(FakeSampler(calls), [])          # system-wide: nothing watched
+    none = session.TreeWatch(FakeSampler(calls), [])          # system-wide: nothing watched
     none.update(ev.EventBatch(tasks=[ev.TaskInfo(11, 11, "x")]))
     assert none.pids == set() and len(calls) == 3

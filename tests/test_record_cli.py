@@ -14,8 +14,8 @@ import pytest
 
 from snumap_tui import store
 from snumap_tui.commands.options import parse_duration
-from snumap_tui.commands.record_runtime import merge_drains
 from snumap_tui.errors import SnumapError
+from snumap_tui.recording.runtime import merge_drains
 
 PY = sys.executable
 
@@ -59,7 +59,7 @@ def test_drain_thread_comes_back_at_once_after_a_drain_that_hit_its_budget(monke
     were empty."""
     import numpy as np
 
-    from snumap_tui.commands.record_runtime import Drainer
+    from snumap_tui.recording.runtime import Drainer
     from snumap_tui.trace.base import Tracer
 
     class Busy(Tracer):
@@ -126,7 +126,7 @@ def test_drainer_backs_off_while_idle_and_comes_back_with_data() -> None:
     to DRAIN_S."""
     import numpy as np
 
-    from snumap_tui.commands.record_runtime import Drainer
+    from snumap_tui.recording.runtime import Drainer
 
     class Quiet:
         def __init__(self) -> None:
@@ -161,7 +161,7 @@ def test_drainer_stop_hands_over_what_the_buffers_still_hold() -> None:
     just before it exited) come out of stop(), not left in the kernel buffer."""
     import numpy as np
 
-    from snumap_tui.commands.record_runtime import Drainer
+    from snumap_tui.recording.runtime import Drainer
 
     class Late:
         def __init__(self) -> None:

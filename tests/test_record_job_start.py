@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from snumap_tui import store
-from snumap_tui.commands.record_job import START_WAIT_S
+from snumap_tui.recording.job import START_WAIT_S
 
 PY = sys.executable
 
@@ -90,7 +90,7 @@ def test_a_job_whose_first_process_comes_a_moment_later_is_recorded(tmp_path: Pa
 def test_processes_found_after_the_last_poll_are_recorded() -> None:
     """The job's last step ends the job and the recorder with it: what the scan thread found
     after the main loop's last poll is still written when the watch finishes."""
-    from snumap_tui.commands.record_job import JobWatch
+    from snumap_tui.recording.job import JobWatch
     from snumap_tui.sources.jobprocs import JobProc
 
     class Writer:

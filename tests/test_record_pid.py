@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from snumap_tui.commands.record_attach import check_pid, parse_pids
 from snumap_tui.errors import SnumapError
+from snumap_tui.recording.attach import check_pid, parse_pids
 
 PY = sys.executable
 SNUMAP = [PY, "-m", "snumap_tui.cli"]

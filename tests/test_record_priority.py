@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from snumap_tui import store
-from snumap_tui.commands.record_priority import Priority, parse_nice
 from snumap_tui.errors import SnumapError
+from snumap_tui.recording.priority import Priority, parse_nice
 
 PY = sys.executable
 ROOT = os.geteuid() == 0
@@ -70,7 +70,7 @@ def test_priority_follows_the_pressure() -> None:
     import threading
     import time
 
-    from snumap_tui.commands.record_priority import Priority
+    from snumap_tui.recording.priority import Priority
 
     ready, done = threading.Event(), threading.Event()
     tids: list[int] = []
@@ -107,7 +107,7 @@ def test_drains_that_fill_signal_pressure() -> None:
 
     import numpy as np
 
-    from snumap_tui.commands.record_runtime import Drainer
+    from snumap_tui.recording.runtime import Drainer
 
     class Tracer:
         def __init__(self) -> None:
@@ -145,7 +145,7 @@ def test_drains_that_fill_signal_pressure() -> None:
                     reason="needs root to become another user (setpriv)")
 def test_without_the_right_it_says_why() -> None:
     """An unprivileged user cannot raise a priority: one line saying so, nothing raised."""
-    code = ("from snumap_tui.commands.record_priority import Priority; "
+    code = ("from snumap_tui.recording.priority import Priority; "
             "import os; print(Priority(-10).check()); print(os.getpriority(os.PRIO_PROCESS, 0))")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",

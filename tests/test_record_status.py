@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from snumap_tui.commands.record_status import LiveStatus, better_backends_note, status_text
+from snumap_tui.recording.status import LiveStatus, better_backends_note, status_text
 
 
 class Tty(io.StringIO):

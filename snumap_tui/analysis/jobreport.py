@@ -1,7 +1,7 @@
 """The job part of `snumap report`: per node and per MPI rank, and how unequal they are.
 
 Built on the report's per-process run times (analysis/report.py) and the recording's
-``job processes`` info chunks (commands/record_job.py), which say for each process of the job
+``job processes`` info chunks (recording/job.py), which say for each process of the job
 its node, job step and MPI rank. Imbalance is given two ways: ``max/mean`` of the run times and
 the percent imbalance ``(max - mean) / max`` (how much of the slowest one's time the others
 would save if the work were spread evenly), for nodes and for ranks.

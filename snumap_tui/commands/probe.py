@@ -184,8 +184,8 @@ def collect(args: argparse.Namespace) -> list[SourceStatus]:
 def record_plan(checks: list[SourceStatus]) -> dict[str, Any]:
     """Which tracer `snumap record` will use here and why not the better ones: the choice
     record makes (trace.select.pick on the same statuses), and `record --job`'s (perf first:
-    commands/record_job.job_backend). Only for this machine."""
-    from snumap_tui.commands.record_job import job_backend
+    recording/job.job_backend). Only for this machine."""
+    from snumap_tui.recording.job import job_backend
     from snumap_tui.trace.select import ORDER, pick, tracer_class
 
     known = {s.name.removeprefix("trace:"): s for s in checks if s.name.startswith("trace:")}

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rec.add_argument("--interval", default=None, help="metric sampling interval")
     rec.add_argument("--regions", default=None, choices=["auto", "omp", "mpi", "none"])
     rec.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL")
-    from snumap_tui.commands.record_counters import HELP as EVENTS_HELP
+    from snumap_tui.recording.counters import HELP as EVENTS_HELP
 
     rec.add_argument("--events", default=None, metavar="LIST",
                      help=EVENTS_HELP + "; checked once here, kept in the study: a resume "
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 def _event_names(args: argparse.Namespace) -> list[str] | None:
     """``--events`` parsed as `snumap record` parses it (SnumapError for a bad name), as the
     names each run's record gets; None without it."""
-    from snumap_tui.commands.record_counters import specs_from_args
+    from snumap_tui.recording.counters import specs_from_args
 
     if args.events is None:
         return None
@@ -191,7 +191,7 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
     say = _say
     if args.event_names and args.slurm is None:
         # said once here; each run's recording keeps them in its header's "dropped"
-        from snumap_tui.commands.record_counters import countable, specs_from_args
+        from snumap_tui.recording.counters import countable, specs_from_args
 
         countable(specs_from_args(args), say)
     with M.flocked(study.dir / ".lock", f"study {study.dir}"):

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snumap_tui.commands.record_counters import TOP_HELP, events_for_top
 from snumap_tui.errors import SnumapError
+from snumap_tui.recording.counters import TOP_HELP, events_for_top
 from snumap_tui.textsafe import safe_lines, safe_text
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -262,13 +262,13 @@ _HEADER = Fields(optional={
     "backend": Nullable(TEXT), "backend_reason": Nullable(TEXT),
     "interval_ns": Int(0, I64[1]), "approximate": Bool(), "system_wide": Bool(),
     "pid_max": Int(0, I32[1]),
-    "recorder_nice": Int(-20, 20),     # record --nice (commands/record_priority.py)
+    "recorder_nice": Int(-20, 20),     # record --nice (recording/priority.py)
     "clock_start": _CLOCK,
-    # record --job (commands/record_job.py)
+    # record --job (recording/job.py)
     "job": Fields(optional={"system": Nullable(TEXT), "id": Nullable(OneOf(TEXT, Int(*I64)))},
                   none_is_absent=True),
     "jobs": _TEXTS,
-    # record --regions (commands/record_regions.py)
+    # record --regions (recording/regions.py)
     "regions": Fields(optional={"mode": Nullable(TEXT), "problems": _TEXTS,
                                 "found": ListOf(Anything(4), max_len=1 << 16),
                                 "probes": Nullable(TEXT), "markers": Bool()},

@@ -29,7 +29,7 @@ from snumap_tui.trace.tasks import TaskTable, seed_tree
 # full machine it can be kept from running for a few hundred ms (the recorder's own main
 # thread behind, other work): under a switch storm with counters a CPU writes ~15 MB/s of
 # events and interval records, which filled 1 MiB in 70 ms. 4 MiB holds ~270 ms of that
-# (with the recorder at nice -10, commands/record_priority.py: docs/benchmarks.md, "Counters
+# (with the recorder at nice -10, recording/priority.py: docs/benchmarks.md, "Counters
 # per run interval", has the storms with and without). Every byte counts in the
 # recorder's RSS once the ring has wrapped (the RSS target is "the rings plus 60 MB").
 DEFAULT_BYTES_PER_CPU = 4 << 20

@@ -250,7 +250,7 @@ class LibbpfTracer(BpfTracer):
         events)."""
         events = super().drain()          # the scheduling events first: they are the trace
         cring = self._cring
-        # Bounded as the events' backlog is (commands/record_runtime.Drainer): past
+        # Bounded as the events' backlog is (recording/runtime.Drainer): past
         # COUNTER_BACKLOG the rings keep them, and when those fill the program counts what it
         # drops ("counter records lost") instead of the recorder's memory growing.
         if cring is not None and self._cbytes < self.COUNTER_BACKLOG:

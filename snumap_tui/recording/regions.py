@@ -119,7 +119,7 @@ class RegionSession:
         """The drain thread, once there are probes to drain (none: no thread waking every
         10 ms for nothing, e.g. a system-wide recording)."""
         if self.drainer is None and self.tracer is not None and self.tracer.uprobes is not None:
-            from snumap_tui.commands.record_runtime import Drainer
+            from snumap_tui.recording.runtime import Drainer
 
             # No backing off here: a process held at its exec waits for this thread to
             # probe its program and let it go (80 ms idle periods made each hold longer).

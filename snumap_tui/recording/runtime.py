@@ -1,5 +1,5 @@
 """The moving parts of `snumap record`: the held child, the drain thread and the ordered
-clean-up (the output file is `commands/record_output.py`). `commands/record.py` wires them
+clean-up (the output file is `recording/output.py`). `commands/record.py` wires them
 together."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class Drainer:
 
         self.tracer = tracer
         self.idle_s = self.IDLE_DRAIN_S if idle_s is None else idle_s
-        # commands/record_priority.Priority: told at each drain whether the buffers fill
+        # recording/priority.Priority: told at each drain whether the buffers fill
         self.priority = priority
         self._q: collections.deque[Any] = collections.deque()
         self._queued = 0

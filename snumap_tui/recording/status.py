@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from snumap_tui.commands.record_runtime import _size
+from snumap_tui.recording.runtime import _size
 from snumap_tui.textsafe import safe_lines, safe_text
 
 REFRESH_S = 0.5
