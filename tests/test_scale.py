@@ -147,8 +147,8 @@ def test_cpufreq_userspace_governor_and_leftover(tmp_path: Path) -> None:
     f.set("2GHz")
     assert (root / "cpu0/cpufreq/scaling_setspeed").read_text() == "2000000"
     # the study is killed (no restore): the next one puts the frequencies back
-    assert restore_leftover(tmp_path / "freq-restore.json")
-    assert _state(root) == before
+    assert restore_leftover(tmp_path, root)
+    assert _state(root) == before and not (tmp_path / "freq-restore.json").exists()
 
 
 def test_cpufreq_refused_where_missing(tmp_path: Path) -> None:

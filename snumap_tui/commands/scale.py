@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 from pathlib import Path
@@ -188,6 +187,9 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
                               {k: v for k, v in actuators.items() if v}, options,
                               events=args.event_names)
     study, resumed = M.create_or_resume(args.output, manifest)
+    from snumap_tui.study.runner import Launch, run_pending
+
+    launch = Launch.of(manifest)        # what runs: this plan, never the directory's copy
     say = _say
     if args.event_names and args.slurm is None:
         # said once here; each run's recording keeps them in its header's "dropped"
@@ -197,8 +199,8 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
     with M.flocked(study.dir / ".lock", f"study {study.dir}"):
         from snumap_tui.study.freq import restore_leftover
 
-        if restore_leftover(study.dir / "freq-restore.json"):
-            say("restored the CPU frequencies a killed study had changed")
+        for line in restore_leftover(study.dir):
+            say(line)
         study.save(keys=None)
         if args.slurm is not None:
             from snumap_tui.study.slurm import submit
@@ -208,20 +210,20 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
             say(f"submitted {len(pending)} runs as Slurm job array {job}; then: "
                 f"snumap scale report {study.dir}")
             return 0
-        from snumap_tui.study.runner import run_pending
-
         if resumed:
             say(f"resuming {study.dir}: {len(study.pending(args.retry_failed))} of "
                 f"{len(study.plan())} runs to record")
         try:
-            counts = run_pending(study, topo, say, retry_failed=args.retry_failed,
+            counts = run_pending(study, launch, topo, say, retry_failed=args.retry_failed,
                                  freq=actuator)
         except KeyboardInterrupt:
             say(f"interrupted; rerun the same command to resume {study.dir}")
             return 130
     failed = f", {counts['failed']} failed (kept, marked)" if counts.get("failed") else ""
-    say(f"{counts.get('ok', 0)} runs recorded{failed}, {counts['skipped']} already complete; "
-        f"snumap scale report {study.dir}")
+    left = (f", {counts['other']} of configurations not asked for now left pending (give "
+            "their options to record them)" if counts.get("other") else "")
+    say(f"{counts.get('ok', 0)} runs recorded{failed}, {counts['skipped']} already complete"
+        f"{left}; snumap scale report {study.dir}")
     return 0
 
 
@@ -230,13 +232,20 @@ def _say(text: str) -> None:
 
 
 def _print_plan(confs: list[dict[str, Any]], repeat: int, as_json: bool) -> None:
+    """The plan: each configuration's CPUs, OpenMP variables and the command each run
+    records, its {input} and {ranks} substituted."""
+    import shlex
+
+    from snumap_tui.textsafe import safe_text
+
     if as_json:
         print(json.dumps({"configurations": confs, "repeat": repeat}, indent=1))
         return
     print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs")
     for c in confs:
         env = " ".join(f"{k}={v}" for k, v in (c["omp_env"] or {}).items())
-        print(f"  {c['key']:<32} cpus {c['cpuset'] or 'any':<12} {env}")
+        print(safe_text(f"  {c['key']:<32} cpus {c['cpuset'] or 'any':<12} {env}").rstrip())
+        print("    " + safe_text(shlex.join(c["command"])))
 
 
 # ---- report, export, view, task --------------------------------------------------------------
@@ -248,7 +257,8 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--json", action="store_true")
         p.add_argument("--plot", metavar="DIR", help="write SVG/PNG plots there (matplotlib)")
         p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
-        p.add_argument("--force", action="store_true", help="replace the --extrap file(s)")
+        p.add_argument("--force", action="store_true",
+                       help="replace the --extrap file(s) and the --plot files")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
         p.add_argument("--metric", default="time", metavar="NAME",
@@ -286,77 +296,80 @@ def _verb(verb: str, argv: list[str]) -> int:
 def _report(data: Any, args: argparse.Namespace) -> int:
     from snumap_tui.study import extrap, plots
     from snumap_tui.study.report import format_report
+    from snumap_tui.textsafe import safe_text
 
     rep = data.report(args.predict, args.metric)
     if args.plot:
-        Path(args.plot).mkdir(parents=True, exist_ok=True)
-        rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
+        rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated(),
+                                                          force=args.force)]
     if args.extrap:
-        extrap.write_extrap(Path(args.extrap), data.measurements, force=args.force)
-        rep["extrap"] = args.extrap
+        rep["extrap"] = [str(x) for x in extrap.write_extrap(Path(args.extrap),
+                                                              data.measurements,
+                                                              force=args.force)]
     if args.json:
         print(json.dumps(rep, indent=1, default=str))
     else:
         print(format_report(rep))
         for f in rep.get("plots", []):
-            print(f"plot: {f}")
+            print(safe_text(f"plot: {f}"))
         if args.extrap:
-            print(f"Extra-P input: {args.extrap}")
+            several = " (one file per placement and frequency)" if len(rep["extrap"]) > 1 \
+                else ""
+            print(safe_text(f"Extra-P input{several}: {', '.join(rep['extrap'])}"))
     return 0
 
 
 def _export(data: Any, args: argparse.Namespace) -> int:
-    from snumap_tui.study.manifest import write_atomic
+    from snumap_tui.safeout import SafeOutput
 
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise SnumapError(f"{out} exists (--force to replace it)")
-    if out.is_symlink():
-        raise SnumapError(f"{out} is a symbolic link: refused")
-    if args.format == "parquet":
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        try:
-            n = data.write_parquet(tmp)
-            os.replace(tmp, out)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    elif args.format == "json":
-        doc = data.to_json()
-        write_atomic(out, json.dumps(doc, indent=1, default=str))
-        n = len(doc["measurements"])
-    else:
-        import csv
-        import io
+    with SafeOutput(out, force=args.force, inputs=[data.dir]) as sink:
+        if args.format == "parquet":
+            with sink.open() as f:
+                n = data.write_parquet(f)
+        elif args.format == "json":
+            doc = data.to_json()
+            with sink.open(text=True) as f:
+                f.write(json.dumps(doc, indent=1, default=str))
+            n = len(doc["measurements"])
+        else:
+            import csv
 
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=data.column_names(), extrasaction="ignore")
-        w.writeheader()
-        w.writerows(data.rows())
-        write_atomic(out, buf.getvalue())
-        n = len(data.measurements)
-    print(f"snumap scale: {n} rows (run x region) to {out}", file=sys.stderr)
+            with sink.open(text=True) as f:
+                w = csv.DictWriter(f, fieldnames=data.column_names(), extrasaction="ignore")
+                w.writeheader()
+                w.writerows(data.rows())
+            n = len(data.measurements)
+    from snumap_tui.textsafe import safe_text
+
+    print(safe_text(f"snumap scale: {n} rows (run x region) to {out}"), file=sys.stderr)
     return 0
 
 
 def _task(args: argparse.Namespace) -> int:
-    """One Slurm array task: its run, recorded on this node."""
+    """One Slurm array task: its run, recorded on this node, as the study (opened once,
+    trusted: the submitting user's) plans it."""
+    from snumap_tui.study.freq import restore_leftover
     from snumap_tui.study.manifest import open_study
-    from snumap_tui.study.runner import execute
+    from snumap_tui.study.runner import Launch, execute
     from snumap_tui.study.slurm import task_run
     from snumap_tui.topology.build import load_topology
 
-    study = open_study(args.study)
+    study = open_study(args.study, trust=True)
+    launch = Launch.of(study.manifest)
     run = task_run(study, Path(args.list), args.index)
     actuator = None
     if run.config.freq is not None:
-        from snumap_tui.study.freq import CpuFreq
+        from snumap_tui.study.freq import CpuFreq, restore_file_for_task
 
-        actuator = CpuFreq()
+        for line in restore_leftover(study.dir):
+            _say(line)
+        # recorded before the first change: a SIGKILLed task leaves what to undo
+        actuator = CpuFreq(restore_file=restore_file_for_task(study.dir))
         actuator.check([run.config.freq])
         actuator.set(run.config.freq)
     try:
-        st = execute(study, run, load_topology(io=False), _say)
+        st = execute(study, launch, run, load_topology(io=False), _say)
     finally:
         if actuator is not None:
             actuator.restore()

@@ -76,8 +76,9 @@ class StudyData:
             return pd.DataFrame(self.aggregated())
         return pd.DataFrame(self.columns(), columns=self.column_names())
 
-    def write_parquet(self, path: Path) -> int:
-        """One row per run x region; returns the number of rows."""
+    def write_parquet(self, path: Path | Any) -> int:
+        """One row per run x region (PATH: a file name or a binary file object); returns
+        the number of rows."""
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq

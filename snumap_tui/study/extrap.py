@@ -106,23 +106,31 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
     return "\n".join(lines) + "\n"
 
 
+def extrap_targets(path: str | Path, suffixes: Sequence[str]) -> list[Path]:
+    """The files `--extrap PATH` writes: PATH itself for one combination, else PATH's stem +
+    each suffix + its extension (``study.txt`` -> ``study-compact.txt``, ...)."""
+    path = Path(path)
+    return [path if not sfx else path.with_name(path.stem + sfx + path.suffix)
+            for sfx in suffixes]
+
+
 def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
                  force: bool = False) -> list[Path]:
     """Write the Extra-P text file(s) of a study: `path` itself, or one file per placement and
-    frequency beside it (path's stem + '-<places>-<freq>' + its suffix), each as every output
-    of snumap is written (safeout: beside, renamed; replaced only with FORCE). Returns the
+    frequency beside it (``extrap_targets``), each as every output of snumap is written
+    (safeout: beside, renamed; replaced only with FORCE). Every name is checked before the
+    first is written, so a refusal writes none and a rerun does the same. Returns the
     paths."""
-    from ..safeout import SafeOutput
+    from ..errors import SnumapError
+    from ..safeout import SafeOutput, check_output
 
-    path = Path(path)
     texts = extrap_texts(measurements)
     if not texts:
-        raise ValueError("no completed runs to write for Extra-P")
-    written = []
-    for suffix, text in texts.items():
-        target = path if not suffix else path.with_name(path.stem + suffix + path.suffix)
+        raise SnumapError("--extrap: no completed run to write for Extra-P")
+    targets = extrap_targets(path, list(texts))
+    for target in targets:
+        check_output(target, force=force)
+    for target, text in zip(targets, texts.values()):
         with SafeOutput(target, force=force) as sink, sink.open(text=True) as f:
             f.write(text)
-        written.append(target)
-    return written
-
+    return targets

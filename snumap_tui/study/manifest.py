@@ -20,11 +20,11 @@ on resume. Files are replaced by rename, and opened without following links.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,7 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import default_mode
+from snumap_tui.study import files
 from snumap_tui.study.configs import Config
+from snumap_tui.study.files import make_dir, trusted_dir, write_text
+from snumap_tui.study.schema import check_manifest, check_run
 from snumap_tui.textsafe import safe_text
 
 FORMAT = "snumap-study"
@@ -44,41 +48,32 @@ DONE = ("ok", "failed")          # states a resume keeps
 # ---- files ------------------------------------------------------------------------------------
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write TEXT to PATH by a fresh temporary file (O_EXCL, no link followed) and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write TEXT as PATH: through safeout (a fresh temporary file beside it, renamed; no link
+    followed; 0600 as root)."""
+    write_text(path, text)
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file, not followed through a link; SnumapError when it is not JSON."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SnumapError(f"{path} is a symbolic link: refused") from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(64 << 20)
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise SnumapError(f"{path}: not JSON ({exc})") from None
+def read_json(path: Path, *, trust: bool = False) -> Any:
+    """A JSON file of the study: regular, bounded, not followed through a link (with TRUST:
+    owned by the invoking user or root, writable by no one else); SnumapError otherwise."""
+    return files.read_json(path, trust=trust)
+
+
+def _lock_fd(path: Path) -> int:
+    """PATH opened (created) for a flock: never through a link, a regular file, 0600 as
+    root."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 default_mode())
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SnumapError(f"{safe_text(path)} is not a regular file: refused")
+    return fd
 
 
 @contextlib.contextmanager
 def flocked(path: Path, what: str) -> Iterator[int]:
     """An exclusive flock on PATH (created), or SnumapError saying who holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _lock_fd(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,10 +90,12 @@ def flocked(path: Path, what: str) -> Iterator[int]:
 def is_locked(path: Path) -> bool:
     """Whether someone holds PATH's flock (a run being recorded right now)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -123,8 +120,15 @@ class RunPlan:
 
 @dataclass
 class Study:
+    """A study directory and its manifest. ``trusted``: opened to be run (its files must be
+    the invoking user's or root's: study/files.py); ``damaged``: run files that could not be
+    read or do not follow their schema, by run id, with why (their runs are redone on
+    resume, and the report counts them)."""
+
     dir: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    trusted: bool = False
+    damaged: dict[str, str] = field(default_factory=dict)
 
     @property
     def runs_dir(self) -> Path:
@@ -146,16 +150,21 @@ class Study:
                 for r in self.manifest.get("plan", []) if r.get("config") in by_key]
 
     def run_states(self) -> dict[str, dict[str, Any]]:
-        """Every run's state file, by run id (a damaged one is skipped: the run is redone)."""
+        """Every run's state file, by run id. One that is missing is pending; a damaged one
+        is named in ``damaged`` and skipped (the run is redone). In a trusted study a run
+        file another user may have written is refused (SnumapError)."""
         out: dict[str, dict[str, Any]] = {}
+        self.damaged = {}
         for p in self.plan():
             f = self.run_file(p.id, "json")
             try:
-                st = read_json(f)
-            except (OSError, SnumapError):
+                out[p.id] = check_run(read_json(f, trust=self.trusted), f"runs/{f.name}")
+            except FileNotFoundError:
                 continue
-            if isinstance(st, dict):
-                out[p.id] = st
+            except files.TrustError:
+                raise
+            except SnumapError as exc:
+                self.damaged[p.id] = str(exc)
         return out
 
     def pending(self, retry_failed: bool = False) -> list[RunPlan]:
@@ -181,16 +190,21 @@ class Study:
         """manifest.json: the study with every run's state merged in (measurements left in
         the run files). Under a lock, over what is on disk, so writers in parallel (a Slurm
         array's tasks) lose nothing: KEYS (None: all) of this process's manifest replace the
-        file's, and the runs are always read afresh."""
+        file's, and the runs are always read afresh. What runs are executed with never comes
+        from here: it was fixed when the study was planned (study/runner.py ``Launch``)."""
         path = self.dir / MANIFEST
         with _blocking_lock(self.dir / ".manifest.lock"):
             base = self.manifest
-            if keys is not None and path.exists():
+            if keys is not None:
                 try:
-                    disk = read_json(path)
+                    disk = check_manifest(read_json(path, trust=self.trusted), MANIFEST)
+                except FileNotFoundError:
+                    disk = None
+                except files.TrustError:
+                    raise
                 except SnumapError:
                     disk = None
-                if isinstance(disk, dict) and disk.get("format") == FORMAT:
+                if disk is not None:
                     base = {**disk, **{k: self.manifest[k] for k in keys
                                        if k in self.manifest}}
             states = self.run_states()
@@ -208,7 +222,7 @@ class Study:
 
 @contextlib.contextmanager
 def _blocking_lock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _lock_fd(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -220,67 +234,79 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def open_study(path: str | Path) -> Study:
-    """An existing study (for report, export, resume); SnumapError when PATH is none."""
+def open_study(path: str | Path, *, trust: bool = False) -> Study:
+    """An existing study (for report, export, resume); SnumapError when PATH is none, or
+    its manifest is damaged. TRUST: to be run (a resume, a Slurm task): the directory,
+    ``runs/`` and the manifest must be the invoking user's or root's (study/files.py)."""
     d = Path(path)
     m = d / MANIFEST
     if not d.is_dir():
-        raise SnumapError(f"{d}: no such study directory")
-    if not m.exists():
-        raise SnumapError(f"{d} is not a snumap study (no {MANIFEST})")
-    data = read_json(m)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SnumapError(f"{d}/{MANIFEST} is not a snumap study manifest")
-    if int(data.get("version", 0)) > VERSION:
-        raise SnumapError(f"{d}: study format {data.get('version')} is newer than this "
-                          f"snumap reads ({VERSION})")
-    return Study(d, data)
+        raise SnumapError(f"{safe_text(d)}: no such study directory")
+    if trust:
+        trusted_dir(d)
+        if os.path.lexists(d / "runs"):
+            trusted_dir(d / "runs", "its runs directory")
+    try:
+        data = read_json(m, trust=trust)
+    except FileNotFoundError:
+        raise SnumapError(f"{safe_text(d)} is not a snumap study (no {MANIFEST})") from None
+    data = check_manifest(data, f"{d}/{MANIFEST}")
+    if data["version"] > VERSION:
+        raise SnumapError(f"{safe_text(d)}: study format {data['version']} is newer than "
+                          f"this snumap reads ({VERSION})")
+    return Study(d, data, trusted=trust)
 
 
 def create_or_resume(path: str | Path, manifest: dict[str, Any]) -> tuple[Study, bool]:
     """The study at PATH for MANIFEST's command: a new directory (made), an empty one, or the
     same command's study (resumed: its plan grows by the new configurations and repeats).
     Refused, with nothing written: a study of another command, a directory holding other
-    files, one that cannot be written."""
+    files, one that cannot be written, one another user owns or may write (its runs would be
+    run as the invoking user)."""
     d = Path(path)
     if d.is_symlink():
-        raise SnumapError(f"{d} is a symbolic link: give the directory itself")
+        raise SnumapError(f"{safe_text(d)} is a symbolic link: give the directory itself")
     if d.exists() and not d.is_dir():
-        raise SnumapError(f"{d} exists and is not a directory")
-    if (d / MANIFEST).exists():
-        study = open_study(d)
+        raise SnumapError(f"{safe_text(d)} exists and is not a directory")
+    if d.exists():
+        trusted_dir(d)
+    if os.path.lexists(d / MANIFEST):
+        study = open_study(d, trust=True)
         old = study.manifest
         if old.get("events") != manifest.get("events"):
             was = safe_text("--events " + ",".join(map(str, old["events"])) if old.get("events")
                             else "no --events")
-            raise SnumapError(f"{d} was recorded with {was[:80]}: resume it with the same "
-                              "--events (its runs must count the same events), or give "
-                              "another -o")
+            raise SnumapError(f"{safe_text(d)} was recorded with {was[:80]}: resume it with "
+                              "the same --events (its runs must count the same events), or "
+                              "give another -o")
         if old.get("command") != manifest["command"] or \
-                old.get("record_args") != manifest["record_args"]:
-            was = " ".join(old.get("command") or [])
-            raise SnumapError(f"{d} is a study of another command ({was[:60]}): give another "
-                              "-o, or the same command and record options to resume it")
+                (old.get("record_args") or []) != manifest["record_args"]:
+            was = safe_text(" ".join(old.get("command") or []))
+            raise SnumapError(f"{safe_text(d)} is a study of another command ({was[:60]}): "
+                              "give another -o, or the same command and record options to "
+                              "resume it")
         _check_writable(d)
         _merge(old, manifest)
         return study, True
     if d.exists() and any(d.iterdir()):
-        raise SnumapError(f"{d} is not empty and is not a snumap study: give a new or empty "
-                          "directory")
+        raise SnumapError(f"{safe_text(d)} is not empty and is not a snumap study: give a new "
+                          "or empty directory")
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        make_dir(d)
     except OSError as exc:
-        raise SnumapError(f"cannot create the study directory {d}: "
+        raise SnumapError(f"cannot create the study directory {safe_text(d)}: "
                           f"{exc.strerror or exc}") from None
     _check_writable(d)
-    (d / "runs").mkdir(exist_ok=True)
-    study = Study(d, dict(manifest))
+    trusted_dir(d)
+    make_dir(d / "runs")
+    trusted_dir(d / "runs", "its runs directory")
+    study = Study(d, dict(manifest), trusted=True)
     return study, False
 
 
 def _check_writable(d: Path) -> None:
     if not os.access(d, os.W_OK | os.X_OK) or (os.geteuid() == 0 and _read_only_fs(d)):
-        raise SnumapError(f"cannot write in the study directory {d}")
+        raise SnumapError(f"cannot write in the study directory {safe_text(d)}")
 
 
 def _read_only_fs(d: Path) -> bool:

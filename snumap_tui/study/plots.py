@@ -12,6 +12,7 @@ view draws the same cells.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -59,12 +60,22 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "region"
 
 
+def _text(name: object) -> str:
+    """A name from the study as a label: terminal controls escaped (an SVG is text too), no
+    mathtext (a region named ``$\\frac{`` would stop the drawing), at most 120 characters."""
+    from ..textsafe import safe_text
+
+    return safe_text(name)[:120]
+
+
 def _pyplot():
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        plt.rcParams["text.parse_math"] = False      # names are text, never TeX
     except ImportError as exc:
         from ..extras import install_extra
 
@@ -74,20 +85,35 @@ def _pyplot():
 
 
 def write_plots(out_dir: str | Path, rows: Sequence[Mapping],
-                formats: Sequence[str] = ("svg", "png")) -> list[Path]:
-    """Draw the study's pictures into out_dir (created if missing); returns the files."""
+                formats: Sequence[str] = ("svg", "png"), *, force: bool = False) -> list[Path]:
+    """Draw the study's pictures into out_dir (created if missing); returns the files. Each
+    is drawn into memory first, then written as every output of snumap is (safeout: beside,
+    renamed; no link followed; an existing file replaced only with FORCE), after every name
+    was checked, so a refusal writes none of them."""
+    from ..safeout import check_output
+    from .files import make_dir, write_bytes
+
     plt = _pyplot()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
+    make_dir(out)
+    blobs: list[tuple[Path, bytes]] = []
 
     def save(fig, stem: str) -> None:
         for fmt in formats:
-            path = out / f"{stem}.{fmt}"
-            fig.savefig(path, format=fmt, bbox_inches="tight", dpi=120)
-            files.append(path)
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, bbox_inches="tight", dpi=120)
+            blobs.append((out / f"{stem}.{fmt}", buf.getvalue()))
         plt.close(fig)
 
+    _draw(plt, rows, save)
+    for path, _data in blobs:
+        check_output(path, force=force)
+    for path, data in blobs:
+        write_bytes(path, data, force=force)
+    return [path for path, _data in blobs]
+
+
+def _draw(plt, rows: Sequence[Mapping], save) -> None:
     regions = regions_of(rows)
     used: set[str] = set()
     for region in regions:
@@ -97,9 +123,9 @@ def write_plots(out_dir: str | Path, rows: Sequence[Mapping],
         fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(threads), 1.2 + 0.5 * len(labels)))
         im = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_xticks(range(len(threads)), [str(t) for t in threads])
-        ax.set_yticks(range(len(labels)), labels)
+        ax.set_yticks(range(len(labels)), [_text(x) for x in labels])
         ax.set_xlabel("threads")
-        ax.set_title(f"parallel efficiency: {region}", fontsize=10)
+        ax.set_title(f"parallel efficiency: {_text(region)}", fontsize=10)
         for i, line in enumerate(grid):
             for j, v in enumerate(line):
                 ax.text(j, i, "n/a" if math.isnan(v) else f"{v:.2f}", ha="center",
@@ -124,7 +150,7 @@ def write_plots(out_dir: str | Path, rows: Sequence[Mapping],
             pts.sort()
             top = max(top, pts[-1][0])
             name = region if label == "all runs" else f"{region} [{label}]"
-            ax.plot([p for p, _ in pts], [s for _, s in pts], marker="o", label=name)
+            ax.plot([p for p, _ in pts], [s for _, s in pts], marker="o", label=_text(name))
     ax.plot([1, top], [1, top], linestyle="--", color="grey", label="ideal")
     ax.set_xlabel("threads")
     ax.set_ylabel("speedup")
@@ -146,9 +172,9 @@ def write_plots(out_dir: str | Path, rows: Sequence[Mapping],
         for label, epts in sorted(series2.items()):
             epts.sort()
             ax.plot([p for p, _, _ in epts], [e for _, e, _ in epts], marker="o",
-                    label=f"energy [{label}]")
+                    label=f"energy [{_text(label)}]")
             ax2.plot([p for p, _, _ in epts], [d for _, _, d in epts], marker="x",
-                     linestyle=":", label=f"EDP [{label}]")
+                     linestyle=":", label=f"EDP [{_text(label)}]")
         ax.set_xlabel("threads")
         ax.set_ylabel("energy (J)")
         ax2.set_ylabel("energy-delay product (J·s)")
@@ -156,4 +182,3 @@ def write_plots(out_dir: str | Path, rows: Sequence[Mapping],
         ax.legend(fontsize=7, loc="upper left")
         ax2.legend(fontsize=7, loc="upper right")
         save(fig, "energy")
-    return files

@@ -300,7 +300,21 @@ def _f(x: Any, fmt: str) -> str:
     return format(x, fmt) if finite(x) else "-"
 
 
+def _escaped(v: Any) -> Any:
+    """V with every string in it (keys too) through textsafe: a region, marker, host or
+    command name is another user's text, and this is for a terminal (``--json`` keeps the
+    exact strings)."""
+    if isinstance(v, str):
+        return safe_text(v)
+    if isinstance(v, dict):
+        return {(safe_text(k) if isinstance(k, str) else k): _escaped(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_escaped(x) for x in v]
+    return v
+
+
 def format_report(rep: dict[str, Any], top: int = 30) -> str:
+    rep = _escaped(rep)
     st = rep["study"]
     runs = rep["runs"]
     m = st.get("machine") or {}

@@ -13,14 +13,19 @@ import ctypes
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from snumap_tui.safeout import default_mode
 from snumap_tui.study.configs import Config, cpulist, placement, substitute
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
+from snumap_tui.textsafe import safe_text
 
 PR_SET_PDEATHSIG = 1
 
@@ -33,31 +38,77 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
         pass
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What the runs are executed with -- the command, the record options and each
+    configuration's CPUs, OpenMP variables and input -- fixed when the study is planned, in
+    memory. Never read back from the study directory afterwards: the manifest is rewritten
+    after each run (and by a Slurm array's tasks), and what it holds then is only shown."""
+
+    command: tuple[str, ...]
+    record_args: tuple[str, ...]
+    configs: dict[str, dict[str, Any]]          # by configuration key
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> Launch:
+        """From a manifest checked once (study/schema.py): a new study's, or the trusted one
+        a Slurm task opens."""
+        return cls(tuple(manifest["command"]), tuple(manifest.get("record_args") or ()),
+                   {c["key"]: dict(c) for c in manifest["configurations"]})
+
+    def run(self, plan: RunPlan) -> RunPlan | None:
+        """PLAN with the configuration planned here (None: not one of this launch's)."""
+        conf = self.configs.get(plan.config.key)
+        return None if conf is None else RunPlan(Config.from_dict(conf), plan.repeat)
+
+
+OMP_KEYS = ("OMP_PLACES", "OMP_PROC_BIND")
+
+
 def run_env(cfg: Config, cpus: tuple[int, ...], omp: dict[str, str],
             base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["OMP_NUM_THREADS"] = str(cfg.threads)
-    for k in ("OMP_PLACES", "OMP_PROC_BIND"):
+    for k in OMP_KEYS:
         env.pop(k, None)
     if cfg.ranks is None or cfg.ranks == 1:
-        env.update(omp)
+        env.update({k: str(v) for k, v in omp.items() if k in OMP_KEYS})
     return env
 
 
-def record_argv(study: Study, run: RunPlan, cpus: tuple[int, ...]) -> list[str]:
-    cmd = substitute(study.command, run.config)
-    argv = [sys.executable, "-m", "snumap_tui.cli", "record",
-            "-o", str(study.run_file(run.id, "rec")), *study.manifest.get("record_args", [])]
+# The child runs the parent's own snumap, whatever the working directory holds: `python -m`
+# would put the working directory first on sys.path (a checkout's snumap_tui, or anyone's).
+BOOT = ("import sys; d = sys.argv.pop(1); "
+        "sys.path[:] = [p for p in sys.path if p not in ('', '.')]; sys.path.insert(0, d); "
+        "import snumap_tui; sys.path.remove(d); sys.argv[0] = 'snumap'; "
+        "from snumap_tui.cli import main; sys.exit(main())")
+
+
+def snumap_argv(*args: str) -> list[str]:
+    """The command line that runs this very snumap (this interpreter, this package) with
+    ARGS."""
+    import snumap_tui
+
+    home = str(Path(snumap_tui.__file__).resolve().parent.parent)
+    return [sys.executable, "-c", BOOT, home, *args]
+
+
+def record_argv(study: Study, launch: Launch, run: RunPlan, cpus: tuple[int, ...]
+                ) -> list[str]:
+    cmd = substitute(list(launch.command), run.config)
+    argv = snumap_argv("record", "-o", str(study.run_file(run.id, "rec")),
+                       *launch.record_args)
     if cpus:
         argv += ["--cpus", cpulist(cpus)]
     return [*argv, "--", *cmd]
 
 
-def execute(study: Study, run: RunPlan, topo: Any, say: Callable[[str], None],
+def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable[[str], None],
             stop: dict[str, int] | None = None) -> dict[str, Any]:
-    """Record RUN (holding its lock); its state file says how it went. Returns the state."""
+    """Record RUN (holding its lock) as LAUNCH plans it; its state file says how it went.
+    Returns the state."""
     cfg = run.config
-    conf: dict[str, Any] = next((c for c in study.manifest["configurations"] if c["key"] == cfg.key), {})
+    conf = launch.configs.get(cfg.key, {})
     cpus = tuple(conf.get("cpus") or ())
     omp = conf.get("omp_env") or {}
     if cfg.places != "none" and topo is not None:
@@ -72,7 +123,7 @@ def execute(study: Study, run: RunPlan, topo: Any, say: Callable[[str], None],
                 os.unlink(f)            # a killed run's partial files: this run is redone
             except FileNotFoundError:
                 pass
-        argv = record_argv(study, run, cpus)
+        argv = record_argv(study, launch, run, cpus)
         state: dict[str, Any] = {
             "id": run.id, "config": cfg.key, "repeat": run.repeat, "status": "running",
             "host": socket.gethostname(), "pid": os.getpid(), "start": _now(),
@@ -81,8 +132,9 @@ def execute(study: Study, run: RunPlan, topo: Any, say: Callable[[str], None],
             "slurm": _slurm_ids()}
         study.write_run(run.id, state)
         t0 = time.monotonic()
+        # the program's own output: private as root, like every output (safeout)
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
+                     default_mode())
         try:
             proc = subprocess.Popen(argv, env=run_env(cfg, cpus, omp), stdin=subprocess.DEVNULL,
                                     stdout=fd, stderr=fd,
@@ -136,10 +188,21 @@ def _finish(state: dict[str, Any], rec: Any, rc: int, log: Any) -> None:
 
 
 def _last_line(log: Any) -> str:
+    """The log's last line (from its last 64 kB; a regular file only)."""
     try:
-        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        tail = os.pread(fd, 1 << 16, max(0, st.st_size - (1 << 16)))
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    lines = [ln for ln in tail.decode(errors="replace").splitlines() if ln.strip()]
     return lines[-1][:200] if lines else ""
 
 
@@ -169,12 +232,17 @@ def _slurm_ids() -> dict[str, str] | None:
     return got or None
 
 
-def run_pending(study: Study, topo: Any, say: Callable[[str], None], *,
+def run_pending(study: Study, launch: Launch, topo: Any, say: Callable[[str], None], *,
                 retry_failed: bool = False, freq: Any = None) -> dict[str, int]:
-    """Record every pending run, interleaved across configurations; SIGTERM and Ctrl-C stop
-    after the current run is marked interrupted; frequencies are restored whatever happens."""
-    pending = study.pending(retry_failed)
-    counts = {"ok": 0, "failed": 0, "interrupted": 0, "skipped": len(study.plan()) - len(pending)}
+    """Record every pending run of LAUNCH's configurations, interleaved across
+    configurations; SIGTERM and Ctrl-C stop after the current run is marked interrupted;
+    frequencies are restored whatever happens. Runs of configurations only the study
+    directory names (asked for by an earlier `snumap scale`) are left pending and counted
+    (``other``): what runs is what this command planned."""
+    todo = study.pending(retry_failed)
+    pending = [r for r in (launch.run(p) for p in todo) if r is not None]
+    counts = {"ok": 0, "failed": 0, "interrupted": 0, "other": len(todo) - len(pending),
+              "skipped": len(study.plan()) - len(todo)}
     stop = {"sig": 0}
 
     def on_term(signum: int, _frame: Any) -> None:
@@ -186,10 +254,10 @@ def run_pending(study: Study, topo: Any, say: Callable[[str], None], *,
             if freq is not None and run.config.freq is not None:
                 freq.set(run.config.freq)
             say(f"run {i}/{len(pending)}: {run.id}")
-            st = execute(study, run, topo, say, stop)
+            st = execute(study, launch, run, topo, say, stop)
             counts[st["status"]] = counts.get(st["status"], 0) + 1
             if st["status"] != "ok":
-                say(f"  {run.id}: {st['status']}: {st.get('why', '')}".rstrip(": "))
+                say(f"  {run.id}: {st['status']}: {safe_text(st.get('why', ''))}".rstrip(": "))
             study.save()
             if stop["sig"]:
                 raise KeyboardInterrupt

@@ -12,17 +12,20 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import default_mode, dir_mode
+from snumap_tui.study.files import make_dir, read_bytes
 from snumap_tui.study.manifest import RunPlan, Study, write_atomic
+from snumap_tui.study.runner import snumap_argv
+from snumap_tui.textsafe import safe_text
 
 SCRIPT = """#!/bin/sh
 # snumap scale: one run of the study per array task ({n} runs)
-exec {python} -m snumap_tui.cli scale task {study} --list {runs} --index "$SLURM_ARRAY_TASK_ID"
+exec {snumap} --index "$SLURM_ARRAY_TASK_ID"
 """
 
 
@@ -39,14 +42,15 @@ def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = Fal
         raise SnumapError("--slurm: every run of the study is already complete")
     d = study.dir.resolve()
     sdir = d / "slurm"
-    sdir.mkdir(exist_ok=True)
+    make_dir(sdir)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     listf = sdir / f"job-{stamp}.runs"
     write_atomic(listf, "".join(f"{r.id}\n" for r in runs))
     script = sdir / f"job-{stamp}.sh"
-    write_atomic(script, SCRIPT.format(n=len(runs), python=shlex.quote(sys.executable),
-                                       study=shlex.quote(str(d)), runs=shlex.quote(str(listf))))
-    os.chmod(script, 0o755)
+    # this very snumap (study/runner.py snumap_argv), whatever directory sbatch starts it in
+    task = snumap_argv("scale", "task", str(d), "--list", str(listf))
+    write_atomic(script, SCRIPT.format(n=len(runs), snumap=shlex.join(task)))
+    os.chmod(script, dir_mode(default_mode()))
     argv = ["sbatch", "--parsable", f"--array=0-{len(runs) - 1}", "-J", "snumap-scale",
             "-o", str(sdir / "%A_%a.out"), *opts, *(["--wait"] if wait else []), str(script)]
     r = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -64,14 +68,15 @@ def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = Fal
 def task_run(study: Study, list_file: Path, index: int) -> RunPlan:
     """The run that array task INDEX records."""
     try:
-        ids = [x.strip() for x in list_file.read_text().splitlines() if x.strip()]
-    except OSError as exc:
-        raise SnumapError(f"{list_file}: {exc.strerror or exc}") from None
+        text = read_bytes(list_file, trust=True, what="run list").decode("utf-8", "replace")
+    except FileNotFoundError:
+        raise SnumapError(f"{safe_text(list_file)}: no such run list") from None
+    ids = [x.strip() for x in text.splitlines() if x.strip()]
     if not 0 <= index < len(ids):
         raise SnumapError(f"task index {index} is outside the job's {len(ids)} runs")
     plan = {p.id: p for p in study.plan()}
     if ids[index] not in plan:
-        raise SnumapError(f"run {ids[index]} is not in the study's plan")
+        raise SnumapError(f"run {safe_text(ids[index])[:80]} is not in the study's plan")
     return plan[ids[index]]
 
 

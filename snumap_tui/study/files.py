@@ -1,0 +1,140 @@
+"""The files of a study directory, read and written as files another user may have planted.
+
+A study directory sits on a shared node (a shared file system, under a Slurm array), and
+`snumap scale` runs as root there, so what it reads from a study can be a trap:
+
+- **Trust** (``trusted``): before a study is run or resumed (its command executed, its
+  frequencies applied), the directory, ``runs/``, the manifest, the run files and the restore
+  files must be owned by the invoking user or root and writable by no one else; else one line
+  and exit 2. Reading a study (`scale report`, `export`, `view`) needs no trust: what is read
+  is only shown, after the checks below.
+- **Reads** (``read_json``): a regular file (a FIFO is refused without blocking on it, a link
+  is not followed), at most ``MAX_BYTES``, decoded within a budget of items and nesting, with
+  no NaN or Infinity (``topology/jsonlimits.py``); then the caller checks it against its
+  schema (study/schema.py).
+- **Writes** (``write_text``, ``make_dir``): through ``safeout`` -- a fresh temporary file
+  beside the target, renamed over it, no link followed, 0600 as root (directories 0700).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import SafeOutput, default_mode, dir_mode
+from snumap_tui.textsafe import safe_text
+
+MAX_BYTES = 16 << 20     # a manifest of 100,000 runs is ~10 MB; a run file a few hundred kB
+MAX_DEPTH = 32           # what snumap writes nests 6 deep
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class TrustError(SnumapError):
+    """A file or directory of a study that the invoking user may not run or apply from."""
+
+
+def _name(path: Path | str) -> str:
+    return safe_text(str(path))[:300]
+
+
+def untrusted_why(st: os.stat_result) -> str | None:
+    """Why a file or directory of status ST cannot be trusted to run or apply from: owned by
+    a user who is neither the invoking one nor root, or writable by group or others."""
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        return f"owned by uid {st.st_uid}, not by you (uid {me}) or root"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def check_trusted(path: Path | str, st: os.stat_result, what: str) -> None:
+    why = untrusted_why(st)
+    if why:
+        raise TrustError(f"{_name(path)}: {what} {why}: refused (a study runs commands and "
+                          "sets CPU frequencies from it)")
+
+
+def trusted_dir(path: Path | str, what: str = "the study directory") -> None:
+    """PATH is a directory (not a link to one) the invoking user may run a study from."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise SnumapError(f"{_name(path)}: no such directory") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise SnumapError(f"{_name(path)} is a symbolic link: give the directory itself")
+    if not stat.S_ISDIR(st.st_mode):
+        raise SnumapError(f"{_name(path)} exists and is not a directory")
+    check_trusted(path, st, what)
+
+
+def read_bytes(path: Path | str, *, trust: bool = False, limit: int = MAX_BYTES,
+               what: str = "file") -> bytes:
+    """A regular file of at most LIMIT bytes (with TRUST: one the invoking user may act on).
+    FileNotFoundError passes through; everything else is one SnumapError line."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SnumapError(f"{_name(path)} is a symbolic link: refused") from None
+        raise SnumapError(f"cannot read {_name(path)}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SnumapError(f"{_name(path)} is not a regular file: refused")
+        if trust:
+            check_trusted(path, st, what)
+        if st.st_size > limit:
+            raise SnumapError(f"{_name(path)}: {st.st_size:,} bytes (at most {limit:,})")
+        chunks = []
+        n = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            n += len(chunk)
+            if n > limit:
+                raise SnumapError(f"{_name(path)}: more than {limit:,} bytes")
+    except OSError as exc:
+        raise SnumapError(f"cannot read {_name(path)}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_json(path: Path | str, *, trust: bool = False, what: str = "file") -> Any:
+    """The JSON value in PATH, read as ``read_bytes`` reads and decoded within a budget."""
+    from snumap_tui.topology.jsonlimits import JsonLimitError, loads
+
+    data = read_bytes(path, trust=trust, what=what)
+    try:
+        return loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+    except JsonLimitError as exc:
+        raise SnumapError(f"{_name(path)}: not JSON snumap wrote ({exc})") from None
+
+
+def write_text(path: Path, text: str) -> None:
+    """TEXT as PATH, replaced whole (safeout: beside, renamed; no link followed; 0600 as
+    root)."""
+    with SafeOutput(path, force=True) as sink, sink.open(text=True) as f:
+        f.write(text)
+
+
+def write_bytes(path: Path, data: bytes, *, force: bool) -> None:
+    """DATA as PATH through safeout (replacing PATH only with FORCE)."""
+    with SafeOutput(path, force=force) as sink, sink.open() as f:
+        f.write(data)
+
+
+def make_dir(path: Path) -> None:
+    """PATH made (its parents as mkdir -p makes them), 0700 as root; an existing directory
+    is kept as it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, dir_mode(default_mode()))
+    except FileExistsError:
+        pass
