@@ -21,13 +21,15 @@ PROGRAM = "(program)"     # the whole program's row, the root of the regions' tr
 CONFIG_KEYS = ("threads", "ranks", "places", "input", "input_value", "freq")
 
 
-def measurements(study: Any) -> list[dict[str, Any]]:
+def measurements(study: Any, states: dict[str, dict[str, Any]] | None = None
+                 ) -> list[dict[str, Any]]:
     """Every finished run's rows: its whole program, then each region (failed runs: their
     program row, status "failed", with what was measured). A stored energy of 0 J (a counter
     that never advanced, as on a virtual machine's power PMU) is no measurement: None."""
     from snumap_tui.analysis.energy import advanced
 
-    states = study.run_states()
+    if states is None:
+        states = study.run_states()
     out: list[dict[str, Any]] = []
     for p in study.plan():
         st = states.get(p.id)

@@ -25,7 +25,7 @@ class StudyData:
         self.dir = study.dir
         self.manifest = study.manifest
         self.runs = study.run_states()
-        self.measurements = measurements(study)
+        self.measurements = measurements(study, self.runs)
         self._agg: list[dict[str, Any]] | None = None
 
     def aggregated(self) -> list[dict[str, Any]]:
@@ -41,7 +41,7 @@ class StudyData:
 
         check_metric(metric, self.aggregated())
         return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
-                           predict, metric)
+                           predict, metric, damaged=self.study.damaged)
 
     def to_json(self) -> dict[str, Any]:
         """Configurations, runs and per-region measurements, JSON-ready."""

@@ -38,9 +38,13 @@ def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
 
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
                 rows: list[dict[str, Any]], agg: list[dict[str, Any]],
-                predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+                predict: int | None = None, metric: str = "time",
+                damaged: dict[str, str] | None = None) -> dict[str, Any]:
+    """The report's content; DAMAGED: run files that could not be read (by run id: why),
+    counted and named (their runs are redone on resume)."""
     status = Counter(s.get("status") for s in states.values())
     n_plan = len(manifest.get("plan", []))
+    status["damaged"] = len(damaged or {})
     status["pending"] = n_plan - sum(status.values())
     parent = _parents(rows)
     by_region: dict[str, list[dict[str, Any]]] = {}
@@ -55,6 +59,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
         "configurations": manifest.get("configurations", []),
         "failed": [{"id": i, "why": s.get("why")} for i, s in sorted(states.items())
                    if s.get("status") == "failed"],
+        "damaged": [{"id": i, "why": why} for i, why in sorted((damaged or {}).items())],
         "unit": unit,
         "regions": tree,
         "energy": _energy_note(agg, states),
@@ -325,6 +330,8 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
              f"  {len(rep['configurations'])} configurations, {runs['planned']} runs: {counts}"]
     for f in rep["failed"][:5]:
         lines.append(f"  failed: {f['id']}: {f.get('why') or '?'}"[:120])
+    for f in rep.get("damaged", [])[:5]:
+        lines.append(f"  damaged (redone on resume): {f['why']}"[:200])
     unit = rep["unit"]
     energy = rep["energy"]["available"]
     cols = _columns(rep)
