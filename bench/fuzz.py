@@ -32,6 +32,9 @@ def main() -> int:
     ap.add_argument("--inputs-seconds", type=float, default=100,
                     help="time for tests/fuzz_inputs.py (headers, topologies, metrics files, "
                          "fsroot trees, marker streams), after the recordings")
+    ap.add_argument("--study-seconds", type=float, default=60,
+                    help="time for tests/fuzz_study.py (study directories: manifests, run "
+                         "files, frequency restore files), last")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -49,11 +52,18 @@ def main() -> int:
                             "--seconds", str(args.inputs_seconds), "--seed", str(args.seed),
                             "--json", str(inputs_out)], text=True, check=False)
         inputs = json.loads(inputs_out.read_text()) if inputs_out.exists() else {}
+        study_out = Path(tmp) / "study.json"
+        st = subprocess.run([sys.executable, str(REPO / "tests" / "fuzz_study.py"),
+                             "--seconds", str(args.study_seconds), "--seed", str(args.seed),
+                             "--json", str(study_out)], text=True, check=False)
+        studies = json.loads(study_out.read_text()) if study_out.exists() else {}
     load_after = os.getloadavg()
     rows = []
     tallies = [(w, got[w]) for w in ("recordings", "formulas")]
     tallies += [(w, inputs[w]) for w in ("headers", "topologies", "metrics", "fsroot",
                                          "markers") if w in inputs]
+    tallies += [(f"study {w}", studies[w]) for w in ("manifest", "run files", "restore files")
+                if w in studies]
     for what, t in tallies:
         crashes = f" ({t['crashes']} crashes)" if t.get("crashes") else ""
         rows.append([what, f"{t['cases']:,}", f"{t['runs']:,}", f"{t['data']:,}",
@@ -83,13 +93,19 @@ def main() -> int:
         "Data: the run gave a result; clean error: one `snumap:` line and exit 2. The "
         "fuzzing process runs under a 3 GiB address-space limit; its peak resident size is shown "
         "next to what the harness alone (seeds made, bombs built) took before the first "
-        "case.\n\n"
+        "case. Then tests/fuzz_study.py: study directories (a synthetic study's `manifest.json`, "
+        "`runs/ID.json` or a frequency restore file with one to three fields dropped or "
+        "swapped for another type or an extreme -- NaN, Infinity, 1e999, 2^64, deep nesting "
+        "-- or a structure-aware or textual edit, or replaced by a FIFO, a link, a "
+        "directory, a 17 MB or an empty file) through `scale report` (text, --json, "
+        "--metric), the view's content, `scale export` json/csv/parquet, --extrap, a resume "
+        "up to its first run, and --plot every 15th case.\n\n"
         + table(["input", "cases", "runs", "data", "clean errors", "tracebacks", "hangs",
                  "multi-line errors", "slowest run", "peak RSS (harness alone)"], rows))
     print(body)
     if not args.no_write:
         write_section("fuzz", "Fuzzing: damaged and crafted recordings and formulas", body)
-    return p.returncode or q.returncode
+    return p.returncode or q.returncode or st.returncode
 
 
 if __name__ == "__main__":

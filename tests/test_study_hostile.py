@@ -82,18 +82,25 @@ def edit_manifest(st: Path, fn: Any) -> None:
 
 # ---- 1, 2: nothing another user wrote is run ---------------------------------------------------
 
-@needs_root
-def test_a_study_another_user_owns_is_refused_and_its_payload_never_runs(
-        recorded: Path, tmp_path: Path) -> None:
-    """Item 1: the owner's configuration puts PYTHONPATH (a sitecustomize.py) in omp_env;
-    root "resuming" it runs nothing of it."""
-    st = copy_of(recorded, tmp_path)
+def plant_payload(st: Path, tmp_path: Path) -> Path:
+    """The owner's configuration puts PYTHONPATH, a directory with a sitecustomize.py, in its
+    omp_env; returns the file the payload would make."""
     payload = tmp_path / "payload"
     payload.mkdir()
     pwned = tmp_path / "pwned"
     (payload / "sitecustomize.py").write_text(f"open({str(pwned)!r}, 'w').write('uid 0')\n")
     edit_manifest(st, lambda m: m["configurations"][0].update(
         omp_env={"PYTHONPATH": str(payload)}))
+    return pwned
+
+
+@needs_root
+def test_a_study_another_user_owns_is_refused_and_its_payload_never_runs(
+        recorded: Path, tmp_path: Path) -> None:
+    """Item 1: the owner's configuration puts PYTHONPATH (a sitecustomize.py) in omp_env;
+    root "resuming" it runs nothing of it."""
+    st = copy_of(recorded, tmp_path)
+    pwned = plant_payload(st, tmp_path)
     (st / "runs" / "t1-none-rep1.json").unlink()          # to be redone
     for p in [st, *st.rglob("*")]:
         give_to_other(p)
@@ -108,12 +115,7 @@ def test_an_environment_planted_in_roots_own_manifest_is_not_applied(
     """Item 1, in a study root owns: omp_env, input_args and cpus come from the plan root
     made now, not from the file."""
     st = copy_of(recorded, tmp_path)
-    payload = tmp_path / "payload"
-    payload.mkdir()
-    pwned = tmp_path / "pwned"
-    (payload / "sitecustomize.py").write_text(f"open({str(pwned)!r}, 'w').write('uid 0')\n")
-    edit_manifest(st, lambda m: m["configurations"][0].update(
-        omp_env={"PYTHONPATH": str(payload)}))
+    pwned = plant_payload(st, tmp_path)
     r = scale("-o", str(st), "--threads", "1", "--repeat", "2", "--", "true")
     assert r.returncode == 0, r.stderr
     state = json.loads((st / "runs" / "t1-none-rep2.json").read_text())
@@ -512,7 +514,7 @@ def test_a_manifest_swapped_during_report_is_read_once(tmp_path: Path) -> None:
     t.start()
     try:
         for _ in range(5):
-            rc, out, err = in_process("scale", "report", str(st), "--json")
+            rc, _out, err = in_process("scale", "report", str(st), "--json")
             assert rc in (0, 2) and "Traceback" not in err, err
             if rc == 2:
                 assert len(err.strip().splitlines()) == 1, err

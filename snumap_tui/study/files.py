@@ -30,7 +30,6 @@ from snumap_tui.textsafe import safe_text
 
 MAX_BYTES = 16 << 20     # a manifest of 100,000 runs is ~10 MB; a run file a few hundred kB
 MAX_DEPTH = 32           # what snumap writes nests 6 deep
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class TrustError(SnumapError):
@@ -74,36 +73,33 @@ def trusted_dir(path: Path | str, what: str = "the study directory") -> None:
 
 def read_bytes(path: Path | str, *, trust: bool = False, limit: int = MAX_BYTES,
                what: str = "file") -> bytes:
-    """A regular file of at most LIMIT bytes (with TRUST: one the invoking user may act on).
-    FileNotFoundError passes through; everything else is one SnumapError line."""
+    """A regular file of at most LIMIT bytes (with TRUST: one the invoking user may act on),
+    read as the sources read kernel files (``sources/_io.py``: without blocking on a FIFO),
+    never through a link. FileNotFoundError passes through; everything else is one
+    SnumapError line."""
+    from snumap_tui.sources._io import read_bytes as read_regular
+
+    def opener(p: Path | str, flags: int) -> int:
+        fd = os.open(p, flags | os.O_NOFOLLOW)
+        if trust:
+            try:
+                check_trusted(p, os.fstat(fd), what)
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
+
     try:
-        fd = os.open(path, READ_FLAGS)
+        return read_regular(path, limit, opener)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SnumapError(f"{_name(path)} is a symbolic link: refused") from None
+        why = {errno.ELOOP: "is a symbolic link: refused",
+               errno.EINVAL: "is not a regular file: refused",
+               errno.EFBIG: f"is larger than {limit:,} bytes: refused"}.get(exc.errno or 0)
+        if why:
+            raise SnumapError(f"{_name(path)} {why}") from None
         raise SnumapError(f"cannot read {_name(path)}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SnumapError(f"{_name(path)} is not a regular file: refused")
-        if trust:
-            check_trusted(path, st, what)
-        if st.st_size > limit:
-            raise SnumapError(f"{_name(path)}: {st.st_size:,} bytes (at most {limit:,})")
-        chunks = []
-        n = 0
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-            n += len(chunk)
-            if n > limit:
-                raise SnumapError(f"{_name(path)}: more than {limit:,} bytes")
-    except OSError as exc:
-        raise SnumapError(f"cannot read {_name(path)}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def read_json(path: Path | str, *, trust: bool = False, what: str = "file") -> Any:
