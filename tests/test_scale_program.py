@@ -229,7 +229,7 @@ def test_frequencies_restored_when_the_study_is_stopped(tmp_path: Path) -> None:
     from snumap_tui.study.configs import build_configs
     from snumap_tui.study.freq import CpuFreq
     from snumap_tui.study.manifest import create_or_resume, new_manifest
-    from snumap_tui.study.runner import run_pending
+    from snumap_tui.study.runner import Launch, run_pending
 
     root = fake_cpufreq(tmp_path / "cpu")
     before = sysfs_state(root)
@@ -254,7 +254,7 @@ def test_frequencies_restored_when_the_study_is_stopped(tmp_path: Path) -> None:
     t = threading.Thread(target=stop_when_running)
     t.start()
     with pytest.raises(KeyboardInterrupt):
-        run_pending(study, None, lambda _s: None, freq=freq)
+        run_pending(study, Launch.of(study.manifest), None, lambda _s: None, freq=freq)
     t.join()
     assert seen == ["1200000"]                     # it was set while the run recorded
     assert sysfs_state(root) == before and not (study.dir / "freq-restore.json").exists()
