@@ -521,3 +521,42 @@ def test_a_manifest_swapped_during_report_is_read_once(tmp_path: Path) -> None:
     finally:
         stop.set()
         t.join()
+
+
+@needs_root
+def test_a_users_own_study_under_umask_002_stays_theirs_to_run() -> None:
+    """A user whose umask is 002 (user private groups) makes a study, then resumes it: its
+    files are never group-writable, so the trust check does not refuse its own owner. (In a
+    forked child that became that user: every module is imported before.)"""
+    import codecs
+    import tempfile
+
+    import snumap_tui.study.freq
+    import snumap_tui.topology.jsonlimits  # noqa: F401 - imported before the fork
+    from snumap_tui.study.manifest import open_study
+
+    codecs.lookup("ascii")                 # safeout reads the umask in /proc as ASCII
+
+    with tempfile.TemporaryDirectory() as d:
+        home = Path(d)
+        home.chmod(0o755)
+        os.chown(home, OTHER, OTHER)
+        pid = os.fork()
+        if pid == 0:                                       # the user
+            code = 1
+            try:
+                os.setgroups([])
+                os.setgid(OTHER)
+                os.setuid(OTHER)
+                os.umask(0o002)
+                make_study(home / "study", threads=[1, 2], serial={"a": 0.5})
+                s = open_study(home / "study", trust=True)
+                s.save()
+                code = 0 if len(s.run_states()) == 2 else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        for p in [home / "study", *(home / "study").rglob("*")]:
+            st = p.lstat()
+            assert st.st_uid == OTHER and not st.st_mode & 0o022, (p, oct(st.st_mode))

@@ -113,10 +113,17 @@ def read_json(path: Path | str, *, trust: bool = False, what: str = "file") -> A
         raise SnumapError(f"{_name(path)}: not JSON snumap wrote ({exc})") from None
 
 
+def study_mode() -> int:
+    """The mode of a study's own files: safeout's (0600 as root, else what the umask leaves),
+    never writable by group or others -- a umask of 002 would make a study its own user may
+    no longer run (``trusted``)."""
+    return default_mode() & ~0o022
+
+
 def write_text(path: Path, text: str) -> None:
-    """TEXT as PATH, replaced whole (safeout: beside, renamed; no link followed; 0600 as
-    root)."""
-    with SafeOutput(path, force=True) as sink, sink.open(text=True) as f:
+    """TEXT as PATH, a file of the study, replaced whole (safeout: beside, renamed; no link
+    followed; ``study_mode``)."""
+    with SafeOutput(path, force=True, mode=study_mode()) as sink, sink.open(text=True) as f:
         f.write(text)
 
 
@@ -127,10 +134,10 @@ def write_bytes(path: Path, data: bytes, *, force: bool) -> None:
 
 
 def make_dir(path: Path) -> None:
-    """PATH made (its parents as mkdir -p makes them), 0700 as root; an existing directory
-    is kept as it is."""
+    """PATH made (its parents as mkdir -p makes them), 0700 as root, never writable by group
+    or others; an existing directory is kept as it is."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.mkdir(path, dir_mode(default_mode()))
+        os.mkdir(path, dir_mode(study_mode()))
     except FileExistsError:
         pass

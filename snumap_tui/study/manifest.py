@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.safeout import default_mode
 from snumap_tui.study import files
 from snumap_tui.study.configs import Config
 from snumap_tui.study.files import make_dir, trusted_dir, write_text
@@ -63,7 +62,7 @@ def _lock_fd(path: Path) -> int:
     """PATH opened (created) for a flock: never through a link, a regular file, 0600 as
     root."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                 default_mode())
+                 files.study_mode())
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise SnumapError(f"{safe_text(path)} is not a regular file: refused")

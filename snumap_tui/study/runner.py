@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snumap_tui.safeout import default_mode
 from snumap_tui.study.configs import Config, cpulist, placement, substitute
+from snumap_tui.study.files import study_mode
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
 from snumap_tui.textsafe import safe_text
 
@@ -134,7 +134,7 @@ def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable
         t0 = time.monotonic()
         # the program's own output: private as root, like every output (safeout)
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     default_mode())
+                     study_mode())
         try:
             proc = subprocess.Popen(argv, env=run_env(cfg, cpus, omp), stdin=subprocess.DEVNULL,
                                     stdout=fd, stderr=fd,

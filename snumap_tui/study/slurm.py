@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.safeout import default_mode, dir_mode
-from snumap_tui.study.files import make_dir, read_bytes
+from snumap_tui.safeout import dir_mode
+from snumap_tui.study.files import make_dir, read_bytes, study_mode
 from snumap_tui.study.manifest import RunPlan, Study, write_atomic
 from snumap_tui.study.runner import snumap_argv
 from snumap_tui.textsafe import safe_text
@@ -50,7 +50,7 @@ def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = Fal
     # this very snumap (study/runner.py snumap_argv), whatever directory sbatch starts it in
     task = snumap_argv("scale", "task", str(d), "--list", str(listf))
     write_atomic(script, SCRIPT.format(n=len(runs), snumap=shlex.join(task)))
-    os.chmod(script, dir_mode(default_mode()))
+    os.chmod(script, dir_mode(study_mode()))
     argv = ["sbatch", "--parsable", f"--array=0-{len(runs) - 1}", "-J", "snumap-scale",
             "-o", str(sdir / "%A_%a.out"), *opts, *(["--wait"] if wait else []), str(script)]
     r = subprocess.run(argv, capture_output=True, text=True, check=False)
