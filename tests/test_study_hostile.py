@@ -560,3 +560,27 @@ def test_a_users_own_study_under_umask_002_stays_theirs_to_run() -> None:
         for p in [home / "study", *(home / "study").rglob("*")]:
             st = p.lstat()
             assert st.st_uid == OTHER and not st.st_mode & 0o022, (p, oct(st.st_mode))
+
+
+def test_what_the_fuzzer_found_stays_found(tmp_path: Path) -> None:
+    """tests/fuzz_study.py's finds: 2^64 in a float column and 1.5 bytes in an int one of
+    the Parquet export; a directory named like a restore file during a resume."""
+    pytest.importorskip("pyarrow")
+    from snumap_tui.study import manifest as M
+    from snumap_tui.study.freq import restore_leftover
+
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2], serial={"a": 0.5}, figures=True)
+    f = st / "runs" / "t1-compact-rep1.json"
+    s = json.loads(f.read_text())
+    s["measurements"]["program"]["counters"]["mpki"] = 2**64
+    s["measurements"]["program"]["memory"]["rss_bytes"] = 1.5
+    f.write_text(json.dumps(s))
+    rc, _out, err = in_process("scale", "export", str(st), "--format", "parquet", "-o",
+                               str(tmp_path / "o.parquet"))
+    assert rc == 0, err
+    (st / "freq-restore.json").mkdir()
+    study, _ = M.create_or_resume(st, json.loads((st / "manifest.json").read_text()))
+    for _ in range(2):
+        said = restore_leftover(study.dir, tmp_path / "no-sysfs")
+        assert any("not a regular file" in x for x in said), said

@@ -91,6 +91,12 @@ class StudyData:
                   if c not in types and c not in COLUMNS and not c.endswith("_why")}
         types["mem_rss_max_bytes"] = pa.int64()
         cols = self.columns()
+        for c, v in cols.items():       # 2**64 in a float column, 1.5 bytes in an int one
+            t = types.get(c)
+            if t == pa.float64():
+                cols[c] = [float(x) if isinstance(x, int) else x for x in v]
+            elif t in (pa.int64(), pa.int32()):
+                cols[c] = [round(x) if isinstance(x, float) else x for x in v]
         table = pa.table({c: pa.array(v, type=types.get(c, pa.string()))
                           for c, v in cols.items()})
         pq.write_table(table, path)

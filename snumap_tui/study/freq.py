@@ -265,9 +265,10 @@ def restore_leftover(study_dir: Path, root: Path = SYSFS) -> list[str]:
 
 
 def _unlink(path: Path) -> None:
+    """PATH removed if it can be (a directory in its place stays: it is never applied)."""
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except OSError:
         pass
 
 

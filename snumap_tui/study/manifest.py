@@ -14,7 +14,9 @@ A run's state file is written when it starts (``running``) and when it ends (``o
 ``failed`` or ``interrupted``); ``manifest.json`` is rebuilt from the plan and those files
 after each run. So several writers (the tasks of a Slurm array) never write the same file,
 and a run killed with its recorder leaves ``running`` behind, with its lock free: it is redone
-on resume. Files are replaced by rename, and opened without following links.
+on resume. Files are written through safeout and read as study/files.py reads (regular,
+bounded, no link followed; trusted when the study is to be run), and checked against
+study/schema.py.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import socket
 import stat
@@ -183,7 +186,9 @@ class Study:
         return out
 
     def write_run(self, run_id: str, state: dict[str, Any]) -> None:
-        write_atomic(self.run_file(run_id, "json"), json.dumps(state, indent=1))
+        """The run's state file; a number that is not finite is written as null (the reader
+        refuses NaN and Infinity: study/schema.py)."""
+        write_atomic(self.run_file(run_id, "json"), json.dumps(_finite(state), indent=1))
 
     def save(self, keys: tuple[str, ...] | None = ()) -> None:
         """manifest.json: the study with every run's state merged in (measurements left in
@@ -217,6 +222,17 @@ class Study:
             base["updated"] = _now()
             write_atomic(path, json.dumps(base, indent=1))
             self.manifest = base
+
+
+def _finite(v: Any) -> Any:
+    """V with every float that is not finite made None."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 @contextlib.contextmanager

@@ -86,7 +86,8 @@ COUNTERS = Fields(optional={
     "multiplexed": ListOf(Str(256), max_len=4096), "dropped": ListOf(Str(4096), max_len=4096),
     "na": Nullable(OneOf(MapOf(Str(256), Str(4096), max_len=64), Str(4096)))})
 MEMORY = Fields(optional={
-    "why": TEXT, "samples": Nullable(Int(0, 1 << 40)), "rss_bytes": OPT_NUMBER,
+    "why": TEXT, "samples": Nullable(Int(0, 1 << 40)),
+    "rss_bytes": Nullable(Finite(0, 2.0 ** 62)),            # an int64 column in the exports
     "nodes": MapOf(Str(32), OPT_NUMBER, max_len=65536)})
 FIGURES = {"counters": Nullable(COUNTERS), "memory": Nullable(MEMORY)}
 
