@@ -239,6 +239,29 @@ def test_leftover_restore_is_this_hosts_this_boots_and_only_cpufreq(tmp_path: Pa
     assert not (tmp_path / "etc").exists()
 
 
+def test_a_slurm_task_records_before_it_changes(tmp_path: Path) -> None:
+    """A Slurm task's frequencies are recorded (its own file) before the first change; when
+    it is SIGKILLed, the next task or resume on that host puts them back."""
+    from snumap_tui.study.freq import CpuFreq, restore_file_for_task, restore_leftover
+
+    root = fake_cpufreq(tmp_path / "sys")
+    before = _tree(root)
+    st = tmp_path / "st"
+    st.mkdir(mode=0o700)
+    f = CpuFreq(root, restore_file_for_task(st))
+    f.set("1.2GHz")
+    (rec,) = st.glob("freq-restore-*.json")
+    assert _tree(root) != before
+    kept = json.loads(rec.read_text())
+    assert kept["pid"] == os.getpid()
+    assert restore_leftover(st, root) and _tree(root) == before        # ... as if it was gone
+    f.saved = {}                                    # the task was killed: no restore() of its own
+    f.set("1.2GHz")
+    (rec,) = st.glob("freq-restore-*.json")
+    rec.write_text(json.dumps(dict(json.loads(rec.read_text()), pid=1)))  # a live process
+    assert restore_leftover(st, root) == [] and rec.exists()            # left to its task
+
+
 # ---- 4, 5, 6: outputs --------------------------------------------------------------------------
 
 @needs_root
