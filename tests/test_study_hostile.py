@@ -587,7 +587,8 @@ def test_a_users_own_study_under_umask_002_stays_theirs_to_run() -> None:
 
 def test_what_the_fuzzer_found_stays_found(tmp_path: Path) -> None:
     """tests/fuzz_study.py's finds: 2^64 in a float column and 1.5 bytes in an int one of
-    the Parquet export; a directory named like a restore file during a resume."""
+    the Parquet export; a memory figure without nodes; a lone surrogate in a name (no export
+    could encode it); a directory named like a restore file during a resume."""
     pytest.importorskip("pyarrow")
     from snumap_tui.study import manifest as M
     from snumap_tui.study.freq import restore_leftover
@@ -598,10 +599,19 @@ def test_what_the_fuzzer_found_stays_found(tmp_path: Path) -> None:
     s = json.loads(f.read_text())
     s["measurements"]["program"]["counters"]["mpki"] = 2**64
     s["measurements"]["program"]["memory"]["rss_bytes"] = 1.5
+    s["measurements"]["regions"][0]["memory"].pop("nodes")        # a memory without nodes
     f.write_text(json.dumps(s))
     rc, _out, err = in_process("scale", "export", str(st), "--format", "parquet", "-o",
                                str(tmp_path / "o.parquet"))
     assert rc == 0, err
+    s["measurements"]["regions"][0]["region"] = "\udcff"           # a lone surrogate
+    f.write_text(json.dumps(s))
+    for fmt in ("csv", "parquet"):
+        rc, _out, err = in_process("scale", "export", str(st), "--format", fmt, "-o",
+                                   str(tmp_path / f"o.{fmt}"), "--force")
+        assert rc == 0, err
+    rc, out, _err = in_process("scale", "report", str(st), "--json")
+    assert json.loads(out)["runs"]["damaged"] == 1
     (st / "freq-restore.json").mkdir()
     study, _ = M.create_or_resume(st, json.loads((st / "manifest.json").read_text()))
     for _ in range(2):

@@ -138,10 +138,11 @@ def combine(rows: list[dict[str, Any]], time_s: float) -> dict[str, Any]:
     if not ms:
         out["memory"] = {"why": _why(rows, "memory")}
     else:
-        nodes = sorted({n for m in ms for n in m.get("nodes", {})}, key=str)
+        nodes = sorted({n for m in ms for n in m.get("nodes") or {}}, key=str)
         out["memory"] = {"n": len(ms),
                          "rss_max_bytes": _median([m.get("rss_bytes") for m in ms]),
-                         "nodes": {n: _median([m["nodes"].get(n) for m in ms]) for n in nodes}}
+                         "nodes": {n: _median([(m.get("nodes") or {}).get(n) for m in ms])
+                                   for n in nodes}}
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from snumap_tui.textsafe import safe_text
 
 MAX_BYTES = 16 << 20     # a manifest of 100,000 runs is ~10 MB; a run file a few hundred kB
 MAX_DEPTH = 32           # what snumap writes nests 6 deep
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TrustError(SnumapError):
@@ -108,9 +110,30 @@ def read_json(path: Path | str, *, trust: bool = False, what: str = "file") -> A
 
     data = read_bytes(path, trust=trust, what=what)
     try:
-        return loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+        value = loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
     except JsonLimitError as exc:
         raise SnumapError(f"{_name(path)}: not JSON snumap wrote ({exc})") from None
+    if _has_lone_surrogate(value):
+        raise SnumapError(f"{_name(path)}: not JSON snumap wrote (text with a lone surrogate, "
+                          "which is no character)")
+    return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a string in VALUE (keys too) holds a lone surrogate (``"\\udcff"`` in JSON):
+    snumap never writes one (sources/_io.py decode_name), and no export could encode it."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii() and _SURROGATE.search(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def study_mode() -> int:
