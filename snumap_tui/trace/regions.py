@@ -44,6 +44,13 @@ PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait 
 # (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
 BODY_BUDGET = 10_000
 BODY_WINDOW_NS = 500_000_000
+# What a probed call costs the thread that makes it, estimated (bench/observer_critical.py
+# measures them: the kernel's BPF run time plus the trap, probed vs unprobed calls): an entry
+# probe on an instruction the kernel emulates, one it single-steps, and a return probe.
+ENTRY_NS = 850
+STEPPED_NS = 9_400
+RETURN_NS = 700
+BUDGET_SHARE = 0.01             # default --probe-budget: 1 % of a thread's time per function
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
 RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
 # Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
@@ -60,6 +67,8 @@ class Site:
     ret: bool
     rid: int                    # -1: resolved per hit from the argument
     path: str
+    call_ns: int = ENTRY_NS + RETURN_NS     # what the function's probes cost a call
+    counting: bool = False      # the site whose hits count the function's calls (budget)
 
 
 @dataclass
@@ -88,6 +97,24 @@ def _may_have_regions(program: str) -> bool:
     named like a runtime, or none at all (static: the runtime may be inside). A runtime it
     dlopens is found by the rescans."""
     return len(_closure(program)) > 1 or not E.needed_of(program)[0]
+
+
+def group_of(site: Site) -> str:
+    """The probes detached together: every parallel-region body, or one function's."""
+    return "body" if site.entry.role == "body" else f"fn:{site.entry.symbol}"
+
+
+def _emulated(path: str, off: int) -> bool:
+    """Whether the instruction at file offset OFF of PATH is one the kernel emulates (the
+    cheap hit; trace/probe_point.py); True when it cannot be read (the estimate stays low)."""
+    from snumap_tui.trace.probe_point import emulated
+
+    try:
+        with open(path, "rb") as f:
+            f.seek(off)
+            return emulated(f.read(16))
+    except OSError:
+        return True
 
 
 def parse_probe(spec: str) -> tuple[str, str]:
@@ -149,6 +176,9 @@ class RegionTracer:
         self._agg_tag = np.zeros(0, bool)
         self._window = (0, 0)           # (start t_ns, body hits since)
         self.bodies_off_at: int | None = None
+        self.budget = BUDGET_SHARE      # a function's probes' share of a thread (0: no budget)
+        self.detached: dict[str, tuple[int, int]] = {}      # group -> (t_ns, calls until)
+        self._row_hits = np.zeros(0, np.int64)   # hits per tag seen as rows (the perf path)
 
     # ---- planning ---------------------------------------------------------------------------
 
@@ -186,7 +216,7 @@ class RegionTracer:
                     if off is None:
                         missing.append(ep.symbol)
                         continue
-                    self._add(plan, f, off, ep)
+                    self._add(plan, f, off, ep, _emulated(f, off))
                     n += 1
                 plan.found.append(f"{base}: {n} {rt[0].upper() if rt[0] == 'mpi' else 'OpenMP'}"
                                   f" entry points")
@@ -204,7 +234,7 @@ class RegionTracer:
                         continue
                     label = C.region_label(sym, elf.line_of(elf.by_name[sym]))
                     ep = C.EntryPoint(label, "omp", "body")
-                    self._add(plan, f, off, ep)
+                    self._add(plan, f, off, ep, _emulated(f, off))
                 if bodies:
                     plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
                 elif elf.stripped:
@@ -226,19 +256,22 @@ class RegionTracer:
             if off is None:
                 hint = " (the file is stripped)" if elf.stripped else ""
                 raise SnumapError(f"--probe {path}:{sym}: no function {sym!r} in {path}{hint}")
-            self._add(plan, path, off, C.EntryPoint(sym, "user"))
+            self._add(plan, path, off, C.EntryPoint(sym, "user"), _emulated(path, off))
             plan.found.append(f"{os.path.basename(path)}:{sym} (--probe)")
         return plan
 
-    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint) -> None:
+    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint, emulated: bool = True
+             ) -> None:
         if any(p[0] == path and p[1] == off for p in plan.probes):
             return
         rid = -1 if ep.arg is not None or ep.stack else \
             self.names.intern(ep.symbol, ep.kind, ep.role, ep.wait)
+        cost = (ENTRY_NS if emulated else STEPPED_NS) * ep.on_entry + RETURN_NS * ep.on_return
         if ep.on_entry:
-            plan.probes.append((path, off, False, Site(ep, False, rid, path)))
+            plan.probes.append((path, off, False, Site(ep, False, rid, path, cost, True)))
         if ep.on_return:
-            plan.probes.append((path, off, True, Site(ep, True, rid, path)))
+            plan.probes.append((path, off, True, Site(ep, True, rid, path, cost,
+                                                      not ep.on_entry)))
         plan.files.add(path)
 
     # ---- probes -----------------------------------------------------------------------------
@@ -293,8 +326,11 @@ class RegionTracer:
             self.sites.append(site)
             agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
             self._agg_flags.append(agg is not None)
-            probes.append(Probe(path, off, ret, tag, site.entry.arg,
-                                "body" if site.entry.role == "body" else "", agg))
+            # A --probe function is the user's choice: never detached, its cost still said.
+            spend = int(site.call_ns / self.budget) if site.counting and self.budget and \
+                site.entry.kind != "user" else 0
+            probes.append(Probe(path, off, ret, tag, site.entry.arg, group_of(site), agg,
+                                spend))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -484,12 +520,64 @@ class RegionTracer:
         if self.uprobes is None:
             return None
         raw = self.uprobes.drain()
+        take_over = getattr(self.uprobes, "take_over", None)
+        if take_over is not None and raw is not None:
+            raw = take_over(raw)
+            if self.uprobes.over:
+                with self._lock:
+                    self._over_budget()
         if getattr(self.uprobes, "holds", False) and raw is not None:
             raw = self.uprobes.take_execs(raw)
             if self.uprobes.held:
                 with self._lock:
                     self._release_held()
         return raw
+
+    def _over_budget(self) -> None:
+        """Detach the functions whose probes passed their budget (in the drain thread, within
+        ~10 ms of the kernel's record): their calls until then stay counted."""
+        over, self.uprobes.over = self.uprobes.over, []
+        for tag, t_ns in over:
+            if tag >= len(self.sites):
+                continue
+            site = self.sites[tag]
+            group = group_of(site)
+            if group in self.detached:
+                continue
+            self.uprobes.detach(group, wait=False)
+            calls = self.uprobes.hits_by_tag(tag + 1).get(tag, 0)
+            self.detached[group] = (t_ns, calls)
+            what = "parallel-region bodies" if group == "body" else site.entry.symbol
+            rate = self.budget * 1e9 / site.call_ns
+            text = (f"regions: {what}: probes detached after {calls:,} calls, past the budget "
+                    f"({100 * self.budget:g}% of a thread's time at ~{site.call_ns:,} ns a "
+                    f"call: {rate:,.0f} calls/s per thread); its counts and times until then "
+                    "are exact, later calls are not seen")
+            self.notes.append((t_ns, text))
+            self.problems.append(text.removeprefix("regions: "))
+
+    def probe_costs(self) -> dict[str, dict[str, int]]:
+        """Per probed function (region name; a span opener under its runtime function's):
+        ``calls`` seen, ``probe_ns`` they cost in all (estimated), ``call_ns`` per call, and
+        ``detached_ns`` when its probes were detached past the budget (0: never)."""
+        with self._lock:
+            by_tag = getattr(self.uprobes, "hits_by_tag", None)
+            hits = by_tag(len(self.sites)) if by_tag is not None else \
+                {t: int(n) for t, n in enumerate(self._row_hits.tolist()) if n}
+            out: dict[str, dict[str, int]] = {}
+            for tag, site in enumerate(self.sites):
+                if not site.counting:
+                    continue
+                name = self.names[site.rid].name if site.rid >= 0 else site.entry.symbol
+                n = hits.get(tag, 0)
+                got = self.detached.get(group_of(site))
+                o = out.setdefault(name, {"calls": 0, "probe_ns": 0, "call_ns": site.call_ns,
+                                          "detached_ns": 0})
+                o["calls"] += n
+                o["probe_ns"] += n * site.call_ns
+                if got is not None:
+                    o["detached_ns"] = got[0]
+            return {k: v for k, v in out.items() if v["calls"] or v["detached_ns"]}
 
     def drain_capped(self) -> bool:
         """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
@@ -517,12 +605,19 @@ class RegionTracer:
                 self.pending = [later[young]] if young.any() else []
                 self.dropped += int((~young).sum())
             rec = rec[known]
+        if self.path != "ebpf" and len(rec):      # the eBPF path counts in the kernel
+            n = np.bincount(rec["tag"].astype(np.int64), minlength=len(self.sites))
+            if len(self._row_hits) < len(n):
+                self._row_hits = np.concatenate(
+                    [self._row_hits, np.zeros(len(n) - len(self._row_hits), np.int64)])
+            self._row_hits[:len(n)] += n
         self._budget(rec)
         return self._regions(rec)
 
     def _budget(self, rec: np.ndarray) -> None:
         """Detach the body probes when they hit more than BODY_BUDGET times a second."""
-        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec):
+        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec) or \
+                "body" in self.detached:
             return
         n = int(np.isin(rec["tag"], self._body_tags).sum())
         t0, hits = self._window
@@ -535,6 +630,7 @@ class RegionTracer:
             if rate > BODY_BUDGET:
                 self.uprobes.detach("body")
                 self.bodies_off_at = t1
+                self.detached["body"] = (t1, 0)
                 text = (f"regions: parallel-region bodies detached after {rate:,.0f} hits/s "
                         f"(budget {BODY_BUDGET:,}): counts, spans and calls stay exact, "
                         "threads' time inside comes from before this point")
