@@ -20,8 +20,11 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
 
 BUDGET_SHARE = 0.01         # trace/regions.py's default, without importing it (and elftools)
+# Said (last line, marker) when the region probes cost more than this share of the program's
+# CPU time in all (analysis/regions.py WARN_SHARE, the report's).
+WARN_SHARE = 0.05
 # The "region probes" info chunk (docs/format.md): per probed function.
-COST_COLUMNS = ("name", "calls", "probe_ns", "call_ns", "detached_ns")
+COST_COLUMNS = ("name", "hits", "probe_ns", "call_ns", "detached_ns")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,17 +54,18 @@ def _share(text: str) -> float:
     return pct / 100
 
 
-def cost_note(costs: dict[str, dict[str, int]], cpu_ns: int | None, budget: float
+def cost_note(costs: dict[str, dict[str, int]], cpu_ns: int | None
               ) -> tuple[str, bool] | None:
     """What the region probes cost the program, said in record's last line: the estimated
     probe time, its share of the program's CPU time CPU_NS (when known), and the functions
-    detached past the budget; and whether that share is above BUDGET. None without probes."""
+    detached past the budget; and whether that share is above WARN_SHARE. None without
+    probes."""
     if not costs:
         return None
     ns = sum(c["probe_ns"] for c in costs.values())
     off = sorted(n for n, c in costs.items() if c["detached_ns"])
     share = ns / cpu_ns if cpu_ns else None
-    over = share is not None and budget > 0 and share > budget
+    over = share is not None and share > WARN_SHARE
     text = f"region probes ~{ns / 1e6:.1f} ms"
     if share is not None:
         text += f" ({100 * share:.2g}% of the program's CPU time{' (!)' if over else ''})"
@@ -93,6 +97,7 @@ class RegionSession:
         budget = getattr(args, "probe_budget", None)
         self.budget = BUDGET_SHARE if budget is None else float(budget)
         self.costs: dict[str, dict[str, int]] = {}  # per probed function (probe_costs)
+        self.info["budget"] = self.budget
         self._next_rescan = 0.0
         self._old_env = os.environ.get("SNUMAP_MARKERS")
         if backend == "proc" and (self.user or (cmd and self.mode != "none")):
@@ -254,14 +259,14 @@ class RegionSession:
 
     def said_cost(self, writer: Any, cpu_ns: int | None) -> str | None:
         """The probes' cost for record's last line (None without probes); a marker when they
-        cost more than the budget's share of the program's CPU time CPU_NS."""
-        got = cost_note(self.costs, cpu_ns, self.budget)
+        cost more than WARN_SHARE of the program's CPU time CPU_NS."""
+        got = cost_note(self.costs, cpu_ns)
         if got is None:
             return None
         text, over = got
         if over:
-            writer.add_marker(time.monotonic_ns(), f"regions: {text}, above the "
-                              f"{100 * self.budget:g}% budget")
+            writer.add_marker(time.monotonic_ns(), f"regions: {text}, above "
+                              f"{100 * WARN_SHARE:g}%")
         return text
 
     def close(self) -> None:

@@ -558,7 +558,7 @@ class RegionTracer:
 
     def probe_costs(self) -> dict[str, dict[str, int]]:
         """Per probed function (region name; a span opener under its runtime function's):
-        ``calls`` seen, ``probe_ns`` they cost in all (estimated), ``call_ns`` per call, and
+        ``hits`` (calls the probes trapped), ``probe_ns`` they cost in all (estimated), ``call_ns`` per call, and
         ``detached_ns`` when its probes were detached past the budget (0: never)."""
         with self._lock:
             by_tag = getattr(self.uprobes, "hits_by_tag", None)
@@ -571,13 +571,13 @@ class RegionTracer:
                 name = self.names[site.rid].name if site.rid >= 0 else site.entry.symbol
                 n = hits.get(tag, 0)
                 got = self.detached.get(group_of(site))
-                o = out.setdefault(name, {"calls": 0, "probe_ns": 0, "call_ns": site.call_ns,
+                o = out.setdefault(name, {"hits": 0, "probe_ns": 0, "call_ns": site.call_ns,
                                           "detached_ns": 0})
-                o["calls"] += n
+                o["hits"] += n
                 o["probe_ns"] += n * site.call_ns
                 if got is not None:
                     o["detached_ns"] = got[0]
-            return {k: v for k, v in out.items() if v["calls"] or v["detached_ns"]}
+            return {k: v for k, v in out.items() if v["hits"] or v["detached_ns"]}
 
     def drain_capped(self) -> bool:
         """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
