@@ -454,9 +454,10 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
     said = f"{100 * share:.2g}% of the traced processes' CPU time" if share is not None \
         else "share unknown"
     over = f" (!) above {100 * WARN_SHARE:g}%" if p.get("over_budget") else ""
-    budget = f"; --probe-budget {100 * p['budget']:g}% a function" if p.get("budget") else ""
-    lines = [f"  region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}"
-             f"{budget}"]
+    lines = [f"  region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}"]
+    if p.get("budget"):
+        lines.append(f"  (--probe-budget {100 * p['budget']:g}%: a function's probes are "
+                     "detached past that share of a thread)")
     for f in p["functions"][:top]:
         off = " detached" if f["detached_ns"] else ""
         lines.append(f"    {safe_text(f['name'])[:36]:<36} {f['hits']:>11,} hits "
