@@ -233,6 +233,20 @@ def _less_probes(threads: dict[int, tuple[int, int]], per_tid: dict[int, int], c
             threads.items()}
 
 
+def most_calls(reg: Regions, name: str) -> int:
+    """The most calls of function NAME any one thread made (its begin rows and the calls the
+    kernel summed): what a call's probe cost is taken out of the function's wall time for."""
+    rids = [i for i, n in enumerate(reg.names) if n.name == name]
+    per: dict[int, int] = {}
+    rows = reg.rows[np.isin(reg.rows["rid"], rids) & (reg.rows["op"] == BEGIN)]
+    for t, c in zip(*np.unique(rows["tid"], return_counts=True)):
+        per[int(t)] = int(c)
+    agg = summed(getattr(reg, "sums", np.zeros(0)), rids)
+    for t, c in (agg.calls.items() if agg is not None else ()):
+        per[t] = per.get(t, 0) + c
+    return max(per.values(), default=0)
+
+
 def region_stats(reg: Regions, comm: dict[int, str] | None = None,
                  probes: dict[str, dict[str, int]] | None = None) -> list[dict[str, Any]]:
     """One dict per region name (JSON-ready), by wall time, longest first. PROBES (the
