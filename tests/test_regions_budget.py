@@ -262,23 +262,30 @@ def _build(tmp: Path) -> Path:
     return prog
 
 
-@needs_probes
-def test_a_critical_flood_is_detached_and_said_and_the_rest_stays_exact(tmp_path: Path) -> None:
-    prog = _build(tmp_path)
-    rec = tmp_path / "crit.rec"
-    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--", "env", "OMP_NUM_THREADS=2",
-                        str(prog), "2000000", "400000"], capture_output=True, text=True,
-                       timeout=300, check=False, cwd=tmp_path)
+def _recorded(tmp: Path, threads: int, calls: int) -> tuple[Path, str, dict[str, Any]]:
+    """The program recorded by default `snumap record` with THREADS and CALLS critical
+    sections: the recording, record's stderr and the JSON report."""
+    prog = _build(tmp)
+    rec = tmp / "crit.rec"
+    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--", "env",
+                        f"OMP_NUM_THREADS={threads}", str(prog), str(calls), "150000"],
+                       capture_output=True, text=True, timeout=300, check=False, cwd=tmp)
     assert r.returncode == 0, r.stderr
     if "eBPF uprobe_multi" not in r.stderr:
         pytest.skip("the eBPF region path is not available here")
-    last = r.stderr.strip().splitlines()[-1]
+    rep = json.loads(subprocess.run([*SNUMAP, "report", str(rec), "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    return rec, r.stderr, rep
+
+
+@needs_probes
+def test_a_critical_flood_is_detached_and_said_and_the_rest_stays_exact(tmp_path: Path) -> None:
+    rec, err, rep = _recorded(tmp_path, 2, 2_000_000)
+    last = err.strip().splitlines()[-1]
     assert last.startswith("snumap: recorded") and "region probes ~" in last, last
     assert "% of the program's CPU time" in last
     assert "detached past the budget: GOMP_critical_start" in last
-    assert "GOMP_critical_start: probes detached after" in r.stderr
-    rep = json.loads(subprocess.run([*SNUMAP, "report", str(rec), "--json"],
-                                    capture_output=True, text=True, check=True).stdout)
+    assert "GOMP_critical_start: probes detached after" in err
     probes = rep["region_probes"]
     assert probes["detached"] == ["GOMP_critical_start"] and 0 < probes["share"] < 1
     regs = {g["name"]: g for g in rep["regions"]}
@@ -302,17 +309,8 @@ def test_a_critical_flood_is_detached_and_said_and_the_rest_stays_exact(tmp_path
 def test_below_the_budget_a_critical_section_stays_exact(tmp_path: Path) -> None:
     """1,000 critical sections (500 a thread, within the burst a thread may make): never
     past the budget, every call counted."""
-    prog = _build(tmp_path)
-    rec = tmp_path / "few.rec"
-    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--", "env", "OMP_NUM_THREADS=2",
-                        str(prog), "1000", "400000"], capture_output=True, text=True,
-                       timeout=300, check=False, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    if "eBPF uprobe_multi" not in r.stderr:
-        pytest.skip("the eBPF region path is not available here")
-    assert "detached" not in r.stderr
-    rep = json.loads(subprocess.run([*SNUMAP, "report", str(rec), "--json"],
-                                    capture_output=True, text=True, check=True).stdout)
+    _rec, err, rep = _recorded(tmp_path, 2, 1000)
+    assert "detached" not in err
     crit = {g["name"]: g for g in rep["regions"]}["GOMP_critical_start"]
     assert crit["calls"] == 1000 and "partial" not in crit
     assert rep["region_probes"]["detached"] == []
@@ -320,16 +318,7 @@ def test_below_the_budget_a_critical_section_stays_exact(tmp_path: Path) -> None
 
 @needs_probes
 def test_at_one_thread_the_probes_make_no_waiting(tmp_path: Path) -> None:
-    prog = _build(tmp_path)
-    rec = tmp_path / "one.rec"
-    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--", "env", "OMP_NUM_THREADS=1",
-                        str(prog), "2000000", "400000"], capture_output=True, text=True,
-                       timeout=300, check=False, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    if "eBPF uprobe_multi" not in r.stderr:
-        pytest.skip("the eBPF region path is not available here")
-    rep = json.loads(subprocess.run([*SNUMAP, "report", str(rec), "--json"],
-                                    capture_output=True, text=True, check=True).stdout)
+    _rec, _err, rep = _recorded(tmp_path, 1, 2_000_000)
     crit = {g["name"]: g for g in rep["regions"]}["GOMP_critical_start"]
     # Each counted call took ~1.6 us as the probes saw it: all of it probe cost, none
     # waiting (0.75 s of "waiting" was reported here at one thread before).

@@ -6,10 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 static double compute(long n) {
-    double s = 0;
-    #pragma omp parallel for reduction(+:s) schedule(static)
-    for (long i = 0; i < n; i++) { double x = i * 1e-9; for (int k = 0; k < 40; k++) x = x * 0.999 + 1e-7; s += x; }
-    return s;
+    double total = 0;
+    #pragma omp parallel for reduction(+:total) schedule(static)
+    for (long i = 0; i < n; i++) {
+        double v = 1.0 + i % 97;
+        for (int k = 0; k < 32; k++)
+            v = v * 0.5 + 1.0 / v;      /* converges to sqrt(2): work that scales */
+        total += v;
+    }
+    return total;
 }
 static double critical(long n) {
     double s = 0;
@@ -22,7 +27,7 @@ static double critical(long n) {
 }
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 16000000;
-    long work = argc > 2 ? atol(argv[2]) : 4000000;
+    long work = argc > 2 ? atol(argv[2]) : 1500000;
     double t0 = omp_get_wtime();
     double a = compute(work);
     double t1 = omp_get_wtime();
