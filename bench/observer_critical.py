@@ -279,7 +279,12 @@ def main(argv: list[str] | None = None) -> int:
              "from the kernel's BPF stats (the rest is the trap: the breakpoint, the kernel's "
              "uprobe handling, the return trampoline).\n\n")
     body += table(["case", "added ns per call", "BPF ns per hit"], hits)
-    body += (f"\nLoad average {load0:.1f} at the start, {load1:.1f} at the end. The budget "
+    busy = max(load0, load1) > 0.5 * (os.cpu_count() or 1)
+    body += (f"\nLoad average {load0:.1f} at the start, {load1:.1f} at the end"
+             + (" -- a busy machine: a critical section whose holder is preempted by another "
+                "user's work makes every mode's times noise here; these figures show the "
+                "bench runs, not the overhead (run it on a quiet machine)" if busy else "")
+             + ". The budget "
              "(--probe-budget, default 1 % of a thread's time per function) turns these "
              "costs into a rate: ~6,450 calls/s per thread for an entry and return on "
              "emulated instructions at the costs snumap assumes (850 + 700 ns).\n")
