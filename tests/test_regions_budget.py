@@ -54,7 +54,8 @@ def test_budget_option_is_a_percentage_and_refuses_nonsense() -> None:
 def test_the_kernel_spend_per_hit_follows_the_share_and_spares_user_probes() -> None:
     """One counting site per function (its entry, or its return when it has no entry probe)
     spends call_ns / share of a thread's credit a hit; --probe functions never."""
-    from snumap_tui.trace.regions import ENTRY_NS, RETURN_NS, STEPPED_NS, RegionTracer
+    from snumap_tui.trace.probe_budget import ENTRY_NS, RETURN_NS, STEPPED_NS
+    from snumap_tui.trace.regions import RegionTracer
 
     got: list[Any] = []
 
@@ -323,3 +324,45 @@ def test_at_one_thread_the_probes_make_no_waiting(tmp_path: Path) -> None:
     # Each counted call took ~1.6 us as the probes saw it: all of it probe cost, none
     # waiting (0.75 s of "waiting" was reported here at one thread before).
     assert crit["wait_s"] < 0.05 * crit["calls"] * 1.6e-6 + 1e-3, crit
+
+
+def test_the_perf_path_detaches_past_the_budget_from_the_decoded_hits() -> None:
+    """Without the eBPF path the budget is kept on the decoded hits: the busiest thread's
+    calls over a window times a call's probe cost, against the budget's share."""
+    from snumap_tui.trace.regions import RegionTracer, Site
+    from snumap_tui.trace.uprobes import HIT
+
+    detached: list[str] = []
+
+    class Fake:
+        def detach(self, group: str) -> None:
+            detached.append(group)
+
+    names = RegionNames()
+    crit = next(e for e in C.GNU_OMP if e.symbol == "GOMP_critical_start")
+    bar = next(e for e in C.GNU_OMP if e.symbol == "GOMP_barrier")
+    tr = RegionTracer("auto", [], names, lambda _s: None)
+    tr.sites = [Site(crit, False, names.intern(crit.symbol, "omp", "call", True), "/l", 1550,
+                     True),
+                Site(bar, False, names.intern(bar.symbol, "omp", "call", True), "/l", 1550,
+                     True)]
+    tr.uprobes, tr.path = Fake(), "perf"
+
+    def hits(tag: int, n: int, t0: int, span: int) -> np.ndarray:
+        h = np.zeros(n, HIT)
+        h["t_ns"] = t0 + np.arange(n) * (span // n)
+        h["tid"], h["pid"], h["tag"] = 9, 9, tag
+        return h
+
+    # 0.6 s: 10,000 critical sections (2.6 % of the thread) and 100 barriers (0.03 %).
+    rec = np.concatenate([hits(0, 10_000, 1000 * MS, 600 * MS), hits(1, 100, 1000 * MS, 600 * MS)])
+    tr._perf_budget(rec[np.argsort(rec["t_ns"], kind="stable")])
+    assert detached == ["fn:GOMP_critical_start"]
+    (t, text), = tr.notes
+    assert "GOMP_critical_start: probes detached, past the budget (2.6% of" in text
+    tr.count_rows(rec)
+    costs = tr.probe_costs()
+    assert costs["GOMP_critical_start"]["hits"] == 10_000 and costs["GOMP_critical_start"][
+        "detached_ns"] == t
+    assert costs["GOMP_barrier"] == {"hits": 100, "probe_ns": 155_000, "call_ns": 1550,
+                                     "detached_ns": 0}

@@ -35,22 +35,17 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.trace import elfsyms as E
 from snumap_tui.trace import region_catalog as C
 from snumap_tui.trace.events import EXEC, FORK, EventBatch
+from snumap_tui.trace.probe_budget import (
+    ENTRY_NS,
+    RETURN_NS,
+    STEPPED_NS,
+    BudgetMixin,
+    _emulated,
+    group_of,
+)
 from snumap_tui.trace.probe_point import missing_note
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
-# Above this many region-body hits a second the body probes are detached (the rest of the
-# recording keeps every span, call and count; per-thread times come from the time before):
-# a body's entry is usually single-stepped by the kernel, ~14 us a hit measured here
-# (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
-BODY_BUDGET = 10_000
-BODY_WINDOW_NS = 500_000_000
-# What a probed call costs the thread that makes it, estimated (bench/observer_critical.py
-# measures them: the kernel's BPF run time plus the trap, probed vs unprobed calls): an entry
-# probe on an instruction the kernel emulates, one it single-steps, and a return probe.
-ENTRY_NS = 850
-STEPPED_NS = 9_400
-RETURN_NS = 700
-BUDGET_SHARE = 0.01             # default --probe-budget: 1 % of a thread's time per function
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
 RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
 # Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
@@ -99,24 +94,6 @@ def _may_have_regions(program: str) -> bool:
     return len(_closure(program)) > 1 or not E.needed_of(program)[0]
 
 
-def group_of(site: Site) -> str:
-    """The probes detached together: every parallel-region body, or one function's."""
-    return "body" if site.entry.role == "body" else f"fn:{site.entry.symbol}"
-
-
-def _emulated(path: str, off: int) -> bool:
-    """Whether the instruction at file offset OFF of PATH is one the kernel emulates (the
-    cheap hit; trace/probe_point.py); True when it cannot be read (the estimate stays low)."""
-    from snumap_tui.trace.probe_point import emulated
-
-    try:
-        with open(path, "rb") as f:
-            f.seek(off)
-            return emulated(f.read(16))
-    except OSError:
-        return True
-
-
 def parse_probe(spec: str) -> tuple[str, str]:
     """``FILE:SYMBOL`` -> (file, symbol); SnumapError when malformed or the file is gone."""
     path, sep, sym = spec.rpartition(":")
@@ -130,7 +107,7 @@ def parse_probe(spec: str) -> tuple[str, str]:
     return os.path.realpath(path), sym
 
 
-class RegionTracer:
+class RegionTracer(BudgetMixin):
     """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
     Drainer runs ``drain`` in its thread)."""
 
@@ -171,14 +148,9 @@ class RegionTracer:
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
-        self._body_tags = np.zeros(0, np.int64)
         self._agg_flags: list[bool] = []      # per tag: summed in the kernel
         self._agg_tag = np.zeros(0, bool)
-        self._window = (0, 0)           # (start t_ns, body hits since)
-        self.bodies_off_at: int | None = None
-        self.budget = BUDGET_SHARE      # a function's probes' share of a thread (0: no budget)
-        self.detached: dict[str, tuple[int, int]] = {}      # group -> (t_ns, calls until)
-        self._row_hits = np.zeros(0, np.int64)   # hits per tag seen as rows (the perf path)
+        self._init_budget()
 
     # ---- planning ---------------------------------------------------------------------------
 
@@ -326,11 +298,8 @@ class RegionTracer:
             self.sites.append(site)
             agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
             self._agg_flags.append(agg is not None)
-            # A --probe function is the user's choice: never detached, its cost still said.
-            spend = int(site.call_ns / self.budget) if site.counting and self.budget and \
-                site.entry.kind != "user" else 0
             probes.append(Probe(path, off, ret, tag, site.entry.arg, group_of(site), agg,
-                                spend))
+                                self.spend_ns(site)))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -533,52 +502,6 @@ class RegionTracer:
                     self._release_held()
         return raw
 
-    def _over_budget(self) -> None:
-        """Detach the functions whose probes passed their budget (in the drain thread, within
-        ~10 ms of the kernel's record): their calls until then stay counted."""
-        over, self.uprobes.over = self.uprobes.over, []
-        for tag, t_ns in over:
-            if tag >= len(self.sites):
-                continue
-            site = self.sites[tag]
-            group = group_of(site)
-            if group in self.detached:
-                continue
-            self.uprobes.detach(group, wait=False)
-            calls = self.uprobes.hits_by_tag(tag + 1).get(tag, 0)
-            self.detached[group] = (t_ns, calls)
-            what = "parallel-region bodies" if group == "body" else site.entry.symbol
-            rate = self.budget * 1e9 / site.call_ns
-            text = (f"regions: {what}: probes detached after {calls:,} calls, past the budget "
-                    f"({100 * self.budget:g}% of a thread's time at ~{site.call_ns:,} ns a "
-                    f"call: {rate:,.0f} calls/s per thread); its counts and times until then "
-                    "are exact, later calls are not seen")
-            self.notes.append((t_ns, text))
-            self.problems.append(text.removeprefix("regions: "))
-
-    def probe_costs(self) -> dict[str, dict[str, int]]:
-        """Per probed function (region name; a span opener under its runtime function's):
-        ``hits`` (calls the probes trapped), ``probe_ns`` they cost in all (estimated), ``call_ns`` per call, and
-        ``detached_ns`` when its probes were detached past the budget (0: never)."""
-        with self._lock:
-            by_tag = getattr(self.uprobes, "hits_by_tag", None)
-            hits = by_tag(len(self.sites)) if by_tag is not None else \
-                {t: int(n) for t, n in enumerate(self._row_hits.tolist()) if n}
-            out: dict[str, dict[str, int]] = {}
-            for tag, site in enumerate(self.sites):
-                if not site.counting:
-                    continue
-                name = self.names[site.rid].name if site.rid >= 0 else site.entry.symbol
-                n = hits.get(tag, 0)
-                got = self.detached.get(group_of(site))
-                o = out.setdefault(name, {"hits": 0, "probe_ns": 0, "call_ns": site.call_ns,
-                                          "detached_ns": 0})
-                o["hits"] += n
-                o["probe_ns"] += n * site.call_ns
-                if got is not None:
-                    o["detached_ns"] = got[0]
-            return {k: v for k, v in out.items() if v["hits"] or v["detached_ns"]}
-
     def drain_capped(self) -> bool:
         """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
         return False
@@ -605,40 +528,10 @@ class RegionTracer:
                 self.pending = [later[young]] if young.any() else []
                 self.dropped += int((~young).sum())
             rec = rec[known]
-        if self.path != "ebpf" and len(rec):      # the eBPF path counts in the kernel
-            n = np.bincount(rec["tag"].astype(np.int64), minlength=len(self.sites))
-            if len(self._row_hits) < len(n):
-                self._row_hits = np.concatenate(
-                    [self._row_hits, np.zeros(len(n) - len(self._row_hits), np.int64)])
-            self._row_hits[:len(n)] += n
+        self.count_rows(rec)
+        self._perf_budget(rec)
         self._budget(rec)
         return self._regions(rec)
-
-    def _budget(self, rec: np.ndarray) -> None:
-        """Detach the body probes when they hit more than BODY_BUDGET times a second."""
-        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec) or \
-                "body" in self.detached:
-            return
-        n = int(np.isin(rec["tag"], self._body_tags).sum())
-        t0, hits = self._window
-        if not t0:
-            t0 = int(rec["t_ns"][0])
-        hits += n
-        t1 = int(rec["t_ns"][-1])
-        if t1 - t0 >= BODY_WINDOW_NS:
-            rate = hits * 1e9 / (t1 - t0)
-            if rate > BODY_BUDGET:
-                self.uprobes.detach("body")
-                self.bodies_off_at = t1
-                self.detached["body"] = (t1, 0)
-                text = (f"regions: parallel-region bodies detached after {rate:,.0f} hits/s "
-                        f"(budget {BODY_BUDGET:,}): counts, spans and calls stay exact, "
-                        "threads' time inside comes from before this point")
-                self.notes.append((t1, text))
-                self.problems.append(text.removeprefix("regions: "))
-                return
-            t0, hits = t1, 0
-        self._window = (t0, hits)
 
     def _regions(self, rec: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rec), C.REGION_DTYPE)
