@@ -39,8 +39,8 @@
  * hit spends: the estimated cost of the call's probes divided by the share of a thread's time
  * they may take); a thread earns credit at 1 ns a ns, up to snumap_burst_ns. A hit that finds
  * the thread's credit spent marks the tag in `over` (once) and writes a record with tag
- * SNUMAP_BUDGET_TAG (arg: the tag) that wakes user space, which detaches that function's
- * probes. From that hit on, the tag's hits are counted in `counts` and nothing else (no
+ * SNUMAP_BUDGET_TAG (arg: the tag) for the drain (it reads the ring every 10 ms), which
+ * detaches that function's probes. From that hit on, the tag's hits are counted in `counts` and nothing else (no
  * record, no sum) until the detach takes effect: what was recorded stops at one instant, and
  * is exact up to it; a return whose entry was not seen is not a call.
  *
@@ -294,7 +294,7 @@ static __always_inline int spend(__u64 id, __u32 tag)
     h->tid = (__u32)id;
     h->tag = SNUMAP_BUDGET_TAG;
     h->ret = 0;
-    bpf_ringbuf_submit(h, BPF_RB_FORCE_WAKEUP);
+    bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
     return 1;
 }
 
