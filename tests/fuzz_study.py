@@ -4,7 +4,8 @@ them. Every case must end in data or one ``snumap:`` line, within CASE_SECONDS a
 harness's memory limit -- never a traceback or a hang.
 
 Seeds are synthetic studies (study/synth.py: with counters and memory figures, two
-placements, numeric inputs, repeats), so every field a real run writes is there. A case
+placements, numeric inputs, repeats) and, where this machine can record, a real one of
+`true`, so every field a run writes is there. A case
 changes one file of a copy of a seed:
 
 - one to three fields, chosen evenly among every place in the file, dropped or swapped for
@@ -62,6 +63,10 @@ SEED_STUDIES = {
 
 
 def make_seeds(work: Path) -> dict[str, Path]:
+    """The synthetic studies, and one real study (`snumap scale -o S --threads 1,2 -- true`:
+    every key a real run writes) where this machine can record."""
+    import subprocess
+
     from snumap_tui.study.synth import make_study
 
     out = {}
@@ -69,6 +74,14 @@ def make_seeds(work: Path) -> dict[str, Path]:
         d = work / f"seed-{name}"
         make_study(d, **kw)       # type: ignore[arg-type]
         out[name] = d
+    real = work / "seed-real"
+    p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "scale", "-o", str(real),
+                        "--threads", "1,2", "--", "true"], capture_output=True, text=True,
+                       timeout=120, check=False, cwd=REPO)
+    if p.returncode == 0:
+        out["real"] = real
+    else:
+        print(f"no real seed study: {p.stderr.strip().splitlines()[-1:]}")
     return out
 
 
