@@ -205,7 +205,8 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
         if args.slurm is not None:
             from snumap_tui.study.slurm import submit
 
-            pending = study.pending(args.retry_failed)
+            # this command's configurations, as a local study runs them (study/runner.py)
+            pending = [r for r in map(launch.run, study.pending(args.retry_failed)) if r]
             job = submit(study, pending, args.slurm, wait=args.wait)
             say(f"submitted {len(pending)} runs as Slurm job array {job}; then: "
                 f"snumap scale report {study.dir}")
