@@ -99,7 +99,7 @@ def main() -> int:
         "-- or a structure-aware or textual edit, or replaced by a FIFO, a link, a "
         "directory, a 17 MB or an empty file) through `scale report` (text, --json, "
         "--metric), the view's content, `scale export` json/csv/parquet, --extrap, a resume "
-        "up to its first run, and --plot every 15th case.\n\n"
+        "up to its first run, and --plot and `scale view --screenshot` every 15th case.\n\n"
         + table(["input", "cases", "runs", "data", "clean errors", "tracebacks", "hangs",
                  "multi-line errors", "slowest run", "peak RSS (harness alone)"], rows))
     print(body)

@@ -22,8 +22,8 @@ Then each reader: `scale report` (text, ``--json``, ``--metric ipc``), the view'
 (headless: the diagrams, tables and model lines `scale view` draws), `scale export`
 (json, csv, parquet), ``--extrap``, and a resume (the study opened to be run, a restore file
 applied on a fake sysfs tree, the manifest rebuilt, the pending runs found: everything
-`snumap scale -o` does before its first run); ``--plot`` every PLOT_EVERY cases (matplotlib
-takes ~1 s).
+`snumap scale -o` does before its first run); ``--plot`` and `scale view --screenshot` (the
+terminal UI drawn headless) every PLOT_EVERY cases (each takes a second or two).
 
     .venv/bin/python tests/fuzz_study.py --seconds 30 --seed 5
 """
@@ -272,6 +272,8 @@ def operations(study: Path, out: Path, seed_manifest: dict[str, Any], sysfs: Pat
     if plot:
         ops.append(("--plot", lambda: H.cli(["scale", "report", s, "--plot",
                                              str(out / "plots"), "--force"])))
+        ops.append(("view --screenshot", lambda: H.cli(["scale", "view", s, "--screenshot",
+                                                        str(out / "v.svg"), "--force"])))
     return ops
 
 
