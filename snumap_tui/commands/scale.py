@@ -212,8 +212,8 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
                 f"snumap scale report {study.dir}")
             return 0
         if resumed:
-            say(f"resuming {study.dir}: {len(study.pending(args.retry_failed))} of "
-                f"{len(study.plan())} runs to record")
+            todo = [r for r in map(launch.run, study.pending(args.retry_failed)) if r]
+            say(f"resuming {study.dir}: {len(todo)} of {len(study.plan())} runs to record")
         try:
             counts = run_pending(study, launch, topo, say, retry_failed=args.retry_failed,
                                  freq=actuator)
