@@ -108,7 +108,11 @@ RUN = Fields(required={"status": Choice(STATUSES)}, optional={
     "pid": Nullable(Int(0, 1 << 31)), "recorder_pid": Nullable(Int(0, 1 << 31)),
     "recorder_status": Nullable(Int(-(1 << 31), 1 << 31)), "wall_s": SECONDS,
     "cpuset": TEXT, "command": Nullable(WORDS), "slurm": Nullable(MapOf(Str(64), Str(256))),
-    "cpus_recorded": Nullable(Anything(4)), "measurements": Nullable(MEASUREMENTS)})
+    "cpus_recorded": Nullable(Anything(4)), "measurements": Nullable(MEASUREMENTS),
+    # the command run once untraced beside the recording (study/untraced.py)
+    "untraced": Nullable(Fields(optional={
+        "time_s": SECONDS, "exit_status": Nullable(Int(-(1 << 31), 1 << 31)), "why": TEXT,
+        "log": TEXT, "order": TEXT}))})
 
 
 def _config_key(c: dict[str, Any]) -> bool:
