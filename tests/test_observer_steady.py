@@ -1,0 +1,234 @@
+"""The observer stays small and out of the program's way (issue 29, items 1, 2, 6).
+
+- a handful of threads (<= 4) in record, top and the exporter on a 384-PU fake node with
+  ``os.cpu_count()`` faked to 384 (nothing sized by the PU count);
+- the command is released only once the recorder is steady: the recording's own
+  "recorder steady" info, its first sample and the command's exec event say so;
+- the recorder's CPU time per recorded second of an idle recording is kept in the file,
+  bounded, and printed by report (text and JSON) and record's last line;
+- the numeric libraries' pools are pinned to one thread in snumap, and the traced command
+  gets the user's values back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from fakefs import FakeRoot
+
+from snumap_tui import store, threadpools
+from snumap_tui.analysis.recorder_cost import COST, STEADY, cost_line, recorder_cost
+from snumap_tui.trace.events import EXEC
+
+REPO = Path(__file__).resolve().parents[1]
+SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
+MAX_THREADS = 4
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="record needs root (tracing)")
+
+
+def _fake_env(tmp: Path) -> dict[str, str]:
+    """The environment of a snumap whose os.cpu_count() says 384 (a sitecustomize)."""
+    site = tmp / "site384"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import os\nos.cpu_count = lambda: 384\n"
+        "if hasattr(os, 'process_cpu_count'):\n    os.process_cpu_count = lambda: 384\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), env.get("PYTHONPATH", "")])
+    for k in threadpools.PINNED:
+        env.pop(k, None)            # as a user's shell has them: snumap must pin its own
+    return env
+
+
+@pytest.fixture(scope="module")
+def node384(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return FakeRoot(tmp_path_factory.mktemp("node384"), cpus=384, nodes=8, packages=2).root
+
+
+def _peak_threads(p: subprocess.Popen[str], seconds: float) -> int:
+    """The most threads P had, polled every 20 ms for SECONDS or until it ends."""
+    peak = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and p.poll() is None:
+        try:
+            peak = max(peak, len(os.listdir(f"/proc/{p.pid}/task")))
+        except OSError:
+            break
+        time.sleep(0.02)
+    return peak
+
+
+def test_the_fake_cpu_count_reaches_snumap(tmp_path: Path) -> None:
+    env = _fake_env(tmp_path)
+    out = subprocess.run([sys.executable, "-c", "import os; print(os.cpu_count())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "384"
+
+
+def test_exporter_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
+    tf = tmp_path / "tf"
+    tf.mkdir()
+    p = subprocess.Popen([*SNUMAP, "exporter", "--fsroot", str(node384), "--textfile",
+                          str(tf), "--interval", "0.1s"], env=_fake_env(tmp_path),
+                         stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        peak = _peak_threads(p, 4.0)
+        assert (tf / "snumap.prom").exists(), "the exporter never wrote"
+        assert p.poll() is None, p.stderr.read() if p.stderr else ""
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert 1 <= peak <= MAX_THREADS, peak
+
+
+def test_top_batch_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
+    p = subprocess.Popen([*SNUMAP, "top", "--batch", "--fsroot", str(node384), "--interval",
+                          "0.2s", "--count", "6"], env=_fake_env(tmp_path),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    peak = _peak_threads(p, 30.0)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "Machine" in out or "PU" in out
+    assert 1 <= peak <= MAX_THREADS, peak
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_top_app_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
+    """The Textual app (driver threads and all) in a real terminal, on its own tmux socket."""
+    sock = f"snumap-test-{uuid.uuid4().hex[:8]}"
+    env = _fake_env(tmp_path)
+    exports = " ".join(f"{k}='{v}'" for k, v in env.items() if k in ("PYTHONPATH",))
+    cmd = (f"cd {REPO} && unset COLUMNS LINES && export TERM=xterm-256color {exports} && "
+           f"exec {sys.executable} -m snumap_tui.cli top --fsroot {node384} --interval 0.2s")
+    tmux = ["tmux", "-L", sock]
+    try:
+        subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd],
+                       check=True, timeout=10, env={k: v for k, v in os.environ.items()
+                                                    if k != "TMUX"})
+        pid = int(subprocess.run([*tmux, "list-panes", "-t", "t", "-F", "#{pane_pid}"],
+                                 capture_output=True, text=True, check=True).stdout.split()[0])
+        peak, drawn = 0, False
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                peak = max(peak, len(os.listdir(f"/proc/{pid}/task")))
+            except OSError:
+                break
+            if not drawn:
+                screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "t"],
+                                        capture_output=True, text=True, check=False).stdout
+                if "Machine" in screen and "PU" in screen:
+                    drawn, end = True, time.monotonic() + 3   # a few redraws more
+            time.sleep(0.05)
+        assert drawn, "top never drew the 384-PU machine"
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+    assert 1 <= peak <= MAX_THREADS, peak
+
+
+@needs_root
+def test_record_threads_on_384_pus_and_steady_before_the_command(tmp_path: Path,
+                                                                   node384: Path) -> None:
+    out = tmp_path / "r.rec"
+    p = subprocess.Popen([*SNUMAP, "record", "-o", str(out), "--fsroot", str(node384),
+                          "--", "sh", "-c", "sleep 2"], env=_fake_env(tmp_path),
+                         stderr=subprocess.PIPE, text=True, cwd=REPO)
+    peak = _peak_threads(p, 60.0)
+    err = p.communicate(timeout=60)[1]
+    assert p.returncode == 0, err
+    assert 1 <= peak <= MAX_THREADS, peak
+    rec = store.open(out)
+    cost = next(i for i in rec.infos if i["what"] == COST)
+    assert 1 <= cost["threads"] <= MAX_THREADS
+    _assert_steady_first(rec)
+
+
+def _assert_steady_first(rec: store.Recording) -> None:
+    """The recorder's last set-up step ends before the command's first instruction."""
+    steady = next(i for i in rec.infos if i["what"] == STEADY)
+    names = [n for n, _ in steady["steps"]]
+    assert names[-2:] == ["first sample", "warm-up"], names
+    assert all(t <= steady["t_ns"] for _, t in steady["steps"])
+    assert int(rec.sample_times[0]) < steady["t_ns"]     # the first /proc sweep, before
+    ev = rec.events()
+    pid = next(int(e["pid"]) for e in ev[ev["kind"] == EXEC])
+    first = ev[(ev["pid"] == pid) & (ev["kind"] == EXEC)]
+    assert len(first) and int(first["t_ns"].min()) > steady["t_ns"]
+    start = [t for t, text in rec.markers if text.startswith("command start")]
+    assert start and start[0] >= steady["t_ns"]
+
+
+@needs_root
+def test_idle_recording_keeps_and_bounds_its_own_cost(tmp_path: Path) -> None:
+    out = tmp_path / "idle.rec"
+    done = subprocess.run([*SNUMAP, "record", "-o", str(out), "--interval", "100ms", "--",
+                           "sleep", "5"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "recorder " in last and "% of a core" in last and "threads" in last, last
+    rec = store.open(out)
+    _assert_steady_first(rec)
+    c = recorder_cost(rec.infos)
+    assert c is not None
+    assert 4.9 < c["recorded_s"] < 6.0
+    assert c["cpu_s"] > 0 and c["rss_peak_bytes"] > 10 << 20 and c["lost"] == 0
+    # Generous (an idle recorder here takes ~1-3 % of one core), yet a sweep of every task
+    # at each sample, a busy-waiting thread or a pool spinning after each call breaks it.
+    assert c["cpu_pct"] < 5.0, c
+    assert c["threads"] <= MAX_THREADS
+    assert any(k.startswith("main: sampling") for k in c["cpu_by_s"])
+    assert any("snumap-drain" in k for k in c["cpu_by_s"])
+    text = subprocess.run([*SNUMAP, "report", str(out)], capture_output=True, text=True,
+                          check=True, cwd=REPO).stdout
+    assert "Recorder (its own cost" in text and "% of one core" in text
+    js = json.loads(subprocess.run([*SNUMAP, "report", "--json", str(out)],
+                                   capture_output=True, text=True, check=True,
+                                   cwd=REPO).stdout)
+    assert js["recorder"]["cpu_pct"] == pytest.approx(c["cpu_pct"])
+    assert js["recorder"]["steady_ns"] == c["steady_ns"]
+
+
+@needs_root
+def test_blas_variables_pinned_here_and_not_leaked_to_the_command(tmp_path: Path) -> None:
+    seen = tmp_path / "env.txt"
+    env = _fake_env(tmp_path)
+    env["OMP_NUM_THREADS"] = "7"           # the user's, for their program
+    code = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps({k: "
+            f"os.environ.get(k) for k in {threadpools.PINNED!r}}}))")
+    done = subprocess.run([*SNUMAP, "record", "-o", str(tmp_path / "e.rec"), "--regions",
+                           "none", "--", sys.executable, "-c", code, str(seen)], env=env,
+                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(seen.read_text())
+    assert got["OMP_NUM_THREADS"] == "7"
+    assert all(got[k] is None for k in threadpools.PINNED if k != "OMP_NUM_THREADS"), got
+
+
+def test_pin_keeps_the_users_values_for_the_programs_snumap_starts() -> None:
+    code = ("import os\nos.environ['OMP_NUM_THREADS'] = '9'\n"
+            "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+            "from snumap_tui import cli, threadpools\n"
+            "import numpy\n"
+            "u = threadpools.user_environ()\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'], "
+            "u.get('OPENBLAS_NUM_THREADS'), u['OMP_NUM_THREADS'])\n"
+            "print(len(os.listdir('/proc/self/task')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout.split("\n")
+    assert out[0].split() == ["1", "1", "None", "9"]
+    assert int(out[1]) == 1          # numpy loaded, and no BLAS pool beside the main thread
+
+
+def test_old_recordings_have_no_recorder_section() -> None:
+    assert recorder_cost([{"what": "clock end", "t_ns": 5}]) is None
+    assert cost_line(None) == ""
