@@ -285,6 +285,27 @@ def proc_figures(pid: int) -> tuple[int, int, int, int]:
     return ticks, rss, hwm, len(os.listdir(f"/proc/{pid}/task"))
 
 
+SCRAPE_S = 15.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            r.read()
+    except OSError as exc:
+        print(f"scrape of :{port} failed: {exc}", file=sys.stderr)
+
+
 def part_d(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="observer.py d")
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -300,9 +321,8 @@ def part_d(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="snumap-observer-") as d:
         tmp = Path(d)
         root384, stop384, ticker = fake_384(tmp)
-        (tmp / "tf").mkdir()
-        (tmp / "tf384").mkdir()
-        exporter = [*SNUMAP, "exporter", "--interval", "1s", "--textfile"]
+        exporter = [*SNUMAP, "exporter", "--interval", "1s", "--listen"]
+        ports: list[int] = []
         tools: dict[str, tuple[str, str]] = {"snumap top": (top, ""),
                                               "snumap top, processes view": (top, "3"),
                                               "snumap top, 384-PU fake tree":
@@ -314,18 +334,24 @@ def part_d(argv: list[str]) -> int:
         try:
             for i, (label, (cmd, keys)) in enumerate(tools.items()):
                 pids[label] = spawn(f"t{i}", cmd, keys)
-            for label, extra in (("snumap exporter", [str(tmp / "tf")]),
+            for label, extra in (("snumap exporter", []),
                                  ("snumap exporter, 384-PU fake tree",
-                                  [str(tmp / "tf384"), "--fsroot", str(root384)])):
-                p = subprocess.Popen([*exporter, *extra], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+                                  ["--fsroot", str(root384)])):
+                ports.append(free_port())
+                p = subprocess.Popen([*exporter, f"127.0.0.1:{ports[-1]}", *extra],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 procs.append(p)
                 pids[label] = p.pid
             time.sleep(3.0)                     # start-up is not steady state
             t0 = time.monotonic()
             start = {k: proc_figures(p) for k, p in pids.items()}
             peak = {k: v[3] for k, v in start.items()}
+            scraped = -1e9
             while time.monotonic() - t0 < args.seconds:
+                if time.monotonic() - scraped >= SCRAPE_S:      # as Prometheus does
+                    scraped = time.monotonic()
+                    for port in ports:
+                        scrape(port)
                 time.sleep(0.5)
                 for k, p in pids.items():
                     peak[k] = max(peak[k], proc_figures(p)[3])
@@ -344,7 +370,8 @@ def part_d(argv: list[str]) -> int:
              f"{end[k][1] / 1024:.0f}", f"{end[k][2] / 1024:.0f}", peak[k]] for k in pids]
     load = os.getloadavg()
     body = (f"All at once for {wall:.0f} s at a 1 s refresh (the TUIs in tmux 160x50 on their "
-            "own socket, the exporter writing a textfile every second); CPU = utime + stime "
+            f"own socket, the exporters sampling every second and scraped every {SCRAPE_S:.0f} "
+            "s, Prometheus' default); CPU = utime + stime "
             "of the process (all its threads) as % of one core; threads = the most seen "
             "(polled every 0.5 s). The 384-PU rows read a fake /sys + /proc tree whose "
             f"counters this script advances every 0.25 s. Load average at the end: "

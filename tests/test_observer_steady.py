@@ -90,6 +90,38 @@ def test_exporter_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
     assert 1 <= peak <= MAX_THREADS, peak
 
 
+def test_exporter_served_and_scraped_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
+    """Serving /metrics: the server thread and one handler while Prometheus scrapes."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    p = subprocess.Popen([*SNUMAP, "exporter", "--fsroot", str(node384), "--listen",
+                          f"127.0.0.1:{port}", "--interval", "0.1s"], env=_fake_env(tmp_path),
+                         stderr=subprocess.PIPE, text=True, cwd=REPO)
+    peak, got = 0, b""
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not got:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    got = r.read()
+            except OSError:
+                time.sleep(0.2)
+        peak = max(_peak_threads(p, 1.0), len(os.listdir(f"/proc/{p.pid}/task")))
+        for _ in range(3):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                r.read()
+            peak = max(peak, len(os.listdir(f"/proc/{p.pid}/task")))
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert b"snumap_exporter_sweeps_total" in got
+    assert 1 <= peak <= MAX_THREADS, peak
+
+
 def test_top_batch_threads_on_384_pus(tmp_path: Path, node384: Path) -> None:
     p = subprocess.Popen([*SNUMAP, "top", "--batch", "--fsroot", str(node384), "--interval",
                           "0.2s", "--count", "6"], env=_fake_env(tmp_path),
