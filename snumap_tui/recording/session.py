@@ -124,7 +124,10 @@ def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
 
 def _warm_up() -> None:
     """Load what the loop imports on first use (the watched tree's memory rows, the events'
-    helpers), so that its first pass after the command's release does not."""
+    helpers, numpy.ma: numpy 2's np.unique imports it on its first call, 25 ms), so that
+    the loop's first passes after the command's release do not."""
+    import numpy.ma  # noqa: F401
+
     import snumap_tui.store.procmem
     import snumap_tui.textsafe
     import snumap_tui.trace.events  # noqa: F401
