@@ -264,3 +264,37 @@ def test_pin_keeps_the_users_values_for_the_programs_snumap_starts() -> None:
 def test_old_recordings_have_no_recorder_section() -> None:
     assert recorder_cost([{"what": "clock end", "t_ns": 5}]) is None
     assert cost_line(None) == ""
+
+
+def test_a_recording_of_a_command_reads_one_row_per_process(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Its own threads from the switch events, not from /proc/PID/task: a process of four
+    threads is one row (its CPU time), with its thread count."""
+    from snumap_tui.model.taskrows import derive_tasks
+    from snumap_tui.sources.tasks import TasksSource
+
+    code = ("import threading, time\n"
+            "for _ in range(3): threading.Thread(target=time.sleep, args=(30,)).start()\n"
+            "print('ready', flush=True)\ntime.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        src = TasksSource(Path("/"))
+        src.per_thread = False
+        src.set_cadence(float("inf"), {p.pid})
+        monkeypatch.setattr(TasksSource, "_thread_rows",
+                            lambda *_a: pytest.fail("task/ read"))   # never, folded
+        full = src.read()
+        part = src.read()
+        assert full["folded"] and part["folded"] and part["partial"] == [p.pid]
+        assert "partial" not in full and len(full["processes"]) > 1   # the node, once
+        tids = [int(t) for t, q in zip(part["threads"]["tid"], part["threads"]["pid"])
+                if int(q) == p.pid]
+        assert tids == [p.pid]
+        assert part["processes"][p.pid]["nthreads"] == 4
+        rows = derive_tasks(full, part, 0.1)
+        row = next(r for r in rows if r.pid == p.pid)
+        assert row.nthreads == 4
+    finally:
+        p.kill()
+        p.wait()

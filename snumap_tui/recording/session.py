@@ -91,14 +91,19 @@ def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: boo
     read at every sample. The full list of the machine's tasks: every ``TASKS_EVERY_S`` when
     the whole system is recorded; otherwise once, at the first sample, before the command
     starts (what else was running on the node), and never while it runs. A recording of a
-    command needs no other task by name: their load on each PU is in the per-PU CPU times
-    (/proc/stat, one file) and, exactly, in the switch program's "other (not traced)"
-    intervals; reading thousands of /proc directories a second on a full node would take
-    a PU's time from the program for nothing it shows."""
+    command needs no other task by name, nor its own threads from /proc (one row per
+    process: the threads' run time is in the switch events): the others' load on each PU is
+    in the per-PU CPU times (/proc/stat, one file) and, exactly, in the switch program's
+    "other (not traced)" intervals; reading thousands of /proc directories a second on a
+    full node would take a PU's time from the program for nothing it shows."""
     from snumap_tui.model.sampler import Sampler
 
     s = Sampler(topology, root, interval_s, tasks=True)
     s.set_tasks_cadence(TASKS_EVERY_S if whole_system else math.inf)
+    if not whole_system:        # the threads' run time is in the scheduling events
+        for src in s.sources:
+            if hasattr(src, "per_thread"):
+                src.per_thread = False
     if interval_s < SLOW_EVERY_S:
         s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
     return s, [st.to_dict() for st in s.statuses().values()]
