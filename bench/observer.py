@@ -376,7 +376,8 @@ def part_d(argv: list[str]) -> int:
             "(polled every 0.5 s). The 384-PU rows read a fake /sys + /proc tree whose "
             f"counters this script advances every 0.25 s. Load average at the end: "
             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}."
-            + ("" if base else " htop is not installed here: no ratio.") + "\n\n"
+            + (" The 384-PU rows' ratio is to htop on this machine (htop cannot read a fake "
+               "tree)." if base else " htop is not installed here: no ratio.") + "\n\n"
             + table(["tool", "CPU (% of one core)", "ratio to htop", "RSS MiB",
                      "peak RSS MiB", "threads"], rows)
             + "\nTargets (issue 29): CPU <= 1.5 x htop at 16 PUs and on the 384-PU tree, "
