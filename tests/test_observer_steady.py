@@ -210,6 +210,11 @@ def test_idle_recording_keeps_and_bounds_its_own_cost(tmp_path: Path) -> None:
     assert "recorder " in last and "% of a core" in last and "threads" in last, last
     rec = store.open(out)
     _assert_steady_first(rec)
+    # Every task of the node once, in the first sample (before the command); then only the
+    # traced tree's, one row per process.
+    tasks = [smp.readings["tasks"] for smp in rec.samples() if "tasks" in smp.readings]
+    assert len(tasks) > 40 and tasks[0].get("partial") is None
+    assert all(t.get("partial") is not None and t.get("folded") for t in tasks[1:])
     c = recorder_cost(rec.infos)
     assert c is not None
     assert 4.9 < c["recorded_s"] < 6.0
