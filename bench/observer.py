@@ -231,6 +231,9 @@ def part_breakdown(argv: list[str]) -> int:
     rows = [[k, f"{v * 1e3:.1f}", f"{100 * v / secs:.3f} %"] for k, v in c["cpu_by_s"].items()]
     rows.append(["all threads (user + system)", f"{c['cpu_s'] * 1e3:.1f}",
                  f"{c['cpu_pct']:.3f} %"])
+    w = c.get("writer_s", 0.0)
+    rows.append(["of which the store's writer (encode, compress, write; any thread)",
+                 f"{w * 1e3:.1f}", f"{100 * w / secs:.3f} %"])
     brows = [[name, b["calls"], f"{b['ns_per_call']:.0f}", f"{b['run_s'] * 1e3:.1f}",
               f"{100 * b['run_s'] / secs:.3f} %"]
              for name, b in sorted(c.get("bpf", {}).items(), key=lambda kv: -kv[1]["run_s"])]

@@ -50,6 +50,7 @@ def recorder_cost(infos: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
             "recorded_s": rec_ns / 1e9, "cpu_s": cpu_ns / 1e9,
             "cpu_pct": 100.0 * cpu_ns / rec_ns if rec_ns else None,
             "setup_cpu_s": sum(int(c.get("setup_cpu_ns", 0)) for c in costs) / 1e9,
+            "writer_s": sum(int(c.get("writer_ns", 0)) for c in costs) / 1e9,
             "threads": max(int(c.get("threads", 0)) for c in costs),
             "rss_peak_bytes": max(int(c.get("rss_peak_bytes", 0)) for c in costs),
             "lost": sum(int(c.get("lost", 0)) for c in costs),
@@ -80,6 +81,8 @@ def format_recorder_cost(r: Mapping[str, Any]) -> list[str]:
         parts = [f"{k} {v * 1e3:.1f} ms" for k, v in c["cpu_by_s"].items() if v > 0]
         for i in range(0, len(parts), 3):
             lines.append("  " + "; ".join(parts[i:i + 3]))
+        lines.append(f"  of which the store's encoding, compression and writes "
+                     f"{c.get('writer_s', 0.0) * 1e3:.1f} ms")
         for name, b in sorted(c.get("bpf", {}).items(), key=lambda kv: -kv[1]["run_s"]):
             lines.append(f"  BPF {name}: {b['calls']} calls, {b['ns_per_call']:.0f} ns a call, "
                          f"{b['run_s'] * 1e3:.1f} ms (in the traced tasks' time)")

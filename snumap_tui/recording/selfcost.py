@@ -10,7 +10,8 @@ Two info chunks (docs/format.md, "Info chunk"):
 - ``"recorder cost"``, written at the end: the recorder's own CPU time (every thread of the
   process, user + system: CLOCK_PROCESS_CPUTIME_ID) over its steady state, that steady
   state's length, the CPU per part (the main loop's sampling, decoding and region work by
-  CLOCK_THREAD_CPUTIME_ID; each other thread by its own clock), the most threads it had,
+  CLOCK_THREAD_CPUTIME_ID; each other thread by its own clock; the store's encoding,
+  compression and writes among them, in whichever thread), the most threads it had,
   its peak RSS (VmHWM), the events lost, and -- when kernel.bpf_stats_enabled is on -- each
   BPF program's calls and run time (the kernel's statistics: that time is spent in the
   traced programs' context, not the recorder's).
@@ -128,6 +129,9 @@ class SelfCost:
         self.bpf_objects = bpf_objects        # a callable giving the BPF objects
         self._bpf0: dict[str, tuple[int, int]] = {}
         self._bpf1: dict[str, tuple[int, int]] = {}
+        self.writer: Any = None      # the store's Writer: its encoding and writing CPU time
+        self._write0 = 0
+        self._write1 = 0
 
     def step(self, name: str) -> None:
         self.steps.append((name, time.monotonic_ns()))
@@ -137,6 +141,7 @@ class SelfCost:
         self._bpf0 = bpf_program_stats(self._objects())
         self.tick()
         self._threads0 = _thread_clocks()
+        self._write0 = int(getattr(self.writer, "write_cpu_ns", 0))
         self._main0 = time.thread_time_ns()
         self._cpu0 = time.process_time_ns()
         self.setup_cpu_ns = self._cpu0
@@ -159,6 +164,7 @@ class SelfCost:
         self._cpu1 = time.process_time_ns()
         self._main1 = time.thread_time_ns()
         self._threads1 = _thread_clocks()
+        self._write1 = int(getattr(self.writer, "write_cpu_ns", 0))
         self.t_stop = time.monotonic_ns()
         self._bpf1 = bpf_program_stats(self._objects())
 
@@ -190,7 +196,8 @@ class SelfCost:
         out: dict[str, Any] = {
             "recorded_ns": max(0, t_stop - self.t_steady), "cpu_ns": cpu,
             "setup_cpu_ns": self.setup_cpu_ns, "threads": self.threads_peak,
-            "rss_peak_bytes": rss_peak_bytes(), "lost": int(lost), "cpu_by": by}
+            "rss_peak_bytes": rss_peak_bytes(), "lost": int(lost), "cpu_by": by,
+            "writer_ns": max(0, self._write1 - self._write0)}
         bpf = {}
         for name, (cnt, ns) in self._bpf1.items():
             c0, n0 = self._bpf0.get(name, (0, 0))

@@ -267,6 +267,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
     writer.counter_events = [e["name"] for e in (counters or {}).get("events", [])]
     cleanup.push(f"closing {out}", writer.close)
+    cost.writer = writer
     if job is not None:
         job.start(writer)
     cost.step("writer")
