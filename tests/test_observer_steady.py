@@ -303,3 +303,19 @@ def test_a_recording_of_a_command_reads_one_row_per_process(monkeypatch: pytest.
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_crafted_recorder_cost_is_refused_by_its_schema(tmp_path: Path) -> None:
+    from snumap_tui.store import Writer
+
+    path = tmp_path / "c.rec"
+    w = Writer(path, {"topology": None})
+    w.add_info(10, STEADY, {"steps": [["sources", 5], ["warm-up", 9]]})
+    w.add_info(20, COST, {"recorded_ns": 10, "cpu_ns": -5, "cpu_by": {"main: x": 1}})
+    w.add_info(30, COST, {"recorded_ns": 10, "cpu_ns": 1, "threads": 3, "cpu_by": {"x": "y"}})
+    w.close()
+    rec = store.open(path)
+    assert [i["what"] for i in rec.infos] == [STEADY]
+    assert sum("info" in d for d in rec.damaged) == 2, rec.damaged
+    assert recorder_cost(rec.infos) == {"steady_ns": 10,
+                                        "setup_steps": [["sources", 5], ["warm-up", 9]]}
