@@ -319,3 +319,16 @@ def test_a_crafted_recorder_cost_is_refused_by_its_schema(tmp_path: Path) -> Non
     assert sum("info" in d for d in rec.damaged) == 2, rec.damaged
     assert recorder_cost(rec.infos) == {"steady_ns": 10,
                                         "setup_steps": [["sources", 5], ["warm-up", 9]]}
+
+
+def test_the_benchmark_driver_says_a_missing_part_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    import observer
+
+    monkeypatch.setitem(observer.OTHERS, "zz", "observer_not_written")
+    assert observer.main(["zz"]) == 2
+    assert capsys.readouterr().out.strip() == \
+        "observer zz: bench/observer_not_written.py is not there (yet)"
+    assert observer.main(["nope"]) == 2
+    assert observer.program_seconds("threads 16\n1.2345\n") == pytest.approx(1.2345)
