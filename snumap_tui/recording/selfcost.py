@@ -132,6 +132,7 @@ class SelfCost:
         self.writer: Any = None      # the store's Writer: its encoding and writing CPU time
         self._write0 = 0
         self._write1 = 0
+        self._info: dict[str, Any] | None = None
 
     def step(self, name: str) -> None:
         self.steps.append((name, time.monotonic_ns()))
@@ -178,9 +179,12 @@ class SelfCost:
         return {"steps": [[name, t] for name, t in self.steps]}
 
     def info(self, lost: int) -> dict[str, Any]:
-        """The cost chunk's fields (docs/format.md, "recorder cost")."""
+        """The cost chunk's fields (docs/format.md, "recorder cost"); the first call's, again
+        (record's last line says what the file keeps)."""
         if self.t_steady is None:
             return {}
+        if self._info is not None:
+            return self._info
         self.stop()
         t_stop = self.t_stop if self.t_stop is not None else time.monotonic_ns()
         by: dict[str, int] = {f"main: {k}": v for k, v in self.parts.items()}
@@ -204,4 +208,5 @@ class SelfCost:
             bpf[name] = [max(0, cnt - c0), max(0, ns - n0)]
         if bpf:
             out["bpf"] = bpf
+        self._info = out
         return out
