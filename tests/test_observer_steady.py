@@ -332,3 +332,48 @@ def test_the_benchmark_driver_says_a_missing_part_in_one_line(
         "observer zz: bench/observer_not_written.py is not there (yet)"
     assert observer.main(["nope"]) == 2
     assert observer.program_seconds("threads 16\n1.2345\n") == pytest.approx(1.2345)
+
+
+def test_a_guest_ring_is_drained_by_the_hosts_thread_at_its_own_pace() -> None:
+    """The region probes' ring rides on the scheduling tracer's drain thread: no thread of
+    its own, drained every 10 ms while the host's own (empty) rings back off; what is left
+    at its stop is drained there, and the host no longer touches it."""
+    import threading
+
+    import numpy as np
+
+    from snumap_tui.recording.runtime import Drainer
+
+    class Ring:
+        def __init__(self, records: int = 0) -> None:
+            self.calls = 0
+            self.records = records
+
+        def drain(self) -> np.ndarray:
+            self.calls += 1
+            n, self.records = min(self.records, 3), max(0, self.records - 3)
+            return np.zeros(n, dtype=np.uint64)
+
+        def drain_capped(self) -> bool:
+            return False
+
+    before = threading.active_count()
+    host_ring, guest_ring = Ring(), Ring(records=4)
+    host = Drainer(host_ring, idle_s=0.08)
+    guest = Drainer(guest_ring, idle_s=Drainer.DRAIN_S, host=host)
+    try:
+        assert host.threaded and not guest.threaded
+        assert threading.active_count() == before + 1
+        time.sleep(0.5)
+        got = sum(len(r) for r in guest.take())
+        assert got == 4
+        # ~50 wakes in 0.5 s for the guest; the host's own empty rings backed off to 80 ms
+        assert guest_ring.calls >= 20 and host_ring.calls <= guest_ring.calls // 3
+        guest_ring.records = 2
+        left = sum(len(r) for r in guest.stop())
+        calls = guest_ring.calls
+        time.sleep(0.1)
+        assert left == 2 and guest_ring.calls == calls     # stopped: the host lets go
+    finally:
+        host.stop()
+    assert threading.active_count() == before
