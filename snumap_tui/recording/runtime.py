@@ -213,9 +213,10 @@ class Drainer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._guests: list[Drainer] = []
+        self._guests_lock = threading.Lock()    # held while the guests are drained
         self._host = host
         if host is not None:
-            with host._lock:
+            with host._guests_lock:
                 host._guests = [*host._guests, self]
         elif type(tracer).drain is not _base_drain():
             self._thread = threading.Thread(target=self._run, name="snumap-drain", daemon=True)
@@ -239,13 +240,15 @@ class Drainer:
         return size
 
     def _pump_guests(self) -> None:
-        for g in self._guests:
-            if g._error is not None or g._queued > self.MAX_BACKLOG:
-                continue
-            try:
-                g._pump()
-            except BaseException as exc:  # noqa: BLE001 - handed to the guest's taker
-                g._error = exc
+        # Under the lock a guest's stop() takes to leave: no drain of it after its stop.
+        with self._guests_lock:
+            for g in self._guests:
+                if g._error is not None or g._queued > self.MAX_BACKLOG:
+                    continue
+                try:
+                    g._pump()
+                except BaseException as exc:  # noqa: BLE001 - handed to the guest's taker
+                    g._error = exc
 
     def _run(self) -> None:
         import time
@@ -332,7 +335,7 @@ class Drainer:
         had not run since (a loaded machine) took them nowhere."""
         if self._host is not None:
             host, self._host = self._host, None
-            with host._lock:            # the host's thread drains it no more
+            with host._guests_lock:     # the host's thread drains it no more
                 host._guests = [g for g in host._guests if g is not self]
         elif self._thread is None:
             return iter([])
