@@ -5,6 +5,7 @@ existed have none: ``recorder_cost`` is then None and nothing is printed."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -72,21 +73,23 @@ def format_recorder_cost(r: Mapping[str, Any]) -> list[str]:
     c = r.get("recorder")
     if not c:
         return []
-    lines = ["", "Recorder (its own cost while the command ran):"]
+    text: list[str] = []
     if c.get("cpu_pct") is not None:
-        lines.append(f"  CPU {c['cpu_s'] * 1e3:.0f} ms over {c['recorded_s']:.3f} s: "
-                     f"{c['cpu_pct']:.2f} % of one core; set-up {c['setup_cpu_s']:.2f} s; "
-                     f"{c['threads']} threads; peak RSS {c['rss_peak_bytes'] / 2**20:.0f} MiB; "
-                     f"{c['lost']} events lost"[:200])
-        parts = [f"{k} {v * 1e3:.1f} ms" for k, v in c["cpu_by_s"].items() if v > 0]
-        for i in range(0, len(parts), 3):
-            lines.append("  " + "; ".join(parts[i:i + 3]))
-        lines.append(f"  of which the store's encoding, compression and writes "
-                     f"{c.get('writer_s', 0.0) * 1e3:.1f} ms")
+        text.append(f"CPU {c['cpu_s'] * 1e3:.0f} ms over {c['recorded_s']:.3f} s: "
+                    f"{c['cpu_pct']:.2f} % of one core; set-up {c['setup_cpu_s']:.2f} s; "
+                    f"{c['threads']} threads; peak RSS {c['rss_peak_bytes'] / 2**20:.0f} MiB; "
+                    f"{c['lost']} events lost.")
+        text.append("By part: " + "; ".join(f"{k} {v * 1e3:.1f} ms"
+                                            for k, v in c["cpu_by_s"].items() if v > 0)
+                    + f"; of all that, the store's encoding, compression and writes "
+                      f"{c.get('writer_s', 0.0) * 1e3:.1f} ms.")
         for name, b in sorted(c.get("bpf", {}).items(), key=lambda kv: -kv[1]["run_s"]):
-            lines.append(f"  BPF {name}: {b['calls']} calls, {b['ns_per_call']:.0f} ns a call, "
-                         f"{b['run_s'] * 1e3:.1f} ms (in the traced tasks' time)")
+            text.append(f"BPF {name}: {b['calls']} calls, {b['ns_per_call']:.0f} ns a call, "
+                        f"{b['run_s'] * 1e3:.1f} ms (in the traced tasks' time).")
     if c.get("steady_ns") is not None:
-        lines.append(f"  steady at {c['steady_ns']} ns (monotonic), after "
-                     + ", ".join(n for n, _ in c.get("setup_steps", [])))
+        text.append(f"Steady at {c['steady_ns']} ns (monotonic), after "
+                    + ", ".join(n for n, _ in c.get("setup_steps", [])) + ".")
+    lines = ["", "Recorder (its own cost while the command ran):"]
+    for t in text:
+        lines += textwrap.wrap(t, 78, initial_indent="  ", subsequent_indent="    ")
     return lines
