@@ -7,7 +7,8 @@ next to its peers.
                                                                observer_critical.py)
     python bench/observer.py d [--seconds 30]
     python bench/observer.py breakdown [--size 2000] [--iters 2000]
-    python bench/observer.py all [--quick]
+    python bench/observer.py all [--quick]     (a, breakdown, b, c, critical, d in turn;
+                                               b, c and critical with their own defaults)
 
 (a) The Jacobi stencil of the shared programs (compiled here, at run time, into a temporary
     directory) with as many OpenMP threads as PUs, in paired rounds: untraced, `snumap record`
