@@ -26,6 +26,7 @@ from snumap_tui.study.configs import Config, cpulist, placement, substitute
 from snumap_tui.study.files import study_mode
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
 from snumap_tui.textsafe import safe_text
+from snumap_tui.threadpools import user_environ
 
 PR_SET_PDEATHSIG = 1
 
@@ -67,7 +68,7 @@ OMP_KEYS = ("OMP_PLACES", "OMP_PROC_BIND")
 
 def run_env(cfg: Config, cpus: tuple[int, ...], omp: dict[str, str],
             base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    env = user_environ(base)      # the user's pools, not snumap's own (threadpools.py)
     env["OMP_NUM_THREADS"] = str(cfg.threads)
     for k in OMP_KEYS:
         env.pop(k, None)
