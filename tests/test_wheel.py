@@ -265,3 +265,12 @@ def test_the_built_wheel_runs_every_command(user: User) -> None:
     assert (u.cwd / "plots" / "speedup.svg").exists() and (u.cwd / "study.txt").exists()
     u.run("snumap", "scale", "view", "study", "--screenshot", "study.svg")
     assert (u.cwd / "study.svg").read_text().lstrip().startswith("<svg")
+    # From inside the project's checkout (whose snumap_tui has no native/ of its own) the
+    # study's children still run this installed snumap (issue 30 item 13).
+    inside = subprocess.run([f"{u.venv}/bin/snumap", "scale", "--threads", "1", "-o",
+                             str(u.cwd / "study-in-checkout"), "--", "true"], cwd=REPO,
+                            env=u.env, capture_output=True, text=True, timeout=120,
+                            check=False)
+    u.log(["(in the checkout)", "snumap", "scale", "--threads", "1", "-o", "study-in-checkout",
+           "--", "true"], inside.returncode, 0.0, inside.stdout, inside.stderr)
+    assert inside.returncode == 0 and "1 runs recorded" in inside.stderr, inside.stderr
