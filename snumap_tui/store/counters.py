@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.store.columns import time_order
 from snumap_tui.store.kinds import K_THREAD_COUNTERS
 from snumap_tui.trace.counters import counter_dtype
+from snumap_tui.trace.rows import take_rows
 
 __all__ = ["K_THREAD_COUNTERS", "CounterBuffer", "ThreadCounters", "decode_counters",
            "encode_counters", "merge_counters"]
@@ -37,7 +39,12 @@ class ThreadCounters:
 
 def encode_counters(rows: np.ndarray, events: list[str]) -> tuple[dict[str, object], int, int]:
     """(chunk value, t_min, t_max) of ROWS (counter_dtype(len(EVENTS)))."""
-    rows = rows[np.argsort(rows["t_end"], kind="stable")]
+    order = time_order(rows["t_end"])
+    if order is not None:
+        # Whole rows moved as opaque bytes: a structured array's fancy index copies field
+        # by field and was most of this function's time under a switch storm.
+        rows = take_rows(rows, order)
+        del order
     end = rows["t_end"].astype(np.uint64)
     start = np.minimum(rows["t_start"].astype(np.uint64), end)
     n = len(events)
@@ -103,9 +110,10 @@ class CounterBuffer:
         self.parts.append(rows)
         self.n += len(rows)
 
-    def take(self) -> tuple[np.ndarray, list[str]] | None:
+    def take_parts(self) -> tuple[list[np.ndarray], list[str]] | None:
+        """The rows as they were added (joined by whoever encodes them)."""
         if not self.n:
             return None
-        rows = np.concatenate(self.parts)
+        parts = self.parts
         self.parts, self.n = [], 0
-        return rows, self.events
+        return parts, self.events

@@ -134,6 +134,7 @@ class LibbpfTracer(BpfTracer):
         self._obj: libbpf.BpfObject | None = None
         self._names_dtype: np.dtype | None = None
         self._ring_fds: list[int] = []
+        self._ring_cpus: list[int] = []         # the CPU of each ring, in ring order
         self._counters: CpuCounters | None = None
         self._cring: BpfRingSet | None = None
         self._cring_fds: list[int] = []
@@ -182,6 +183,7 @@ class LibbpfTracer(BpfTracer):
         ncpu = libbpf.num_possible_cpus()
         cpus = ring_cpus(ncpu)
         size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
+        self._ring_cpus = cpus
         t0 = time.monotonic()
         if self.counter_specs:
             self._counters = CpuCounters(timed_first(self.counter_specs), cpus)
@@ -256,9 +258,11 @@ class LibbpfTracer(BpfTracer):
         if cring is not None and self._cbytes < self.COUNTER_BACKLOG:
             recs = cring.read(self.DRAIN_MAX)
             if len(recs):
+                rows = self._widen(recs)        # here, off the thread that writes them
+                del recs
                 with self._clock:
-                    self._cdrained.append(recs)
-                    self._cbytes += recs.nbytes
+                    self._cdrained.append(rows)
+                    self._cbytes += rows.nbytes
         return events
 
     COUNTER_BACKLOG = 8 << 20
@@ -282,8 +286,8 @@ class LibbpfTracer(BpfTracer):
                     parts.append(part)
                     size += part.nbytes
                 self._cbytes -= size
-            batch.counters = self._widen(np.concatenate(parts)) if parts else \
-                np.zeros(0, counter_dtype(len(self.counter_specs)))
+            batch.counters = (parts[0] if len(parts) == 1 else np.concatenate(parts)) \
+                if parts else np.zeros(0, counter_dtype(len(self.counter_specs)))
         return batch
 
     def _widen(self, recs: np.ndarray) -> np.ndarray:
@@ -334,9 +338,9 @@ class LibbpfTracer(BpfTracer):
                 more = self._cring.read(self.DRAIN_MAX)
                 if not len(more):
                     break
-                rest.append(more)
+                rest.append(self._widen(more))
             if rest:
-                more = self._widen(np.concatenate(rest))
+                more = np.concatenate(rest)
                 batch.counters = more if batch.counters is None else \
                     np.concatenate([batch.counters, more])
             return batch

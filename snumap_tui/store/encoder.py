@@ -1,0 +1,95 @@
+"""The Writer's bulk chunks encoded and compressed off the thread that adds them.
+
+Under a context-switch storm the recorder's main thread spent about two thirds of its time in
+the Writer: encoding the events' and the run intervals' columns, byte-shuffling them and
+compressing them with zstd (docs/benchmarks.md, "Observer: switch storm"). That work needs
+nothing of the thread that decodes the next drain, and most of it runs in numpy and zstd with
+the GIL released, so the Writer hands it to its flusher thread (no new thread): the events and
+counters chunks are queued as jobs, each built and compressed there and appended to the file
+in the order they were queued.
+
+The queue is bounded (``MAX_PENDING`` jobs): a producer that would pass it waits, so a main
+thread that outruns the encoder slows down, the drain thread's backlog fills and the kernel
+counts what it drops -- an honest loss count instead of memory growing. Without a worker
+(a Writer without its flusher thread) every job runs at once, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+# A job builds its chunk (bytes ready to append) and hands it to the sink.
+Job = Callable[[], None]
+
+
+class ChunkQueue:
+    """Jobs run in order by one worker thread (``run_pending``), or at once without one."""
+
+    MAX_PENDING = 6
+
+    def __init__(self) -> None:
+        self._jobs: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self.worker: threading.Thread | None = None
+
+    def submit(self, job: Job) -> None:
+        """Queue JOB (or run it now: no worker, or called from the worker itself); waits
+        while MAX_PENDING jobs are queued."""
+        if self.worker is None or threading.current_thread() is self.worker \
+                or not self.worker.is_alive():
+            self.run_pending()
+            job()
+            return
+        with self._cond:
+            while len(self._jobs) >= self.MAX_PENDING and self.worker.is_alive():
+                self._cond.wait(0.1)
+            self._jobs.append(job)
+            self._cond.notify_all()
+
+    def wait_jobs(self, timeout: float) -> bool:
+        """The worker's sleep: until a job is queued or TIMEOUT passed (True: jobs wait)."""
+        with self._cond:
+            if not self._jobs:
+                self._cond.wait(timeout)
+            return bool(self._jobs)
+
+    def run_pending(self) -> None:
+        """Run the queued jobs in order, here; an exception stops at the failing job (the
+        rest stay queued) and goes on to the caller."""
+        while True:
+            with self._cond:
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+                self._busy = True
+            try:
+                job()
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def wait_idle(self) -> None:
+        """Return once every job queued so far has run (run here when called from the
+        worker, or when the worker is gone)."""
+        if self.worker is None or threading.current_thread() is self.worker \
+                or not self.worker.is_alive():
+            self.run_pending()
+            return
+        with self._cond:
+            self._cond.notify_all()
+            while (self._jobs or self._busy) and self.worker.is_alive():
+                self._cond.wait(0.1)
+        self.run_pending()          # the worker ended meanwhile: what it left
+
+    def wake(self) -> None:
+        """End the worker's ``wait_jobs`` now (the Writer is closing)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._jobs) + int(self._busy)
