@@ -486,11 +486,12 @@ class Writer:
             self._write_samples_of(ss[len(ss) // 2:])
             return
         times = np.array([int(s.t_ns) for s in ss], dtype=np.uint64)
-        span = {"count": len(ss), "t_min": int(times.min()), "t_max": int(times.max())}
-        self._write_chunk(C.K_SAMPLES, payload, **span)
+        count, t_min, t_max = len(ss), int(times.min()), int(times.max())
+        self._write_chunk(C.K_SAMPLES, payload, count=count, t_min=t_min, t_max=t_max)
         # Right after it, its times alone (docs/format.md, "sample times"): listing a
         # recording's sample times then decodes a few bytes per chunk, not every reading.
-        self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), **span)
+        self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), count=count, t_min=t_min,
+                          t_max=t_max)
 
     def _write_chunk(self, kind: int, payload: bytes, *, count: int, t_min: int = 0,
                      t_max: int = 0, bulk: bool = False) -> None:
