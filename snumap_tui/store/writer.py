@@ -25,13 +25,12 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import encode_columns, time_order
+from snumap_tui.store.columns import encode_columns
 from snumap_tui.store.counters import K_THREAD_COUNTERS, CounterBuffer, encode_counters
-from snumap_tui.store.encoder import ChunkQueue
+from snumap_tui.store.encoder import ChunkQueue, rows_from, span_columns, time_ordered
 from snumap_tui.store.procmem import K_PROCESS_MEMORY, MemoryBuffer
 from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
-from snumap_tui.trace.rows import concat_rows, copy_rows, sort_rows
 
 FORMAT_VERSION = 1
 MERGED_VERSION = 2      # recordings of several nodes (docs/format.md, version 2)
@@ -432,16 +431,16 @@ class Writer:
         order; their first FULL rows as chunks (encoded, compressed, written), the rest kept
         for the next job. Jobs run one at a time, in order."""
         def job() -> None:
-            rows = _time_ordered(self._carry + parts) if self._carry or parts else []
+            rows = time_ordered(self._carry + parts) if self._carry or parts else []
             self._carry = []
             m = self.max_chunk_events
             for start in range(0, full, m):
                 stop = min(start + m, full)
-                value, t_min, t_max = encode_columns(_span_columns(rows, start, stop))
+                value, t_min, t_max = encode_columns(span_columns(rows, start, stop))
                 self._write_chunk(C.K_EVENTS, codec.encode(value), count=stop - start,
                                   t_min=t_min, t_max=t_max, bulk=True)
                 self.events_written += stop - start
-            self._carry = [r for r in _rows_from(rows, full) if r.size]
+            self._carry = [r for r in rows_from(rows, full) if r.size]
 
         return job
 
@@ -557,57 +556,6 @@ class Writer:
                 raise self._failed from None
         self._last_sync = time.monotonic()
         self._unsynced = False
-
-
-def _time_ordered(parts: list[np.ndarray]) -> list[np.ndarray]:
-    """PARTS as rows in time order: as they are when they already are (tracers hand over
-    time-sorted batches: one comparison pass, and each chunk's columns are gathered from the
-    batches as they are), else in one copy sorted in place, moving only the rows out of
-    place (batches overlap only near their seams: under a switch storm ~a fifth of them), so
-    each chunk's columns are strided copies instead of gathers."""
-    t = np.concatenate([p["t_ns"] for p in parts]) if len(parts) > 1 else parts[0]["t_ns"]
-    order = time_order(t)
-    del t
-    if order is None:
-        return parts
-    ev = concat_rows(parts)
-    sort_rows(ev, order)
-    return [ev]
-
-
-def _span_columns(parts: list[np.ndarray], start: int, stop: int
-                  ) -> Callable[[str], np.ndarray]:
-    """``col(name)``: rows START:STOP of the concatenated PARTS, one contiguous column."""
-    pieces = []
-    at = 0
-    for p in parts:
-        lo, hi = max(start - at, 0), min(stop - at, p.size)
-        if lo < hi:
-            pieces.append(p[lo:hi])
-        at += p.size
-        if at >= stop:
-            break
-
-    def col(name: str) -> np.ndarray:
-        if len(pieces) == 1:
-            return np.ascontiguousarray(pieces[0][name])
-        return np.concatenate([p[name] for p in pieces])
-
-    return col
-
-
-def _rows_from(parts: list[np.ndarray], start: int) -> list[np.ndarray]:
-    """The rows from START on of the concatenated PARTS, part by part: a part cut copies its
-    rows (a batch is not kept whole for a few of them), a whole part stays as it is."""
-    out = []
-    at = 0
-    for p in parts:
-        if at >= start:
-            out.append(p)
-        elif at + p.size > start:
-            out.append(copy_rows(p[start - at:]))
-        at += p.size
-    return out
 
 
 def _json_default(o: Any) -> Any:
