@@ -45,10 +45,8 @@ from snumap_tui import store
 from snumap_tui.recording.runtime import merge_drains
 from snumap_tui.trace.bpf_layout import load_layout
 from snumap_tui.trace.bpf_ring import decode_fixed, rings_events
-from snumap_tui.trace.counters import parse_events, ring_dtype
-from snumap_tui.trace.libbpf import LibbpfTracer
-from snumap_tui.trace.tasks import TaskTable
-from tests.ringdump import COUNTERS, EVENTS, synthesize
+from snumap_tui.trace.counters import ring_dtype
+from tests.ringdump import COUNTERS, EVENTS, offline_tracer, synthesize
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 COUNTER_EVENTS = ["task-clock", "context-switches"]
@@ -121,23 +119,11 @@ def storm_part(programs: Path, pairs: int, seconds: float, work: Path) -> str:
 
 # ---- 2. the decoder per core --------------------------------------------------------------------
 
-def _tracer(proc: Path) -> LibbpfTracer:
-    """The libbpf tracer's user-space half without a kernel (no maps, an empty /proc)."""
-    t = LibbpfTracer()
-    t.counter_specs = parse_events(COUNTER_EVENTS)
-    t._lost = dict                             # type: ignore[method-assign]
-    t._names = lambda: None                    # type: ignore[method-assign]
-    t._loaded = lambda: True                   # type: ignore[method-assign]
-    t._tasks = TaskTable(proc)
-    t._cring = object()                        # type: ignore[assignment]
-    return t
-
-
 def run_pipeline(args: argparse.Namespace, work: Path, new: bool) -> dict[str, float]:
     """The dump through one decoder and the Writer; CPU seconds per stage, and a digest."""
     rec, _, _ = load_layout()
     cdt = ring_dtype(len(COUNTER_EVENTS), 0)
-    t = _tracer(work)
+    t = offline_tracer(work, COUNTER_EVENTS)
     digest = hashlib.sha256()
     drain_cpu = main_cpu = gen_cpu = 0.0
     n = 0

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,23 @@ class RingDump:
         for d, stream, cpu, off, n in index.tolist():
             dump.reads.append((d, stream, cpu, blob[off:off + n]))
         return dump
+
+
+def offline_tracer(proc: Path, events: list[str]) -> Any:
+    """The libbpf tracer's user-space half without a kernel, counting EVENTS: no maps to read
+    (nothing lost, no names), task names looked up in PROC (an empty directory: none)."""
+    from snumap_tui.trace.counters import parse_events
+    from snumap_tui.trace.libbpf import LibbpfTracer
+    from snumap_tui.trace.tasks import TaskTable
+
+    t = LibbpfTracer()
+    t.counter_specs = parse_events(events)
+    t._lost = dict
+    t._names = lambda: None
+    t._loaded = lambda: True
+    t._tasks = TaskTable(proc)
+    t._cring = object()                        # a tracer with counter rings
+    return t
 
 
 def capture(seconds: float, events: list[str], drain_s: float = 0.01) -> RingDump:

@@ -32,25 +32,11 @@ from snumap_tui.trace.bpf_ring import (
     ring_events,
     rings_events,
 )
-from snumap_tui.trace.counters import parse_events, ring_dtype
-from snumap_tui.trace.libbpf import LibbpfTracer
-from snumap_tui.trace.tasks import TaskTable
-from tests.ringdump import COUNTERS, EVENTS, RingDump
+from snumap_tui.trace.counters import ring_dtype
+from tests.ringdump import COUNTERS, EVENTS, RingDump, offline_tracer
 
 DUMP = Path(__file__).parent / "data" / "ring_dump.npz"
 NAMES = ["task-clock", "context-switches"]
-
-
-def _tracer(proc: Path) -> LibbpfTracer:
-    """A libbpf tracer's user-space half, without a kernel: no maps to read, no /proc."""
-    t = LibbpfTracer()
-    t.counter_specs = parse_events(NAMES)
-    t._lost = dict                             # type: ignore[method-assign]
-    t._names = lambda: None                    # type: ignore[method-assign]
-    t._loaded = lambda: True                   # type: ignore[method-assign]
-    t._tasks = TaskTable(proc)
-    t._cring = object()                        # type: ignore[assignment]  # has counters
-    return t
 
 
 def _ring_bytes(drain: dict[tuple[int, int], bytes], stream: int) -> list[bytes]:
@@ -62,7 +48,7 @@ def _decode_all(dump: RingDump, proc: Path, new: bool) -> tuple[np.ndarray, np.n
     thread as the Drainer joins them (merge_drains)."""
     rec, _, _ = load_layout()
     cdt = ring_dtype(dump.ncounters, dump.ntimed)
-    t = _tracer(proc)
+    t = offline_tracer(proc, NAMES)
     drained = []
     for d in dump.drains():
         evs = _ring_bytes(d, EVENTS)
