@@ -380,7 +380,7 @@ class Writer:
         while not self._stop.is_set():
             if self._chunks.wait_jobs(period):
                 self._chunks.run_pending()      # the chunks queued by the adding threads
-                continue
+            # then the flush and sync that are due, even while chunks keep coming
             if self._stop.is_set():
                 return
             # Not blocking on the lock: an adding thread may hold it while it waits for room
