@@ -95,8 +95,9 @@ def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[i
     attached."""
     n = len(counters.specs) if counters is not None else 0
     obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
-    # The record that fills a ring to an eighth wakes the drain thread's epoll: at 4 MiB a
-    # CPU, ~11,000 events; the rest of the ring holds the time the thread takes to come.
+    # Every eighth of a ring written, the record that crosses it wakes the drain thread's
+    # epoll: at 4 MiB a CPU, ~11,000 events; the rest of the ring holds the time the thread
+    # takes to come. A power of two, as sched.bpf.c's mask wants (SIZE is one).
     obj.set_global("snumap_wake_bytes", struct.pack("<Q", size // WAKE_FRACTION))
     obj.set_global("snumap_ncounters", struct.pack("<I", n))
     timed = sum(sp.needs_pmu for sp in counters.specs) if counters is not None else 0
@@ -277,7 +278,7 @@ class LibbpfTracer(BpfTracer):
 
     def wait_fds(self) -> list[int]:
         """Every ring's descriptor: readable (edge-triggered) when the program woke it, which
-        it does when the ring is an eighth full (``snumap_wake_bytes``)."""
+        it does every eighth of the ring written (``snumap_wake_bytes``)."""
         return list(self._ring_fds) + list(self._cring_fds)
 
     def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
