@@ -16,6 +16,8 @@
    decoder before (the rings' records joined, decoded on the main thread) runs on the same
    dump, and both must give the same events (a digest of every batch). From the per-stage
    ns/event: the rate each stage sustains on one core, and the cores 3 M events/s need.
+   With the storm part, the same on the storm's own rings, read raw while it runs again
+   (tests/ringdump.capture).
 
 Needs root (BPF, perf) for part 1; ``--skip-storm`` runs part 2 alone. Run briefly:
 ``python bench/observer_storm.py --programs DIR --seconds 2 --dump-events 2000000``; the
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +49,7 @@ from snumap_tui.recording.runtime import merge_drains
 from snumap_tui.trace.bpf_layout import load_layout
 from snumap_tui.trace.bpf_ring import decode_fixed, rings_events
 from snumap_tui.trace.counters import ring_dtype
-from tests.ringdump import COUNTERS, EVENTS, offline_tracer, synthesize
+from tests.ringdump import COUNTERS, EVENTS, RingDump, capture, offline_tracer, synthesize
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 COUNTER_EVENTS = ["task-clock", "context-switches"]
@@ -105,8 +108,8 @@ def record_perf(storm: list[str], out: Path) -> list[object]:
             "-", f"{size / max(kept, 1):.0f}"]
 
 
-def storm_part(programs: Path, pairs: int, seconds: float, work: Path) -> str:
-    storm = [str(build_storm(programs, work)), str(pairs), str(seconds)]
+def storm_part(storm: list[str], work: Path) -> str:
+    pairs, seconds = int(storm[1]), float(storm[2])
     rows = [["snumap record --system-wide", *record_snumap(storm, work / "a.rec", False)],
             ["snumap record --system-wide --events task-clock,context-switches",
              *record_snumap(storm, work / "b.rec", True)],
@@ -119,8 +122,10 @@ def storm_part(programs: Path, pairs: int, seconds: float, work: Path) -> str:
 
 # ---- 2. the decoder per core --------------------------------------------------------------------
 
-def run_pipeline(args: argparse.Namespace, work: Path, new: bool) -> dict[str, float]:
-    """The dump through one decoder and the Writer; CPU seconds per stage, and a digest."""
+def run_pipeline(make: Callable[[], Iterator[dict[tuple[int, int], bytes]]], work: Path,
+                 new: bool) -> dict[str, float]:
+    """The drains MAKE gives through one decoder and the Writer; CPU seconds per stage, and a
+    digest of every batch."""
     rec, _, _ = load_layout()
     cdt = ring_dtype(len(COUNTER_EVENTS), 0)
     t = offline_tracer(work, COUNTER_EVENTS)
@@ -147,7 +152,7 @@ def run_pipeline(args: argparse.Namespace, work: Path, new: bool) -> dict[str, f
     with store.Writer(out, {"bench": "observer_storm"}, force=True, autoflush=new) as w:
         w.counter_events = COUNTER_EVENTS
         group: list[np.ndarray] = []
-        drains = synthesize(args.dump_events, args.cpus, args.threads, args.per_drain)
+        drains = make()
         while True:
             c0 = time.thread_time()      # making the dump is no stage's work
             drain = next(drains, None)
@@ -183,9 +188,11 @@ def run_pipeline(args: argparse.Namespace, work: Path, new: bool) -> dict[str, f
             "bytes": out.stat().st_size, "digest": digest.hexdigest()}
 
 
-def decoder_part(args: argparse.Namespace, work: Path) -> str:
-    new = run_pipeline(args, work, new=True)
-    old = run_pipeline(args, work, new=False)
+def decoder_rows(make: Callable[[], Iterator[dict[tuple[int, int], bytes]]], work: Path
+                 ) -> tuple[str, str, float]:
+    """The table of both decoders on MAKE's drains, whether they agree, and the events."""
+    new = run_pipeline(make, work, new=True)
+    old = run_pipeline(make, work, new=False)
     same = new["digest"] == old["digest"] and new["events"] == old["events"]
     rows = []
     for label, r in (("before: one Python thread decodes and writes", old),
@@ -202,15 +209,42 @@ def decoder_part(args: argparse.Namespace, work: Path) -> str:
               "cores for 3 M events/s", "bytes/event"]
     verdict = ("the same events, in the same order, from both decoders" if same else
                "**the decoders DIFFER**")
-    return (f"Decoder on a synthetic dump of {new['events'] / 1e6:.1f} M events from "
-            f"{args.cpus} rings ({args.threads} threads, a counter record of "
-            f"{len(COUNTER_EVENTS)} events per switch, {args.per_drain} events a drain): "
-            f"{verdict}.\n\n" + table(header, rows) +
-            "\nCPU time per stage (thread CPU; the Writer's is the process's rest). The stages "
-            "run on three threads with the GIL released in numpy and zstd: the rate the "
-            "pipeline keeps is at best that of its busiest stage on its own core; "
-            "\"cores for 3 M events/s\" is the CPU the recorder spends at the 16-PU storm's "
-            "rate.\n")
+    return table(header, rows), verdict, new["events"]
+
+
+NOTE = ("\nCPU time per stage (thread CPU; the Writer's is the process's rest). The stages run "
+        "on three threads with the GIL released in numpy and zstd: the rate the pipeline keeps "
+        "is at best that of its busiest stage on its own core; \"cores for 3 M events/s\" is "
+        "the CPU the recorder spends at the 16-PU storm's rate. The synthetic dump's slices "
+        "and counter values are log-normal (harder to compress than a storm's, so the writer's "
+        "stage costs more there).\n")
+
+
+def decoder_part(args: argparse.Namespace, work: Path, storm: list[str] | None) -> str:
+    out = []
+    body, verdict, n = decoder_rows(
+        lambda: synthesize(args.dump_events, args.cpus, args.threads, args.per_drain), work)
+    out.append(f"Decoder on a synthetic dump of {n / 1e6:.1f} M events from {args.cpus} "
+               f"rings ({args.threads} threads, a counter record of {len(COUNTER_EVENTS)} "
+               f"events per switch, {args.per_drain} events a drain): {verdict}.\n\n" + body)
+    if storm is not None:
+        dump = capture_storm(storm)
+        body, verdict, n = decoder_rows(dump.drains, work)
+        out.append(f"\nDecoder on the storm's own rings ({n / 1e6:.2f} M events of "
+                   f"{len(dump.cpus)} rings, {len(COUNTER_EVENTS)} counters, read every 10 "
+                   f"ms while `storm "
+                   f"{' '.join(storm[1:])}` ran): {verdict}.\n\n" + body)
+    return "".join(out) + NOTE
+
+
+def capture_storm(storm: list[str]) -> RingDump:
+    """The rings' bytes while STORM runs (its first 0.3 s left out), counting the events."""
+    p = subprocess.Popen(storm, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        return capture(max(float(storm[2]) - 0.6, 0.5), COUNTER_EVENTS)
+    finally:
+        p.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,14 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-drain", type=int, default=30_000)
     args = ap.parse_args(argv)
     parts = []
+    storm: list[str] = []
     with tempfile.TemporaryDirectory(prefix="snumap-storm-") as d:
         work = Path(d)
         if not args.skip_storm:
             if args.programs is None:
                 ap.error("--programs DIR (holding storm.c) is needed, or --skip-storm")
-            parts.append(storm_part(args.programs, args.pairs, args.seconds, work))
+            storm = [str(build_storm(args.programs, work)), str(args.pairs), str(args.seconds)]
+            parts.append(storm_part(storm, work))
             print(parts[-1], flush=True)
-        parts.append(decoder_part(args, work))
+        parts.append(decoder_part(args, work, None if args.skip_storm else storm))
         print(parts[-1], flush=True)
     write_section("observer_storm", "Observer (c): switch storm and the drain's decoder",
                   "\n".join(parts))
