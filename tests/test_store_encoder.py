@@ -91,3 +91,22 @@ def test_a_failing_chunk_job_stops_the_recording_with_one_line(
     with pytest.raises(SnumapError, match="cannot encode a chunk .*boom"):
         w.flush()
     w.close()
+
+
+def test_a_chunk_whose_tids_span_more_than_the_dense_table_round_trips(tmp_path: Path) -> None:
+    """Tids from -2 (untraced partners) to past _DENSE_SPAN (a merged job's qualified ids)
+    take the sorted path of the pid table: its table was written unsorted (keys signed past
+    2^63), and the reader refused the chunk."""
+    from snumap_tui.store.columns import _DENSE_SPAN
+
+    e = _events(6)
+    e["tid"] = [-2, 0, 5, _DENSE_SPAN + 10, 5, -1]
+    e["tid2"] = [0, 5, _DENSE_SPAN + 10, 0, -2, 0]
+    e["pid"] = [-2, 0, 5, _DENSE_SPAN + 3, 5, -1]
+    e["pid2"] = [0, 5, _DENSE_SPAN + 3, 0, -2, 0]
+    path = tmp_path / "wide.rec"
+    with store.Writer(path, {}) as w:
+        w.add_events(EventBatch(e))
+    with store.open(path) as rec:
+        assert rec.damaged == []
+        assert rec.events().tobytes() == e.tobytes()

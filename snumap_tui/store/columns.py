@@ -89,12 +89,16 @@ def _pid_table(tids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarr
         lut[off] = pids
         keys = np.flatnonzero(has)
         return (keys + lo).astype(np.int32), lut[keys]
-    key = (tids.astype(np.int64) + 2**31) << 32 | (pids.astype(np.int64) + 2**31)
+    # Unsigned keys: (tid + 2^31) << 32 passes 2^63 for every tid >= 0, and signed keys then
+    # sorted the negative tids (idle's partners, unknown) after the others.
+    key = ((tids.astype(np.int64) + 2**31).astype(np.uint64) << np.uint64(32)) | \
+        (pids.astype(np.int64) + 2**31).astype(np.uint64)
     u = np.unique(key)
-    k = (u >> 32) - 2**31
+    k = (u >> np.uint64(32)).astype(np.int64) - 2**31
     last = np.ones(u.size, dtype=bool)
     last[:-1] = k[1:] != k[:-1]
-    return k[last].astype(np.int32), ((u[last] & 0xFFFFFFFF) - 2**31).astype(np.int32)
+    return k[last].astype(np.int32), \
+        ((u[last] & np.uint64(0xFFFFFFFF)).astype(np.int64) - 2**31).astype(np.int32)
 
 
 def _lookup(table_tid: np.ndarray, table_pid: np.ndarray, tids: np.ndarray) -> np.ndarray:
