@@ -58,6 +58,7 @@ class Writer:
         self.flush_interval = flush_interval
         self.sync_interval = sync_interval
         self.max_chunk_events = max_chunk_events
+        self.summary_notes: list[str] = []      # said after record's last line's figures
         self._cctx = zstandard.ZstdCompressor(level=level)
         # The events' and counters' chunks are built and compressed by the flusher thread
         # (store/encoder.py), with a compressor of its own (one is not for two threads); the
