@@ -5,6 +5,7 @@ stops the recording with one line like a failed write."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +40,13 @@ def test_chunks_are_encoded_on_the_flusher_thread_and_in_the_file_after_flush(
     w = store.Writer(path, {}, max_chunk_events=1000)
     for i in range(5):
         w.add_events(EventBatch(_events(700, t0=1000 + i * 7000)))
-    w.flush()
+    for _ in range(100):                       # the full chunks, queued for the flusher
+        if not w._chunks.pending() and len(seen) == 3:
+            break
+        time.sleep(0.05)
+    assert seen == ["snumap-store-flush"] * 3
+    w.flush()                                  # the rest: here, the flusher may be syncing
     assert w.events_written == 3500            # all of it, once flush returned
-    assert seen and set(seen) == {"snumap-store-flush"}
     w.close()
     with store.open(path) as rec:
         assert len(rec.events()) == 3500
@@ -62,13 +67,16 @@ def test_the_queue_is_bounded_and_runs_jobs_in_order() -> None:
     q.worker = threading.Thread(target=worker)
     q.worker.start()
     try:
-        q.submit(lambda: (gate.wait(5), done.append(0)))       # holds the worker
+        started = threading.Event()
+        q.submit(lambda: (started.set(), gate.wait(5), done.append(0)))  # holds the worker
+        assert started.wait(5)
         for i in range(1, q.MAX_PENDING + 1):
             q.submit(lambda i=i: done.append(i))
         extra = threading.Thread(target=q.submit, args=(lambda: done.append(99),))
         extra.start()
         extra.join(0.3)
-        assert extra.is_alive()                  # a full queue makes the producer wait
+        assert extra.is_alive()      # a full queue: the producer runs the jobs, after the one
+        assert done == []            # the worker is running
         gate.set()
         extra.join(5)
         assert not extra.is_alive()

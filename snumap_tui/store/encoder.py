@@ -8,8 +8,8 @@ the GIL released, so the Writer hands it to its flusher thread (no new thread): 
 counters chunks are queued as jobs, each built and compressed there and appended to the file
 in the order they were queued.
 
-The queue is bounded (``MAX_PENDING`` jobs): a producer that would pass it waits, so a main
-thread that outruns the encoder slows down, the drain thread's backlog fills and the kernel
+The queue is bounded (``MAX_PENDING`` jobs): a producer that would pass it runs the queued
+jobs itself, so a main thread that outruns the encoder slows down, the drain thread's backlog fills and the kernel
 counts what it drops -- an honest loss count instead of memory growing. Without a worker
 (a Writer without its flusher thread) every job runs at once, as before.
 """
@@ -30,27 +30,41 @@ Job = Callable[[], None]
 
 
 class ChunkQueue:
-    """Jobs run in order by one worker thread (``run_pending``), or at once without one."""
+    """Jobs run in order, one at a time: by the worker thread (``run_pending``), or by a
+    thread that needs them done (``wait_idle``, a producer facing a full queue), or at once
+    without a worker. Whoever runs them holds the run lock, so a thread that waits for the
+    queue waits for one job at most, never for what the worker does between jobs (the
+    Writer's flusher syncs the file there: a busy disk's fdatasync took 100s of ms)."""
 
     MAX_PENDING = 6
 
     def __init__(self) -> None:
         self._jobs: deque[Job] = deque()
         self._cond = threading.Condition()
-        self._busy = False
+        self._run = threading.Lock()
         self.worker: threading.Thread | None = None
 
+    def _here(self) -> bool:
+        """Whether jobs are run by the calling thread at once (no live worker, or it is the
+        worker itself)."""
+        return self.worker is None or threading.current_thread() is self.worker \
+            or not self.worker.is_alive()
+
     def submit(self, job: Job) -> None:
-        """Queue JOB (or run it now: no worker, or called from the worker itself); waits
-        while MAX_PENDING jobs are queued."""
-        if self.worker is None or threading.current_thread() is self.worker \
-                or not self.worker.is_alive():
+        """Queue JOB; with MAX_PENDING queued, run them here first (the producer slows down
+        to the encoder's pace). Producers are one at a time (the Writer's lock)."""
+        if self._here():
             self.run_pending()
-            job()
+            with self._run:
+                job()
             return
         with self._cond:
-            while len(self._jobs) >= self.MAX_PENDING and self.worker.is_alive():
-                self._cond.wait(0.1)
+            if len(self._jobs) < self.MAX_PENDING:
+                self._jobs.append(job)
+                self._cond.notify_all()
+                return
+        self.run_pending()
+        with self._cond:
             self._jobs.append(job)
             self._cond.notify_all()
 
@@ -62,33 +76,20 @@ class ChunkQueue:
             return bool(self._jobs)
 
     def run_pending(self) -> None:
-        """Run the queued jobs in order, here; an exception stops at the failing job (the
-        rest stay queued) and goes on to the caller."""
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    return
-                job = self._jobs.popleft()
-                self._busy = True
-            try:
-                job()
-            finally:
+        """Run the queued jobs in order, here (after the job another thread is running); an
+        exception stops at the failing job (the rest stay queued) and goes on to the caller."""
+        with self._run:
+            while True:
                 with self._cond:
-                    self._busy = False
+                    if not self._jobs:
+                        return
+                    job = self._jobs.popleft()
                     self._cond.notify_all()
+                job()
 
     def wait_idle(self) -> None:
-        """Return once every job queued so far has run (run here when called from the
-        worker, or when the worker is gone)."""
-        if self.worker is None or threading.current_thread() is self.worker \
-                or not self.worker.is_alive():
-            self.run_pending()
-            return
-        with self._cond:
-            self._cond.notify_all()
-            while (self._jobs or self._busy) and self.worker.is_alive():
-                self._cond.wait(0.1)
-        self.run_pending()          # the worker ended meanwhile: what it left
+        """Return once every job queued so far has run."""
+        self.run_pending()
 
     def wake(self) -> None:
         """End the worker's ``wait_jobs`` now (the Writer is closing)."""
@@ -97,7 +98,7 @@ class ChunkQueue:
 
     def pending(self) -> int:
         with self._cond:
-            return len(self._jobs) + int(self._busy)
+            return len(self._jobs)
 
 
 # ---- the events' rows, as the chunk jobs take them ----------------------------------------------
