@@ -19,10 +19,11 @@
    With the storm part, the same on the storm's own rings, read raw while it runs again
    (tests/ringdump.capture).
 
-Needs root (BPF, perf) for part 1; ``--skip-storm`` runs part 2 alone. Run briefly:
-``python bench/observer_storm.py --programs DIR --seconds 2 --dump-events 2000000``; the
-figures for docs/benchmarks.md: ``python bench/observer_storm.py --programs DIR`` on a quiet
-machine (and on a 16-PU one for part 1). ``main(argv)`` is bench/observer.py's part (c).
+Needs root (BPF, perf) for part 1; ``--skip-storm`` runs part 2 alone. storm.c is looked
+for in ``--programs DIR`` (default: ../shared/programs beside the checkout, as
+bench/observer.py does). Run briefly: ``python bench/observer_storm.py --seconds 2
+--dump-events 2000000``; the figures for docs/benchmarks.md: ``python bench/observer.py c``
+(= ``python bench/observer_storm.py``) on a quiet machine, and on a 16-PU one for part 1.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from snumap_tui.trace.counters import ring_dtype
 from tests.ringdump import COUNTERS, EVENTS, RingDump, capture, offline_tracer, synthesize
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
+PROGRAMS = Path(__file__).resolve().parents[2] / "shared" / "programs"
 COUNTER_EVENTS = ["task-clock", "context-switches"]
 TARGET = 3e6                    # events a second: the 16-PU storm of issue 29
 
@@ -249,8 +251,9 @@ def capture_storm(storm: list[str]) -> RingDump:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--programs", type=Path, default=os.environ.get("SNUMAP_BENCH_PROGRAMS"),
-                    help="the directory holding storm.c (or SNUMAP_BENCH_PROGRAMS)")
+    ap.add_argument("--programs", type=Path, default=os.environ.get("SNUMAP_BENCH_PROGRAMS")
+                    or PROGRAMS, help="the directory holding storm.c (default: the shared "
+                    "programs beside the checkout, as bench/observer.py finds them)")
     ap.add_argument("--pairs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--skip-storm", action="store_true")
@@ -264,8 +267,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="snumap-storm-") as d:
         work = Path(d)
         if not args.skip_storm:
-            if args.programs is None:
-                ap.error("--programs DIR (holding storm.c) is needed, or --skip-storm")
             storm = [str(build_storm(args.programs, work)), str(args.pairs), str(args.seconds)]
             parts.append(storm_part(storm, work))
             print(parts[-1], flush=True)

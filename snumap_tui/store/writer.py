@@ -93,6 +93,11 @@ class Writer:
         self._closed = False
         self.events_written = 0
         self.lost_total = 0
+        # CPU time spent encoding, compressing and writing chunks (every thread's: the
+        # caller's and the flush thread's); the recorder's cost says it (recording/selfcost.py)
+        self.write_cpu_ns = 0
+        self._cpu_lock = threading.Lock()
+        self._job_ns = threading.local()       # this thread's chunk jobs' CPU (see _timed)
         self.tid_max = 0                       # largest task id in any event (record --job)
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
@@ -159,7 +164,7 @@ class Writer:
             if c is not None and len(c):
                 self._counters.add(c, self.counter_events)
                 if self._counters.n >= self.max_chunk_counters:
-                    self._write_counters()
+                    self._timed(self._write_counters)
             self._tasks.extend(batch.tasks)
             for t in batch.tasks:
                 self.tid_max = max(self.tid_max, int(t.tid), int(t.pid), int(t.ppid))
@@ -170,7 +175,7 @@ class Writer:
             if ev.size or batch.tasks or batch.lost or self._counters.n:
                 self._touch()
             if self._n_buffered >= self.max_chunk_events:
-                self._flush_events(only_full=True)
+                self._timed(self._flush_events, True)
             self.flush_if_due()
 
     def add_marker(self, t_ns: int, text: str) -> None:
@@ -194,7 +199,7 @@ class Writer:
                 self._regions.add_sums(sums, table)
             self._touch()
             if self._regions.n >= self.max_chunk_events:
-                self._write_regions()
+                self._timed(self._write_regions)
             self.flush_if_due()
 
     def add_region_loss(self, lost: dict[str, int], t_ns: int) -> None:
@@ -286,12 +291,32 @@ class Writer:
             elif self._flusher is None and self._sync_due():
                 self._sync()        # with a flusher thread, it syncs (without the lock)
 
+    def _timed(self, fn: Any, *args: Any) -> None:
+        """FN(*ARGS), its CPU time (this thread's) added to ``write_cpu_ns``, less the chunk
+        jobs it ran here (they add their own: ``_guarded``)."""
+        c0 = time.thread_time_ns()
+        j0 = getattr(self._job_ns, "ns", 0)
+        try:
+            fn(*args)
+        finally:
+            d = time.thread_time_ns() - c0 - (getattr(self._job_ns, "ns", 0) - j0)
+            with self._cpu_lock:
+                self.write_cpu_ns += d
+
     def flush(self) -> None:
         """Write everything buffered as chunks now (and sync if the last sync is old)."""
         self._flush(wait=True)
 
     def _flush(self, wait: bool) -> None:
-        """Everything buffered made into chunks; with WAIT, in the file on return."""
+        """Everything buffered made into chunks; with WAIT, in the file on return (the
+        chunk jobs time themselves, see ``_guarded``)."""
+        with self._lock:
+            self._timed(self._flush_now)
+            if wait:
+                self._chunks.wait_idle()
+                self._check()
+
+    def _flush_now(self) -> None:
         with self._lock:
             self._check()
             if self._tasks:
@@ -314,9 +339,6 @@ class Writer:
             self._write_counters()
             self._flush_events(only_full=False)
             self._oldest = None
-            if wait:
-                self._chunks.wait_idle()
-                self._check()
             if self._flusher is None and time.monotonic() - self._last_sync >= self.sync_interval:
                 self._sync()
 
@@ -451,12 +473,18 @@ class Writer:
         def run() -> None:
             if self._failed is not None:
                 return
+            c0 = time.thread_time_ns()
             try:
                 job()
             except SnumapError as exc:
                 self._failed = self._failed or exc
             except Exception as exc:  # noqa: BLE001 - a bug must not pass silently
                 self._failed = SnumapError(f"cannot encode a chunk of {self.path}: {exc!r}")
+            finally:        # the recorder's cost counts it, on whichever thread it ran
+                d = time.thread_time_ns() - c0
+                self._job_ns.ns = getattr(self._job_ns, "ns", 0) + d
+                with self._cpu_lock:
+                    self.write_cpu_ns += d
 
         return run
 
