@@ -32,7 +32,7 @@ def _short(event: str) -> str:
 
 
 def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str],
-           top: int) -> list[str]:
+           top: int, rest: dict[str, Any] | None = None) -> list[str]:
     if not rows:
         return []
     shown = events[:EVENT_COLUMNS]
@@ -46,6 +46,9 @@ def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str]
                      f" {_ratio(r.get('mpki'), 1):>5} {_num(r.get('migrations')):>4}")
     if len(rows) > top:
         lines.append(f"  ... {len(rows) - top} more")
+    if rest:        # past the report's cap (attribution.MAX_ROWS): counted and summed
+        lines += _wrapped(f"... and {rest['count']} more, not listed (--json neither): "
+                          f"{rest['on_cpu_s']:.3f} s on-CPU together")
     return lines
 
 
@@ -78,9 +81,11 @@ def format_counters(c: dict[str, Any] | None, top: int = 20) -> list[str]:
     for key, why in sorted(na.items()):
         lines += _wrapped(f"{key}: n/a ({why})")
     lines += _table("  per process", c.get("processes") or [],
-                    lambda r: f"{r.get('label') or r['pid']} {r['comm']}", ev, top)
+                    lambda r: f"{r.get('label') or r['pid']} {r['comm']}", ev, top,
+                    c.get("processes_left_out"))
     lines += _table("  per thread", c.get("threads") or [],
-                    lambda r: f"{r.get('label') or r['tid']} {r['comm']}", ev, top)
+                    lambda r: f"{r.get('label') or r['tid']} {r['comm']}", ev, top,
+                    c.get("threads_left_out"))
     lines += _table("  per region (share of each thread's run intervals inside)",
                     c.get("regions") or [], lambda r: r["name"], ev, top)
     lines += _table("  per phase (markers: every traced interval in its time)",

@@ -91,13 +91,14 @@ def _memory(rec: Any, reg: Any, window: tuple[int, int], names: list[str]
         region_memory,
         region_windows,
         timelines,
+        topology_nodes,
     )
     from snumap_tui.study.aggregate import PROGRAM
 
     rows, why = recording_memory(rec, rec.topology)
     if why:
         return {n: {"why": why} for n in [PROGRAM, *names]}
-    tls = timelines(rows)
+    tls = timelines(rows, topology_nodes(rec.topology))
     wins = region_windows(reg) if reg is not None and len(reg.rows) else {}
     out = {n: region_memory([(p, a, b) for p, _t, a, b in wins.get(n, [])], tls)
            for n in names}

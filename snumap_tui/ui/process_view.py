@@ -23,7 +23,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from snumap_tui.analysis.counter_figures import Figure, ThreadSeries, columns, total_columns
-from snumap_tui.analysis.memory import node_kinds, timelines
+from snumap_tui.analysis.memory import node_kinds, timelines, topology_nodes
 from snumap_tui.analysis.process_view import (
     RSS_NODE,
     ProcessStrips,
@@ -220,7 +220,8 @@ class ProcessViewMixin:
             rec = d.recording
             rows = rec.process_memory() if rec is not None and hasattr(
                 rec, "process_memory") else None
-            mem = d.cache["process memory"] = timelines(rows) if rows is not None else {}
+            mem = d.cache["process memory"] = timelines(
+                rows, topology_nodes(rec.topology)) if rows is not None else {}
         ps = strips(d.intervals, pid, st.t0, st.t1, cols, mem.get(pid), threads)
         # Named by its main thread, as ps does; by a thread of it when that never ran.
         comm = d.names.get(pid) or next((d.names[t] for t in sorted(threads)
