@@ -1,7 +1,9 @@
 """The few things a user wants to know first about a recording, each as a one-line finding.
 
 - threads migrating across NUMA nodes (their memory stays behind: remote accesses);
-- oversubscribed PUs: nearly always busy, time-shared by several threads that preempt each other;
+- oversubscribed PUs: nearly always busy, time-shared by several threads that preempt each other
+  (preemptions by traced tasks only: a recording of a command or --pid blames only what it
+  traced; preemptions by tasks outside the traced tree are "untraced load", said as such);
 - idle PUs while threads waited in a run queue (wakeup to switch-in) for a millisecond or more:
   the load balancer or an affinity mask kept work from an idle PU;
 - events lost by the tracer, and /proc polling's coarseness.
@@ -20,6 +22,7 @@ from snumap_tui.topology.render import format_cpulist
 MAX_WAITS = 10_000              # the longest waits examined for idle PUs
 BUSY_OVERSUB = 0.90
 SHARE_OVERSUB = 0.10
+UNTRACED_SHARE = 0.10      # untraced tasks ran >= 10 % of the recording on that PU
 
 
 def _comm(report: dict[str, Any], tid: int) -> str:
@@ -67,6 +70,18 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
         more = f" and {len(over) - 4} more" if len(over) > 4 else ""
         out.append({"kind": "oversubscribed", "cpus": [o[0] for o in over],
                     "text": f"oversubscribed: {pus}{more}"})
+    # Traced threads preempted by tasks outside the traced tree: load the recording did not
+    # trace, not the traced threads' oversubscription (only what was traced is blamed).
+    other = [c for c in report["cpus"] if c.get("preemptions_untraced", 0)
+             and c.get("untraced_s", 0) / dur >= UNTRACED_SHARE and c["cpu"] not in
+             {o[0] for o in over}]
+    if other:
+        pus = ", ".join(f"PU {c['cpu']} ({c['preemptions_untraced']} preemptions, "
+                        f"{c['untraced_s']:.1f} s)" for c in other[:4])
+        more = f" and {len(other) - 4} more" if len(other) > 4 else ""
+        out.append({"kind": "untraced_load", "cpus": [c["cpu"] for c in other],
+                    "text": f"untraced load: tasks outside the traced tree preempted traced "
+                            f"threads on {pus}{more} (see 'other' under Threads)"})
     # Idle PUs while threads waited in a run queue.
     long = np.flatnonzero(lat >= LONG_WAIT_NS)
     if len(long) and len(ld.intervals.cpus) > 1:

@@ -160,14 +160,19 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
                                 if k == "rapl" or k in IO_KINDS})
                for s in rec.samples()] if hasattr(rec, "samples") else []
     busy = iv.busy_ns()
-    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
-        else np.zeros(len(iv.cpus), dtype=np.int64)
+    zeros = np.zeros(len(iv.cpus), dtype=np.int64)
+    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) else zeros
+    by_other = ld.preemptions_untraced if len(ld.preemptions_untraced) == len(iv.cpus) \
+        else zeros
     other_ns = untraced.cpus if untraced else {}
+    # preemptions: of a task by a traced one; preemptions_untraced: by a task outside the
+    # traced tree (load the recording did not trace).
     cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
              "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
              "untraced_s": other_ns.get(int(c), 0) / 1e9,
-             "preemptions": int(p)}
-            for c, b, p in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist())]
+             "preemptions": int(p), "preemptions_untraced": int(q)}
+            for c, b, p, q in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist(),
+                                  by_other.tolist())]
     lost = {str(c): int(n) for c, n in sorted((getattr(rec, "lost", {}) or {}).items())}
     report: dict[str, Any] = {
         "file": getattr(rec, "name", None),
