@@ -26,14 +26,18 @@ UNTRACED_SHARE = 0.10      # untraced tasks ran >= 10 % of the recording on that
 
 
 def _comm(report: dict[str, Any], tid: int) -> str:
+    """A thread as findings name it: its comm and tid, ``node:tid`` in a merged job."""
     for t in report["tasks"]:
         if t["tid"] == tid:
-            return f"{t['comm']} (tid {tid})"
+            return f"{t['comm']} (tid {t.get('label') or tid})"
     return f"tid {tid}"
 
 
 def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
-             lat_end: np.ndarray, lat: np.ndarray, limit: int = 8) -> list[dict[str, Any]]:
+             lat_end: np.ndarray, lat: np.ndarray, limit: int = 8,
+             lat_tid: np.ndarray | None = None, nodes: Any = None) -> list[dict[str, Any]]:
+    """NODES: a merged job's node table (store/nodes.py), with LAT_TID the waiting threads:
+    an idle PU counts only for a thread of its own node."""
     out: list[dict[str, Any]] = []
     dur = max(report["duration_s"], 1e-9)
     if report["lost_events"]:
@@ -90,7 +94,13 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
             long = long[_longest(lat[long], MAX_WAITS)]
         ends = lat_end[long]
         starts = ends - lat[long]
-        idle_pus = idle_pus_during(ld.intervals, starts, ends)
+        same = None
+        if nodes is not None and nodes.nodes and lat_tid is not None \
+                and len(lat_tid) == len(lat):
+            row_node = np.searchsorted(nodes.cpu_bases(), ld.intervals.cpus, "right") - 1
+            wait_node = np.searchsorted(nodes.tid_bases(), lat_tid[long], "right") - 1
+            same = (row_node, wait_node)
+        idle_pus = idle_pus_during(ld.intervals, starts, ends, nodes=same)
         hit = idle_pus > 0
         if hit.any():
             tot_ms = float(lat[long][hit].sum()) / 1e6
@@ -101,8 +111,16 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
                                 f"(total {tot_ms:.1f} ms) happened while a PU was mostly idle "
                                 f"(up to {most} idle {_plural(most, 'PU')})"})
     busy = np.array([c["busy_s"] / dur for c in report["cpus"]])
+    # A PU is idle "while others were busy" on its own node (a merged job's PUs of another
+    # node could not have taken its threads' work).
+    node_of = np.zeros(len(busy), dtype=np.int64)
+    if nodes is not None and nodes.nodes and len(busy):
+        node_of = np.searchsorted(nodes.cpu_bases(),
+                                  [c["cpu"] for c in report["cpus"]], "right") - 1
     if len(busy) > 1 and busy.max() > 0.5:
-        idle = [c["cpu"] for c, b in zip(report["cpus"], busy) if b < 0.05]
+        top = {int(k): float(busy[node_of == k].max()) for k in np.unique(node_of).tolist()}
+        idle = [c["cpu"] for c, b, k in zip(report["cpus"], busy, node_of.tolist())
+                if b < 0.05 and top[int(k)] > 0.5]
         if idle:
             out.append({"kind": "idle_pus", "cpus": idle,
                         "text": f"PUs {format_cpulist(idle)} stayed idle (< 5% busy) while others were "

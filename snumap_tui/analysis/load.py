@@ -44,6 +44,7 @@ class Loaded:
     latency: dict[int, np.ndarray] = field(default_factory=dict)   # tid -> wait ns
     long_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     long_wait_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    long_wait_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     preemptions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per row
     # ... of which by a task outside the traced tree (a recording of a command or --pid)
     preemptions_untraced: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -216,7 +217,7 @@ def load(rec: Any, *, details: bool = False, nodes: set[int] | None = None) -> L
     if details:
         out.task_stats = acc.stats(iv.pid_of_tid)
         grouped = latencies[0]() if latencies else (lat.per_task(), lat.long_waits())
-        out.latency, (out.long_wait, out.long_wait_end) = grouped
+        out.latency, (out.long_wait, out.long_wait_end, out.long_wait_tid) = grouped
         out.preemptions = preempt[:len(b.cpus)]
         out.preemptions_untraced = preempt_other[:len(b.cpus)]
         out.kernel_migrations = {int(mig_ix.tids[d]): int(n) for d, n in

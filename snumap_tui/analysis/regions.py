@@ -14,6 +14,7 @@ wall time, each thread's time inside, load imbalance and waiting time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,7 +285,8 @@ def thread_waits(regions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(acc.values(), key=lambda a: -a["wait_s"])
 
 
-def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
+def region_findings(regions: list[dict[str, Any]], limit: int = 3,
+                    name: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """The most imbalanced regions (by the time their threads lost waiting for the slowest):
     parallel regions, --probe functions and phases. Not MPI calls: ranks reaching MPI_Init
     at different times is startup, and their waits are the "waiting" finding."""
@@ -299,13 +301,14 @@ def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[
                     "imbalance": r["imbalance"],
                     "text": f"{_what(r)} {r['name']} is imbalanced: max/mean "
                             f"{r['imbalance']:.2f} over {len(busy)} threads ({r['count']} "
-                            f"runs); the slowest (tid {slow['tid']}) was inside "
+                            f"runs); the slowest (tid {name(slow['tid'])}) was inside "
                             f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
                             f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
     return out
 
 
-def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+def wait_findings(waits: list[dict[str, Any]], duration_s: float,
+                  name: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """The thread (rank) that waited most, when that is a real share of the recording."""
     if not waits or duration_s <= 0:
         return []
@@ -315,7 +318,7 @@ def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[s
         return []
     where = max(w["where"].items(), key=lambda kv: kv[1])
     return [{"kind": "waiting", "tid": w["tid"],
-             "text": f"{w['comm']} (tid {w['tid']}) waited {w['wait_s']:.3f} s "
+             "text": f"{w['comm']} (tid {name(w['tid'])}) waited {w['wait_s']:.3f} s "
                      f"({100 * share:.0f}% of the recording), most in {where[0]} "
                      f"({where[1]:.3f} s)"}]
 
@@ -356,6 +359,7 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
         lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]
         for w in waits[:top]:
             where = safe_text(max(w["where"].items(), key=lambda kv: kv[1])[0])
-            lines.append(f"  {w['tid']:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
+            who = safe_text(str(w.get("label") or w["tid"]))     # node:tid in a merged job
+            lines.append(f"  {who:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
                          f"most in {where}"[:80])
     return lines

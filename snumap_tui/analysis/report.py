@@ -29,6 +29,7 @@ from snumap_tui.analysis.energy import (
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
+from snumap_tui.analysis.jobreport import label_nodes, thread_namer
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.regions import (
@@ -214,10 +215,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     add_energy(report, iv, samples, topo, rec)
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     report["counters"] = counter_section(rec, comm)
+    label_nodes(rec, report)          # a merged job's threads named node:tid from here on
     # The most imbalanced regions first: they answer the question the program was traced for.
-    report["findings"] = (region_findings(report["regions"])
-                          + wait_findings(report["waits"], report["duration_s"])
-                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
+    label = thread_namer(rec)
+    report["findings"] = (region_findings(report["regions"], name=label)
+                          + wait_findings(report["waits"], report["duration_s"], name=label)
+                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait,
+                                     lat_tid=ld.long_wait_tid,
+                                     nodes=getattr(rec, "nodes", None))
                           + io_findings(report["io"]))
     return report
 
