@@ -2,8 +2,11 @@
 wall time, each thread's time inside, load imbalance and waiting time.
 
 - An instance is a BEGIN and the next END of the same region on the same thread (a region
-  re-entered recursively on one thread keeps only its innermost instance; an END without its
-  BEGIN, e.g. a call already running when the probes were attached, is not an instance).
+  re-entered recursively on one thread keeps only its innermost instance). An instance open
+  at the recording's start (its thread's first record of it is an END: entered before the
+  probes were attached) or end (its last is a BEGIN) counts clipped to the recording, and
+  its region says so (``clipped``; "<" and ">" in the text form): only with the recording's
+  bounds given (``region_stats``); ``pair`` alone keeps whole instances.
 - A parallel region (an OpenMP ``span``) counts its master's GOMP_parallel calls; each thread's
   time inside is its time running the region's outlined body; imbalance is max/mean of those
   per-thread times; its waiting time is, per thread, the span's wall time not spent in the
@@ -57,6 +60,36 @@ def pair(rows: np.ndarray) -> Instances:
     return Instances(r["rid"][i].astype(np.int64), r["tid"][i].astype(np.int64),
                      r["pid"][i].astype(np.int64), r["t_ns"][i].astype(np.int64),
                      r["t_ns"][i + 1].astype(np.int64))
+
+
+def open_ends(rows: np.ndarray, t0: int, t1: int) -> tuple[Instances, np.ndarray]:
+    """Instances still open at the recording's start or end, clipped to it: a thread's first
+    record of a (tid, rid) being an END (it entered before the recording began: [T0, end])
+    and its last being a BEGIN (still inside when it ended: [begin, T1]); and per instance
+    where it was cut (-1: at the start, 1: at the end)."""
+    r = rows[(rows["op"] == BEGIN) | (rows["op"] == END)]
+    z = np.zeros(0, np.int64)
+    if not len(r):
+        return Instances(z, z, z, z, z), z
+    r = r[np.lexsort((r["t_ns"], r["rid"], r["tid"]))]
+    key_new = np.ones(len(r), dtype=bool)
+    key_new[1:] = (r["tid"][1:] != r["tid"][:-1]) | (r["rid"][1:] != r["rid"][:-1])
+    key_last = np.append(key_new[1:], True)
+    first_end = np.flatnonzero(key_new & (r["op"] == END))
+    last_begin = np.flatnonzero(key_last & (r["op"] == BEGIN))
+    i = np.concatenate([first_end, last_begin])
+    t = r["t_ns"][i].astype(np.int64)
+    cut = np.concatenate([np.full(len(first_end), -1), np.ones(len(last_begin), np.int64)])
+    start = np.where(cut < 0, min(int(t0), int(t.min()) if len(t) else int(t0)), t)
+    end = np.where(cut < 0, t, max(int(t1), int(t.max()) if len(t) else int(t1)))
+    return Instances(r["rid"][i].astype(np.int64), r["tid"][i].astype(np.int64),
+                     r["pid"][i].astype(np.int64), start.astype(np.int64),
+                     end.astype(np.int64)), cut
+
+
+def _joined(a: Instances, b: Instances) -> Instances:
+    return Instances(*(np.concatenate([getattr(a, f), getattr(b, f)])
+                       for f in ("rid", "tid", "pid", "start", "end")))
 
 
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
@@ -172,10 +205,19 @@ def _with_summed(threads: dict[int, tuple[int, int]], own_tid: np.ndarray, agg: 
     return out, max(per.values())
 
 
-def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
-    """One dict per region name (JSON-ready), by wall time, longest first."""
+def region_stats(reg: Regions, comm: dict[int, str] | None = None,
+                 bounds: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """One dict per region name (JSON-ready), by wall time, longest first. BOUNDS: the
+    recording's (start, end): an instance open at either (entered before the recording
+    began, still inside when it ended) counts clipped to it, and its region says how many
+    were (``clipped``: {"at_start", "at_end"})."""
     comm = comm or {}
     inst = pair(reg.rows)
+    cut = np.zeros(len(inst), np.int64)
+    if bounds is not None:
+        opened, where = open_ends(reg.rows, *bounds)
+        inst = _joined(inst, opened)
+        cut = np.concatenate([cut, where])
     names: list[RegionName] = reg.names
     by_name: dict[str, list[int]] = {}
     for rid, n in enumerate(names):
@@ -221,6 +263,9 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         def sel(r: int | None) -> np.ndarray:
             return order[cuts[r]:cuts[r + 1]] if r is not None else np.zeros(0, np.int64)
 
+        mine = np.concatenate([sel(r) for r in rids])
+        clipped = {"at_start": int((cut[mine] < 0).sum()), "at_end": int((cut[mine] > 0).sum())}
+
         span, body = sel(role.get("span")), sel(role.get("body"))
         rest = np.concatenate([sel(role.get("call")), sel(role.get("marker"))])
         inside = body if len(body) else (rest if len(rest) else span)
@@ -259,6 +304,8 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
+        if clipped["at_start"] or clipped["at_end"]:
+            row["clipped"] = clipped
         if agg is not None and agg.total:
             # Calls summed in the kernel: counted and timed, but without instances (windows)
             # for the per-region counters, memory and energy.
@@ -323,6 +370,17 @@ def wait_findings(waits: list[dict[str, Any]], duration_s: float,
                      f"({where[1]:.3f} s)"}]
 
 
+def _clip_mark(g: dict[str, Any]) -> str:
+    c = g.get("clipped") or {}
+    return (" " + ("<" if c.get("at_start") else "") + (">" if c.get("at_end") else "")) \
+        if c else ""
+
+
+def _wrap(text: str) -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")
+
+
 def _what(r: dict[str, Any]) -> str:
     if r["role"] == "parallel":
         return "parallel region"
@@ -333,6 +391,10 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
     """The report's text section (80 columns)."""
     regs = r.get("regions") or []
     lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
+    if r.get("attached") and r.get("regions_info"):
+        lines += _wrap("attached to running processes (--pid): a region entered before the "
+                       "recording began shows from its first record, clipped (<); one that "
+                       "neither began nor ended while recording has no record to show")
     if not regs:
         info = r.get("regions_info") or {}
         why = "; ".join(info.get("problems") or []) or "none recorded"
@@ -345,7 +407,12 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
         name = safe_text(g["name"])
         name = name if len(name) <= 39 else name[:38] + "…"
         lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
-                     f"{imb:>5} {g['wait_s']:>7.3f}")
+                     f"{imb:>5} {g['wait_s']:>7.3f}{_clip_mark(g)}")
+    clipped = [g for g in regs if g.get("clipped")]
+    if clipped:
+        lines += _wrap("< entered before the recording began, > still inside when it ended: "
+                       "shown clipped to the recording (its COUNT and WALL are what was "
+                       "recorded)")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
     lost = r.get("regions_lost") or {}

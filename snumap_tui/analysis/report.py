@@ -205,12 +205,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     regions = rec.regions() if hasattr(rec, "regions") else None
-    report["regions"] = region_stats(regions, comm) if regions is not None else []
+    report["regions"] = region_stats(regions, comm, (iv.t0, iv.t1)) \
+        if regions is not None else []
     # Records the kernel could not write (ring full), per region name: those regions' counts
     # and times are short by as many calls.
     report["regions_lost"] = dict(getattr(regions, "lost", {}) or {})
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    report["attached"] = bool(hdr.get("attached"))      # record --pid
     add_memory(report, rec, topo)
     add_energy(report, iv, samples, topo, rec)
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
@@ -290,7 +292,8 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     if u:
         lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
-    if r.get("regions") or (r.get("regions_info") or {}).get("problems"):
+    if r.get("regions") or (r.get("regions_info") or {}).get("problems") or \
+            (r.get("attached") and r.get("regions_info")):
         lines += format_regions(r, top)
     lines += format_counters(r.get("counters"), top)
     lines += ["", "PUs (busy % of the recording):"]
