@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.store.regions import Regions
 from snumap_tui.textsafe import safe_text
 from snumap_tui.trace.region_catalog import BEGIN, END, MARK, RegionName
@@ -387,8 +388,9 @@ def _what(r: dict[str, Any]) -> str:
     return {"mpi": "MPI call", "marker": "phase", "user": "function"}.get(r["kind"], "region")
 
 
-def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
-    """The report's text section (80 columns)."""
+def format_regions(r: dict[str, Any], top: int = 20, width: int = 80) -> list[str]:
+    """The report's text section: the NAME column as wide as the longest name within WIDTH
+    (textcols.output_width), a name past that cut in the middle, its (file:line) kept."""
     regs = r.get("regions") or []
     lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
     if r.get("attached") and r.get("regions_info"):
@@ -400,14 +402,14 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
         why = "; ".join(info.get("problems") or []) or "none recorded"
         lines.append(f"  {safe_text(why)}"[:80])
         return lines
-    lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+    names = [safe_text(g["name"]) for g in regs[:top]]
+    nw = max(39, min(max(len(n) for n in names), width - 2 - 37 - 3))
+    lines.append(f"  {'NAME':<{nw}} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
                  f"{'WAIT s':>7}")
-    for g in regs[:top]:
+    for g, name in zip(regs[:top], names):
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
-        name = safe_text(g["name"])
-        name = name if len(name) <= 39 else name[:38] + "…"
-        lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
-                     f"{imb:>5} {g['wait_s']:>7.3f}{_clip_mark(g)}")
+        lines.append(f"  {fit_name(name, nw):<{nw}} {g['kind']:<6} {g['count']:>6} "
+                     f"{g['wall_s']:>7.3f} {imb:>5} {g['wait_s']:>7.3f}{_clip_mark(g)}")
     clipped = [g for g in regs if g.get("clipped")]
     if clipped:
         lines += _wrap("< entered before the recording began, > still inside when it ended: "

@@ -244,8 +244,9 @@ def _fmt_pid(pid: Any) -> str:
     return "?" if pid is None or int(pid) < 0 else str(pid)
 
 
-def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
-    """The text form: header, findings, processes, threads, PUs, energy (80 columns)."""
+def format_report(r: dict[str, Any], top: int = TOP_TASKS, width: int = 80) -> str:
+    """The text form: header, findings, processes, threads, PUs, energy (80 columns; the
+    region and counter tables' names as wide as WIDTH allows, textcols.output_width)."""
     # Names, commands and labels come from the traced machine: escaped (textsafe) before
     # they are cut and aligned.
     lines = [f"snumap report: {safe_text(r.get('file') or '')}",
@@ -294,8 +295,8 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
     if r.get("regions") or (r.get("regions_info") or {}).get("problems") or \
             (r.get("attached") and r.get("regions_info")):
-        lines += format_regions(r, top)
-    lines += format_counters(r.get("counters"), top)
+        lines += format_regions(r, top, width)
+    lines += format_counters(r.get("counters"), top, width)
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):
