@@ -27,10 +27,10 @@ from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilis
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.analysis.noderows import fold_bins
 from snumap_tui.analysis.region_timeline import SERIAL
+from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.ui import counter_rows
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
-from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.ui.timeaxis import resolution_label, ticks
 
 LABEL_W = 15
