@@ -80,6 +80,15 @@ def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
     if c.series is None or c.fig is None:
         return {}, f"counters: n/a ({c.why})"
     fig = c.fig
+    edges = ps.edges[cursor:cursor + 2]
+    total = float(total_columns(c.series, list(ps.threads), edges, fig)[0])
+    if fig.share:
+        # A time event (task-clock) counts each thread's time on a PU: what its CPU row
+        # already draws, so no second row of the same; the process's at the cursor in PUs,
+        # as the CPU figure is (a share of one column over several threads passed 100 %).
+        what = "n/a" if not math.isfinite(total) else f"{total:.2f} PUs"
+        return {}, f"{fig.name.removesuffix(' share')} at cursor {what} (the CPU rows; " \
+            "X: next)"
     vals = {t: columns(c.series, t, ps.edges, fig) for t in tids}
     finite = [v[np.isfinite(v)] for v in vals.values()]
     top = 1.0 if fig.share else max((float(f.max()) for f in finite if len(f)), default=0.0)
@@ -90,8 +99,6 @@ def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
         rows[t] = [Segment(label[:LABEL_W].ljust(LABEL_W), counter_rows.COUNTER_STYLE),
                    Segment(" ", PLAIN),
                    *(Segment(ch, st) for ch, st in counter_rows.heat_row(v, top, cursor))]
-    edges = ps.edges[cursor:cursor + 2]
-    total = float(total_columns(c.series, list(ps.threads), edges, fig)[0])
     return rows, f"{fig.name} at cursor {counter_rows.fmt(total, fig)} (X: next)"
 
 
