@@ -87,8 +87,8 @@ def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
         # already draws, so no second row of the same; the process's at the cursor in PUs,
         # as the CPU figure is (a share of one column over several threads passed 100 %).
         what = "n/a" if not math.isfinite(total) else f"{total:.2f} PUs"
-        return {}, f"{fig.name.removesuffix(' share')} at cursor {what} (the CPU rows; " \
-            "X: next)"
+        return {}, (f"{fig.name.removesuffix(' share')} at cursor {what} "
+                    "(the CPU rows; X: next)")
     vals = {t: columns(c.series, t, ps.edges, fig) for t in tids}
     finite = [v[np.isfinite(v)] for v in vals.values()]
     top = 1.0 if fig.share else max((float(f.max()) for f in finite if len(f)), default=0.0)
