@@ -34,6 +34,9 @@ from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.regions import (
     format_regions,
+    probe_costs,
+    probe_findings,
+    probe_section,
     region_findings,
     region_stats,
     thread_waits,
@@ -205,8 +208,14 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     regions = rec.regions() if hasattr(rec, "regions") else None
-    report["regions"] = region_stats(regions, comm, (iv.t0, iv.t1)) \
+    costs = probe_costs(list(getattr(rec, "infos", []) or []))
+    report["regions"] = region_stats(regions, comm, costs, (iv.t0, iv.t1)) \
         if regions is not None else []
+    # What the probes cost, as a share of the traced processes' CPU time.
+    budget = (hdr.get("regions") or {}).get("budget")
+    report["region_probes"] = probe_section(
+        costs, sum(float(p["runtime_s"]) for p in report["processes"]) or None,
+        float(budget) if isinstance(budget, (int, float)) else None)
     # Records the kernel could not write (ring full), per region name: those regions' counts
     # and times are short by as many calls.
     report["regions_lost"] = dict(getattr(regions, "lost", {}) or {})
@@ -220,7 +229,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     label_nodes(rec, report)          # a merged job's threads named node:tid from here on
     # The most imbalanced regions first: they answer the question the program was traced for.
     label = thread_namer(rec)
-    report["findings"] = (region_findings(report["regions"], name=label)
+    report["findings"] = (probe_findings(report["region_probes"])
+                          + region_findings(report["regions"], name=label)
                           + wait_findings(report["waits"], report["duration_s"], name=label)
                           + findings(report, ld, stats, ld.long_wait_end, ld.long_wait,
                                      lat_tid=ld.long_wait_tid,
