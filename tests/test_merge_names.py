@@ -89,6 +89,9 @@ def test_a_pu_of_another_node_is_not_blamed_for_a_wait(tmp_path: Path) -> None:
         r = build_report(rec)
     kinds = [f["kind"] for f in r["findings"]]
     assert "idle_while_waiting" not in kinds, r["findings"]
+    # node a's PU 1 idle while its PU 0 was busy: named by its node, as every PU in a finding
+    idle = next(f["text"] for f in r["findings"] if f["kind"] == "idle_pus")
+    assert idle.startswith("PUs a:1 stayed idle"), idle
 
 
 def test_merge_without_job_aligns_by_start_wall_time(tmp_path: Path) -> None:

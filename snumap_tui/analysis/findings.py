@@ -70,7 +70,8 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
     over = [(cpu, big_n[cpu], c["preemptions"], c["busy_s"] / dur) for cpu, c in cand.items()
             if big_n[cpu] >= 2]
     if over:
-        pus = ", ".join(f"PU {c} ({n} threads, {p} preemptions)" for c, n, p, _ in over[:4])
+        pus = ", ".join(f"PU {_pu(nodes, c)} ({n} threads, {p} preemptions)"
+                        for c, n, p, _ in over[:4])
         more = f" and {len(over) - 4} more" if len(over) > 4 else ""
         out.append({"kind": "oversubscribed", "cpus": [o[0] for o in over],
                     "text": f"oversubscribed: {pus}{more}"})
@@ -80,7 +81,7 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
              and c.get("untraced_s", 0) / dur >= UNTRACED_SHARE and c["cpu"] not in
              {o[0] for o in over}]
     if other:
-        pus = ", ".join(f"PU {c['cpu']} ({c['preemptions_untraced']} preemptions, "
+        pus = ", ".join(f"PU {_pu(nodes, c['cpu'])} ({c['preemptions_untraced']} preemptions, "
                         f"{c['untraced_s']:.1f} s)" for c in other[:4])
         more = f" and {len(other) - 4} more" if len(other) > 4 else ""
         out.append({"kind": "untraced_load", "cpus": [c["cpu"] for c in other],
@@ -123,9 +124,24 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
                 if b < 0.05 and top[int(k)] > 0.5]
         if idle:
             out.append({"kind": "idle_pus", "cpus": idle,
-                        "text": f"PUs {format_cpulist(idle)} stayed idle (< 5% busy) while others were "
+                        "text": f"PUs {_pus(nodes, idle)} stayed idle (< 5% busy) while others were "
                                 f"up to {100 * busy.max():.0f}% busy"})
     return out[:limit]
+
+
+def _pu(nodes: Any, cpu: int) -> str:
+    """A PU as findings name it: ``node:PU`` (its own number there) in a merged job."""
+    if nodes is None or not nodes.nodes:
+        return str(cpu)
+    k = nodes.node_of_cpu(int(cpu))
+    return f"{nodes.names[k]}:{int(cpu) - int(nodes.cpu_bases()[k])}" if k is not None \
+        and k >= 0 else str(cpu)
+
+
+def _pus(nodes: Any, cpus: list[int]) -> str:
+    if nodes is None or not nodes.nodes:
+        return format_cpulist(cpus)
+    return ", ".join(_pu(nodes, c) for c in cpus)
 
 
 def _longest(values: np.ndarray, k: int) -> np.ndarray:
