@@ -380,3 +380,8 @@ def test_help_at_80x24_says_it_scrolls_and_does(recording: Path) -> None:
         await pilot.pause()
         assert scroll.scroll_y > 0
     run_pilot(recording, (80, 24), steps)
+
+
+def test_snapshot_help_at_80x24(snap_compare, recording: Path) -> None:
+    """The help at 80x24, its first line saying it scrolls (issue 30 item 19)."""
+    assert snap_compare(_app(recording), terminal_size=(80, 24), press=["question_mark"])

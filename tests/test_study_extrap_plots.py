@@ -173,3 +173,17 @@ def test_view_at_80x24_keeps_one_line_per_configuration():
             await pilot.pause()
             return app.query_one("#table").size.height
     assert asyncio.run(run()) == 1 + 6 + 1    # the header, six configurations, the last newline
+
+
+def test_snapshot_scale_view_80x24(snap_compare):
+    """scale view at 80x24: one line per configuration (issue 30 item 19)."""
+    from snumap_tui.ui.scale_view import ScaleViewApp
+
+    rows = [{"region": r, "threads": t, "places": pl, "input": None, "freq": None,
+             "efficiency": e, "speedup": e * t, "time_median_s": 1 / (e * t),
+             "time_min_s": 0.9 / (e * t), "time_max_s": 1.1 / (e * t), "karp_flatt": 0.1,
+             "energy_j": 12.0}
+            for r, effs in (("(program)", (1.0, 0.9, 0.8)), ("slow", (1.0, 0.3, 0.2)))
+            for pl in ("compact", "spread") for t, e in zip((1, 2, 4), effs)]
+    app = ScaleViewApp(rows, {"(program)": ["model: 0.1 + 0.9 * p^(-1)"]}, title="t")
+    assert snap_compare(app, terminal_size=(80, 24))
