@@ -145,6 +145,7 @@ class RegionTracer(BudgetMixin):
         self.problems: list[str] = []
         self.dropped = 0
         self.backend = backend          # auto | ebpf | perf: how the probes are opened
+        self.scope = "process"          # process | file: where the breakpoints are set
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
@@ -252,7 +253,7 @@ class RegionTracer(BudgetMixin):
         from snumap_tui.trace.region_bpf import BpfUprobes
 
         return BpfUprobes(sorted(self.family or ()), system_wide=self.tree is None,
-                          hold_exec=hold_exec)
+                          hold_exec=hold_exec, scoped=self.scope == "process")
 
     def _open(self) -> Any:
         """The eBPF path (in-kernel filter, uprobe_multi) where it works, else perf's."""
@@ -371,6 +372,7 @@ class RegionTracer(BudgetMixin):
             family.update(t.pid for t in batch.tasks if t.pid > 0 and t.ppid in family)
         family.discard(-1)
         family.discard(-2)
+        self._scope_forks(e[(k == FORK) & (e["pid"] != e["pid2"])]["pid2"].tolist())
         execs = set(e["pid"][k == EXEC].tolist())
         for pid in sorted(execs & family if self.tree is None else execs):
             # The new program is mapped already (its libraries maybe not yet): enough to name
@@ -384,6 +386,28 @@ class RegionTracer(BudgetMixin):
         # Maps stay after an exit: its last hits are decoded after the exit is seen.
         while len(self.maps) > MAX_MAPS:
             self.maps.pop(next(iter(self.maps)))
+
+    def _scope_forks(self, children: list[int]) -> None:
+        """Per-process probes for the tree's new processes that have not exec'd (those
+        that do are held at the exec and get theirs then; calls a child makes before its
+        fork is decoded are not seen); say it when the tree outgrew them."""
+        add = getattr(self.uprobes, "add_process", None)
+        if add is None or self.family is None:
+            return
+        for child in children:
+            if child > 0 and child in self.family:
+                add(child)
+        self._say_widened()
+
+    def _say_widened(self) -> None:
+        """Say once that the tree outgrew per-process probes (``BpfUprobes.widen``)."""
+        n = getattr(self.uprobes, "widened", 0)
+        if not n or any(p.startswith("regions: the tree reached") for p in self.problems):
+            return
+        note = (f"regions: the tree reached {n} processes: probes set on the files from then "
+                f"on (every process of the node mapping them takes their trap)")
+        self.lines.append(note)
+        self.problems.append(note)
 
     def rescan(self, limit: int = 64) -> None:
         """Libraries the tree mapped since (dlopen, or loaded after the exec was seen): read
@@ -474,6 +498,7 @@ class RegionTracer(BudgetMixin):
                 self.uprobes.resume(pid, ino, dev)
                 self.holds += 1
                 self.held_ns += max(0, now - t_ns)
+            self._say_widened()
 
     def release(self, raws: Any = ()) -> None:
         """Let every held process run, unprobed (the recording is ending or failing)."""
