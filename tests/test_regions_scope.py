@@ -119,3 +119,41 @@ def test_untraced_process_gets_no_breakpoint(tmp_path: Path, scope: str) -> None
                          text=True, timeout=60, check=True)
     counts = {g["name"]: g["count"] for g in json.loads(rep.stdout)["regions"]}
     assert counts.get("GOMP_critical_start") == CALLS, counts
+
+
+@needs_uprobes
+def test_scoped_links_follow_the_tree_then_widen(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each process joining gets its own links; exited ones are pruned when the bound is
+    reached; past it the probes go on the file (one link per file and direction)."""
+    from snumap_tui.trace import region_bpf as R
+    from snumap_tui.trace.uprobes import Probe
+
+    loop = _compile(["gcc", "-fopenmp"], LOOP_SRC % {"calls": 1}, tmp_path / "probe")
+    lib = tmp_path / "libgomp.so.1"
+    shutil.copy2(_libgomp(loop), lib)
+    off = E.load_elf(str(lib)).offset_of("GOMP_critical_start")
+    assert off is not None
+    procs = [subprocess.Popen(["sleep", "60"]) for _ in range(4)]
+    monkeypatch.setattr(R, "MAX_SCOPED", 2)
+    u = R.BpfUprobes([procs[0].pid], system_wide=False, hold_exec=True, scoped=True)
+    try:
+        assert u.add_many([Probe(str(lib), off, False, 0, None, "g", None, 0),
+                           Probe(str(lib), off, True, 1, None, "g", None, 0)]) == []
+        assert u.add_process(procs[1].pid)
+        assert u.scoped == {procs[0].pid, procs[1].pid}
+        assert [len(u.pid_links[p.pid]) for p in procs[:2]] == [2, 2]
+        procs[1].kill()
+        procs[1].wait()
+        assert u.add_process(procs[2].pid)          # the exited one makes room
+        assert u.scoped == {procs[0].pid, procs[2].pid} and u.widened == 0
+        assert len(u.links) == 4
+        assert u.add_process(procs[3].pid)          # past the bound: on the file
+        assert u.scoped is None and u.widened == 3
+        assert len(u.links) == 2 and not u.pid_links
+        assert not u.add_process(procs[1].pid + 100000)     # nothing more per process
+    finally:
+        u.close()
+        for p in procs:
+            p.kill()
+            p.wait()

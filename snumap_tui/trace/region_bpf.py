@@ -140,6 +140,7 @@ class BpfUprobes:
         self.scoped: set[int] | None = set() if scoped and hold_exec and roots and not wide \
             else None
         self.widened = 0                # tree size when the probes went on the files
+        self.pid_links: dict[int, list[int]] = defaultdict(list)   # scoped: links per pid
         try:
             self.obj.set_global("snumap_system_wide", struct.pack("<I", int(wide)))
             self.obj.set_global("snumap_hold_exec", struct.pack("<I", int(hold_exec)))
@@ -204,6 +205,8 @@ class BpfUprobes:
             return "" if pid and e.errno == errno.ESRCH else str(e)
         self.links.append(fd)
         self.by_group[group].append(fd)
+        if pid:
+            self.pid_links[pid].append(fd)
         return ""
 
     def _mark_linked(self, pids: set[int]) -> None:
@@ -219,12 +222,37 @@ class BpfUprobes:
             return False
         self.scoped.add(pid)
         if len(self.scoped) > MAX_SCOPED:
+            self._prune()
+        if len(self.scoped) > MAX_SCOPED:
             self.widen()
             return True
         for spec in self.specs:
             self._link(spec, pid)
         self._mark_linked({pid})
         return True
+
+    def _prune(self) -> None:
+        """Forget the scoped processes that have exited; their links go (in the background:
+        each close waits a grace period)."""
+        assert self.scoped is not None
+        gone = {pid for pid in self.scoped if not os.path.exists(f"/proc/{pid}")}
+        fds = [fd for pid in gone for fd in self.pid_links.pop(pid, [])]
+        self.scoped -= gone
+        linked = self.obj.map("linked")
+        for pid in gone:
+            linked.delete(struct.pack("<I", pid))
+        dead = set(fds)
+        self.links = [fd for fd in self.links if fd not in dead]
+        for group in self.by_group:
+            self.by_group[group] = [fd for fd in self.by_group[group] if fd not in dead]
+        self._close_later(fds)
+
+    def _close_later(self, fds: list[int]) -> None:
+        if fds:
+            t = threading.Thread(target=close_all, args=(fds,), name="snumap-detach",
+                                 daemon=True)
+            t.start()
+            self._closing.append(t)
 
     def widen(self) -> None:
         """Probes on the files from now on (every process mapping them takes the trap, the
@@ -234,11 +262,10 @@ class BpfUprobes:
         self.widened = len(self.scoped)
         self.scoped = None
         old, self.links, self.by_group = self.links, [], defaultdict(list)
+        self.pid_links.clear()
         for spec in self.specs:
             self._link(spec, 0)
-        t = threading.Thread(target=close_all, args=(old,), name="snumap-detach", daemon=True)
-        t.start()
-        self._closing.append(t)
+        self._close_later(old)
 
     def detach(self, group: str, wait: bool = True) -> None:
         """Detach every probe of GROUP (their links; one grace period for all). Without WAIT
@@ -247,6 +274,8 @@ class BpfUprobes:
         one function keep its breakpoint until both are gone, so they are closed together."""
         fds = self.by_group.pop(group, [])
         self.specs = [s for s in self.specs if s[2] != group]
+        for pid, pfds in self.pid_links.items():
+            self.pid_links[pid] = [fd for fd in pfds if fd not in fds]
         self.links = [fd for fd in self.links if fd not in fds]
         if wait:
             close_all(fds)
