@@ -17,9 +17,7 @@ Needs root, gcc with -fopenmp. Writes the "probe_scope" section of docs/benchmar
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import platform
 import statistics
 import struct
 import subprocess
@@ -30,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import table, write_section
+from observer_critical import BPF_ENABLE_STATS, _bpf
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 NEIGHBOUR = r"""
@@ -69,19 +68,7 @@ int main(int argc, char **argv) {
 }
 """
 MODES = ("no snumap", "record --probe-scope file", "record --probe-scope process")
-BPF_ENABLE_STATS = 32
 KPROBE = 2                  # bpf_prog_type of uprobe(_multi) programs
-
-
-def _bpf(cmd: int, attr: bytes) -> int:
-    from snumap_tui.native.libc import libc
-
-    nr = {"x86_64": 321, "aarch64": 280}[platform.machine()]
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc().syscall(ctypes.c_long(nr), ctypes.c_long(cmd), buf, ctypes.c_uint(128))
-    if r < 0:
-        raise OSError(ctypes.get_errno(), "bpf")
-    return int(r)
 
 
 def uprobe_runs(pid: int) -> int:
