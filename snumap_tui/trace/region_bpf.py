@@ -56,6 +56,7 @@ AGG_NS = 100_000_000            # ... or this long after the first of them
 AGG_EXACT = 64                  # calls of a thread written exactly in each AGG_NS window
 AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_BIT)
 LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
+NEEDS_LINKS = 2                  # `known` value (SNUMAP_NEEDS_LINKS)
 MAX_SCOPED = 64                 # processes probed one by one; past them, on the files (widen)
 
 EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
@@ -290,18 +291,21 @@ class BpfUprobes:
     def holds(self) -> bool:
         return self._exec_link is not None
 
-    def know(self, keys: list[tuple[int, int]]) -> None:
-        """Programs (inode, device) whose execs need no hold any more: probed already."""
+    def know(self, keys: list[tuple[int, int]], links: bool = False) -> None:
+        """Programs (inode, device) whose execs need no hold any more: probed already; with
+        LINKS (scoped) a process without its links that execs one is still held."""
         known = self.obj.map("known")
+        value = struct.pack("<I", NEEDS_LINKS if links and self.scoped is not None else 1)
         for ino, dev in keys:
-            known.update(struct.pack("<QQ", ino, dev), struct.pack("<I", 1))
+            known.update(struct.pack("<QQ", ino, dev), value)
 
     def resume(self, pid: int, ino: int, dev: int, probe: bool = True) -> None:
         """Let a held process run (its program is known from now on), its probes set first
-        when scoped (unless not PROBE: the recording is ending)."""
+        when scoped and PROBE (not: a program without a runtime, or the recording is
+        ending)."""
         if probe:
             self.add_process(pid)
-        self.know([(ino, dev)])
+        self.know([(ino, dev)], links=probe)
         try:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:

@@ -44,6 +44,7 @@ from snumap_tui.trace.probe_budget import (
     group_of,
 )
 from snumap_tui.trace.probe_point import missing_note
+from snumap_tui.trace.probe_scope import ScopeMixin
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
@@ -107,7 +108,7 @@ def parse_probe(spec: str) -> tuple[str, str]:
     return os.path.realpath(path), sym
 
 
-class RegionTracer(BudgetMixin):
+class RegionTracer(BudgetMixin, ScopeMixin):
     """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
     Drainer runs ``drain`` in its thread)."""
 
@@ -145,7 +146,7 @@ class RegionTracer(BudgetMixin):
         self.problems: list[str] = []
         self.dropped = 0
         self.backend = backend          # auto | ebpf | perf: how the probes are opened
-        self.scope = "process"          # process | file: where the breakpoints are set
+        self._init_scope()
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
@@ -372,7 +373,10 @@ class RegionTracer(BudgetMixin):
             family.update(t.pid for t in batch.tasks if t.pid > 0 and t.ppid in family)
         family.discard(-1)
         family.discard(-2)
-        self._scope_forks(e[(k == FORK) & (e["pid"] != e["pid2"])]["pid2"].tolist())
+        forks = e[(k == FORK) & (e["pid"] != e["pid2"])]
+        linked = getattr(self.uprobes, "scoped", None) or set()
+        self._link_processes([c for p, c in zip(forks["pid"].tolist(), forks["pid2"].tolist())
+                              if p in linked])
         execs = set(e["pid"][k == EXEC].tolist())
         for pid in sorted(execs & family if self.tree is None else execs):
             # The new program is mapped already (its libraries maybe not yet): enough to name
@@ -386,28 +390,6 @@ class RegionTracer(BudgetMixin):
         # Maps stay after an exit: its last hits are decoded after the exit is seen.
         while len(self.maps) > MAX_MAPS:
             self.maps.pop(next(iter(self.maps)))
-
-    def _scope_forks(self, children: list[int]) -> None:
-        """Per-process probes for the tree's new processes that have not exec'd (those
-        that do are held at the exec and get theirs then; calls a child makes before its
-        fork is decoded are not seen); say it when the tree outgrew them."""
-        add = getattr(self.uprobes, "add_process", None)
-        if add is None or self.family is None:
-            return
-        for child in children:
-            if child > 0 and child in self.family:
-                add(child)
-        self._say_widened()
-
-    def _say_widened(self) -> None:
-        """Say once that the tree outgrew per-process probes (``BpfUprobes.widen``)."""
-        n = getattr(self.uprobes, "widened", 0)
-        if not n or any(p.startswith("regions: the tree reached") for p in self.problems):
-            return
-        note = (f"regions: the tree reached {n} processes: probes set on the files from then "
-                f"on (every process of the node mapping them takes their trap)")
-        self.lines.append(note)
-        self.problems.append(note)
 
     def rescan(self, limit: int = 64) -> None:
         """Libraries the tree mapped since (dlopen, or loaded after the exec was seen): read
@@ -436,6 +418,8 @@ class RegionTracer(BudgetMixin):
             self.planned.update(f for f in files if f not in new)
             if new:
                 self._attach_later(self.plan(new, closure=False), f"mapped later by pid {pid}")
+            if self.probed_files.intersection(files):
+                self._link_processes([pid])     # a runtime dlopen'd by an unlinked process
 
     def _probe_new(self, pid: int, maps: list[E.Mapping]) -> None:
         """Probe what the program PID just exec'd (with these MAPS) and its libraries need.
@@ -452,6 +436,9 @@ class RegionTracer(BudgetMixin):
             return
         self._attach_later(self.plan([exe, *E.mapped_files(maps)]),
                            f"found after exec of pid {pid}")
+
+    def _may_have(self, exe: str) -> bool:
+        return _may_have_regions(exe)
 
     def _new_program(self, exe: str) -> bool:
         """Whether EXE, just exec'd by the tree, is to be planned (once)."""
@@ -492,10 +479,11 @@ class RegionTracer(BudgetMixin):
                 exe = os.path.realpath(f"/proc/{pid}/exe")
                 if self._new_program(exe):
                     self._attach_later(self.plan([exe]), f"pid {pid} held at its exec")
+                self._links_for[pid] = self._needs_links(exe)
         finally:
             now = time.monotonic_ns()
             for pid, ino, dev, t_ns in held:
-                self.uprobes.resume(pid, ino, dev)
+                self.uprobes.resume(pid, ino, dev, probe=self._links_for.pop(pid, True))
                 self.holds += 1
                 self.held_ns += max(0, now - t_ns)
             self._say_widened()
