@@ -157,3 +157,27 @@ def test_scoped_links_follow_the_tree_then_widen(tmp_path: Path,
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_widening_is_said_once_and_marked() -> None:
+    """When the tree outgrows per-process links (``BpfUprobes.widen``), the recording says so
+    once: on stderr, among the problems and as a marker."""
+    from types import SimpleNamespace
+
+    from snumap_tui.trace.region_catalog import RegionNames
+    from snumap_tui.trace.regions import RegionTracer
+
+    t = RegionTracer("auto", [], RegionNames(), say=lambda _s: None)
+    added: list[int] = []
+    t.uprobes = SimpleNamespace(widened=0, scoped=set(), specs=[],
+                                add_process=lambda pid: added.append(pid) or True)
+    t.family = {10, 11, 12}
+    t._link_processes([11, 99])             # 99: not of the tree
+    assert added == [11] and t.take_lines() == [] and not t.notes
+    t.uprobes.widened = 65
+    t._link_processes([12])
+    t._link_processes([12])
+    lines = t.take_lines()
+    assert len(lines) == 1 and "65 processes" in lines[0] and lines[0].startswith("regions: ")
+    assert [n for _t, n in t.notes] == lines
+    assert sum("65 processes" in p for p in t.problems) == 1

@@ -190,6 +190,8 @@ class RegionSession:
         if self.tracer is not None:
             self.info["found"] = list(self.tracer.found)
             self.info["probes"] = self.tracer.path
+            self.info["scope"] = ("process" if getattr(self.tracer.uprobes, "scoped", None)
+                                  is not None else "file")
             self.info["problems"] = [*self.info["problems"], *self.tracer.problems]
         self.info["markers"] = self.markers is not None
         return dict(self.info)

@@ -12,6 +12,7 @@ process, or when a rescan finds it mapped a probed file. Programs with no runtim
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from snumap_tui.trace import elfsyms as E
@@ -24,6 +25,7 @@ class ScopeMixin:
     family: set[int] | None
     lines: list[str]
     problems: list[str]
+    notes: list[tuple[int, str]]
 
     def _init_scope(self) -> None:
         self.scope = "process"          # process | file: where the breakpoints are set
@@ -46,12 +48,13 @@ class ScopeMixin:
     def _say_widened(self) -> None:
         """Say once that the tree outgrew per-process probes (``BpfUprobes.widen``)."""
         n = getattr(self.uprobes, "widened", 0)
-        if not n or any(p.startswith("regions: the tree reached") for p in self.problems):
+        if not n or any(p.startswith("the tree reached") for p in self.problems):
             return
-        note = (f"regions: the tree reached {n} processes: probes set on the files from then "
-                f"on (every process of the node mapping them takes their trap)")
-        self.lines.append(note)
+        note = (f"the tree reached {n} processes: probes set on the files from then on (every "
+                f"process of the node mapping them takes their trap)")
+        self.lines.append(f"regions: {note}")
         self.problems.append(note)
+        self.notes.append((time.monotonic_ns(), f"regions: {note}"))
 
     def _needs_links(self, exe: str) -> bool:
         """Whether a process running EXE needs its own probe links (per-process scope): it

@@ -342,7 +342,9 @@ class RegionTracer(BudgetMixin, ScopeMixin):
     def describe(self) -> list[str]:
         what = "; ".join(self.found) if self.found else (
             "none found" if self.mode != "none" else "off")
-        via = {"ebpf": " [eBPF uprobe_multi, filtered in the kernel]",
+        scoped = getattr(self.uprobes, "scoped", None) is not None
+        via = {"ebpf": " [eBPF uprobe_multi, " + ("set in the traced processes only]" if scoped
+                                                  else "filtered in the kernel]"),
                "perf": " [perf uprobes]"}.get(getattr(self.uprobes, "kind", ""), "")
         lines = [f"regions ({self.mode}): {what}{via}"]
         lines += [f"regions: {p}" for p in self.problems]
