@@ -1,0 +1,209 @@
+"""Findings about a running (or recorded) job, each with its evidence, its fix and how sure.
+
+Pure functions of the job's nodes as jobview/aggregate.py's ``NodeView``s (topology, per PU
+utilisation, the job's ranks with their threads' PUs, CPU %, affinity and memory per NUMA
+node); `top --job` gives the live ones, `report` of a job recording builds the same views
+from the recording. A finding is ``{"kind", "node", "text" (the evidence, with its numbers),
+"fix" (a command line), "confidence" ("high" / "medium" / "low", and why)}``.
+
+- ``oversubscribed``: two or more of the job's threads share a PU (each got at least
+  ``SHARE_MIN`` % of it, together at most what one PU gives) while a PU of the job's
+  allocation on that node ran the job less than ``IDLE_MAX`` %: the binding that spreads them
+  (``srun --cpu-bind=cores`` for ranks, ``OMP_PLACES=cores OMP_PROC_BIND=spread`` for threads
+  of one rank). High when the threads' affinity pins them there (the binding did it).
+- ``numa_spread``: the threads of one rank run on PUs of several NUMA nodes while most of its
+  memory sits on one: ``OMP_PROC_BIND=close`` and ``srun --cpu-bind=ldoms --mem-bind=local``.
+- ``memory_far``: a rank's memory is mostly on a NUMA node other than its GPU's.
+- ``idle_pus`` / ``idle_node``: PUs of the allocation or whole nodes where the job ran < IDLE_MAX %.
+- ``slow_node``: one node's ranks got much less CPU than the others' (waiting, throttled, shared).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView
+from snumap_tui.topology.render import format_cpulist
+
+SHARE_MIN = 10.0      # % of a PU each sharing thread got
+IDLE_MAX = 10.0       # % of a PU the job used for it to count as idle for the job
+SLOW_RATIO = 0.6      # a node whose ranks' mean CPU is below this share of the others'
+_CPU_BIND = re.compile(r"^--cpu-bind(=\S*)?$|^--cpu_bind(=\S*)?$")
+
+
+def _pus_of(cl: str) -> set[int]:
+    out: set[int] = set()
+    for part in cl.split(","):
+        a, _, b = part.partition("-")
+        if a.isdigit() and (not b or b.isdigit()):
+            out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def _rank_name(r: RankView) -> str:
+    return f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+
+
+def spread_fix(launch: str | None, threads_of_one_rank: bool) -> str:
+    """The command line that spreads them: the job's own srun line with ``--cpu-bind=cores``
+    in place of its binding, or the OpenMP variables for one rank's threads."""
+    if threads_of_one_rank:
+        return "OMP_PLACES=cores OMP_PROC_BIND=spread <your command>"
+    if launch:
+        try:
+            argv = shlex.split(launch)
+        except ValueError:
+            argv = []
+        if argv and argv[0].rsplit("/", 1)[-1] == "srun":
+            kept = [a for a in argv[1:] if not _CPU_BIND.match(a)]
+            return shlex.join([argv[0], "--cpu-bind=cores", *kept])
+    return "srun --cpu-bind=cores <your command>"
+
+
+def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any]]:
+    topo = v.topology
+    if topo is None or v.status != LIVE:
+        return []
+    by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
+    job_on: dict[int, float] = {}
+    alloc: set[int] = set()
+    for r in v.ranks:
+        alloc |= _pus_of(r.affinity)
+        for t in r.threads:
+            if t.pu < 0 or t.cpu_pct is None:
+                continue
+            job_on[t.pu] = job_on.get(t.pu, 0.0) + t.cpu_pct
+            if t.cpu_pct >= SHARE_MIN:
+                by_pu.setdefault(t.pu, []).append((r, t.cpu_pct, r.affinity))
+    node_pus = {p.os_index for p in topo.pus if p.os_index is not None}
+    alloc = (alloc & node_pus) or node_pus
+    idle = sorted(p for p in alloc if job_on.get(p, 0.0) < IDLE_MAX)
+    out = []
+    for pu, sharers in sorted(by_pu.items()):
+        total = sum(c for _, c, _ in sharers)
+        if len(sharers) < 2 or not idle or total > 100.0 + SHARE_MIN * len(sharers):
+            continue
+        ranks = {r.pid for r, _, _ in sharers}
+        names = ", ".join(f"{_rank_name(r)} {c:.0f}%" for r, c, _ in sharers[:6])
+        pinned = all(len(_pus_of(a)) == 1 for _, _, a in sharers)
+        core = topo.core_of(pu)
+        where = f"PU {pu}" + (f" (core {core.os_index})" if core is not None
+                              and core.os_index is not None else "")
+        out.append({
+            "kind": "oversubscribed", "node": v.name, "pu": pu,
+            "threads": len(sharers), "idle_pus": idle,
+            "text": f"{v.name}: {len(sharers)} threads share {where}: {names} "
+                    f"(together {total:.0f}%), while PU {format_cpulist(idle)} of the "
+                    f"allocation ran the job < {IDLE_MAX:.0f}%",
+            "fix": spread_fix(launch, threads_of_one_rank=len(ranks) == 1),
+            "confidence": "high (their affinity pins them to that PU)" if pinned else
+                          "medium (placed there by the scheduler in this interval)"})
+    return out
+
+
+def numa_spread(v: NodeView) -> list[dict[str, Any]]:
+    out = []
+    for r in v.ranks:
+        if len(r.run_numa) < 2 or not r.numa_mem:
+            continue
+        total = sum(r.numa_mem.values())
+        home, most = max(r.numa_mem.items(), key=lambda kv: kv[1])
+        if total <= 0 or most < 0.7 * total:
+            continue
+        away = [n for n in r.run_numa if n != home]
+        out.append({
+            "kind": "numa_spread", "node": v.name, "pid": r.pid,
+            "text": f"{v.name}: {_rank_name(r)}'s threads run on NUMA nodes "
+                    f"{', '.join(map(str, r.run_numa))} while {100 * most / total:.0f}% of its "
+                    f"memory is on node {home}: threads on node(s) "
+                    f"{', '.join(map(str, away))} read it remotely",
+            "fix": f"OMP_PROC_BIND=close OMP_PLACES=cores srun --cpu-bind=ldoms "
+                   f"--mem-bind=local <your command>   (or numactl --cpunodebind={home} "
+                   f"--membind={home})",
+            "confidence": "medium (where threads ran last; memory split "
+                          + ("measured)" if total else "estimated)")})
+    return out
+
+
+def memory_far(v: NodeView) -> list[dict[str, Any]]:
+    gpus = [g for g in v.gpus if isinstance(g.get("numa"), int)]
+    if not gpus:
+        return []
+    near = {g["numa"] for g in gpus}
+    out = []
+    for r in v.ranks:
+        total = sum(r.numa_mem.values())
+        if total <= 0 or r.rank is None:
+            continue
+        home, most = max(r.numa_mem.items(), key=lambda kv: kv[1])
+        if home in near or most < 0.7 * total:
+            continue
+        g = gpus[0]
+        out.append({
+            "kind": "memory_far", "node": v.name, "pid": r.pid,
+            "text": f"{v.name}: {_rank_name(r)} keeps {100 * most / total:.0f}% of its memory "
+                    f"on NUMA node {home}, its GPUs sit on node(s) "
+                    f"{', '.join(map(str, sorted(near)))}",
+            "fix": f"srun --gpu-bind=closest --cpu-bind=ldoms --mem-bind=local <your command>"
+                   f"   (or numactl --cpunodebind={g['numa']} --membind={g['numa']})",
+            "confidence": "medium (the GPU a rank uses is not known: the node's GPUs' node)"})
+    return out
+
+
+def idle(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
+    live = [v for v in nodes if v.status == LIVE and v.frames >= 2]
+    if len(live) < 1:
+        return []
+    out = []
+    busy = [v for v in live if v.job_cpu_pct >= IDLE_MAX]
+    if busy:
+        for v in live:
+            if v.job_cpu_pct < IDLE_MAX:
+                out.append({"kind": "idle_node", "node": v.name,
+                            "text": f"{v.name}: the job used {v.job_cpu_pct:.0f}% of one PU "
+                                    f"there, {len(busy)} other node(s) up to "
+                                    f"{max(b.job_cpu_pct for b in busy):.0f}%",
+                            "fix": "srun --nodes=<fewer> --ntasks-per-node=<more> "
+                                   "<your command>   (or give that node its share of ranks)",
+                            "confidence": "medium (over the last interval)"})
+    return out
+
+
+def slow_node(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
+    per = {}
+    for v in nodes:
+        cpus = [r.cpu_pct for r in v.ranks if r.rank is not None and r.cpu_pct is not None]
+        if v.status == LIVE and cpus:
+            per[v.name] = sum(cpus) / len(cpus)
+    if len(per) < 3:
+        return []
+    out = []
+    for name, mean in per.items():
+        others = [m for n, m in per.items() if n != name]
+        ref = sorted(others)[len(others) // 2]
+        if ref > 50.0 and mean < SLOW_RATIO * ref:
+            out.append({"kind": "slow_node", "node": name,
+                        "text": f"{name}: its ranks got {mean:.0f}% CPU each, the other nodes' "
+                                f"{ref:.0f}% (median): the others wait for it, or it waits",
+                        "fix": f"scontrol show node {name}; srun --exclude={name} "
+                               "<your command>",
+                        "confidence": "low (CPU share only; a rank waiting in MPI is busy too)"})
+    return out
+
+
+def live_findings(nodes: Sequence[NodeView], launch: str | None = None
+                  ) -> list[dict[str, Any]]:
+    """Every finding of the job's nodes now. LAUNCH: the srun line that started the ranks,
+    when known (the fix rewrites it); else each node's own (``NodeView.launch``)."""
+    out: list[dict[str, Any]] = []
+    launch = launch or next((v.launch for v in nodes if v.launch), None)
+    for v in nodes:
+        out += oversubscribed(v, launch)
+        out += numa_spread(v)
+        out += memory_far(v)
+    out += idle(nodes)
+    out += slow_node(nodes)
+    return out

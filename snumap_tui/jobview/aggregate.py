@@ -1,0 +1,317 @@
+"""The login node's side of `top --job`: N nodes' frame streams -> one job snapshot (pure).
+
+``JobAggregator.feed(node_index, line)`` takes one line of one node's stream (wire.py) and
+keeps, per node, its topology (the ``T`` record) and its last frame (``F``), still encoded
+as arrays: nothing is derived per line. ``snapshot()`` turns each node whose frame changed
+since the last call into a ``NodeView`` (per PU, core, NUMA node and package utilisation, memory
+per NUMA node, GPUs, the job's ranks with their threads on the node's PUs) and keeps the others'
+as they were, so a tick at 1,000 nodes costs the nodes that moved, each a few numpy operations.
+
+``node_frame()`` rebuilds a node's last frame as a model Frame (metric arrays on its topology,
+the job's processes as rows), which the node's full `top` view draws.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.jobview.wire import Assembler, Record
+from snumap_tui.topology.model import Topology
+
+#: The states of a node's stream.
+WAITING, LIVE, ENDED, LOST = "waiting", "live", "ended", "lost"
+
+
+@dataclass
+class ThreadView:
+    tid: int
+    pu: int              # OS index of the PU it last ran on (-1: unknown)
+    cpu_pct: float | None
+
+
+@dataclass
+class RankView:
+    node: str
+    rank: int | None
+    pid: int
+    comm: str
+    step: str
+    cpu_pct: float | None
+    threads: list[ThreadView]
+    affinity: str                       # of its first thread, as a cpulist
+    numa_mem: dict[int, int]            # NUMA node OS index -> bytes
+    rss: int | None
+    run_numa: list[int]                 # NUMA nodes its threads last ran on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "rank": self.rank, "pid": self.pid, "comm": self.comm,
+                "step": self.step, "cpu_pct": _num(self.cpu_pct), "affinity": self.affinity,
+                "rss": self.rss, "numa_mem": {str(k): v for k, v in self.numa_mem.items()},
+                "run_numa": self.run_numa,
+                "threads": [{"tid": t.tid, "pu": t.pu, "cpu_pct": _num(t.cpu_pct)}
+                            for t in self.threads]}
+
+
+@dataclass
+class NodeView:
+    """One node as the view and ``--batch --json`` show it."""
+    index: int
+    name: str
+    status: str
+    why: str = ""
+    host: str = ""
+    topology: Topology | None = None
+    wall_ns: int = 0
+    dt_s: float = 0.0
+    busy_pct: float | None = None
+    # per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, utilisation %)
+    strips: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    numa_mem: list[tuple[int, float | None, float | None]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[RankView] = field(default_factory=list)
+    frames: int = 0
+    bytes_in: int = 0
+    launch: str | None = None           # the srun/mpirun line of the job's ranks seen there
+
+    @property
+    def job_cpu_pct(self) -> float:
+        return float(sum(r.cpu_pct or 0.0 for r in self.ranks))
+
+    def to_dict(self) -> dict[str, Any]:
+        pu = self.strips.get("PU")
+        return {"node": self.name, "index": self.index, "status": self.status,
+                **({"why": self.why} if self.why else {}), "host": self.host,
+                "wall_ns": self.wall_ns, "dt_s": self.dt_s, "busy_pct": _num(self.busy_pct),
+                "job_cpu_pct": self.job_cpu_pct, "frames": self.frames,
+                "bytes": self.bytes_in,
+                "pus": {} if pu is None else {str(int(o)): _num(float(v))
+                                              for o, v in zip(pu[0], pu[1])},
+                "numa": [{"node": n, "used": _num(u), "total": _num(t)}
+                         for n, u, t in self.numa_mem],
+                "gpus": self.gpus, "ranks": [r.to_dict() for r in self.ranks]}
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 2)
+
+
+@dataclass
+class _Node:
+    index: int
+    name: str
+    asm: Assembler = field(default_factory=Assembler)
+    topology: Topology | None = None
+    head: dict[str, Any] = field(default_factory=dict)
+    last: Record | None = None
+    status: str = WAITING
+    why: str = ""
+    frames: int = 0
+    bytes_in: int = 0
+    first_frame_at: float | None = None
+    view: NodeView | None = None
+    dirty: bool = True
+    # per object type: (ids, OS indexes) of the topology, computed once
+    index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    pu_numa: dict[int, int] = field(default_factory=dict)
+
+
+class JobAggregator:
+    """Frames of N node streams -> one snapshot of the job (module docstring)."""
+
+    def __init__(self, names: list[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._nodes: dict[int, _Node] = {}
+        self.clock = clock
+        self.started = clock()
+        self.events: list[str] = []           # one line per node lost or ended
+        for i, n in enumerate(names or []):
+            self._nodes[i] = _Node(i, n)
+
+    # ---- input -------------------------------------------------------------------------------
+    def _node(self, index: int) -> _Node:
+        n = self._nodes.get(index)
+        if n is None:
+            n = self._nodes[index] = _Node(index, f"task{index}")
+        return n
+
+    def feed(self, index: int, line: bytes) -> None:
+        n = self._node(index)
+        n.bytes_in += len(line)
+        rec = n.asm.feed(line)
+        if rec is None:
+            return
+        if rec.kind == "T":
+            self._topology(n, rec)
+        elif rec.kind == "F":
+            if n.topology is None:
+                return
+            n.last, n.dirty = rec, True
+            n.frames += 1
+            if n.first_frame_at is None:
+                n.first_frame_at = self.clock()
+            if n.status == WAITING:
+                n.status = LIVE
+        elif rec.kind == "E":
+            self.end(index, str(rec.header.get("why", "ended"))[:200], ENDED)
+
+    def _topology(self, n: _Node, rec: Record) -> None:
+        raw = rec.header.get("topology")
+        try:
+            if not isinstance(raw, dict):
+                raise TypeError("no topology")
+            topo = Topology.from_dict(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.end(n.index, f"its topology does not load ({str(exc)[:120]})", LOST)
+            return
+        n.topology, n.head, n.dirty = topo, rec.header, True
+        n.name = str(rec.header.get("node") or n.name)[:64]
+        for t in ("PU", "Core", "NUMANode", "Package"):
+            objs = topo.by_type(t)
+            n.index_of[t] = (np.array([o.id for o in objs], dtype=np.intp),
+                             np.array([-1 if o.os_index is None else o.os_index
+                                       for o in objs], dtype=np.int64))
+        n.pu_numa = {}
+        for pu in topo.pus:
+            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
+            if pu.os_index is not None and numa is not None and numa.os_index is not None:
+                n.pu_numa[pu.os_index] = numa.os_index
+
+    def end(self, index: int, why: str, status: str = LOST) -> None:
+        """A node's stream ended (``E`` record, its sampler or srun's task gone)."""
+        n = self._node(index)
+        if n.status in (ENDED, LOST):
+            return
+        n.status, n.why, n.dirty = status, why, True
+        self.events.append(f"{n.name}: {why}")
+
+    # ---- output ------------------------------------------------------------------------------
+    def nodes(self) -> list[NodeView]:
+        """Every node's view, by index; only nodes with a new frame are recomputed."""
+        out = []
+        for i in sorted(self._nodes):
+            n = self._nodes[i]
+            if n.dirty or n.view is None:
+                n.view = self._view(n)
+                n.dirty = False
+            else:
+                n.view.status, n.view.bytes_in = n.status, n.bytes_in
+            out.append(n.view)
+        return out
+
+    def all_reported(self) -> bool:
+        """Every node sent a frame (or ended)."""
+        return bool(self._nodes) and all(n.frames or n.status in (ENDED, LOST)
+                                         for n in self._nodes.values())
+
+    def first_frame_s(self) -> float | None:
+        """Seconds from the start to the first frame of the last node to send one."""
+        times = [n.first_frame_at for n in self._nodes.values()]
+        if not times or any(t is None for t in times):
+            return None
+        return max(t for t in times if t is not None) - self.started
+
+    def topology(self, index: int) -> Topology | None:
+        n = self._nodes.get(index)
+        return None if n is None else n.topology
+
+    def _view(self, n: _Node) -> NodeView:
+        v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
+                     topology=n.topology, frames=n.frames, bytes_in=n.bytes_in)
+        rec = n.last
+        if rec is None or n.topology is None:
+            return v
+        h, a = rec.header, rec.arrays
+        v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
+        nobj = len(n.topology)
+        util = a.get("m.util_pct")
+        if util is not None and util.shape == (nobj,):
+            v.busy_pct = float(util[n.topology.root.id])
+            for t, (ids, os_) in n.index_of.items():
+                if len(ids):
+                    v.strips[t] = (os_, util[ids].astype(np.float64))
+        used, total = a.get("m.mem_used_bytes"), a.get("m.mem_total_bytes")
+        ids, os_ = n.index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
+        for i, o in zip(ids, os_):
+            v.numa_mem.append((int(o),
+                               _at(used, i, nobj), _at(total, i, nobj)))
+        v.gpus = [g for g in h.get("gpus", []) if isinstance(g, dict)][:64]
+        v.ranks = _ranks(n.name, h, a, n.pu_numa)
+        v.launch = next((str(p["cmd"])[:1000] for p in h.get("procs", [])
+                         if isinstance(p, dict) and p.get("cmd")), None)
+        return v
+
+    def snapshot(self) -> dict[str, Any]:
+        """The job as ``top --job --batch --json`` prints it (the findings are added there)."""
+        nodes = self.nodes()
+        return {"nodes": [v.to_dict() for v in nodes],
+                "imbalance": imbalance(nodes), "events": list(self.events)}
+
+
+def _at(arr: np.ndarray | None, i: int, n: int) -> float | None:
+    if arr is None or arr.shape != (n,):
+        return None
+    x = float(arr[i])
+    return x if math.isfinite(x) else None
+
+
+def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
+           pu_numa: dict[int, int]) -> list[RankView]:
+    procs = [p for p in h.get("procs", []) if isinstance(p, dict)]
+    pid_a, tid_a, pu_a, cpu_a = (a.get(k) for k in ("t.pid", "t.tid", "t.pu", "t.cpu"))
+    threads: dict[int, list[ThreadView]] = {}
+    if pid_a is not None and tid_a is not None and pu_a is not None and cpu_a is not None \
+            and len(pid_a) == len(tid_a) == len(pu_a) == len(cpu_a):
+        for pid, tid, pu, cpu in zip(pid_a.tolist(), tid_a.tolist(), pu_a.tolist(),
+                                     cpu_a.tolist()):
+            threads.setdefault(pid, []).append(
+                ThreadView(tid, pu, None if not math.isfinite(cpu) else cpu))
+    aff_of: dict[int, str] = {}
+    for cl, tids in (h.get("aff") or {}).items():
+        if isinstance(tids, list):
+            for t in tids:
+                if isinstance(t, int):
+                    aff_of[t] = str(cl)[:200]
+    out = []
+    for p in procs:
+        try:
+            pid = int(p["pid"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        th = threads.get(pid, [])
+        known = [t.cpu_pct for t in th if t.cpu_pct is not None]
+        numa = {}
+        for k, b in (p.get("numa") or {}).items():
+            if str(k).isdigit() and isinstance(b, (int, float)):
+                numa[int(k)] = int(b)
+        rank = p.get("rank")
+        out.append(RankView(node=node, rank=rank if isinstance(rank, int) else None, pid=pid,
+                            comm=str(p.get("comm", "?"))[:64], step=str(p.get("step", ""))[:32],
+                            cpu_pct=sum(known) if known else None, threads=th,
+                            affinity=aff_of.get(pid, ""), numa_mem=numa,
+                            rss=p.get("rss") if isinstance(p.get("rss"), int) else None,
+                            run_numa=sorted({pu_numa[t.pu] for t in th if t.pu in pu_numa})))
+    out.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
+    return out
+
+
+def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
+    """How unequal the job is: per node its job CPU %, per rank its CPU % (max/mean and the
+    percent imbalance (max - mean) / max, as the report's job section)."""
+    def one(values: list[float]) -> dict[str, float] | None:
+        if len(values) < 2 or max(values) <= 0:
+            return None
+        mean = sum(values) / len(values)
+        return {"max_over_mean": round(max(values) / mean, 3) if mean else float("inf"),
+                "percent": round(100.0 * (max(values) - mean) / max(values), 1),
+                "min": round(min(values), 1), "max": round(max(values), 1)}
+
+    live = [v for v in nodes if v.status == LIVE]
+    ranks = [r.cpu_pct for v in live for r in v.ranks if r.rank is not None
+             and r.cpu_pct is not None]
+    return {"nodes": one([v.job_cpu_pct for v in live]), "ranks": one(ranks)}

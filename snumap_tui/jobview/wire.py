@@ -1,0 +1,158 @@
+"""The line format of a node's frame stream (``snumap top --stream``), both directions, pure.
+
+A *record* is a small JSON header plus named numpy arrays (raw bytes after the header),
+zlib-compressed and base64-encoded, then cut into text lines of at most ``MAX_LINE`` bytes::
+
+    SJ1 <kind><seq> <i>/<n> <base64 piece>
+
+Slurm forwards a task's output to srun in messages of at most 1 KiB (``SLURM_IO_MAX_MSG_LEN``);
+a longer line is cut into several messages, and srun may write another node's message between
+two of them. Lines under that size arrive whole, so N nodes' streams over one srun stdout never
+mix inside a line (``srun --label`` says whose line it is). Kinds: ``T`` the node (topology,
+host, sources) once, ``F`` one interval's arrays, ``E`` the sampler's last words.
+
+Decoding is bounded: a record has at most ``MAX_PIECES`` pieces and inflates to at most
+``MAX_RECORD`` bytes; arrays must fit the bytes they claim. What does not parse is dropped and
+counted (``Assembler.bad``), never raised: a node's stream is another process's output.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"SJ1"
+MAX_LINE = 1000
+PIECE = MAX_LINE - 32               # the base64 characters of one line
+MAX_PIECES = 4096                   # ~4 MB of base64: the largest topology's record
+MAX_RECORD = 16 << 20               # what one record may inflate to
+KINDS = frozenset("TFE")
+DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "<i2", "<u2", "<u1", "|u1", "<u4"})
+
+
+@dataclass
+class Record:
+    kind: str
+    seq: int
+    header: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def encode(kind: str, seq: int, header: dict[str, Any],
+           arrays: dict[str, np.ndarray] | None = None, level: int = 6) -> bytes:
+    """One record as text lines (each ending in a newline, each at most MAX_LINE bytes)."""
+    if kind not in KINDS:
+        raise ValueError(f"record kind {kind!r}")
+    specs = []
+    blobs = []
+    for name, arr in (arrays or {}).items():
+        a = np.ascontiguousarray(arr)
+        if a.dtype.str not in DTYPES:
+            raise ValueError(f"array {name}: dtype {a.dtype.str}")
+        specs.append([name, a.dtype.str, list(a.shape)])
+        blobs.append(a.tobytes())
+    head = json.dumps({**header, "_a": specs}, separators=(",", ":")).encode()
+    body = base64.b64encode(zlib.compress(head + b"\n" + b"".join(blobs), level))
+    pieces = [body[i:i + PIECE] for i in range(0, len(body), PIECE)] or [b""]
+    n = len(pieces)
+    tag = MAGIC + b" " + kind.encode() + str(seq).encode() + b" "
+    return b"".join(tag + f"{i}/{n} ".encode() + p + b"\n" for i, p in enumerate(pieces))
+
+
+def decode_body(kind: str, seq: int, b64: bytes) -> Record | None:
+    """A whole record's base64 body -> Record, or None when it is not one."""
+    try:
+        raw = base64.b64decode(b64, validate=True)
+        d = zlib.decompressobj()
+        data = d.decompress(raw, MAX_RECORD)
+        if d.unconsumed_tail:
+            return None
+        head_end = data.index(b"\n")
+        header = json.loads(data[:head_end])
+    except (binascii.Error, zlib.error, ValueError, RecursionError):
+        return None
+    if not isinstance(header, dict):
+        return None
+    specs = header.pop("_a", [])
+    arrays: dict[str, np.ndarray] = {}
+    pos = head_end + 1
+    if not isinstance(specs, list):
+        return None
+    for spec in specs:
+        try:
+            name, dt, shape = spec
+            if dt not in DTYPES or not isinstance(name, str):
+                return None
+            shape = tuple(int(s) for s in shape)
+            if any(s < 0 for s in shape) or len(shape) > 2:
+                return None
+            dtype = np.dtype(dt)
+            size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        except (TypeError, ValueError):
+            return None
+        if pos + size > len(data):
+            return None
+        arrays[name] = np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize,
+                                     offset=pos).reshape(shape)
+        pos += size
+    return Record(kind, seq, header, arrays)
+
+
+def parse_line(line: bytes) -> tuple[str, int, int, int, bytes] | None:
+    """``SJ1 F12 0/3 <piece>`` -> (kind, seq, i, n, piece); None for any other line."""
+    if not line.startswith(MAGIC + b" "):
+        return None
+    parts = line.rstrip(b"\r\n").split(b" ")
+    if len(parts) != 4 or not parts[1] or len(line) > MAX_LINE + 1:
+        return None
+    kind = parts[1][:1].decode("ascii", "replace")
+    i_s, _, n_s = parts[2].partition(b"/")
+    if kind not in KINDS or not parts[1][1:].isdigit() or not i_s.isdigit() or not n_s.isdigit():
+        return None
+    i, n = int(i_s), int(n_s)
+    if not 0 <= i < n <= MAX_PIECES:
+        return None
+    return kind, int(parts[1][1:]), i, n, parts[3]
+
+
+class Assembler:
+    """One stream's lines -> its records. Pieces of one record arrive in order (one node's
+    output keeps its order); a piece out of place drops the record it would belong to."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, int, int] | None = None
+        self._pieces: list[bytes] = []
+        self.bad = 0              # lines or records that did not parse
+        self.other: list[bytes] = []   # the last few lines that were not the format's
+
+    def feed(self, line: bytes) -> Record | None:
+        p = parse_line(line)
+        if p is None:
+            if line.strip():
+                self.bad += 1
+                self.other = [*self.other[-4:], line.rstrip()[:200]]
+            return None
+        kind, seq, i, n, piece = p
+        if i == 0:
+            if self._key is not None:
+                self.bad += 1                     # the previous record never ended
+            self._key, self._pieces = (kind, seq, n), []
+        elif self._key != (kind, seq, n) or len(self._pieces) != i:
+            self.bad += 1
+            self._key, self._pieces = None, []
+            return None
+        self._pieces.append(piece)
+        if len(self._pieces) < n:
+            return None
+        self._key = None
+        rec = decode_body(kind, seq, b"".join(self._pieces))
+        self._pieces = []
+        if rec is None:
+            self.bad += 1
+        return rec
