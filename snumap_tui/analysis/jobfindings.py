@@ -69,9 +69,10 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
         return []
     by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
     job_on: dict[int, float] = {}
-    alloc: set[int] = set()
+    alloc: set[int] = _pus_of(v.alloc)          # the job's PUs on the node, when known
     for r in v.ranks:
-        alloc |= _pus_of(r.affinity)
+        if not v.alloc:
+            alloc |= _pus_of(r.affinity)
         for t in r.threads:
             if t.pu < 0 or t.cpu_pct is None:
                 continue

@@ -115,12 +115,12 @@ def run_batch(agg: Any, streams: Any, jobid: str, args: argparse.Namespace) -> i
             for e in snap["events"][events_seen:]:
                 print(f"snumap: {safe_lines(e)}", file=sys.stderr, flush=True)
             events_seen = len(snap["events"])
+            printed += 1        # before the write: a reader may interrupt as soon as it reads
             if args.json:
                 sys.stdout.write(json.dumps(snap) + "\n")
             else:
                 sys.stdout.write(job_text(snap, jobid))
             sys.stdout.flush()
-            printed += 1
             if streams.done.is_set():
                 break
             next_t += args.interval

@@ -78,6 +78,7 @@ class NodeView:
     frames: int = 0
     bytes_in: int = 0
     launch: str | None = None           # the srun/mpirun line of the job's ranks seen there
+    alloc: str = ""                     # the job's PUs there (the sampler's own affinity)
 
     @property
     def job_cpu_pct(self) -> float:
@@ -88,7 +89,7 @@ class NodeView:
         return {"node": self.name, "index": self.index, "status": self.status,
                 **({"why": self.why} if self.why else {}), "host": self.host,
                 "wall_ns": self.wall_ns, "dt_s": self.dt_s, "busy_pct": _num(self.busy_pct),
-                "job_cpu_pct": self.job_cpu_pct, "frames": self.frames,
+                "job_cpu_pct": self.job_cpu_pct, "frames": self.frames, "alloc": self.alloc,
                 "bytes": self.bytes_in,
                 "pus": {} if pu is None else {str(int(o)): _num(float(v))
                                               for o, v in zip(pu[0], pu[1])},
@@ -222,7 +223,8 @@ class JobAggregator:
 
     def _view(self, n: _Node) -> NodeView:
         v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
-                     topology=n.topology, frames=n.frames, bytes_in=n.bytes_in)
+                     topology=n.topology, frames=n.frames, bytes_in=n.bytes_in,
+                     alloc=str(n.head.get("alloc", ""))[:1000])
         rec = n.last
         if rec is None or n.topology is None:
             return v

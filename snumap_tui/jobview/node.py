@@ -117,6 +117,8 @@ class NodeStream:
                                     if o.type == "Package" and o.info("CPUModel")), "")}
         head = {"node": self.node, "job": self.jobid, "interval_s": self.interval_s,
                 "pid": os.getpid(), "step": os.environ.get("SLURM_STEP_ID"),
+                # srun --cpu-bind=none: this step may run on the job's PUs of this node
+                "alloc": cpulist(sorted(os.sched_getaffinity(0))),
                 "topology": self.topo.to_dict(), **facts,
                 "sources": {k: s.to_dict() for k, s in self.sampler.statuses().items()}}
         return self._emit("T", head, {})
