@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +39,7 @@ TOP = [sys.executable, "-m", "snumap_tui.cli", "top"]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmCluster, Path]]:
     why = SlurmCluster.unavailable()
-    if why is None and subprocess.run(["which", "mpicc"], capture_output=True).returncode:
+    if why is None and shutil.which("mpicc") is None:
         why = "mpicc not installed (apt install mpich libmpich-dev)"
     if why:
         pytest.skip(why)

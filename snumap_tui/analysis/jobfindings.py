@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView
+from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, cpus_of
 from snumap_tui.topology.render import format_cpulist
 
 SHARE_MIN = 10.0      # % of a PU each sharing thread got
@@ -35,12 +35,7 @@ _CPU_BIND = re.compile(r"^--cpu-bind(=\S*)?$|^--cpu_bind(=\S*)?$")
 
 
 def _pus_of(cl: str) -> set[int]:
-    out: set[int] = set()
-    for part in cl.split(","):
-        a, _, b = part.partition("-")
-        if a.isdigit() and (not b or b.isdigit()):
-            out.update(range(int(a), int(b or a) + 1))
-    return out
+    return set(cpus_of(cl))
 
 
 def _rank_name(r: RankView) -> str:

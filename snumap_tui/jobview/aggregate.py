@@ -317,3 +317,46 @@ def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
     ranks = [r.cpu_pct for v in live for r in v.ranks if r.rank is not None
              and r.cpu_pct is not None]
     return {"nodes": one([v.job_cpu_pct for v in live]), "ranks": one(ranks)}
+
+
+def node_frame(agg: JobAggregator, index: int) -> Any:
+    """The node's last frame as a model Frame (its topology, every metric it sent, the job's
+    processes as rows, its sources), for the node's full `top` view; None before its first."""
+    from snumap_tui.model.frame import Frame, TaskRow
+    from snumap_tui.sources.base import SourceStatus
+
+    n = agg._nodes.get(index)
+    if n is None or n.topology is None or n.last is None:
+        return None
+    rec, nobj = n.last, len(n.topology)
+    values = {k[2:]: v.astype(np.float64) for k, v in rec.arrays.items()
+              if k.startswith("m.") and v.shape == (nobj,)}
+    view = n.view if n.view is not None and not n.dirty else agg._view(n)
+    rows = []
+    for r in view.ranks:
+        pus = [t.pu for t in r.threads if t.pu >= 0]
+        rows.append(TaskRow(pid=r.pid, tid=r.pid, comm=r.comm, user="", state="R",
+                            cpu_pct=r.cpu_pct, last_cpu=pus[0] if pus else None,
+                            affinity=frozenset(cpus_of(r.affinity)), job=f"rank {r.rank}"
+                            if r.rank is not None else None, nthreads=max(1, len(r.threads)),
+                            rss_bytes=r.rss))
+    rows.sort(key=lambda t: -(t.cpu_pct or 0.0))
+    sources = {}
+    for k, d in (n.head.get("sources") or {}).items():
+        if isinstance(d, dict):
+            sources[str(k)] = SourceStatus(str(k), bool(d.get("available")),
+                                           str(d.get("reason") or "")[:300] or None)
+    h = rec.header
+    return Frame(t_ns=int(h.get("t", 0) or 0), wall_ns=int(h.get("wall", 0) or 0),
+                 dt_s=float(h.get("dt", 0) or 0), topology=n.topology, values=values,
+                 tasks=rows, sources=sources)
+
+
+def cpus_of(cl: str) -> list[int]:
+    """A cpulist another process sent -> OS indexes ([] when it is not one)."""
+    from snumap_tui.native.perf_pmu import parse_cpulist
+
+    try:
+        return parse_cpulist(cl)
+    except ValueError:
+        return []

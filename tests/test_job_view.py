@@ -1,0 +1,135 @@
+"""The job view of `top --job` (ui/job_view.py) and the node drill-down, on the aggregator fed
+with node streams in the wire format (analysis/jobsynth.py), and the aggregator itself."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+
+from snumap_tui.analysis.jobfindings import live_findings, spread_fix
+from snumap_tui.analysis.jobsynth import synthetic_job
+from snumap_tui.jobview import wire
+from snumap_tui.jobview.aggregate import LIVE, LOST, JobAggregator, node_frame
+from snumap_tui.ui.app import TopApp
+from snumap_tui.ui.hostinfo import HostInfo
+from snumap_tui.ui.job_view import JobApp, NodeFeed
+
+
+def fed(nodes: int, frames: int = 2, **kw: object) -> JobAggregator:
+    agg = JobAggregator()
+    job = synthetic_job(nodes, **kw)  # type: ignore[arg-type]
+    for n in job:
+        for line in n.topology_lines().splitlines(keepends=True):
+            agg.feed(n.index, line)
+    for step in range(frames):
+        for n in job:
+            for line in n.frame_lines(step).splitlines(keepends=True):
+                agg.feed(n.index, line)
+    return agg
+
+
+def test_wire_round_trip_and_bounds() -> None:
+    arr = np.arange(5000, dtype=np.float32)
+    data = wire.encode("F", 7, {"x": 1}, {"a": arr})
+    lines = data.splitlines(keepends=True)
+    assert len(lines) > 1 and all(len(x) <= wire.MAX_LINE + 1 for x in lines)
+    asm = wire.Assembler()
+    recs = [asm.feed(x) for x in lines]
+    rec = recs[-1]
+    assert rec is not None and all(r is None for r in recs[:-1])
+    assert rec.kind == "F" and rec.seq == 7 and rec.header == {"x": 1}
+    assert np.array_equal(rec.arrays["a"], arr)
+    # a piece lost: that record is dropped and counted, the next one decodes
+    asm2 = wire.Assembler()
+    for x in lines[:1] + lines[2:]:
+        assert asm2.feed(x) is None
+    assert asm2.bad >= 1
+    assert asm2.feed(wire.encode("E", 8, {"why": "x"})) is not None
+    # garbage and a record claiming more bytes than it has
+    assert asm2.feed(b"SJ1 F1 0/1 !!!notbase64\n") is None
+    assert wire.decode_body("F", 1, b"") is None
+
+
+def test_two_nodes_in_the_view_and_batch_form() -> None:
+    agg = fed(2)
+    snap = agg.snapshot()
+    assert [n["status"] for n in snap["nodes"]] == [LIVE, LIVE]
+    ranks = [r["rank"] for n in snap["nodes"] for r in n["ranks"]]
+    assert ranks == list(range(16))
+    # rank r on node i: its thread on the first PU of core r (synthetic_job's placement)
+    n0 = snap["nodes"][0]
+    assert [r["threads"][0]["pu"] for r in n0["ranks"]] == [0, 2, 4, 6, 8, 10, 12, 14]
+
+    async def go() -> None:
+        app = JobApp(agg, "42", refresh_s=10)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            text = str(app.query_one("#job-nodes").render())
+            assert "node0000" in text and "node0001" in text
+            assert "rank    8" in text            # the second node's first rank, open
+            assert "01234567" in text.replace("·", "")      # the ranks placed on the PUs
+            await pilot.press("down")
+            await pilot.press("enter")
+            await pilot.pause()
+        assert app.return_value == ("node", 1, 1)
+    asyncio.run(go())
+
+
+def test_64_nodes_fold_to_a_line_each() -> None:
+    agg = fed(64)
+
+    async def go() -> None:
+        app = JobApp(agg, "64", refresh_s=10)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            lines = str(app.query_one("#job-nodes").render()).splitlines()
+            assert lines[0].startswith("node0000") and "rank" not in "".join(lines)
+            for _ in range(30):
+                await pilot.press("down")
+            await pilot.pause()
+            shown = str(app.query_one("#job-nodes").render())
+            assert "node0030" in shown and "node0000" not in shown   # scrolled
+            await pilot.press("n")                # open the selected node
+            await pilot.pause()
+            assert "rank  240" in str(app.query_one("#job-nodes").render())
+    asyncio.run(go())
+
+
+def test_node_drill_down_is_top_fed_by_the_stream() -> None:
+    agg = fed(2)
+    frame = node_frame(agg, 1)
+    assert frame is not None and frame.topology is agg.topology(1)
+    assert sorted(t.pid for t in frame.tasks) == [100_008 + i for i in range(8)]
+    assert frame.get("util_pct", frame.topology.root.id) is not None
+    lock = threading.Lock()
+
+    async def go() -> None:
+        feed = NodeFeed(agg, 1, lock, 0.05)
+        app = TopApp(agg.topology(1), feed=feed,      # type: ignore[arg-type]
+                     host=lambda: HostInfo("node0001", "via srun", ""), interval_s=1.0)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(40):
+                await pilot.pause(0.05)
+                if app.frame is not None:
+                    break
+            assert app.frame is not None
+            assert app.frame.task(100_008) is not None
+            await pilot.press("3")                    # the process list: the job's ranks
+            await pilot.pause()
+    asyncio.run(go())
+
+
+def test_findings_on_streams() -> None:
+    agg = fed(4, frames=3, slow=(2,))
+    kinds = {(f["kind"], f["node"]) for f in live_findings(agg.nodes())}
+    assert kinds == {("slow_node", "node0002")}
+    agg.end(3, "task 3: Killed")
+    assert agg.nodes()[3].status == LOST and agg.events == ["node0003: task 3: Killed"]
+
+
+def test_spread_fix_rewrites_the_jobs_own_line() -> None:
+    assert spread_fix("srun --mpi=pmi2 --cpu-bind=map_cpu:0,0 -n4 ./a", False) == \
+        "srun --cpu-bind=cores --mpi=pmi2 -n4 ./a"
+    assert spread_fix(None, True).startswith("OMP_PLACES=cores OMP_PROC_BIND=spread")
