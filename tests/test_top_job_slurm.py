@@ -27,10 +27,11 @@ from slurm_cluster import SlurmCluster, SlurmUnavailable
 
 SPIN = r"""
 #include <mpi.h>
+#include <stdlib.h>
 #include <time.h>
 int main(int c, char **v) { int r; volatile double x = 0; MPI_Init(&c, &v);
-  MPI_Comm_rank(MPI_COMM_WORLD, &r); time_t t0 = time(0);
-  while (time(0) - t0 < 120) for (int i = 0; i < 100000; i++) x += i;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r); time_t t0 = time(0); int secs = c > 1 ? atoi(v[1]) : 120;
+  while (time(0) - t0 < secs) for (int i = 0; i < 100000; i++) x += i;
   MPI_Finalize(); return 0; }
 """
 TOP = [sys.executable, "-m", "snumap_tui.cli", "top"]
@@ -72,8 +73,9 @@ def submit(cl: SlurmCluster, w: Path, step: str) -> str:
     return jid
 
 
-def spin_step(w: Path, bind: str) -> str:
-    return f"srun --mpi=pmi2 -n4 --cpu-bind={bind} {w / 'spin'}"
+def spin_step(w: Path, bind: str, secs: int = 120) -> str:
+    return f"srun --mpi=pmi2 -n4 --cpu-bind={bind} {w / 'spin'}" + (
+        f" {secs}" if secs != 120 else "")
 
 
 def wait_ranks(cl: SlurmCluster, jid: str, n: int = 4, timeout: float = 30.0) -> dict[int, int]:
@@ -254,3 +256,27 @@ def test_sampler_killed_mid_stream(cluster: tuple[SlurmCluster, Path]) -> None:
             top.kill()
         with contextlib.suppress(Exception):
             cancel(cl, jid)
+
+
+def test_report_of_a_recorded_oversubscribed_job(cluster: tuple[SlurmCluster, Path]) -> None:
+    """The same finding in `report` of the job's merged recording (record --job per node)."""
+    cl, w = cluster
+    snumap = str(Path(sys.executable).with_name("snumap"))
+    jid = submit(cl, w, "sleep 3; " + spin_step(w, "map_cpu:0,0", secs=4))
+    rec = subprocess.Popen(
+        ["srun", "--overlap", f"--jobid={jid}", "-N2", "--ntasks-per-node=1", snumap,
+         "record", "--job", "-o", f"{w}/rec-%j-%N.rec"], env=cl.env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert cl.wait_job(jid, timeout=90) == "COMPLETED"
+    out, _ = rec.communicate(timeout=60)
+    files = sorted(w.glob(f"rec-{jid}-*.rec"))
+    assert len(files) == 2, out
+    merged = w / f"job-{jid}.rec"
+    cl.run([snumap, "merge", *map(str, files), "-o", str(merged)], timeout=120)
+    rep = json.loads(cl.run([snumap, "report", "--json", str(merged)], timeout=120).stdout)
+    over = [f for f in rep["job"]["findings"] if f["kind"] == "oversubscribed"]
+    print(json.dumps(rep["job"]["findings"], indent=1))
+    assert {f["node"] for f in over} == {"n1", "n2"}
+    assert all(f["pu"] == 0 and f["idle_pus"] == [1] for f in over)
+    text = cl.run([snumap, "report", str(merged)], timeout=120).stdout
+    assert "srun --cpu-bind=cores" in text

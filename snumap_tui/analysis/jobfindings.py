@@ -77,6 +77,7 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
     node_pus = {p.os_index for p in topo.pus if p.os_index is not None}
     alloc = (alloc & node_pus) or node_pus
     idle = sorted(p for p in alloc if job_on.get(p, 0.0) < IDLE_MAX)
+    base = v.pu_base
     out = []
     for pu, sharers in sorted(by_pu.items()):
         total = sum(c for _, c, _ in sharers)
@@ -85,19 +86,24 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
         ranks = {r.pid for r, _, _ in sharers}
         names = ", ".join(f"{_rank_name(r)} {c:.0f}%" for r, c, _ in sharers[:6])
         pinned = all(len(_pus_of(a)) == 1 for _, _, a in sharers)
-        core = topo.core_of(pu)
-        where = f"PU {pu}" + (f" (core {core.os_index})" if core is not None
-                              and core.os_index is not None else "")
+        where = f"PU {pu - base}"
         out.append({
-            "kind": "oversubscribed", "node": v.name, "pu": pu,
-            "threads": len(sharers), "idle_pus": idle,
+            "kind": "oversubscribed", "node": v.name, "pu": pu - base,
+            "threads": len(sharers), "idle_pus": [p - base for p in idle],
             "text": f"{v.name}: {len(sharers)} threads share {where}: {names} "
-                    f"(together {total:.0f}%), while PU {format_cpulist(idle)} of the "
+                    f"(together {total:.0f}%), while PU {format_cpulist([p - base for p in idle])} of the "
                     f"allocation ran the job < {IDLE_MAX:.0f}%",
             "fix": spread_fix(launch, threads_of_one_rank=len(ranks) == 1),
-            "confidence": "high (their affinity pins them to that PU)" if pinned else
-                          "medium (placed there by the scheduler in this interval)"})
+            "confidence": _confidence(v.affinity_known, pinned)})
     return out
+
+
+def _confidence(live: bool, pinned: bool) -> str:
+    if not live:
+        return ("medium (over the whole recording, as shares of the job's busiest PU time; "
+                "a recording keeps no affinity)")
+    return ("high (their affinity pins them to that PU)" if pinned else
+            "medium (placed there by the scheduler in this interval)")
 
 
 def numa_spread(v: NodeView) -> list[dict[str, Any]]:
@@ -203,3 +209,67 @@ def live_findings(nodes: Sequence[NodeView], launch: str | None = None
     out += idle(nodes)
     out += slow_node(nodes)
     return out
+
+
+def recording_nodes(rec: Any, report: dict[str, Any], job: dict[str, Any]) -> list[NodeView]:
+    """A job recording (one node's, or merged) as the findings' NodeViews: each rank's
+    threads with the share of the recording they ran on each PU, the node's PUs as its
+    allocation, the job's srun line when the recording saw one."""
+    from snumap_tui.jobview.aggregate import ThreadView
+
+    topo = rec.topology
+    table = getattr(rec, "nodes", None)
+    names = [n["node"] for n in job.get("nodes", [])] or ["?"]
+    bases = [int(b) for b in table.cpu_bases()] if table is not None else [0]
+    dur = max(float(report.get("duration_s") or 0.0), 1e-9)
+    from snumap_tui.analysis.jobreport import job_processes
+
+    procs = {int(p["pid"]): p for p in job_processes(rec)}
+    node_pus: dict[str, list[int]] = {n: [] for n in names}
+    for pu in topo.pus:
+        if pu.os_index is None:
+            continue
+        k = table.node_of_cpu(pu.os_index) if table is not None else 0
+        node_pus.setdefault(names[k] if k is not None and k < len(names) else "?",
+                            []).append(pu.os_index)
+    ranks: dict[str, dict[int, RankView]] = {n: {} for n in names}
+    on_pu: dict[str, dict[int, float]] = {n: {} for n in names}
+    for t in report.get("tasks", []):
+        jp = procs.get(int(t["pid"]))
+        if jp is None:
+            continue
+        node = str(jp["node"])
+        on_pu.setdefault(node, {})
+        rv = ranks.setdefault(node, {}).get(int(t["pid"]))
+        if rv is None:
+            rv = ranks[node][int(t["pid"])] = RankView(
+                node=node, rank=jp["rank"], pid=int(t["pid"]), comm=str(jp["comm"]),
+                step=str(jp["step"]), cpu_pct=0.0, threads=[], affinity=t.get("pus", ""),
+                numa_mem={}, rss=None, run_numa=[])
+        for cpu, sec in t.get("cpus", {}).items():
+            rv.threads.append(ThreadView(int(t["tid"]), int(cpu), float(sec)))
+            on_pu[node][int(cpu)] = on_pu[node].get(int(cpu), 0.0) + float(sec)
+        rv.cpu_pct = (rv.cpu_pct or 0.0) + 100.0 * float(t.get("runtime_s", 0.0)) / dur
+    # A thread's share is of the node's busiest PU's job time: a rank runs only part of a
+    # recording (which starts before the step and may share the node), so the shares say
+    # how the job's own time was spread, whatever else the PUs did.
+    for node, by_rank in ranks.items():
+        ref = max(on_pu[node].values(), default=0.0)
+        for rv in by_rank.values():
+            for tv in rv.threads:
+                tv.cpu_pct = 100.0 * (tv.cpu_pct or 0.0) / ref if ref > 0 else None
+    out = []
+    for i, name in enumerate(names):
+        v = NodeView(i, name, LIVE, topology=topo, frames=2,
+                     alloc=format_cpulist(node_pus.get(name, [])),
+                     pu_base=bases[i] if i < len(bases) else 0, affinity_known=False)
+        v.ranks = sorted(ranks.get(name, {}).values(),
+                         key=lambda r: (r.rank is None, r.rank or 0, r.pid))
+        out.append(v)
+    return out
+
+
+def report_findings(rec: Any, report: dict[str, Any], job: dict[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """`report`'s job findings: the live ones, on the whole recording."""
+    return live_findings(recording_nodes(rec, report, job), launch=job.get("launch"))

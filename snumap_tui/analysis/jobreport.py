@@ -169,4 +169,9 @@ def format_job(j: dict[str, Any]) -> str:
     if not j["ranks"]:
         lines.append("  (no process with PMI_RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID seen)")
     lines.append(f"  imbalance across ranks: {_fmt_imb(j['imbalance']['ranks'])}")
+    if j.get("findings"):
+        lines += ["", "Placement (as top --job finds it live):"]
+        for f in j["findings"]:
+            lines += [f"  ! {safe_text(f['text'])}", f"    fix: {safe_text(f['fix'])}",
+                      f"    ({f['confidence']})"]
     return "\n".join(lines) + "\n"

@@ -79,6 +79,8 @@ class NodeView:
     bytes_in: int = 0
     launch: str | None = None           # the srun/mpirun line of the job's ranks seen there
     alloc: str = ""                     # the job's PUs there (the sampler's own affinity)
+    pu_base: int = 0                    # a merged recording's first PU of this node
+    affinity_known: bool = True         # False: a recording's "affinity" is where it ran
 
     @property
     def job_cpu_pct(self) -> float:
