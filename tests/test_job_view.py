@@ -69,7 +69,7 @@ def test_two_nodes_in_the_view_and_batch_form() -> None:
             text = str(app.query_one("#job-nodes").render())
             assert "node0000" in text and "node0001" in text
             assert "rank    8" in text            # the second node's first rank, open
-            assert "01234567" in text.replace("·", "")      # the ranks placed on the PUs
+            assert "0123 4567" in text.replace("·", "")     # the ranks on the cores, by NUMA node
             await pilot.press("down")
             await pilot.press("enter")
             await pilot.pause()

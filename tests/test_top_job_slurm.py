@@ -280,3 +280,35 @@ def test_report_of_a_recorded_oversubscribed_job(cluster: tuple[SlurmCluster, Pa
     assert all(f["pu"] == 0 and f["idle_pus"] == [1] for f in over)
     text = cl.run([snumap, "report", str(merged)], timeout=120).stdout
     assert "srun --cpu-bind=cores" in text
+
+
+def test_srun_killed_leaves_no_sampler(cluster: tuple[SlurmCluster, Path]) -> None:
+    """srun itself dies (SIGKILL): the step daemons close the samplers' stdin, they end."""
+    cl, w = cluster
+    jid = submit(cl, w, spin_step(w, "map_cpu:0,1"))
+    top = None
+    try:
+        wait_ranks(cl, jid)
+        top = _start_top(cl, jid)
+        srun = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                and (p / "stat").exists() and _ppid(p) == top.pid
+                and (p / "comm").read_text().strip() == "srun"]
+        assert len(srun) == 1
+        os.kill(srun[0], signal.SIGKILL)
+        out, _err = top.communicate(timeout=60)
+        last = json.loads(out.splitlines()[-1])
+        assert all(n["status"] in ("ended", "lost") for n in last["nodes"]), last
+        assert none_left(jid, timeout=30) == []
+        assert cl.job_state(jid) == "RUNNING"
+    finally:
+        if top is not None and top.poll() is None:
+            top.kill()
+        with contextlib.suppress(Exception):
+            cancel(cl, jid)
+
+
+def _ppid(p: Path) -> int:
+    try:
+        return int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import re
 import shlex
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, cpus_of
+import numpy as np
+
+from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, cpus_of, rank_cpu
 from snumap_tui.topology.render import format_cpulist
 
 SHARE_MIN = 10.0      # % of a PU each sharing thread got
@@ -62,6 +65,11 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
     topo = v.topology
     if topo is None or v.status != LIVE:
         return []
+    if v.threads is not None:         # the arrays first: no PU with two busy threads, done
+        _pid, pus, cpu, _rank = v.threads
+        busy = pus[(cpu >= SHARE_MIN) & (pus >= 0)]
+        if len(busy) < 2 or np.bincount(busy).max() < 2:
+            return []
     by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
     job_on: dict[int, float] = {}
     alloc: set[int] = _pus_of(v.alloc)          # the job's PUs on the node, when known
@@ -107,6 +115,10 @@ def _confidence(live: bool, pinned: bool) -> str:
 
 
 def numa_spread(v: NodeView) -> list[dict[str, Any]]:
+    if len(v.numa_mem) < 2:
+        return []
+    if v.threads is not None and len(np.unique(v.threads[0])) == len(v.threads[0]):
+        return []                     # one thread a process: nothing to spread
     out = []
     for r in v.ranks:
         if len(r.run_numa) < 2 or not r.numa_mem:
@@ -160,14 +172,15 @@ def idle(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
     if len(live) < 1:
         return []
     out = []
-    busy = [v for v in live if v.job_cpu_pct >= IDLE_MAX]
+    cpu = [v.job_cpu_pct for v in live]
+    busy = [c for c in cpu if c >= IDLE_MAX]
     if busy:
-        for v in live:
-            if v.job_cpu_pct < IDLE_MAX:
+        top = max(busy)
+        for v, c in zip(live, cpu):
+            if c < IDLE_MAX:
                 out.append({"kind": "idle_node", "node": v.name,
-                            "text": f"{v.name}: the job used {v.job_cpu_pct:.0f}% of one PU "
-                                    f"there, {len(busy)} other node(s) up to "
-                                    f"{max(b.job_cpu_pct for b in busy):.0f}%",
+                            "text": f"{v.name}: the job used {c:.0f}% of one PU "
+                                    f"there, {len(busy)} other node(s) up to {top:.0f}%",
                             "fix": "srun --nodes=<fewer> --ntasks-per-node=<more> "
                                    "<your command>   (or give that node its share of ranks)",
                             "confidence": "medium (over the last interval)"})
@@ -177,15 +190,16 @@ def idle(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
 def slow_node(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
     per = {}
     for v in nodes:
-        cpus = [r.cpu_pct for r in v.ranks if r.rank is not None and r.cpu_pct is not None]
-        if v.status == LIVE and cpus:
+        if v.status != LIVE:
+            continue
+        cpus = rank_cpu(v)
+        if cpus:
             per[v.name] = sum(cpus) / len(cpus)
     if len(per) < 3:
         return []
     out = []
+    ref = statistics.median(per.values())       # once: a node's own mean barely moves it
     for name, mean in per.items():
-        others = [m for n, m in per.items() if n != name]
-        ref = sorted(others)[len(others) // 2]
         if ref > 50.0 and mean < SLOW_RATIO * ref:
             out.append({"kind": "slow_node", "node": name,
                         "text": f"{name}: its ranks got {mean:.0f}% CPU each, the other nodes' "

@@ -70,20 +70,65 @@ class NodeView:
     wall_ns: int = 0
     dt_s: float = 0.0
     busy_pct: float | None = None
-    # per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, utilisation %)
-    strips: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    numa_mem: list[tuple[int, float | None, float | None]] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
-    ranks: list[RankView] = field(default_factory=list)
     frames: int = 0
     bytes_in: int = 0
     launch: str | None = None           # the srun/mpirun line of the job's ranks seen there
     alloc: str = ""                     # the job's PUs there (the sampler's own affinity)
     pu_base: int = 0                    # a merged recording's first PU of this node
     affinity_known: bool = True         # False: a recording's "affinity" is where it ran
+    # The job's threads as the stream's arrays (pid, PU, CPU %; the findings' vectorised
+    # first look), and what builds the rank rows when they are first asked for: at 1,000
+    # nodes a tick builds the rows of the nodes on screen only.
+    threads: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    pu_numa: dict[int, int] = field(default_factory=dict)
+    _ranks: list[RankView] | None = None
+    _make_ranks: Callable[[], list[RankView]] | None = None
+    _rank_cpu: list[float] | None = None
+    # utilisation per object and the topology's (ids, OS indexes) per type; used and total
+    # memory per object: the strips and memory rows are made from them when first asked for
+    _util: np.ndarray | None = None
+    _index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _mem: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+
+    @property
+    def strips(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, util %)."""
+        if self._util is None:
+            return {}
+        return {t: (os_, self._util[ids].astype(np.float64))
+                for t, (ids, os_) in self._index_of.items() if len(ids)}
+
+    @property
+    def numa_mem(self) -> list[tuple[int, float | None, float | None]]:
+        """(NUMA node OS index, used bytes, total bytes) per NUMA node."""
+        ids, os_ = self._index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
+        used, total = self._mem
+
+        def col(a: np.ndarray | None) -> list[float | None]:
+            if a is None or self._util is None or a.shape != self._util.shape:
+                return [None] * len(ids)
+            return [x if math.isfinite(x) else None for x in a[ids].tolist()]
+
+        return list(zip(os_.tolist(), col(used), col(total)))
+
+    @property
+    def ranks(self) -> list[RankView]:
+        if self._ranks is None:
+            self._ranks = self._make_ranks() if self._make_ranks is not None else []
+            self._make_ranks = None
+        return self._ranks
+
+    @ranks.setter
+    def ranks(self, rows: list[RankView]) -> None:
+        self._ranks, self._make_ranks = rows, None
 
     @property
     def job_cpu_pct(self) -> float:
+        """The job's CPU on the node, in % of one PU."""
+        if self._ranks is None and self.threads is not None:
+            cpu = self.threads[2]
+            return float(cpu[np.isfinite(cpu)].sum())
         return float(sum(r.cpu_pct or 0.0 for r in self.ranks))
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,18 +279,18 @@ class JobAggregator:
         v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
         nobj = len(n.topology)
         util = a.get("m.util_pct")
+        v._index_of = n.index_of
         if util is not None and util.shape == (nobj,):
             v.busy_pct = float(util[n.topology.root.id])
-            for t, (ids, os_) in n.index_of.items():
-                if len(ids):
-                    v.strips[t] = (os_, util[ids].astype(np.float64))
-        used, total = a.get("m.mem_used_bytes"), a.get("m.mem_total_bytes")
-        ids, os_ = n.index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
-        for i, o in zip(ids, os_):
-            v.numa_mem.append((int(o),
-                               _at(used, i, nobj), _at(total, i, nobj)))
+            v._util = util
+            v._mem = (a.get("m.mem_used_bytes"), a.get("m.mem_total_bytes"))
         v.gpus = [g for g in h.get("gpus", []) if isinstance(g, dict)][:64]
-        v.ranks = _ranks(n.name, h, a, n.pu_numa)
+        cols: list[np.ndarray] = [a[k] for k in ("t.pid", "t.pu", "t.cpu", "t.rank") if k in a]
+        if len(cols) == 4 and all(x.ndim == 1 and x.shape == cols[0].shape for x in cols):
+            v.threads = (cols[0], cols[1], cols[2], cols[3])
+        v.pu_numa = n.pu_numa
+        name, pu_numa = n.name, n.pu_numa
+        v._make_ranks = lambda: _ranks(name, h, a, pu_numa)
         v.launch = next((str(p["cmd"])[:1000] for p in h.get("procs", [])
                          if isinstance(p, dict) and p.get("cmd")), None)
         return v
@@ -255,13 +300,6 @@ class JobAggregator:
         nodes = self.nodes()
         return {"nodes": [v.to_dict() for v in nodes],
                 "imbalance": imbalance(nodes), "events": list(self.events)}
-
-
-def _at(arr: np.ndarray | None, i: int, n: int) -> float | None:
-    if arr is None or arr.shape != (n,):
-        return None
-    x = float(arr[i])
-    return x if math.isfinite(x) else None
 
 
 def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
@@ -304,6 +342,25 @@ def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
     return out
 
 
+def rank_cpu(v: NodeView) -> list[float]:
+    """Each rank's CPU % on node V (its threads summed), from the arrays while the rank rows
+    are not built."""
+    if v._rank_cpu is None:
+        v._rank_cpu = _rank_cpu(v)
+    return v._rank_cpu
+
+
+def _rank_cpu(v: NodeView) -> list[float]:
+    if v._ranks is None and v.threads is not None:
+        pid, _pu, cpu, rank = v.threads
+        keep = (rank >= 0) & np.isfinite(cpu)
+        if not keep.any():
+            return []
+        _, inv = np.unique(pid[keep], return_inverse=True)
+        return np.bincount(inv, weights=cpu[keep]).tolist()
+    return [r.cpu_pct for r in v.ranks if r.rank is not None and r.cpu_pct is not None]
+
+
 def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
     """How unequal the job is: per node its job CPU %, per rank its CPU % (max/mean and the
     percent imbalance (max - mean) / max, as the report's job section)."""
@@ -316,8 +373,9 @@ def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
                 "min": round(min(values), 1), "max": round(max(values), 1)}
 
     live = [v for v in nodes if v.status == LIVE]
-    ranks = [r.cpu_pct for v in live for r in v.ranks if r.rank is not None
-             and r.cpu_pct is not None]
+    ranks: list[float] = []
+    for v in live:
+        ranks += rank_cpu(v)
     return {"nodes": one([v.job_cpu_pct for v in live]), "ranks": one(ranks)}
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ MAX_PIECES = 4096                   # ~4 MB of base64: the largest topology's re
 MAX_RECORD = 16 << 20               # what one record may inflate to
 KINDS = frozenset("TFE")
 DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "<i2", "<u2", "<u1", "|u1", "<u4"})
+_DTYPES = {d: np.dtype(d) for d in DTYPES}
 
 
 @dataclass
@@ -92,8 +94,8 @@ def decode_body(kind: str, seq: int, b64: bytes) -> Record | None:
             shape = tuple(int(s) for s in shape)
             if any(s < 0 for s in shape) or len(shape) > 2:
                 return None
-            dtype = np.dtype(dt)
-            size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            dtype = _DTYPES[dt]
+            size = dtype.itemsize * math.prod(shape)
         except (TypeError, ValueError):
             return None
         if pos + size > len(data):

@@ -46,11 +46,11 @@ STATE = {"live": ("●", "green"), "waiting": ("…", "yellow"), "ended": ("■"
 
 
 def strip_for(v: NodeView, width: int) -> tuple[str, list[int], list[float]]:
-    """The finest of PU / Core / NUMANode / Package whose objects fit WIDTH cells:
-    (type, OS indexes, utilisation %)."""
+    """The finest of PU / Core / NUMANode / Package whose objects fit WIDTH cells (with a
+    gap between NUMA nodes): (type, OS indexes, utilisation %)."""
     for t in STRIP_TYPES:
         s = v.strips.get(t)
-        if s is not None and 0 < len(s[0]) <= width:
+        if s is not None and 0 < len(s[0]) + len(v.numa_mem) - 1 <= width:
             return t, [int(x) for x in s[0]], [float(x) for x in s[1]]
     s = v.strips.get("Package")
     if s is None:
@@ -58,9 +58,28 @@ def strip_for(v: NodeView, width: int) -> tuple[str, list[int], list[float]]:
     return "Package", [int(x) for x in s[0]][:width], [float(x) for x in s[1]][:width]
 
 
-def heat(values: list[float]) -> Text:
+def gaps(v: NodeView, kind: str, objs: list[int]) -> set[int]:
+    """Positions of the strip before which a new NUMA node starts (PUs and cores)."""
+    topo = v.topology
+    if topo is None or kind not in ("PU", "Core"):
+        return set()
+    out, last = set(), None
+    for i, o in enumerate(objs):
+        obj = topo.find(kind, o)
+        pu = topo.pus[obj.pu_range[0]].os_index if obj is not None else None
+        numa = topo.numa_of(pu) if pu is not None else None
+        key = numa.id if numa is not None else None
+        if i and key != last:
+            out.add(i)
+        last = key
+    return out
+
+
+def heat(values: list[float], sep: set[int] | None = None) -> Text:
     t = Text()
-    for u in values:
+    for i, u in enumerate(values):
+        if sep and i in sep:
+            t.append(" ")
         if math.isnan(u):
             t.append("·", NA_STYLE)
         else:
@@ -68,7 +87,7 @@ def heat(values: list[float]) -> Text:
     return t
 
 
-def placement(v: NodeView, kind: str, objs: list[int]) -> Text:
+def placement(v: NodeView, kind: str, objs: list[int], sep: set[int] | None = None) -> Text:
     """Under the strip: each rank's letter on the PUs (or objects) where its threads last
     ran; ``!`` where two ranks' threads share one; ``·`` where the job has none."""
     topo = v.topology
@@ -89,6 +108,8 @@ def placement(v: NodeView, kind: str, objs: list[int]) -> Text:
                 cell.setdefault(pos[o], set()).add(r.rank if r.rank is not None else -1 - k)
     out = Text()
     for i in range(len(objs)):
+        if sep and i in sep:
+            out.append(" ")
         ranks = cell.get(i)
         if not ranks:
             out.append("·", NA_STYLE)
@@ -117,8 +138,9 @@ def node_line(v: NodeView, width: int, selected: bool) -> tuple[Text, tuple[str,
     if v.status not in (LIVE,) and v.why:
         line.append(safe_text(v.why)[:room + len(tail)], "italic")
         return line, (kind, objs)
-    line.append_text(heat(vals))
-    line.append(" " * max(1, room - len(objs) + 1))
+    sep = gaps(v, kind, objs)
+    line.append_text(heat(vals, sep))
+    line.append(" " * max(1, room - len(objs) - len(sep) + 1))
     line.append(tail[:max(0, width - len(line))], "dim")
     return line, (kind, objs)
 
@@ -154,7 +176,7 @@ def job_lines(nodes: list[NodeView], width: int, height: int, selected: int,
         out.append(line)
         if is_open[i]:
             pl = Text(" " * (NAME_W + 12))
-            pl.append_text(placement(v, kind, objs))
+            pl.append_text(placement(v, kind, objs, gaps(v, kind, objs)))
             pl.append(f"  ranks on {kind or 'PU'}s", "dim")
             out.append(pl)
             out += [rank_line(r, width) for r in v.ranks]
