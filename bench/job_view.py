@@ -202,7 +202,7 @@ def main() -> int:
              t_bytes, f"{f_bytes:.0f}", f"{node_ms:.2f}"]]
     for pkgs, numa, cores, ranks in ((2, 2, 4, 8), (2, 4, 12, 96)):
         t, f, pus = synthetic_bytes(pkgs, numa, cores, ranks)
-        rows.append([f"synthetic stream (jobsynth)", pus, f"{ranks} ranks", t, f"{f:.0f}", "-"])
+        rows.append(["synthetic stream (jobsynth)", pus, f"{ranks} ranks", t, f"{f:.0f}", "-"])
     body = ("### Frame bytes per node per second (one frame a second)\n\n"
             + table(["node", "PUs", "job there", "topology record, once (B)",
                      "frame (B/s)", "sampler CPU per frame (ms)"], rows)

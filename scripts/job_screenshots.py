@@ -24,12 +24,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from snumap_tui.analysis.jobfindings import live_findings  # noqa: E402
-from snumap_tui.analysis.jobsynth import synthetic_job  # noqa: E402
-from snumap_tui.jobview.aggregate import JobAggregator  # noqa: E402
-from snumap_tui.jobview.launch import SrunStreams, srun_argv  # noqa: E402
-from snumap_tui.ui.job_view import JobApp  # noqa: E402
-from snumap_tui.ui.screenshot import save_screenshot  # noqa: E402
+from snumap_tui.analysis.jobfindings import live_findings
+from snumap_tui.analysis.jobsynth import synthetic_job
+from snumap_tui.jobview.aggregate import JobAggregator
+from snumap_tui.jobview.launch import SrunStreams, srun_argv
+from snumap_tui.ui.job_view import JobApp
+from snumap_tui.ui.screenshot import save_screenshot
 
 SIZES = ("80x24", "160x50")
 OUT = REPO / "screenshots"
