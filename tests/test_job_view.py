@@ -133,3 +133,48 @@ def test_spread_fix_rewrites_the_jobs_own_line() -> None:
     assert spread_fix("srun --mpi=pmi2 --cpu-bind=map_cpu:0,0 -n4 ./a", False) == \
         "srun --cpu-bind=cores --mpi=pmi2 -n4 ./a"
     assert spread_fix(None, True).startswith("OMP_PLACES=cores OMP_PROC_BIND=spread")
+
+
+def test_damaged_streams_never_raise() -> None:
+    """A node's stream is another process's output: flipped bytes, cut lines, a topology that
+    is not one, arrays that do not fit it -- dropped and counted, never an exception."""
+    import random
+
+    rng = random.Random(31)
+    node = synthetic_job(1)[0]
+    good = node.topology_lines() + node.frame_lines(0) + node.frame_lines(1)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        agg = JobAggregator()
+        for line in bytes(data).splitlines(keepends=True):
+            agg.feed(0, line)
+        agg.snapshot()
+        live_findings(agg.nodes())
+    agg = JobAggregator()
+    agg.feed(0, wire.encode("T", 0, {"topology": {"format": "snumap-topology", "objects": 5}}))
+    assert agg.nodes()[0].status == LOST
+    agg = JobAggregator()
+    agg.feed(0, node.topology_lines())
+    agg.feed(0, wire.encode("F", 9, {"procs": "x"}, {"m.util_pct": np.zeros(3, np.float32),
+                                                      "t.pid": np.zeros(2, np.int32)}))
+    v = agg.nodes()[0]
+    assert v.busy_pct is None and v.ranks == [] and v.strips == {}
+
+
+def test_job_argument_errors_are_one_line(tmp_path: object) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PATH"] = "/nonexistent"            # no scontrol, no srun
+    for argv, want in ((["--job", "12x"], "a Slurm job id is a number"),
+                       (["--job"], "SLURM_JOB_ID is not set"),
+                       (["--job", "12"], "needs Slurm's scontrol"),
+                       (["--job", "12", "--synthetic", "pack:1 pu:2"], "another machine")):
+        p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "top", *argv, "--batch"],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert p.returncode == 2, (argv, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1 and want in p.stderr, (argv, p.stderr)
