@@ -157,8 +157,9 @@ def test_damaged_streams_never_raise() -> None:
     assert agg.nodes()[0].status == LOST
     agg = JobAggregator()
     agg.feed(0, node.topology_lines())
-    agg.feed(0, wire.encode("F", 9, {"procs": "x"}, {"m.util_pct": np.zeros(3, np.float32),
-                                                      "t.pid": np.zeros(2, np.int32)}))
+    agg.feed(0, wire.encode("F", 9, {"m": ["util_pct"], "comm": "x"},
+                            {"m": np.zeros((1, 3), np.float32), "t": np.zeros((2, 4), np.int32),
+                             "p": np.zeros(3)}))
     v = agg.nodes()[0]
     assert v.busy_pct is None and v.ranks == [] and v.strips == {}
 

@@ -26,8 +26,6 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, cpus_of, rank_cpu
 from snumap_tui.topology.render import format_cpulist
 
@@ -67,8 +65,8 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
         return []
     if v.threads is not None:         # the arrays first: no PU with two busy threads, done
         _pid, pus, cpu, _rank = v.threads
-        busy = pus[(cpu >= SHARE_MIN) & (pus >= 0)]
-        if len(busy) < 2 or np.bincount(busy).max() < 2:
+        busy = [p for p, c in zip(pus.tolist(), cpu.tolist()) if c >= SHARE_MIN and p >= 0]
+        if len(busy) == len(set(busy)):
             return []
     by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
     job_on: dict[int, float] = {}
@@ -115,10 +113,12 @@ def _confidence(live: bool, pinned: bool) -> str:
 
 
 def numa_spread(v: NodeView) -> list[dict[str, Any]]:
+    if v.threads is not None:
+        pids = v.threads[0].tolist()
+        if len(set(pids)) == len(pids):
+            return []                 # one thread a process: nothing to spread
     if len(v.numa_mem) < 2:
         return []
-    if v.threads is not None and len(np.unique(v.threads[0])) == len(v.threads[0]):
-        return []                     # one thread a process: nothing to spread
     out = []
     for r in v.ranks:
         if len(r.run_numa) < 2 or not r.numa_mem:

@@ -55,28 +55,23 @@ class SyntheticNode:
             for t, pu in enumerate(pus):
                 cpu = float(np.clip(base + self.rng.normal(0, 5), 0, 100))
                 pu_util[int(np.flatnonzero(self.pu_os == pu)[0])] += cpu
-                threads.append((100_000 + rank, 100_000 + rank + t * 7919, rank, pu, cpu))
+                threads.append((100_000 + rank, 100_000 + rank + t * 7919, rank, pu, cpu,
+                                str(pus[0]) if self.threads == 1 else ""))
             node = self.numa[(pus[0] * len(self.numa)) // max(1, len(self.pu_os))]
             procs.append({"pid": 100_000 + rank, "rank": rank, "comm": "app", "step": "0",
-                          "rss": 1 << 30, "numa": {str(node.os_index): 1 << 30},
-                          "exact": True})
+                          "rss": 1 << 30, "numa": {node.os_index or 0: 1 << 30}})
         pu_util = np.clip(pu_util + self.rng.uniform(0, 3, len(pu_util)), 0, 100)
         csum = np.concatenate([[0.0], np.cumsum(pu_util)])
         width = np.maximum(self.ranges[:, 1] - self.ranges[:, 0], 1)
-        util = ((csum[self.ranges[:, 1]] - csum[self.ranges[:, 0]]) / width).astype(np.float32)
-        total = np.full(len(self.topo), np.nan, dtype=np.float32)
-        used = np.full(len(self.topo), np.nan, dtype=np.float32)
+        util = (csum[self.ranges[:, 1]] - csum[self.ranges[:, 0]]) / width
+        total = np.full(len(self.topo), np.nan)
+        used = np.full(len(self.topo), np.nan)
         for n in self.numa:
             total[n.id], used[n.id] = 64 * 2.0**30, (8 + step % 4) * 2.0**30
-        ta = np.array(threads, dtype=np.float64)
-        arrays = {"m.util_pct": util, "m.mem_total_bytes": total, "m.mem_used_bytes": used,
-                  "t.pid": ta[:, 0].astype(np.int32), "t.tid": ta[:, 1].astype(np.int32),
-                  "t.rank": ta[:, 2].astype(np.int32), "t.pu": ta[:, 3].astype(np.int32),
-                  "t.cpu": ta[:, 4].astype(np.float32)}
-        aff = {str(pus[0]): [100_000 + self.index * self.ranks + r]
-               for r, pus in enumerate(self.place)}
-        head = {"t": step * 1_000_000_000, "wall": 1_800_000_000_000_000_000 + step * 10**9,
-                "dt": 1.0, "procs": procs, "aff": aff}
+        head, arrays = wire.pack_frame(
+            step * 1_000_000_000, 1_800_000_000_000_000_000 + step * 10**9, 1.0,
+            {"util_pct": util, "mem_total_bytes": total, "mem_used_bytes": used},
+            threads, procs)
         self.seq += 1
         return wire.encode("F", self.seq, head, arrays)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.jobview import wire
 from snumap_tui.jobview.wire import Assembler, Record
 from snumap_tui.topology.model import Topology
 
@@ -85,6 +86,7 @@ class NodeView:
     _ranks: list[RankView] | None = None
     _make_ranks: Callable[[], list[RankView]] | None = None
     _rank_cpu: list[float] | None = None
+    _job_cpu: float | None = None
     # utilisation per object and the topology's (ids, OS indexes) per type; used and total
     # memory per object: the strips and memory rows are made from them when first asked for
     _util: np.ndarray | None = None
@@ -127,8 +129,9 @@ class NodeView:
     def job_cpu_pct(self) -> float:
         """The job's CPU on the node, in % of one PU."""
         if self._ranks is None and self.threads is not None:
-            cpu = self.threads[2]
-            return float(cpu[np.isfinite(cpu)].sum())
+            if self._job_cpu is None:
+                self._job_cpu = sum(c for c in self.threads[2].tolist() if not math.isnan(c))
+            return self._job_cpu
         return float(sum(r.cpu_pct or 0.0 for r in self.ranks))
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,21 +281,24 @@ class JobAggregator:
         h, a = rec.header, rec.arrays
         v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
         nobj = len(n.topology)
-        util = a.get("m.util_pct")
+        rows = metric_rows(h, a, nobj)
+        util = rows.get("util_pct")
         v._index_of = n.index_of
-        if util is not None and util.shape == (nobj,):
+        if util is not None:
             v.busy_pct = float(util[n.topology.root.id])
             v._util = util
-            v._mem = (a.get("m.mem_used_bytes"), a.get("m.mem_total_bytes"))
-        v.gpus = [g for g in h.get("gpus", []) if isinstance(g, dict)][:64]
-        cols: list[np.ndarray] = [a[k] for k in ("t.pid", "t.pu", "t.cpu", "t.rank") if k in a]
-        if len(cols) == 4 and all(x.ndim == 1 and x.shape == cols[0].shape for x in cols):
-            v.threads = (cols[0], cols[1], cols[2], cols[3])
+            v._mem = (rows.get("mem_used_bytes"), rows.get("mem_total_bytes"))
+        gpus = h.get("gpus")
+        v.gpus = [g for g in gpus if isinstance(g, dict)][:64] if isinstance(gpus, list) else []
+        t, c = a.get("t"), a.get("c")
+        if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
+                and c.shape == (len(t),):
+            v.threads = (t[:, wire.T_PID], t[:, wire.T_PU], c, t[:, wire.T_RANK])
         v.pu_numa = n.pu_numa
         name, pu_numa = n.name, n.pu_numa
         v._make_ranks = lambda: _ranks(name, h, a, pu_numa)
-        v.launch = next((str(p["cmd"])[:1000] for p in h.get("procs", [])
-                         if isinstance(p, dict) and p.get("cmd")), None)
+        launch = h.get("launch")
+        v.launch = launch[:1000] if isinstance(launch, str) and launch else None
         return v
 
     def snapshot(self) -> dict[str, Any]:
@@ -302,42 +308,58 @@ class JobAggregator:
                 "imbalance": imbalance(nodes), "events": list(self.events)}
 
 
+def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int
+                ) -> dict[str, np.ndarray]:
+    """The F record's metrics: name -> value per topology object (none when they do not fit
+    the node's topology)."""
+    m, names = a.get("m"), h.get("m")
+    if m is None or not isinstance(names, list) or m.ndim != 2 \
+            or m.shape != (len(names), nobj):
+        return {}
+    return {str(k): m[i] for i, k in enumerate(names)}
+
+
+def _strs(h: dict[str, Any], key: str, n: int, cut: int) -> list[str]:
+    v = h.get(key)
+    out = [str(x)[:cut] for x in v] if isinstance(v, list) else []
+    return (out + [""] * n)[:n]
+
+
 def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
            pu_numa: dict[int, int]) -> list[RankView]:
-    procs = [p for p in h.get("procs", []) if isinstance(p, dict)]
-    pid_a, tid_a, pu_a, cpu_a = (a.get(k) for k in ("t.pid", "t.tid", "t.pu", "t.cpu"))
+    t, c, p = a.get("t"), a.get("c"), a.get("p")
+    affs = _strs(h, "affs", 0 if t is None or t.ndim != 2 else int(t[:, wire.T_AFF].max(
+        initial=-1)) + 1, 200)
     threads: dict[int, list[ThreadView]] = {}
-    if pid_a is not None and tid_a is not None and pu_a is not None and cpu_a is not None \
-            and len(pid_a) == len(tid_a) == len(pu_a) == len(cpu_a):
-        for pid, tid, pu, cpu in zip(pid_a.tolist(), tid_a.tolist(), pu_a.tolist(),
-                                     cpu_a.tolist()):
-            threads.setdefault(pid, []).append(
-                ThreadView(tid, pu, None if not math.isfinite(cpu) else cpu))
     aff_of: dict[int, str] = {}
-    for cl, tids in (h.get("aff") or {}).items():
-        if isinstance(tids, list):
-            for t in tids:
-                if isinstance(t, int):
-                    aff_of[t] = str(cl)[:200]
-    out = []
-    for p in procs:
-        try:
-            pid = int(p["pid"])
-        except (KeyError, TypeError, ValueError):
+    if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
+            and c.shape == (len(t),):
+        for (pid, tid, _rank, pu, aff), cpu in zip(t.tolist(), c.tolist()):
+            threads.setdefault(pid, []).append(
+                ThreadView(tid, pu, None if math.isnan(cpu) else cpu))
+            if 0 <= aff < len(affs):
+                aff_of.setdefault(pid, affs[aff])
+    out: list[RankView] = []
+    if p is None or p.ndim != 2 or p.shape[1] < 3:
+        return out
+    nodes = h.get("numa")
+    nodes = [int(x) for x in nodes if isinstance(x, int)] if isinstance(nodes, list) else []
+    if len(nodes) != p.shape[1] - 3:
+        nodes = []
+    comm, step = _strs(h, "comm", len(p), 64), _strs(h, "step", len(p), 32)
+    for i, row in enumerate(p.tolist()):
+        if math.isnan(row[wire.P_PID]):
             continue
+        pid, rank = int(row[wire.P_PID]), row[wire.P_RANK]
         th = threads.get(pid, [])
-        known = [t.cpu_pct for t in th if t.cpu_pct is not None]
-        numa = {}
-        for k, b in (p.get("numa") or {}).items():
-            if str(k).isdigit() and isinstance(b, (int, float)):
-                numa[int(k)] = int(b)
-        rank = p.get("rank")
-        out.append(RankView(node=node, rank=rank if isinstance(rank, int) else None, pid=pid,
-                            comm=str(p.get("comm", "?"))[:64], step=str(p.get("step", ""))[:32],
+        known = [x.cpu_pct for x in th if x.cpu_pct is not None]
+        numa = {n: int(b) for n, b in zip(nodes, row[3:]) if not math.isnan(b)}
+        out.append(RankView(node=node, rank=int(rank) if rank >= 0 else None, pid=pid,
+                            comm=comm[i], step=step[i],
                             cpu_pct=sum(known) if known else None, threads=th,
                             affinity=aff_of.get(pid, ""), numa_mem=numa,
-                            rss=p.get("rss") if isinstance(p.get("rss"), int) else None,
-                            run_numa=sorted({pu_numa[t.pu] for t in th if t.pu in pu_numa})))
+                            rss=None if math.isnan(row[wire.P_RSS]) else int(row[wire.P_RSS]),
+                            run_numa=sorted({pu_numa[x.pu] for x in th if x.pu in pu_numa})))
     out.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
     return out
 
@@ -352,12 +374,13 @@ def rank_cpu(v: NodeView) -> list[float]:
 
 def _rank_cpu(v: NodeView) -> list[float]:
     if v._ranks is None and v.threads is not None:
+        # a node has a few dozen threads of the job: plain Python beats numpy's call costs
         pid, _pu, cpu, rank = v.threads
-        keep = (rank >= 0) & np.isfinite(cpu)
-        if not keep.any():
-            return []
-        _, inv = np.unique(pid[keep], return_inverse=True)
-        return np.bincount(inv, weights=cpu[keep]).tolist()
+        per: dict[int, float] = {}
+        for p, c, r in zip(pid.tolist(), cpu.tolist(), rank.tolist()):
+            if r >= 0 and not math.isnan(c):     # NaN: not measured yet
+                per[p] = per.get(p, 0.0) + c
+        return list(per.values())
     return [r.cpu_pct for r in v.ranks if r.rank is not None and r.cpu_pct is not None]
 
 
@@ -389,8 +412,8 @@ def node_frame(agg: JobAggregator, index: int) -> Any:
     if n is None or n.topology is None or n.last is None:
         return None
     rec, nobj = n.last, len(n.topology)
-    values = {k[2:]: v.astype(np.float64) for k, v in rec.arrays.items()
-              if k.startswith("m.") and v.shape == (nobj,)}
+    values = {k: v.astype(np.float64)
+              for k, v in metric_rows(rec.header, rec.arrays, nobj).items()}
     view = n.view if n.view is not None and not n.dirty else agg._view(n)
     rows = []
     for r in view.ranks:

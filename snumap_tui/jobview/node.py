@@ -151,16 +151,13 @@ class NodeStream:
         return self._emit("F", *self.frame_payload(frame))
 
     def frame_payload(self, frame: Frame) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        arrays: dict[str, np.ndarray] = {}
-        for name, arr in frame.values.items():
-            if name in SKIP_METRICS or not np.isfinite(arr).any():
-                continue
-            arrays["m." + name] = arr.astype(np.float32)
+        metrics = {name: arr for name, arr in frame.values.items()
+                   if name not in SKIP_METRICS and np.isfinite(arr).any()}
         now = self.clock()
-        threads: list[tuple[int, int, int, int, float]] = []
-        aff: dict[str, list[int]] = {}
+        threads: list[tuple[int, int, int, int, float, str]] = []
         seen: dict[int, tuple[int, float]] = {}
-        procs = []
+        procs: list[dict[str, Any]] = []
+        launch: str | None = None
         for pid, jp in sorted(self._procs.items()):
             rank = -1 if jp.rank is None else jp.rank
             for t in read_threads(pid):
@@ -169,31 +166,24 @@ class NodeStream:
                 pct = float("nan")
                 if prev is not None and now > prev[1]:
                     pct = 100.0 * (t["ticks"] - prev[0]) / TICKS / (now - prev[1])
-                threads.append((pid, t["tid"], rank, t["pu"], pct))
-                aff.setdefault(cpulist(affinity_of(t["tid"])), []).append(t["tid"])
-            procs.append({"pid": pid, "rank": jp.rank, "comm": jp.comm, "step": jp.step,
-                          **({"cmd": launch_line(pid)} if jp.comm in LAUNCHERS else {})})
+                threads.append((pid, t["tid"], rank, t["pu"], pct,
+                                cpulist(affinity_of(t["tid"]))))
+            procs.append({"pid": pid, "rank": jp.rank, "comm": jp.comm, "step": jp.step})
+            if jp.comm in LAUNCHERS and launch is None:
+                launch = launch_line(pid) or None
         self._ticks = seen
-        mem: dict[int, dict[int, tuple[int, bool]]] = {}
-        for pid, n, b, exact in self.memory.read():
-            mem.setdefault(pid, {})[n] = (b, exact)
+        mem: dict[int, dict[int, int]] = {}
+        for pid, n, b, _exact in self.memory.read():
+            mem.setdefault(pid, {})[n] = b
         for p in procs:
             m = mem.get(p["pid"], {})
-            p["rss"] = m.get(-1, (None, True))[0]
-            p["numa"] = {str(n): b for n, (b, _) in m.items() if n >= 0}
-            p["exact"] = all(e for _, e in m.values())
-        if threads:
-            tarr = np.array(threads, dtype=np.float64)
-            arrays["t.pid"] = tarr[:, 0].astype(np.int32)
-            arrays["t.tid"] = tarr[:, 1].astype(np.int32)
-            arrays["t.rank"] = tarr[:, 2].astype(np.int32)
-            arrays["t.pu"] = tarr[:, 3].astype(np.int32)
-            arrays["t.cpu"] = tarr[:, 4].astype(np.float32)
+            p["rss"] = m.get(-1)
+            p["numa"] = {n: b for n, b in m.items() if n >= 0}
         gpus = [{"name": r.name, "numa": r.numa, "util": r.util_pct, "mem": r.mem_used,
                  "mem_total": r.mem_total, "busid": r.busid} for r in frame.io if r.kind == "gpu"]
-        head = {"t": frame.t_ns, "wall": frame.wall_ns, "dt": frame.dt_s, "procs": procs,
-                "aff": aff, **({"gpus": gpus} if gpus else {})}
-        return head, arrays
+        extra = {**({"gpus": gpus} if gpus else {}), **({"launch": launch} if launch else {})}
+        return wire.pack_frame(frame.t_ns, frame.wall_ns, frame.dt_s, metrics, threads, procs,
+                               extra)
 
     def end_record(self, why: str) -> bytes:
         return self._emit("E", {"node": self.node, "why": why}, {})

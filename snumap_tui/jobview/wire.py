@@ -158,3 +158,44 @@ class Assembler:
         if rec is None:
             self.bad += 1
         return rec
+
+
+# ---- the F record's layout: few arrays, a small header (decoding cost is per array and per
+# ---- JSON byte, and the aggregator decodes every node's frame every interval) -------------
+
+T_PID, T_TID, T_RANK, T_PU, T_AFF = range(5)      # columns of the threads array "t"
+P_PID, P_RANK, P_RSS = range(3)                   # columns of "p"; memory per node after
+
+
+def pack_frame(t_ns: int, wall_ns: int, dt_s: float, metrics: dict[str, np.ndarray],
+               threads: list[tuple[int, int, int, int, float, str]],
+               procs: list[dict[str, Any]], extra: dict[str, Any] | None = None
+               ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One interval as (header, arrays). METRICS: name -> value per topology object;
+    THREADS: (pid, tid, rank or -1, last PU, CPU %, affinity as a cpulist); PROCS: {pid,
+    rank, comm, step, rss, numa: {node OS index: bytes}}."""
+    names = list(metrics)
+    arrays: dict[str, np.ndarray] = {}
+    if names:
+        arrays["m"] = np.vstack([metrics[n] for n in names]).astype(np.float32)
+    affs: dict[str, int] = {}
+    if threads:
+        arrays["t"] = np.array([(p, t, r, pu, affs.setdefault(a, len(affs)))
+                                for p, t, r, pu, _c, a in threads], dtype=np.int32)
+        arrays["c"] = np.array([c for *_x, c, _a in threads], dtype=np.float32)
+    nodes = sorted({int(n) for p in procs for n in (p.get("numa") or {})})
+    if procs:
+        rows = np.full((len(procs), 3 + len(nodes)), np.nan)
+        for i, p in enumerate(procs):
+            rows[i, P_PID] = p["pid"]
+            rows[i, P_RANK] = -1 if p.get("rank") is None else p["rank"]
+            if p.get("rss") is not None:
+                rows[i, P_RSS] = p["rss"]
+            for n, b in (p.get("numa") or {}).items():
+                rows[i, 3 + nodes.index(int(n))] = b
+        arrays["p"] = rows
+    head = {"t": t_ns, "wall": wall_ns, "dt": dt_s, "m": names,
+            "comm": [str(p.get("comm", "?")) for p in procs],
+            "step": [str(p.get("step", "")) for p in procs],
+            "affs": list(affs), "numa": nodes, **(extra or {})}
+    return head, arrays
