@@ -312,3 +312,52 @@ def _ppid(p: Path) -> int:
         return int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+def test_live_view_in_a_terminal(cluster: tuple[SlurmCluster, Path]) -> None:
+    """The TUI itself on a pseudo-terminal: the job view, Enter opens n1's top view, q comes
+    back, q quits; exit 0 and no sampler left."""
+    import pty
+    import select
+
+    cl, w = cluster
+    jid = submit(cl, w, spin_step(w, "map_cpu:0,1"))
+    try:
+        wait_ranks(cl, jid)
+        pid, fd = pty.fork()
+        if pid == 0:                                     # the child: top --job on the pty
+            os.environ.update(cl.env)
+            os.environ["TERM"] = "xterm-256color"
+            os.environ["COLUMNS"], os.environ["LINES"] = "120", "40"
+            os.execv(sys.executable, [*TOP, "--job", jid])
+        screen = b""
+
+        def read_for(seconds: float) -> None:
+            nonlocal screen
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                r, _, _ = select.select([fd], [], [], 0.2)
+                if r:
+                    try:
+                        screen += os.read(fd, 65536)
+                    except OSError:
+                        return
+
+        read_for(8)
+        assert b"n1" in screen and b"n2" in screen, screen[-2000:]
+        assert {n for _, n in samplers(jid)} == {"n1", "n2"}
+        screen = b""
+        os.write(fd, b"\r")                              # n1's full top view
+        read_for(6)
+        assert b"via srun" in screen, screen[-2000:]
+        os.write(fd, b"q")                               # back to the job view
+        read_for(3)
+        os.write(fd, b"q")                               # quit
+        read_for(3)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert none_left(jid) == []
+    finally:
+        with contextlib.suppress(Exception):
+            cancel(cl, jid)
