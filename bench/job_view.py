@@ -41,9 +41,9 @@ from _report import table, write_section
 SPIN = "import time\nwhile True: sum(range(10000)); time.sleep(0.001)\n"
 
 
-def real_node_bytes(frames: int = 8) -> tuple[float, float, float, int]:
-    """(bytes of the T record, mean bytes per F record, node sampler CPU ms per frame,
-    threads followed) of the real sampler here."""
+def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
+    """(bytes of the T record, mean bytes per F record, node sampler CPU ms per frame, of
+    which the job scan, threads followed) of the real sampler here."""
     from snumap_tui.jobview.node import NodeStream
     from snumap_tui.topology.build import load_topology
 
@@ -56,8 +56,18 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, int]:
         node = NodeStream(topo, "990001", 1.0, node="bench")
         t_bytes = len(node.topology_record())
         node.start()
-        sizes, cpu = [], []
+        sizes, cpu, scan = [], [], []
         threads = 0
+        real_scan = node.scan
+
+        def timed_scan() -> list[int]:
+            c = time.process_time()
+            try:
+                return real_scan()
+            finally:
+                scan.append(time.process_time() - c)
+
+        node.scan = timed_scan  # type: ignore[method-assign]
         for _ in range(frames):
             time.sleep(0.25)
             c0 = time.process_time()
@@ -70,10 +80,11 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, int]:
         asm = Assembler()
         for line in data.splitlines(keepends=True) if data else []:
             rec = asm.feed(line)
-            if rec is not None and "t.tid" in rec.arrays:
-                threads = len(rec.arrays["t.tid"])
+            if rec is not None and "t" in rec.arrays:
+                threads = len(rec.arrays["t"])
         node.close()
-        return t_bytes, statistics.mean(sizes), 1000 * statistics.median(cpu), threads
+        return (t_bytes, statistics.mean(sizes), 1000 * statistics.median(cpu),
+                1000 * statistics.median(scan), threads)
     finally:
         for k in kids:
             k.kill()
@@ -196,7 +207,7 @@ def main() -> int:
         aggregator_child(args.child, args.ticks)
         return 0
 
-    t_bytes, f_bytes, node_ms, threads = real_node_bytes()
+    t_bytes, f_bytes, node_ms, scan_ms, threads = real_node_bytes()
     batch_ms = top_batch_cpu_ms()
     rows = [["this machine, real sampler", os.cpu_count(), f"2 processes, {threads} threads",
              t_bytes, f"{f_bytes:.0f}", f"{node_ms:.2f}"]]
@@ -208,7 +219,9 @@ def main() -> int:
                      "frame (B/s)", "sampler CPU per frame (ms)"], rows)
             + f"\n`top --batch --json` on this machine: {batch_ms:.2f} ms CPU per frame "
               "(its sampler with the process list and the JSON line), beside the node "
-              f"sampler's {node_ms:.2f} ms.\n\n")
+              f"sampler's {node_ms:.2f} ms, of which {scan_ms:.2f} ms the scan for the job's "
+              "processes (sources/jobprocs.py classifies each process new to the node by its "
+              "cgroup and environment: it grows with the node's process churn).\n\n")
     agg_rows = []
     for n in (64, 256, 1000):
         out = subprocess.run([sys.executable, __file__, "--child", str(n), "--ticks",

@@ -90,7 +90,8 @@ def job_text(snap: dict[str, Any], jobid: str) -> str:
                        f" cpu {cpu:>4}%  on PU {pus}  bound {safe_text(r['affinity'])[:16]}")
     for f in snap.get("findings", []):
         out.append(f"! {f['text']}")
-        out.append(f"  fix: {f['fix']}  ({f['confidence']})")
+        out.append(f"  fix: {f['fix']}")
+        out.append(f"  confidence {f['confidence']}")
     for e in snap.get("events", []):
         out.append(f"# {e}")
     return safe_lines("\n".join(out) + "\n")

@@ -27,6 +27,8 @@ from snumap_tui.jobview.aggregate import ENDED, LOST, JobAggregator
 
 _LABEL = re.compile(rb"^\s*(\d+): ?")
 _TASK = re.compile(r"\btask (\d+): (.+)$")
+#: srun's warning where the cluster binds nothing (task/none): --cpu-bind=none is moot there.
+QUIET = "lacks support for cpu binding"
 
 
 def parse_job(text: str) -> dict[str, str]:
@@ -123,7 +125,7 @@ class SrunStreams:
             if m:
                 line = line[m.end():].strip() if len(line) >= m.end() else line
             line = line[:300]
-            if not line:
+            if not line or QUIET in line:
                 continue
             t = _TASK.search(line)
             if t and task is None:

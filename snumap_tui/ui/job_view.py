@@ -35,6 +35,7 @@ from snumap_tui.textsafe import safe_text
 from snumap_tui.ui import safe_screen
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.keymap import bindings, help_rows
+from snumap_tui.ui.metricspec import fmt_bytes
 from snumap_tui.ui.palette import NA_STYLE, level_glyph, scale_style
 
 STRIP_TYPES = ("PU", "Core", "NUMANode", "Package")
@@ -149,7 +150,7 @@ def rank_line(r: Any, width: int) -> Text:
     rank = "-" if r.rank is None else str(r.rank)
     cpu = "  -" if r.cpu_pct is None else f"{r.cpu_pct:3.0f}"
     pus = ",".join(str(t.pu) for t in r.threads[:6]) + ("…" if len(r.threads) > 6 else "")
-    numa = " ".join(f"{n}:{b / 2**30:.1f}G" for n, b in sorted(r.numa_mem.items())[:4])
+    numa = " ".join(f"{n}:{fmt_bytes(b)}" for n, b in sorted(r.numa_mem.items())[:4])
     s = (f"   rank {rank:>4} {safe_text(r.comm)[:12]:<12} {cpu}%  PU {pus:<8} "
          f"bound {safe_text(r.affinity)[:10]:<10} {numa}")
     return Text(s[:width], "dim" if r.rank is None else "")
@@ -194,19 +195,27 @@ def first_shown(nodes: list[NodeView], height: int, opened: set[int] | None, sta
     return start
 
 
-def header(jobid: str, nodes: list[NodeView], imb: dict[str, Any], paused: bool) -> Text:
+def header(jobid: str, nodes: list[NodeView], imb: dict[str, Any], paused: bool,
+           width: int = 80) -> Text:
+    """Two lines: the job, its live nodes and imbalance (max - mean) / max across nodes and
+    ranks (the max/mean too where there is room); the columns."""
     live = sum(v.status == LIVE for v in nodes)
-    t = Text(f"snumap top --job {safe_text(jobid)}", "bold")
-    t.append(f"  {live}/{len(nodes)} nodes live  ")
+    t = Text(f"job {safe_text(jobid)}", "bold")
+    t.append(f" · {live}/{len(nodes)} nodes live · imbalance")
     for what in ("nodes", "ranks"):
         d = imb.get(what)
-        t.append(f"imbalance {what}: ")
-        t.append("n/a  " if not d else f"{d['percent']:.0f}% (max/mean {d['max_over_mean']:.2f})  ",
+        t.append(f" {what} ")
+        wide = width >= 120 and d
+        t.append("n/a" if not d else f"{d['percent']:.0f}%"
+                 + (f" (max/mean {d['max_over_mean']:.2f})" if wide else ""),
                  "bold yellow" if d and d["percent"] >= 20 else "")
     if paused:
-        t.append("[paused]", "reverse")
-    t.append("\nNODE         BUSY  JOB  heat: PU/core/NUMA utilisation  ·  mem per NUMA node", "dim")
-    return t
+        t.append("  [paused]", "reverse")
+    t.truncate(width)
+    cols = Text(f"\n{'NODE':<{NAME_W}}   BUSY  JOB  heat per PU (core, NUMA node)   "
+                "mem used per NUMA node", "dim")
+    cols.truncate(width + 1)
+    return t + cols
 
 
 class NodeFeed:
@@ -293,16 +302,22 @@ class JobApp(QuietDriverMixin, App[Any]):
             events = list(self.agg.events)
         w, h = self.size.width or 80, self.size.height or 24
         self.query_one("#job-head", Static).update(header(self.jobid, self.nodes, snap_imb,
-                                                          self.paused))
+                                                          self.paused, w))
         f = Text()
         for x in self.findings[:3]:
             f.append(f"! {safe_text(x['text'])}\n", "bold yellow")
-            f.append(f"  fix: {safe_text(x['fix'])}  ({x['confidence']})\n", "cyan")
+            f.append(f"  fix: {safe_text(x['fix'])}", "cyan")
+            f.append(f"  · confidence {x['confidence']}\n", "dim")
+        if len(self.findings) > 3:
+            f.append(f"… {len(self.findings) - 3} more findings (--batch --json lists them "
+                     "all)\n", "yellow")
         for e in events[-2:]:
             f.append(f"# {safe_text(e)}\n", "dim")
         f.rstrip()
         self.query_one("#job-findings", Static).update(f)
-        room = max(1, h - 3 - min(8, len(f.split("\n")) if f.plain else 0))
+        wrapped = sum(max(1, math.ceil(len(x) / max(1, w))) for x in f.plain.split("\n")) \
+            if f.plain else 0
+        room = max(1, h - 3 - min(8, wrapped))
         self.selected = min(self.selected, max(0, len(self.nodes) - 1))
         self.start = first_shown(self.nodes, room, self.opened, self.start, self.selected)
         lines = job_lines(self.nodes, w, room, self.selected, self.opened, self.start)
