@@ -230,13 +230,26 @@ def test_ctrl_c_and_scancel_leave_no_sampler(cluster: tuple[SlurmCluster, Path])
             cancel(cl, jid)
 
 
-def test_sampler_killed_mid_stream(cluster: tuple[SlurmCluster, Path]) -> None:
-    cl, w = cluster
+@contextlib.contextmanager
+def top_on_a_job(cl: SlurmCluster, w: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A running 4-rank job and `top --job --batch --json` on it (its first line read);
+    killed and cancelled afterwards, whatever happened."""
     jid = submit(cl, w, spin_step(w, "map_cpu:0,1"))
     top = None
     try:
         wait_ranks(cl, jid)
         top = _start_top(cl, jid)
+        yield jid, top
+    finally:
+        if top is not None and top.poll() is None:
+            top.kill()
+        with contextlib.suppress(Exception):
+            cancel(cl, jid)
+
+
+def test_sampler_killed_mid_stream(cluster: tuple[SlurmCluster, Path]) -> None:
+    cl, w = cluster
+    with top_on_a_job(cl, w) as (jid, top):
         assert top.stdout is not None
         victim = next(pid for pid, node in samplers(jid) if node == "n2")
         os.kill(victim, signal.SIGKILL)
@@ -251,11 +264,6 @@ def test_sampler_killed_mid_stream(cluster: tuple[SlurmCluster, Path]) -> None:
         lines = [x for x in err.splitlines() if "n2" in x or "task 1" in x]
         assert len(lines) == 1, err
         assert none_left(jid) == []
-    finally:
-        if top is not None and top.poll() is None:
-            top.kill()
-        with contextlib.suppress(Exception):
-            cancel(cl, jid)
 
 
 def test_report_of_a_recorded_oversubscribed_job(cluster: tuple[SlurmCluster, Path]) -> None:
@@ -285,11 +293,7 @@ def test_report_of_a_recorded_oversubscribed_job(cluster: tuple[SlurmCluster, Pa
 def test_srun_killed_leaves_no_sampler(cluster: tuple[SlurmCluster, Path]) -> None:
     """srun itself dies (SIGKILL): the step daemons close the samplers' stdin, they end."""
     cl, w = cluster
-    jid = submit(cl, w, spin_step(w, "map_cpu:0,1"))
-    top = None
-    try:
-        wait_ranks(cl, jid)
-        top = _start_top(cl, jid)
+    with top_on_a_job(cl, w) as (jid, top):
         srun = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
                 and (p / "stat").exists() and _ppid(p) == top.pid
                 and (p / "comm").read_text().strip() == "srun"]
@@ -300,11 +304,6 @@ def test_srun_killed_leaves_no_sampler(cluster: tuple[SlurmCluster, Path]) -> No
         assert all(n["status"] in ("ended", "lost") for n in last["nodes"]), last
         assert none_left(jid, timeout=30) == []
         assert cl.job_state(jid) == "RUNNING"
-    finally:
-        if top is not None and top.poll() is None:
-            top.kill()
-        with contextlib.suppress(Exception):
-            cancel(cl, jid)
 
 
 def _ppid(p: Path) -> int:
