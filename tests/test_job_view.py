@@ -179,3 +179,58 @@ def test_job_argument_errors_are_one_line(tmp_path: object) -> None:
                            capture_output=True, text=True, env=env, timeout=60, check=False)
         assert p.returncode == 2, (argv, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and want in p.stderr, (argv, p.stderr)
+
+
+def _view(name: str, ranks: list, numa: int = 2, gpus: list | None = None,
+          frames: int = 3) -> object:
+    from snumap_tui.analysis.synth import synthetic_topology
+    from snumap_tui.jobview.aggregate import NodeView
+
+    topo = synthetic_topology(1, numa, 2, 1)          # PUs 0-1 on node 0, 2-3 on node 1...
+    v = NodeView(0, name, LIVE, topology=topo, frames=frames, alloc=f"0-{2 * numa - 1}",
+                 gpus=gpus or [])
+    v._index_of = {"NUMANode": (np.array([o.id for o in topo.numa_nodes]),
+                                np.array([o.os_index for o in topo.numa_nodes]))}
+    v.ranks = ranks
+    return v
+
+
+def _rank(rank: int, threads: list[tuple[int, float]], numa_mem: dict[int, int],
+          aff: str = "") -> object:
+    from snumap_tui.jobview.aggregate import RankView, ThreadView
+
+    pu_numa = {0: 0, 1: 0, 2: 1, 3: 1}
+    return RankView("n1", rank, 1000 + rank, "app", "0", sum(c for _, c in threads),
+                    [ThreadView(2000 + rank * 10 + i, pu, c) for i, (pu, c) in
+                     enumerate(threads)], aff, numa_mem, sum(numa_mem.values()),
+                    sorted({pu_numa[p] for p, _ in threads}))
+
+
+def test_numa_spread_memory_far_and_idle_findings() -> None:
+    from snumap_tui.analysis.jobfindings import idle, memory_far, numa_spread, oversubscribed
+
+    # one rank's threads on both NUMA nodes, 90% of its memory on node 0
+    v = _view("n1", [_rank(0, [(0, 90.0), (2, 90.0)], {0: 9 << 30, 1: 1 << 30})])
+    [f] = numa_spread(v)  # type: ignore[arg-type]
+    assert "NUMA nodes 0, 1" in f["text"] and "90%" in f["text"]
+    assert "OMP_PROC_BIND=close" in f["fix"] and "--membind=0" in f["fix"]
+    # ... its threads on node 0 only: nothing
+    assert numa_spread(_view("n1", [_rank(0, [(0, 90.0), (1, 90.0)],  # type: ignore[arg-type]
+                                               {0: 9 << 30})])) == []
+    # memory on node 0, the GPU on node 1
+    far = _view("n1", [_rank(0, [(0, 90.0)], {0: 8 << 30})],
+                gpus=[{"name": "nvml0", "numa": 1, "util": 80.0}])
+    [g] = memory_far(far)  # type: ignore[arg-type]
+    assert "NUMA node 0" in g["text"] and "--gpu-bind=closest" in g["fix"]
+    assert memory_far(_view("n1", [_rank(0, [(2, 90.0)], {1: 8 << 30})],  # type: ignore[arg-type]
+                            gpus=[{"name": "nvml0", "numa": 1}])) == []
+    # a node where the job does nothing beside a busy one
+    busy = _view("n1", [_rank(0, [(0, 95.0)], {0: 1 << 30})])
+    quiet = _view("n2", [_rank(1, [(0, 1.0)], {0: 1 << 30})])
+    quiet.name = "n2"  # type: ignore[attr-defined]
+    assert [f["node"] for f in idle([busy, quiet])] == ["n2"]  # type: ignore[list-item]
+    # two threads of one rank on one PU, PU 1 idle: OMP_PLACES; unpinned: medium
+    [o] = oversubscribed(_view("n1", [_rank(0, [(0, 50.0), (0, 48.0)], {0: 1})],  # type: ignore[arg-type]
+                               numa=1))
+    assert o["fix"].startswith("OMP_PLACES=cores") and o["confidence"].startswith("medium")
+    assert o["idle_pus"] == [1]
