@@ -234,3 +234,29 @@ def test_numa_spread_memory_far_and_idle_findings() -> None:
                                numa=1))
     assert o["fix"].startswith("OMP_PLACES=cores") and o["confidence"].startswith("medium")
     assert o["idle_pus"] == [1]
+
+
+def test_static_header_parts_sent_when_they_change() -> None:
+    enc = wire.Encoder()
+    head = {"t": 1, "m": ["util_pct"], "comm": ["a", "b"]}
+    arrays = {"m": np.ones((1, 4), np.float32), "c": np.ones(2, np.float32)}
+    first = enc.frame(1, head, arrays)
+    same = enc.frame(2, {**head, "t": 2}, arrays)
+    grown = enc.frame(3, {**head, "t": 3, "comm": ["a", "b", "c"]},
+                      {**arrays, "c": np.ones(3, np.float32)})
+    again = enc.frame(4, {**head, "t": 4, "comm": ["a", "b", "c"]},
+                      {**arrays, "c": np.ones(3, np.float32)})
+    assert len(same) < len(first)
+    asm = wire.Assembler()
+    r1, r2 = asm.feed(first), asm.feed(same)
+    assert r1 is not None and r2 is not None
+    assert r2.header["comm"] == ["a", "b"] and r2.header["t"] == 2 and r2.arrays["c"].shape == (2,)
+    # the record with the change lost: the next delta does not fit the old shapes, dropped
+    assert asm.feed(again) is None and asm.bad == 1
+    asm2 = wire.Assembler()
+    asm2.feed(first)
+    r3 = asm2.feed(grown)
+    r4 = asm2.feed(again)
+    assert r3 is not None and r4 is not None and r4.header["comm"] == ["a", "b", "c"]
+    # a delta before any full record
+    assert wire.Assembler().feed(same) is None

@@ -36,6 +36,7 @@ class SyntheticNode:
         self.place = [[int(self.topo.children_of(cores[(r * threads + t) % len(cores)])[0]
                            .os_index or 0) for t in range(threads)] for r in range(ranks)]
         self.seq = 0
+        self.encoder = wire.Encoder()
 
     def topology_lines(self) -> bytes:
         head = {"node": self.name, "job": "synthetic", "interval_s": 1.0, "pid": 0,
@@ -73,7 +74,7 @@ class SyntheticNode:
             {"util_pct": util, "mem_total_bytes": total, "mem_used_bytes": used},
             threads, procs)
         self.seq += 1
-        return wire.encode("F", self.seq, head, arrays)
+        return self.encoder.frame(self.seq, head, arrays)
 
 
 def synthetic_job(nodes: int, ranks: int = 8, threads: int = 1, seed: int = 0,

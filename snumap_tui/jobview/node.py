@@ -104,6 +104,7 @@ class NodeStream:
                                   exclude_steps=(own_step,) if own_step else ())
         self.memory = ProcessMemory(root)
         self.seq = 0
+        self.encoder = wire.Encoder()
         self._ticks: dict[int, tuple[int, float]] = {}     # tid -> (ticks, when)
         self._procs: dict[int, Any] = {}                   # pid -> JobProc
         self.clock = clock
@@ -124,7 +125,8 @@ class NodeStream:
         return self._emit("T", head, {})
 
     def _emit(self, kind: str, head: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
-        data = wire.encode(kind, self.seq, head, arrays)
+        data = self.encoder.frame(self.seq, head, arrays) if kind == "F" else \
+            wire.encode(kind, self.seq, head, arrays)
         self.seq += 1
         self.bytes_out += len(data)
         return data

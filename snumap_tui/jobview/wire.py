@@ -46,29 +46,66 @@ class Record:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def encode(kind: str, seq: int, header: dict[str, Any],
-           arrays: dict[str, np.ndarray] | None = None, level: int = 6) -> bytes:
-    """One record as text lines (each ending in a newline, each at most MAX_LINE bytes)."""
-    if kind not in KINDS:
-        raise ValueError(f"record kind {kind!r}")
-    specs = []
-    blobs = []
+def _specs(arrays: dict[str, np.ndarray] | None) -> tuple[list[list[Any]], list[bytes]]:
+    specs, blobs = [], []
     for name, arr in (arrays or {}).items():
         a = np.ascontiguousarray(arr)
         if a.dtype.str not in DTYPES:
             raise ValueError(f"array {name}: dtype {a.dtype.str}")
         specs.append([name, a.dtype.str, list(a.shape)])
         blobs.append(a.tobytes())
-    head = json.dumps({**header, "_a": specs}, separators=(",", ":")).encode()
-    body = base64.b64encode(zlib.compress(head + b"\n" + b"".join(blobs), level))
+    return specs, blobs
+
+
+def _lines(kind: str, seq: int, head: dict[str, Any], blobs: list[bytes], level: int) -> bytes:
+    raw = json.dumps(head, separators=(",", ":")).encode()
+    body = base64.b64encode(zlib.compress(raw + b"\n" + b"".join(blobs), level))
     pieces = [body[i:i + PIECE] for i in range(0, len(body), PIECE)] or [b""]
     n = len(pieces)
     tag = MAGIC + b" " + kind.encode() + str(seq).encode() + b" "
     return b"".join(tag + f"{i}/{n} ".encode() + p + b"\n" for i, p in enumerate(pieces))
 
 
-def decode_body(kind: str, seq: int, b64: bytes) -> Record | None:
-    """A whole record's base64 body -> Record, or None when it is not one."""
+def encode(kind: str, seq: int, header: dict[str, Any],
+           arrays: dict[str, np.ndarray] | None = None, level: int = 6) -> bytes:
+    """One record as text lines (each ending in a newline, each at most MAX_LINE bytes)."""
+    if kind not in KINDS:
+        raise ValueError(f"record kind {kind!r}")
+    specs, blobs = _specs(arrays)
+    return _lines(kind, seq, {**header, "_a": specs}, blobs, level)
+
+
+#: The parts of an F header that rarely change (the metrics' names, the processes' names and
+#: steps, the threads' affinities, the arrays' shapes): sent when they change and every
+#: FULL_EVERY frames, else replaced by ``"=": 1`` ("as the last full one").
+STATIC = ("m", "comm", "step", "affs", "numa", "_a")
+FULL_EVERY = 30
+
+
+class Encoder:
+    """One stream's F records, their static part sent only when it changed (STATIC)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, Any] | None = None
+        self._since = 0
+
+    def frame(self, seq: int, header: dict[str, Any], arrays: dict[str, np.ndarray],
+              level: int = 6) -> bytes:
+        specs, blobs = _specs(arrays)
+        head = {**header, "_a": specs}
+        static = {k: head[k] for k in STATIC if k in head}
+        if static == self._last and self._since < FULL_EVERY:
+            self._since += 1
+            head = {k: v for k, v in head.items() if k not in STATIC} | {"=": 1}
+        else:
+            self._last, self._since = static, 0
+        return _lines("F", seq, head, blobs, level)
+
+
+def decode_body(kind: str, seq: int, b64: bytes,
+                static: dict[str, Any] | None = None) -> Record | None:
+    """A whole record's base64 body -> Record, or None when it is not one. STATIC: the last
+    full F header's static part, which a header saying ``"=": 1`` takes."""
     try:
         raw = base64.b64decode(b64, validate=True)
         d = zlib.decompressobj()
@@ -81,6 +118,10 @@ def decode_body(kind: str, seq: int, b64: bytes) -> Record | None:
         return None
     if not isinstance(header, dict):
         return None
+    if header.pop("=", None) is not None:
+        if static is None or kind != "F":
+            return None
+        header.update(static)
     specs = header.pop("_a", [])
     arrays: dict[str, np.ndarray] = {}
     pos = head_end + 1
@@ -103,6 +144,8 @@ def decode_body(kind: str, seq: int, b64: bytes) -> Record | None:
         arrays[name] = np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize,
                                      offset=pos).reshape(shape)
         pos += size
+    if pos != len(data):
+        return None             # arrays that do not fill the record: not what was written
     return Record(kind, seq, header, arrays)
 
 
@@ -131,6 +174,7 @@ class Assembler:
         self._key: tuple[str, int, int] | None = None
         self._pieces: list[bytes] = []
         self.bad = 0              # lines or records that did not parse
+        self._static: dict[str, Any] | None = None
         self.other: list[bytes] = []   # the last few lines that were not the format's
 
     def feed(self, line: bytes) -> Record | None:
@@ -153,10 +197,13 @@ class Assembler:
         if len(self._pieces) < n:
             return None
         self._key = None
-        rec = decode_body(kind, seq, b"".join(self._pieces))
+        rec = decode_body(kind, seq, b"".join(self._pieces), self._static)
         self._pieces = []
         if rec is None:
             self.bad += 1
+        elif kind == "F":
+            self._static = {k: rec.header[k] for k in STATIC if k in rec.header}
+            self._static["_a"] = [[n, a.dtype.str, list(a.shape)] for n, a in rec.arrays.items()]
         return rec
 
 
