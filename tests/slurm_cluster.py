@@ -180,7 +180,7 @@ class SlurmCluster:
             if not p.name.isdigit():
                 continue
             try:
-                if (p / "comm").read_text().strip() != "slurmstepd":
+                if (p / "comm").read_bytes().strip() != b"slurmstepd":
                     continue
                 if conf in (p / "environ").read_bytes().split(b"\0"):
                     out.append(int(p.name))

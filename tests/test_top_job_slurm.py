@@ -87,7 +87,7 @@ def wait_ranks(cl: SlurmCluster, jid: str, n: int = 4, timeout: float = 30.0) ->
             if not p.name.isdigit():
                 continue
             try:
-                if (p / "comm").read_text().strip() != "spin":
+                if (p / "comm").read_bytes().strip() != b"spin":
                     continue
                 env = dict(x.split(b"=", 1) for x in (p / "environ").read_bytes().split(b"\0")
                            if b"=" in x)
@@ -295,8 +295,7 @@ def test_srun_killed_leaves_no_sampler(cluster: tuple[SlurmCluster, Path]) -> No
     cl, w = cluster
     with top_on_a_job(cl, w) as (jid, top):
         srun = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                and (p / "stat").exists() and _ppid(p) == top.pid
-                and (p / "comm").read_text().strip() == "srun"]
+                and _ppid(p) == top.pid and _comm(p) == b"srun"]
         assert len(srun) == 1
         os.kill(srun[0], signal.SIGKILL)
         out, _err = top.communicate(timeout=60)
@@ -306,9 +305,16 @@ def test_srun_killed_leaves_no_sampler(cluster: tuple[SlurmCluster, Path]) -> No
         assert cl.job_state(jid) == "RUNNING"
 
 
+def _comm(p: Path) -> bytes:
+    try:
+        return (p / "comm").read_bytes().strip()
+    except OSError:
+        return b""
+
+
 def _ppid(p: Path) -> int:
     try:
-        return int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        return int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
 
