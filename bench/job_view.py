@@ -57,6 +57,7 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
         t_bytes = len(node.topology_record())
         node.start()
         sizes, cpu, scan = [], [], []
+        sent: list[bytes] = []
         threads = 0
         real_scan = node.scan
 
@@ -75,10 +76,11 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
             cpu.append(time.process_time() - c0)
             if data is not None:
                 sizes.append(len(data))
+                sent.append(data)
         from snumap_tui.jobview.wire import Assembler
 
         asm = Assembler()
-        for line in data.splitlines(keepends=True) if data else []:
+        for line in b"".join(sent).splitlines(keepends=True):
             rec = asm.feed(line)
             if rec is not None and "t" in rec.arrays:
                 threads = len(rec.arrays["t"])
@@ -149,9 +151,9 @@ def aggregator_child(nodes: int, ticks: int) -> None:
         feed_s.append(c1 - c0)
         snap_s.append(c2 - c1)
     hwm = 0
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            hwm = int(line.split()[1]) // 1024
+    for row in Path("/proc/self/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            hwm = int(row.split()[1]) // 1024
     # the first tick builds every node's view from scratch: the steady state is the median
     print(json.dumps({"feed_ms": 1000 * statistics.median(feed_s),
                       "snapshot_ms": 1000 * statistics.median(snap_s),
@@ -209,12 +211,15 @@ def main() -> int:
 
     t_bytes, f_bytes, node_ms, scan_ms, threads = real_node_bytes()
     batch_ms = top_batch_cpu_ms()
-    rows = [["this machine, real sampler", os.cpu_count(), f"2 processes, {threads} threads",
+    rows: list[list[object]] = [["this machine, real sampler", os.cpu_count(), f"2 processes, {threads} threads",
              t_bytes, f"{f_bytes:.0f}", f"{node_ms:.2f}"]]
     for pkgs, numa, cores, ranks in ((2, 2, 4, 8), (2, 4, 12, 96)):
         t, f, pus = synthetic_bytes(pkgs, numa, cores, ranks)
         rows.append(["synthetic stream (jobsynth)", pus, f"{ranks} ranks", t, f"{f:.0f}", "-"])
-    body = ("### Frame bytes per node per second (one frame a second)\n\n"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    body = (f"Load average when it started: {load} (CPU times are per process; a busy "
+            "machine's shared caches and cores make them longer).\n\n"
+            "### Frame bytes per node per second (one frame a second)\n\n"
             + table(["node", "PUs", "job there", "topology record, once (B)",
                      "frame (B/s)", "sampler CPU per frame (ms)"], rows)
             + f"\n`top --batch --json` on this machine: {batch_ms:.2f} ms CPU per frame "
@@ -222,7 +227,7 @@ def main() -> int:
               f"sampler's {node_ms:.2f} ms, of which {scan_ms:.2f} ms the scan for the job's "
               "processes (sources/jobprocs.py classifies each process new to the node by its "
               "cgroup and environment: it grows with the node's process churn).\n\n")
-    agg_rows = []
+    agg_rows: list[list[object]] = []
     for n in (64, 256, 1000):
         out = subprocess.run([sys.executable, __file__, "--child", str(n), "--ticks",
                               str(args.ticks)], capture_output=True, text=True, check=True)
