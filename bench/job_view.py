@@ -41,7 +41,7 @@ from _report import table, write_section
 SPIN = "import time\nwhile True: sum(range(10000)); time.sleep(0.001)\n"
 
 
-def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
+def real_node_bytes(frames: int = 6) -> tuple[float, float, float, float, int]:
     """(bytes of the T record, mean bytes per F record, node sampler CPU ms per frame, of
     which the job scan, threads followed) of the real sampler here."""
     from snumap_tui.jobview.node import NodeStream
@@ -70,7 +70,7 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
 
         node.scan = timed_scan  # type: ignore[method-assign]
         for _ in range(frames):
-            time.sleep(0.25)
+            time.sleep(1.0)                     # `top --job`'s default interval
             c0 = time.process_time()
             data = node.frame_record()
             cpu.append(time.process_time() - c0)
@@ -93,7 +93,7 @@ def real_node_bytes(frames: int = 8) -> tuple[float, float, float, float, int]:
             k.wait()
 
 
-def top_batch_cpu_ms(frames: int = 8) -> float:
+def top_batch_cpu_ms(frames: int = 6) -> float:
     """CPU per frame of `top --batch --json`'s work: its sampler (process list included)
     and the JSON line."""
     from snumap_tui.commands.top import _json_default, make_sampler
@@ -104,7 +104,7 @@ def top_batch_cpu_ms(frames: int = 8) -> float:
     s.sweep()
     cpu = []
     for _ in range(frames):
-        time.sleep(0.25)
+        time.sleep(1.0)
         c0 = time.process_time()
         f = s.frame()
         if f is not None:
