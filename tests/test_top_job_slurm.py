@@ -128,8 +128,9 @@ def none_left(jid: str, timeout: float = 15.0) -> list[tuple[int, str]]:
     return samplers(jid)
 
 
-def top_json(cl: SlurmCluster, jid: str, count: int = 3) -> list[dict]:
-    r = cl.run([*TOP, "--job", jid, "--batch", "--json", "--count", str(count)], timeout=120)
+def top_json(cl: SlurmCluster, jid: str, count: int = 3, *more: str) -> list[dict]:
+    r = cl.run([*TOP, "--job", jid, "--batch", "--json", "--count", str(count), *more],
+               timeout=120)
     return [json.loads(x) for x in r.stdout.splitlines()]
 
 
@@ -143,8 +144,12 @@ def test_mpi_ranks_on_their_pus(cluster: tuple[SlurmCluster, Path]) -> None:
     jid = submit(cl, w, spin_step(w, "map_cpu:0,1"))
     try:
         pids = wait_ranks(cl, jid)
-        snaps = top_json(cl, jid)
+        snaps = top_json(cl, jid, 3, "--node-frames")
         last = snaps[-1]
+        for n in last["nodes"]:          # each node's frame as top --batch --json prints one
+            f = n["frame"]
+            assert f["objects"]["Machine:0"]["util_pct"] >= 0
+            assert {t["pid"] for t in f["tasks"]} == {r["pid"] for r in n["ranks"]}
         assert [n["node"] for n in last["nodes"]] == ["n1", "n2"]
         assert all(n["status"] == "live" and n["frames"] >= 2 for n in last["nodes"]), last
         placed = {}

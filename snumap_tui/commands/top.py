@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a running Slurm job, live, from the login node: one sampler per "
                              "node started with srun --overlap (JOBID: the job of this "
                              "allocation when left out)")
+    parser.add_argument("--node-frames", action="store_true",
+                        help="--job --batch --json: each node's frame too, as top --batch "
+                             "--json prints one (every metric of every object)")
     # A node's streaming sampler, which `top --job` starts with srun on every node.
     parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
@@ -210,6 +213,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.json and not args.batch:
         raise SnumapError("--json prints frames as JSON lines instead of the live view: "
                           "use it with --batch (snumap top --batch --json)")
+    if args.node_frames and not (args.job is not None and args.json):
+        raise SnumapError("--node-frames adds each node's frame to top --job --batch --json")
     if args.count is not None and not (args.batch or args.stream):
         raise SnumapError("--count is the number of frames --batch prints: use it with "
                           "--batch (snumap top --batch --count N)")

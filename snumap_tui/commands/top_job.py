@@ -63,11 +63,17 @@ def run_job(args: argparse.Namespace) -> int:
         streams.stop()
 
 
-def job_json(agg: Any, jobid: str) -> dict[str, Any]:
-    """One interval of the job as ``--batch --json`` prints it."""
+def job_json(agg: Any, jobid: str, node_frames: bool = False) -> dict[str, Any]:
+    """One interval of the job as ``--batch --json`` prints it; NODE_FRAMES: each node's
+    last frame too, as `top --batch --json` prints a frame (``frame`` of each node)."""
     from snumap_tui.analysis.jobfindings import live_findings
+    from snumap_tui.jobview.aggregate import node_frame
 
     snap = agg.snapshot()
+    if node_frames:
+        for n in snap["nodes"]:
+            f = node_frame(agg, n["index"])
+            n["frame"] = None if f is None else f.to_dict()
     return {"job": jobid, "wall_ns": time.time_ns(), **snap,
             "findings": live_findings(agg.nodes())}
 
@@ -112,7 +118,7 @@ def run_batch(agg: Any, streams: Any, jobid: str, args: argparse.Namespace) -> i
         events_seen = 0
         while args.count is None or printed < args.count:
             with streams.locked():
-                snap = job_json(agg, jobid)
+                snap = job_json(agg, jobid, getattr(args, "node_frames", False))
             for e in snap["events"][events_seen:]:
                 print(f"snumap: {safe_lines(e)}", file=sys.stderr, flush=True)
             events_seen = len(snap["events"])
