@@ -221,6 +221,9 @@ def test_numa_spread_memory_far_and_idle_findings() -> None:
     far = _view("n1", [_rank(0, [(0, 90.0)], {0: 8 << 30})],
                 gpus=[{"name": "nvml0", "numa": 1, "util": 80.0}])
     [g] = memory_far(far)  # type: ignore[arg-type]
+    from snumap_tui.ui.job_view import rank_line
+
+    assert str(rank_line(far.ranks[0], 120, far.gpus)).endswith("GPU far")  # type: ignore[attr-defined]
     assert "NUMA node 0" in g["text"] and "--gpu-bind=closest" in g["fix"]
     assert memory_far(_view("n1", [_rank(0, [(2, 90.0)], {1: 8 << 30})],  # type: ignore[arg-type]
                             gpus=[{"name": "nvml0", "numa": 1}])) == []

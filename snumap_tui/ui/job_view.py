@@ -146,13 +146,23 @@ def node_line(v: NodeView, width: int, selected: bool) -> tuple[Text, tuple[str,
     return line, (kind, objs)
 
 
-def rank_line(r: Any, width: int) -> Text:
+def gpu_locality(r: Any, gpus: list[dict[str, Any]]) -> str:
+    """"GPU near" when most of the rank's memory is on a NUMA node that holds one of the
+    node's GPUs, "GPU far" when not, "" without GPUs or memory figures."""
+    near = {g.get("numa") for g in gpus if isinstance(g.get("numa"), int)}
+    if not near or not r.numa_mem:
+        return ""
+    home = max(r.numa_mem.items(), key=lambda kv: kv[1])[0]
+    return "GPU near" if home in near else "GPU far"
+
+
+def rank_line(r: Any, width: int, gpus: list[dict[str, Any]] | None = None) -> Text:
     rank = "-" if r.rank is None else str(r.rank)
     cpu = "  -" if r.cpu_pct is None else f"{r.cpu_pct:3.0f}"
     pus = ",".join(str(t.pu) for t in r.threads[:6]) + ("…" if len(r.threads) > 6 else "")
     numa = " ".join(f"{n}:{fmt_bytes(b)}" for n, b in sorted(r.numa_mem.items())[:4])
     s = (f"   rank {rank:>4} {safe_text(r.comm)[:12]:<12} {cpu}%  PU {pus:<8} "
-         f"bound {safe_text(r.affinity)[:10]:<10} {numa}")
+         f"bound {safe_text(r.affinity)[:10]:<10} {numa} {gpu_locality(r, gpus or [])}")
     return Text(s[:width], "dim" if r.rank is None else "")
 
 
@@ -180,7 +190,7 @@ def job_lines(nodes: list[NodeView], width: int, height: int, selected: int,
             pl.append_text(placement(v, kind, objs, gaps(v, kind, objs)))
             pl.append(f"  ranks on {kind or 'PU'}s", "dim")
             out.append(pl)
-            out += [rank_line(r, width) for r in v.ranks]
+            out += [rank_line(r, width, v.gpus) for r in v.ranks]
     return out[:height]
 
 
