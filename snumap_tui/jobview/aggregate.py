@@ -267,6 +267,11 @@ class JobAggregator:
             return None
         return max(t for t in times if t is not None) - self.started
 
+    def frames_of(self, index: int) -> int:
+        """How many frames node INDEX has sent (-1: no such node)."""
+        n = self._nodes.get(index)
+        return -1 if n is None else n.frames
+
     def topology(self, index: int) -> Topology | None:
         n = self._nodes.get(index)
         return None if n is None else n.topology

@@ -241,8 +241,7 @@ class NodeFeed:
             seen = -1
             while not self._stop.wait(min(0.25, self.interval_s / 2)):
                 with self.lock:
-                    views = self.agg.nodes()
-                    frames = views[self.index].frames if self.index < len(views) else -1
+                    frames = self.agg.frames_of(self.index)
                     frame = node_frame(self.agg, self.index) if frames != seen else None
                 if frame is not None:
                     seen = frames
