@@ -19,6 +19,7 @@ from snumap_tui.ui.job_view import JobApp, NodeFeed
 
 def fed(nodes: int, frames: int = 2, **kw: object) -> JobAggregator:
     agg = JobAggregator()
+    kw.setdefault("ranks", 8)               # half the 16 cores of the synthetic node
     job = synthetic_job(nodes, **kw)  # type: ignore[arg-type]
     for n in job:
         for line in n.topology_lines().splitlines(keepends=True):
@@ -122,9 +123,13 @@ def test_node_drill_down_is_top_fed_by_the_stream() -> None:
 
 
 def test_findings_on_streams() -> None:
-    agg = fed(4, frames=3, slow=(2,))
+    agg = fed(4, frames=3, slow=(2,), ranks=16)       # a rank per core
     kinds = {(f["kind"], f["node"]) for f in live_findings(agg.nodes())}
     assert kinds == {("slow_node", "node0002")}
+    half = [f for f in live_findings(fed(2).nodes()) if f["kind"] == "idle_cores"]
+    assert [(f["node"], f["cores"]) for f in half] == [
+        ("node0000", list(range(8, 16))), ("node0001", list(range(8, 16)))]
+    assert half[0]["fix"].startswith("srun --ntasks-per-node=16 ")
     agg.end(3, "task 3: Killed")
     assert agg.nodes()[3].status == LOST and agg.events == ["node0003: task 3: Killed"]
 

@@ -14,19 +14,28 @@ from the recording. A finding is ``{"kind", "node", "text" (the evidence, with i
 - ``numa_spread``: the threads of one rank run on PUs of several NUMA nodes while most of its
   memory sits on one: ``OMP_PROC_BIND=close`` and ``srun --cpu-bind=ldoms --mem-bind=local``.
 - ``memory_far``: a rank's memory is mostly on a NUMA node other than its GPU's.
-- ``idle_pus`` / ``idle_node``: PUs of the allocation or whole nodes where the job ran < IDLE_MAX %.
+- ``idle_cores`` / ``idle_node``: cores of the allocation (all of a core's PUs: an SMT sibling
+  left idle is a choice) or whole nodes where the job ran < IDLE_MAX %.
 - ``slow_node``: one node's ranks got much less CPU than the others' (waiting, throttled, shared).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, cpus_of, rank_cpu
+from snumap_tui.jobview.aggregate import (
+    LIVE,
+    NodeView,
+    RankView,
+    core_maps,
+    cpus_of,
+    rank_cpu,
+)
 from snumap_tui.topology.render import format_cpulist
 
 SHARE_MIN = 10.0      # % of a PU each sharing thread got
@@ -187,6 +196,39 @@ def idle(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
     return out
 
 
+def idle_cores(v: NodeView) -> list[dict[str, Any]]:
+    """Cores of the job's allocation on V where the job ran < IDLE_MAX % while its ranks ran
+    there (and none of them shares a PU: that is ``oversubscribed``'s, with its fix)."""
+    if v.status != LIVE or v.frames < 2 or not v.alloc_cores or v.job_cpu_pct < 50.0:
+        return []
+    on_core: dict[int, float] = {}
+    threads = v.threads
+    if threads is not None:
+        pairs = zip(threads[1].tolist(), threads[2].tolist())
+    else:
+        pairs = ((t.pu, t.cpu_pct or 0.0) for r in v.ranks for t in r.threads)  # type: ignore[assignment]
+    for pu, cpu in pairs:
+        k = v.pu_core.get(pu)
+        if k is not None and not math.isnan(cpu):
+            on_core[k] = on_core.get(k, 0.0) + cpu
+    used = [k for k, c in on_core.items() if c >= IDLE_MAX]
+    if len(used) >= len(v.alloc_cores) or oversubscribed(v):
+        return []
+    idle = sorted(k for k in v.alloc_cores if on_core.get(k, 0.0) < IDLE_MAX)
+    if not idle:
+        return []
+    ranks = len(rank_cpu(v)) or 1
+    return [{"kind": "idle_cores", "node": v.name, "cores": idle,
+             "text": f"{v.name}: {len(idle)} of the allocation's {len(v.alloc_cores)} cores "
+                     f"(logical {format_cpulist(idle)}) ran the job < {IDLE_MAX:.0f}% while "
+                     f"{len(used)} ran it",
+             "fix": f"srun --ntasks-per-node={ranks + len(idle)} <your command>   (or "
+                    f"OMP_NUM_THREADS={max(1, (len(used) + len(idle)) // ranks)} per rank, "
+                    "or ask Slurm for fewer cores)",
+             "confidence": "medium (over the last interval; the allocation is what Slurm "
+                           "lets the sampler's step use there)"}]
+
+
 def slow_node(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
     per = {}
     for v in nodes:
@@ -220,6 +262,7 @@ def live_findings(nodes: Sequence[NodeView], launch: str | None = None
         out += oversubscribed(v, launch)
         out += numa_spread(v)
         out += memory_far(v)
+        out += idle_cores(v)
     out += idle(nodes)
     out += slow_node(nodes)
     return out
@@ -274,9 +317,10 @@ def recording_nodes(rec: Any, report: dict[str, Any], job: dict[str, Any]) -> li
                 tv.cpu_pct = 100.0 * (tv.cpu_pct or 0.0) / ref if ref > 0 else None
     out = []
     for i, name in enumerate(names):
-        v = NodeView(i, name, LIVE, topology=topo, frames=2,
-                     alloc=format_cpulist(node_pus.get(name, [])),
+        alloc = format_cpulist(node_pus.get(name, []))
+        v = NodeView(i, name, LIVE, topology=topo, frames=2, alloc=alloc,
                      pu_base=bases[i] if i < len(bases) else 0, affinity_known=False)
+        v.pu_core, v.alloc_cores = core_maps(topo, alloc)
         v.ranks = sorted(ranks.get(name, {}).values(),
                          key=lambda r: (r.rank is None, r.rank or 0, r.pid))
         out.append(v)

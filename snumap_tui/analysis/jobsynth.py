@@ -18,7 +18,7 @@ from snumap_tui.topology.model import Topology
 class SyntheticNode:
     """One node's stream: ``topology_lines()`` once, then ``frame_lines(step)``."""
 
-    def __init__(self, index: int, topo: Topology | None = None, ranks: int = 8,
+    def __init__(self, index: int, topo: Topology | None = None, ranks: int = 16,
                  threads: int = 1, seed: int = 0, slow: bool = False) -> None:
         self.index = index
         self.topo = topo or synthetic_topology(2, 2, 4, 2)
@@ -77,7 +77,7 @@ class SyntheticNode:
         return self.encoder.frame(self.seq, head, arrays)
 
 
-def synthetic_job(nodes: int, ranks: int = 8, threads: int = 1, seed: int = 0,
+def synthetic_job(nodes: int, ranks: int = 16, threads: int = 1, seed: int = 0,
                   slow: tuple[int, ...] = ()) -> list[SyntheticNode]:
     topo = synthetic_topology(2, 2, 4, 2)
     return [SyntheticNode(i, topo, ranks, threads, seed, slow=i in slow) for i in range(nodes)]

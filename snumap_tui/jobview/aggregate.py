@@ -83,6 +83,8 @@ class NodeView:
     # nodes a tick builds the rows of the nodes on screen only.
     threads: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     pu_numa: dict[int, int] = field(default_factory=dict)
+    pu_core: dict[int, int] = field(default_factory=dict)     # PU -> its core's logical index
+    alloc_cores: frozenset[int] = frozenset()                 # cores whose PUs are all the job's
     _ranks: list[RankView] | None = None
     _make_ranks: Callable[[], list[RankView]] | None = None
     _rank_cpu: list[float] | None = None
@@ -170,6 +172,8 @@ class _Node:
     # per object type: (ids, OS indexes) of the topology, computed once
     index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     pu_numa: dict[int, int] = field(default_factory=dict)
+    pu_core: dict[int, int] = field(default_factory=dict)
+    alloc_cores: frozenset[int] = frozenset()
 
 
 class JobAggregator:
@@ -232,6 +236,7 @@ class JobAggregator:
             numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
             if pu.os_index is not None and numa is not None and numa.os_index is not None:
                 n.pu_numa[pu.os_index] = numa.os_index
+        n.pu_core, n.alloc_cores = core_maps(topo, str(rec.header.get("alloc", ""))[:1000])
 
     def end(self, index: int, why: str, status: str = LOST) -> None:
         """A node's stream ended (``E`` record, its sampler or srun's task gone)."""
@@ -299,7 +304,7 @@ class JobAggregator:
         if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
                 and c.shape == (len(t),):
             v.threads = (t[:, wire.T_PID], t[:, wire.T_PU], c, t[:, wire.T_RANK])
-        v.pu_numa = n.pu_numa
+        v.pu_numa, v.pu_core, v.alloc_cores = n.pu_numa, n.pu_core, n.alloc_cores
         name, pu_numa = n.name, n.pu_numa
         v._make_ranks = lambda: _ranks(name, h, a, pu_numa)
         launch = h.get("launch")
@@ -438,6 +443,22 @@ def node_frame(agg: JobAggregator, index: int) -> Any:
     return Frame(t_ns=int(h.get("t", 0) or 0), wall_ns=int(h.get("wall", 0) or 0),
                  dt_s=float(h.get("dt", 0) or 0), topology=n.topology, values=values,
                  tasks=rows, sources=sources)
+
+
+def core_maps(topo: Topology, alloc: str) -> tuple[dict[int, int], frozenset[int]]:
+    """(PU OS index -> its core's logical index, the cores whose PUs are all in ALLOC (a
+    cpulist; every core when empty))."""
+    pu_core: dict[int, int] = {}
+    mine = set(cpus_of(alloc)) if alloc else None
+    cores = set()
+    for core in topo.by_type("Core"):
+        pus = [p.os_index for p in topo.pus[core.pu_range[0]:core.pu_range[1]]
+               if p.os_index is not None]
+        for p in pus:
+            pu_core[p] = core.logical_index
+        if pus and (mine is None or all(p in mine for p in pus)):
+            cores.add(core.logical_index)
+    return pu_core, frozenset(cores)
 
 
 def cpus_of(cl: str) -> list[int]:
