@@ -268,3 +268,42 @@ def test_static_header_parts_sent_when_they_change() -> None:
     assert r3 is not None and r4 is not None and r4.header["comm"] == ["a", "b", "c"]
     # a delta before any full record
     assert wire.Assembler().feed(same) is None
+
+
+def test_srun_failing_is_said_per_node() -> None:
+    """srun that cannot start the step: every node ends with srun's own last line."""
+    from snumap_tui.jobview.launch import SrunStreams
+
+    agg = JobAggregator(["n1", "n2"])
+    script = "echo 'srun: error: Unable to create step for job 7: Invalid' >&2; exit 1"
+    streams = SrunStreams(["sh", "-c", script], agg)
+    streams.start()
+    assert streams.done.wait(30)
+    streams.stop()
+    views = agg.nodes()
+    assert [v.status for v in views] == ["ended", "ended"]
+    assert views[0].why == "srun ended (exit 1: srun: error: Unable to create step for job " \
+        "7: Invalid)"
+
+
+def test_srun_lines_are_routed_by_label() -> None:
+    """srun --label's "N: " prefix says whose line it is; a task's death on stderr ends it."""
+    from snumap_tui.jobview.launch import SrunStreams
+
+    node = synthetic_job(2)
+    out = b"".join(f"{i}: ".encode() + line for n in node for i in (n.index,)
+                   for line in (n.topology_lines() + n.frame_lines(0) + n.frame_lines(1))
+                   .splitlines(keepends=True))
+    agg = JobAggregator(["a", "b"])
+    path = "/dev/stdin"
+    streams = SrunStreams(["sh", "-c", f"cat {path}; echo 'srun: error: n2: task 1: Killed' >&2"],
+                          agg)
+    streams.start()
+    assert streams.proc is not None and streams.proc.stdin is not None
+    streams.proc.stdin.write(out)
+    streams.proc.stdin.close()
+    assert streams.done.wait(30)
+    streams.stop()
+    a, b = agg.nodes()
+    assert (a.name, a.frames, a.status) == ("node0000", 2, "ended")
+    assert (b.name, b.status, b.why) == ("node0001", "lost", "Killed")

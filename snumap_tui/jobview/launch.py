@@ -137,13 +137,20 @@ class SrunStreams:
             self.on_message(self.messages[-1])
 
     def _srun_ended(self) -> None:
+        code = None
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+                code = self.proc.wait(timeout=5)
+        for t in self._threads:              # srun's last words first
+            if t is not threading.current_thread():
+                t.join(timeout=2)
+        why = "srun ended" + (f" (exit {code}" + (f": {self.messages[-1][:160]}"
+                                                   if code and self.messages else "") + ")"
+                              if code else "")
         with self._lock:
             for v in self.agg.nodes():
                 if v.status not in (ENDED, LOST):
-                    self.agg.end(v.index, "srun ended", ENDED)
+                    self.agg.end(v.index, why, ENDED)
         self.done.set()
 
     def locked(self) -> threading.Lock:
