@@ -21,7 +21,6 @@ from the recording. A finding is ``{"kind", "node", "text" (the evidence, with i
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import statistics
@@ -30,15 +29,16 @@ from typing import Any
 
 from snumap_tui.jobview.aggregate import (
     LIVE,
+    SHARE_MIN,  # % of a PU each thread sharing one got
     NodeView,
     RankView,
     core_maps,
     cpus_of,
     rank_cpu,
+    thread_stats,
 )
 from snumap_tui.topology.render import format_cpulist
 
-SHARE_MIN = 10.0      # % of a PU each sharing thread got
 IDLE_MAX = 10.0       # % of a PU the job used for it to count as idle for the job
 SLOW_RATIO = 0.6      # a node whose ranks' mean CPU is below this share of the others'
 _CPU_BIND = re.compile(r"^--cpu-bind(=\S*)?$|^--cpu_bind(=\S*)?$")
@@ -72,11 +72,9 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
     topo = v.topology
     if topo is None or v.status != LIVE:
         return []
-    if v.threads is not None:         # the arrays first: no PU with two busy threads, done
-        _pid, pus, cpu, _rank = v.threads
-        busy = [p for p, c in zip(pus.tolist(), cpu.tolist()) if c >= SHARE_MIN and p >= 0]
-        if len(busy) == len(set(busy)):
-            return []
+    busy = thread_stats(v).busy_pus   # one pass first: no PU with two busy threads, done
+    if len(busy) == len(set(busy)):
+        return []
     by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
     job_on: dict[int, float] = {}
     alloc: set[int] = _pus_of(v.alloc)          # the job's PUs on the node, when known
@@ -201,16 +199,7 @@ def idle_cores(v: NodeView) -> list[dict[str, Any]]:
     there (and none of them shares a PU: that is ``oversubscribed``'s, with its fix)."""
     if v.status != LIVE or v.frames < 2 or not v.alloc_cores or v.job_cpu_pct < 50.0:
         return []
-    on_core: dict[int, float] = {}
-    threads = v.threads
-    if threads is not None:
-        pairs = zip(threads[1].tolist(), threads[2].tolist())
-    else:
-        pairs = ((t.pu, t.cpu_pct or 0.0) for r in v.ranks for t in r.threads)  # type: ignore[assignment]
-    for pu, cpu in pairs:
-        k = v.pu_core.get(pu)
-        if k is not None and not math.isnan(cpu):
-            on_core[k] = on_core.get(k, 0.0) + cpu
+    on_core = thread_stats(v).core_cpu
     used = [k for k, c in on_core.items() if c >= IDLE_MAX]
     if len(used) >= len(v.alloc_cores) or oversubscribed(v):
         return []

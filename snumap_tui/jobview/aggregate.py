@@ -87,8 +87,7 @@ class NodeView:
     alloc_cores: frozenset[int] = frozenset()                 # cores whose PUs are all the job's
     _ranks: list[RankView] | None = None
     _make_ranks: Callable[[], list[RankView]] | None = None
-    _rank_cpu: list[float] | None = None
-    _job_cpu: float | None = None
+    _stats: ThreadStats | None = None
     # utilisation per object and the topology's (ids, OS indexes) per type; used and total
     # memory per object: the strips and memory rows are made from them when first asked for
     _util: np.ndarray | None = None
@@ -130,11 +129,7 @@ class NodeView:
     @property
     def job_cpu_pct(self) -> float:
         """The job's CPU on the node, in % of one PU."""
-        if self._ranks is None and self.threads is not None:
-            if self._job_cpu is None:
-                self._job_cpu = sum(c for c in self.threads[2].tolist() if not math.isnan(c))
-            return self._job_cpu
-        return float(sum(r.cpu_pct or 0.0 for r in self.ranks))
+        return thread_stats(self).job_cpu
 
     def to_dict(self) -> dict[str, Any]:
         pu = self.strips.get("PU")
@@ -374,24 +369,59 @@ def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
     return out
 
 
-def rank_cpu(v: NodeView) -> list[float]:
-    """Each rank's CPU % on node V (its threads summed), from the arrays while the rank rows
-    are not built."""
-    if v._rank_cpu is None:
-        v._rank_cpu = _rank_cpu(v)
-    return v._rank_cpu
+@dataclass
+class ThreadStats:
+    """One pass over a node's job threads (the findings and the imbalance all read it)."""
+    job_cpu: float                      # % of one PU, every thread of the job
+    rank_cpu: list[float]               # per rank process, its threads summed
+    core_cpu: dict[int, float]          # per core (logical index), its PUs' threads summed
+    busy_pus: list[int]                 # the PU of each thread at SHARE_MIN % or more
 
 
-def _rank_cpu(v: NodeView) -> list[float]:
+#: What a thread must get of a PU to count as busy on it (the oversubscription finding's).
+SHARE_MIN = 10.0
+
+
+def thread_stats(v: NodeView) -> ThreadStats:
+    if v._stats is None:
+        v._stats = _thread_stats(v)
+    return v._stats
+
+
+def _thread_stats(v: NodeView) -> ThreadStats:
+    per: dict[int, float] = {}
+    core: dict[int, float] = {}
+    busy: list[int] = []
+    total = 0.0
+    pu_core = v.pu_core
     if v._ranks is None and v.threads is not None:
         # a node has a few dozen threads of the job: plain Python beats numpy's call costs
-        pid, _pu, cpu, rank = v.threads
-        per: dict[int, float] = {}
-        for p, c, r in zip(pid.tolist(), cpu.tolist(), rank.tolist()):
-            if r >= 0 and not math.isnan(c):     # NaN: not measured yet
-                per[p] = per.get(p, 0.0) + c
-        return list(per.values())
-    return [r.cpu_pct for r in v.ranks if r.rank is not None and r.cpu_pct is not None]
+        pid, pus, cpu, rank = v.threads
+        rows = zip(pid.tolist(), pus.tolist(), cpu.tolist(), rank.tolist())
+    else:
+        rows = ((r.pid, t.pu, math.nan if t.cpu_pct is None else t.cpu_pct,  # type: ignore[assignment]
+                 -1 if r.rank is None else r.rank) for r in v.ranks for t in r.threads)
+    for p, pu, c, r in rows:
+        if math.isnan(c):                       # not measured yet
+            continue
+        total += c
+        if r >= 0:
+            per[p] = per.get(p, 0.0) + c
+        k = pu_core.get(pu)
+        if k is not None:
+            core[k] = core.get(k, 0.0) + c
+        if c >= SHARE_MIN and pu >= 0:
+            busy.append(pu)
+    if v._ranks is not None:                    # a recording's ranks carry their own CPU
+        per = {r.pid: r.cpu_pct for r in v.ranks if r.rank is not None
+               and r.cpu_pct is not None}
+        total = sum(r.cpu_pct or 0.0 for r in v.ranks)
+    return ThreadStats(total, list(per.values()), core, busy)
+
+
+def rank_cpu(v: NodeView) -> list[float]:
+    """Each rank's CPU % on node V (its threads summed)."""
+    return thread_stats(v).rank_cpu
 
 
 def imbalance(nodes: list[NodeView]) -> dict[str, Any]:

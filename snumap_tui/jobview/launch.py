@@ -94,6 +94,7 @@ class SrunStreams:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.done = threading.Event()
+        self._err_done = threading.Event()
 
     def start(self) -> None:
         try:
@@ -102,11 +103,12 @@ class SrunStreams:
                                          start_new_session=True)
         except FileNotFoundError:
             raise SnumapError("--job needs Slurm's srun on this node's PATH") from None
-        for target, stream in ((self._read_out, self.proc.stdout),
-                               (self._read_err, self.proc.stderr)):
-            t = threading.Thread(target=target, args=(stream,), daemon=True, name="srun-io")
+        self._threads = [threading.Thread(target=target, args=(stream,), daemon=True,
+                                          name="srun-io")
+                         for target, stream in ((self._read_out, self.proc.stdout),
+                                                (self._read_err, self.proc.stderr))]
+        for t in self._threads:
             t.start()
-            self._threads.append(t)
 
     def _read_out(self, stream: IO[bytes]) -> None:
         for line in stream:
@@ -118,6 +120,12 @@ class SrunStreams:
         self._srun_ended()
 
     def _read_err(self, stream: IO[bytes]) -> None:
+        try:
+            self._err_lines(stream)
+        finally:
+            self._err_done.set()
+
+    def _err_lines(self, stream: IO[bytes]) -> None:
         for raw in stream:
             line = raw.decode("utf-8", "replace").rstrip()
             m = _LABEL.match(raw)
@@ -141,9 +149,7 @@ class SrunStreams:
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self.proc.wait(timeout=5)
-        for t in self._threads:              # srun's last words first
-            if t is not threading.current_thread():
-                t.join(timeout=2)
+        self._err_done.wait(timeout=2)       # srun's last words first
         why = "srun ended" + (f" (exit {code}" + (f": {self.messages[-1][:160]}"
                                                    if code and self.messages else "") + ")"
                               if code else "")
