@@ -237,6 +237,8 @@ def main() -> int:
                          f"{tick / 10:.2f} %", f"{r['max_tick_ms']:.0f}", r["hwm_mb"]])
         print(n, r)
     body += ("### The aggregator at N synthetic node streams (1 s interval)\n\n"
+             "Each node: 32 PUs (2 packages, 4 NUMA nodes, 16 cores), 16 ranks pinned one per "
+             "core, one of them slower (analysis/jobsynth.py).\n\n"
              + table(["nodes", "feed ms/tick", "snapshot + findings ms/tick",
                       "CPU, % of one core", "slowest tick (ms, the first)", "peak RSS (MB)"],
                      agg_rows)
