@@ -3,9 +3,9 @@ the job, never by hand), writing the wire format (jobview/wire.py) to stdout.
 
 It drives the model's Sampler without its process list (the job's processes are all it needs)
 and sources/jobprocs.py's JobScanner for the job's processes on this node. Per interval it
-writes one ``F`` record: every metric the Sampler derived that is not all n/a, per topology
-object (float32), the job's threads (pid, tid, rank, last PU, CPU %, affinity), the job's
-processes (rank, RSS, memory per NUMA node from sources/procmem.py) and the GPUs.
+writes one ``F`` record (wire.pack_frame): every metric the Sampler derived that is not all
+n/a, per topology object, the job's threads (pid, tid, rank, last PU, CPU %, affinity), the
+job's processes (rank, RSS, memory per NUMA node from sources/procmem.py) and the GPUs.
 
 It ends when its stdin closes (srun forwards the login node's stdin to every task with
 ``--input=all``; when srun ends, for whatever reason, the step daemon closes it), on SIGTERM
@@ -33,8 +33,6 @@ from snumap_tui.sources.jobprocs import JobScanner, node_name
 from snumap_tui.sources.tasks import parse_stat
 from snumap_tui.topology.model import Topology
 
-#: Metrics never sent (their information is in others, or they are per-process).
-SKIP_METRICS: frozenset[str] = frozenset()
 TICKS = os.sysconf("SC_CLK_TCK")
 #: Processes whose command line is sent: the line that started the ranks (a fix rewrites it).
 LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec", "mpiexec.hydra"})
@@ -153,8 +151,7 @@ class NodeStream:
         return self._emit("F", *self.frame_payload(frame))
 
     def frame_payload(self, frame: Frame) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        metrics = {name: arr for name, arr in frame.values.items()
-                   if name not in SKIP_METRICS and np.isfinite(arr).any()}
+        metrics = {name: arr for name, arr in frame.values.items() if np.isfinite(arr).any()}
         now = self.clock()
         threads: list[tuple[int, int, int, int, float, str]] = []
         seen: dict[int, tuple[int, float]] = {}
@@ -194,7 +191,7 @@ class NodeStream:
         self.sampler.close()
 
 
-def _stdin_closed(stop: threading.Event) -> None:
+def _stdin_closed(stop: threading.Event, why: list[str]) -> None:
     """Sets STOP when stdin reaches its end (srun ended or the login node closed it)."""
     fd = sys.stdin.fileno() if sys.stdin is not None else -1
     if fd < 0:
@@ -206,6 +203,7 @@ def _stdin_closed(stop: threading.Event) -> None:
                 break
         except OSError:
             break
+    why.append("the view on the login node ended")
     stop.set()
 
 
@@ -214,17 +212,19 @@ def run(topo: Topology, jobid: str, interval_s: float, count: int | None = None,
     """Stream this node until stopped (module docstring); 0 on an orderly end."""
     stream = out if out is not None else sys.stdout.buffer
     stop = threading.Event()
+    why: list[str] = []                     # the first reason to stop is said in the E record
 
     def on_signal(signum: int, _frame: Any) -> None:
+        why.append(f"{signal.Signals(signum).name} (the job ended or was cancelled)"
+                   if signum == signal.SIGTERM else signal.Signals(signum).name)
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     if watch_stdin:
-        threading.Thread(target=_stdin_closed, args=(stop,), daemon=True,
+        threading.Thread(target=_stdin_closed, args=(stop, why), daemon=True,
                          name="stdin-watch").start()
     node = NodeStream(topo, jobid, interval_s)
-    why = "stopped"
     try:
         stream.write(node.topology_record())
         stream.flush()
@@ -244,10 +244,10 @@ def run(topo: Topology, jobid: str, interval_s: float, count: int | None = None,
             stream.flush()
             sent += 1
         with contextlib.suppress(OSError, ValueError):
-            stream.write(node.end_record(why))
+            stream.write(node.end_record(why[0] if why else f"{sent} frames sent"))
             stream.flush()
     except (BrokenPipeError, ConnectionResetError):
-        why = "stdout closed"
+        pass                                    # nobody reads: nothing to say either
     finally:
         node.close()
     return 0
