@@ -307,3 +307,34 @@ def test_srun_lines_are_routed_by_label() -> None:
     a, b = agg.nodes()
     assert (a.name, a.frames, a.status) == ("node0000", 2, "ended")
     assert (b.name, b.status, b.why) == ("node0001", "lost", "Killed")
+
+
+def test_job_view_keys_come_from_the_keymap() -> None:
+    from snumap_tui.ui.keymap import bindings, entries
+
+    assert [(b.key, b.action) for b in JobApp.BINDINGS] == [  # type: ignore[union-attr]
+        (b.key, b.action) for b in bindings("job")]
+    for k in entries("job"):                         # the app implements every action
+        assert hasattr(JobApp, "action_" + (k.action("job") or "").split("(")[0]), k
+    assert {k.keys for k in entries("job")} >= {"enter", "q,f10", "up", "down", "s", "n"}
+
+
+def test_sort_pause_and_help_keys() -> None:
+    agg = fed(4, frames=3, slow=(1,), ranks=16)
+
+    async def go() -> None:
+        app = JobApp(agg, "7", refresh_s=10)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            names = [v.name for v in app.nodes]
+            assert names == ["node0000", "node0001", "node0002", "node0003"]
+            await pilot.press("s", "s")               # by the job's CPU: the slow node last
+            await pilot.pause()
+            assert [v.name for v in app.nodes][-1] == "node0001"
+            await pilot.press("space")
+            await pilot.pause()
+            assert "[paused]" in str(app.query_one("#job-head").render())
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert app.is_running
+    asyncio.run(go())
