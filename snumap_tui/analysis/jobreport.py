@@ -9,6 +9,7 @@ would save if the work were spread evenly), for nodes and for ranks.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from snumap_tui.textsafe import safe_text
@@ -172,6 +173,9 @@ def format_job(j: dict[str, Any]) -> str:
     if j.get("findings"):
         lines += ["", "Placement (as top --job finds it live):"]
         for f in j["findings"]:
-            lines += [f"  ! {safe_text(f['text'])}", f"    fix: {safe_text(f['fix'])}",
-                      f"    ({f['confidence']})"]
+            for text, first, rest in ((safe_text(f["text"]), "  ! ", "    "),
+                                      (safe_text(f["fix"]), "    fix: ", "      "),
+                                      (f"confidence {f['confidence']}", "    ", "      ")):
+                lines += textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest,
+                                       break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines) + "\n"

@@ -80,6 +80,8 @@ def job_json(agg: Any, jobid: str, node_frames: bool = False) -> dict[str, Any]:
 
 def job_text(snap: dict[str, Any], jobid: str) -> str:
     """One interval as text, 80 columns: a line per node, per rank, then the findings."""
+    from snumap_tui.commands.top import wrap_line
+
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     out = [f"== {stamp}  job {jobid}  {len(snap['nodes'])} node(s)",
            f"{'NODE':<12}{'STATE':<8}{'BUSY%':>6}{'JOB%':>7}{'RANKS':>6}  MEM/NUMA"]
@@ -95,11 +97,11 @@ def job_text(snap: dict[str, Any], jobid: str) -> str:
             out.append(f"  rank {rank:>4} pid {r['pid']:>7} {safe_text(r['comm'])[:14]:<14}"
                        f" cpu {cpu:>4}%  on PU {pus}  bound {safe_text(r['affinity'])[:16]}")
     for f in snap.get("findings", []):
-        out.append(f"! {f['text']}")
-        out.append(f"  fix: {f['fix']}")
-        out.append(f"  confidence {f['confidence']}")
+        out += wrap_line(f"! {f['text']}")
+        out += wrap_line(f"  fix: {f['fix']}", indent="      ")
+        out += wrap_line(f"  confidence {f['confidence']}")
     for e in snap.get("events", []):
-        out.append(f"# {e}")
+        out += wrap_line(f"# {e}")
     return safe_lines("\n".join(out) + "\n")
 
 
