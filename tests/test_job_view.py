@@ -338,3 +338,28 @@ def test_sort_pause_and_help_keys() -> None:
             await pilot.pause()
             assert app.is_running
     asyncio.run(go())
+
+
+def test_report_findings_from_a_recordings_figures() -> None:
+    """`report`'s side: a rank whose two threads ran on both NUMA nodes of a node while its
+    memory stayed on node 0 (the report's per-thread NUMA time and per-process memory)."""
+    from types import SimpleNamespace
+
+    from snumap_tui.analysis.jobfindings import report_findings
+    from snumap_tui.analysis.synth import synthetic_topology
+
+    rec = SimpleNamespace(
+        topology=synthetic_topology(1, 2, 2, 1), nodes=None, header={"node": "n1"},
+        infos=[{"what": "job processes", "columns": ["pid", "node", "step", "rank", "comm"],
+                "rows": [[100, "n1", "0", 0, "app"]]}])
+    report = {"duration_s": 10.0,
+              "tasks": [{"pid": 100, "tid": 100, "cpus": {"0": 9.0}, "numa": {"0": 9.0},
+                         "runtime_s": 9.0, "pus": "0"},
+                        {"pid": 100, "tid": 101, "cpus": {"2": 9.0}, "numa": {"1": 9.0},
+                         "runtime_s": 9.0, "pus": "2"}],
+              "processes": [{"pid": 100, "memory": {"nodes": {"0": 9 << 30, "1": 1 << 28}}}]}
+    found = report_findings(rec, report, {"nodes": [{"node": "n1"}]})
+    assert [f["kind"] for f in found] == ["numa_spread", "idle_cores"], found
+    assert "NUMA nodes 0, 1" in found[0]["text"] and "97%" in found[0]["text"]
+    assert "over the recording" in found[0]["confidence"]
+    assert found[1]["cores"] == [1, 3]            # the second core of each NUMA node

@@ -124,7 +124,7 @@ def numa_spread(v: NodeView) -> list[dict[str, Any]]:
         pids = v.threads[0].tolist()
         if len(set(pids)) == len(pids):
             return []                 # one thread a process: nothing to spread
-    if len(v.numa_mem) < 2:
+    if v._index_of and len(v.numa_mem) < 2:     # a stream's node with one NUMA node
         return []
     out = []
     for r in v.ranks:
@@ -144,8 +144,10 @@ def numa_spread(v: NodeView) -> list[dict[str, Any]]:
             "fix": f"OMP_PROC_BIND=close OMP_PLACES=cores srun --cpu-bind=ldoms "
                    f"--mem-bind=local <your command>   (or numactl --cpunodebind={home} "
                    f"--membind={home})",
-            "confidence": "medium (where threads ran last; memory split "
-                          + ("measured)" if total else "estimated)")})
+            "confidence": "medium (where its threads ran last; memory per node now)"
+                          if v.affinity_known else
+                          "medium (where its threads ran over the recording, its memory's "
+                          "high-water mark per node)"})
     return out
 
 
@@ -271,6 +273,10 @@ def recording_nodes(rec: Any, report: dict[str, Any], job: dict[str, Any]) -> li
     from snumap_tui.analysis.jobreport import job_processes
 
     procs = {int(p["pid"]): p for p in job_processes(rec)}
+    # each process's memory per NUMA node, its high-water mark (report's process memory)
+    memory = {int(p["pid"]): {int(n): int(b) for n, b in
+                              ((p.get("memory") or {}).get("nodes") or {}).items()}
+              for p in report.get("processes", [])}
     node_pus: dict[str, list[int]] = {n: [] for n in names}
     for pu in topo.pus:
         if pu.os_index is None:
@@ -291,7 +297,12 @@ def recording_nodes(rec: Any, report: dict[str, Any], job: dict[str, Any]) -> li
             rv = ranks[node][int(t["pid"])] = RankView(
                 node=node, rank=jp["rank"], pid=int(t["pid"]), comm=str(jp["comm"]),
                 step=str(jp["step"]), cpu_pct=0.0, threads=[], affinity=t.get("pus", ""),
-                numa_mem={}, rss=None, run_numa=[])
+                numa_mem=memory.get(int(t["pid"]), {}), rss=None, run_numa=[])
+        # the NUMA nodes it ran on for a tenth of its time or more
+        run = t.get("numa", {})
+        total = sum(float(x) for x in run.values()) or 1.0
+        rv.run_numa = sorted(set(rv.run_numa) | {int(n) for n, x in run.items()
+                                                  if float(x) >= 0.1 * total})
         for cpu, sec in t.get("cpus", {}).items():
             rv.threads.append(ThreadView(int(t["tid"]), int(cpu), float(sec)))
             on_pu[node][int(cpu)] = on_pu[node].get(int(cpu), 0.0) + float(sec)
