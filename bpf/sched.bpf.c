@@ -490,34 +490,42 @@ int BPF_PROG(sched_exit_tp, bool is_switch)
     if (!is_switch)
         return 0;
     __u32 cpu = bpf_get_smp_processor_id();
-    /* First, so that the task's own counts start as close to the switch as they can. */
-    if (snumap_ncounters)
-        count_switched_in(cpu, bpf_ktime_get_ns());
-    __u64 now = bpf_ktime_get_ns();
     struct task_struct *cur = bpf_get_current_task_btf();
     __u32 tid = cur->pid;
     __u32 zero = 0;
     struct last_switch *ls = bpf_map_lookup_elem(&lastsw, &zero);
-    if (ls && ls->t_ns && ls->next != tid) {
-        __u32 from = ls->next;
-        __s32 from_pid = from ? -1 : 0, pid = tid ? (__s32)cur->tgid : 0;
-        int from_tracked = 1, tracked_now = 1;
-        if (!snumap_system_wide) {
-            from_tracked = bpf_map_lookup_elem(&tracked, &from) != 0;
-            tracked_now = bpf_map_lookup_elem(&tracked, &tid) != 0;
-            asm volatile("" : "+r"(from_tracked), "+r"(tracked_now));
-            if (!from_tracked && from)
-                from_pid = SNUMAP_OUTSIDE;
-            if (!tracked_now && tid)
-                pid = SNUMAP_OUTSIDE;
-        }
-        if (from_tracked || tracked_now || (ls->used && (from != 0) != (tid != 0))) {
-            if (from_tracked || tracked_now)
-                ls->used = 1;
-            emit_at(now, SNUMAP_SWITCH, cpu, from, tid, from_pid, pid, -2);
-        }
-        ls->t_ns = now;
-        ls->next = tid;
+    if (!ls || !ls->t_ns || ls->next == tid) {
+        /* The common case, first, so that the task's own counts start as close to the
+         * switch as they can. */
+        if (snumap_ncounters)
+            count_switched_in(cpu, bpf_ktime_get_ns());
+        return 0;
+    }
+    __u64 now = bpf_ktime_get_ns();
+    __u32 from = ls->next;
+    __s32 from_pid = from ? -1 : 0, pid = tid ? (__s32)cur->tgid : 0;
+    int from_tracked = 1, tracked_now = 1;
+    if (!snumap_system_wide) {
+        from_tracked = bpf_map_lookup_elem(&tracked, &from) != 0;
+        tracked_now = bpf_map_lookup_elem(&tracked, &tid) != 0;
+        asm volatile("" : "+r"(from_tracked), "+r"(tracked_now));
+        if (!from_tracked && from)
+            from_pid = SNUMAP_OUTSIDE;
+        if (!tracked_now && tid)
+            pid = SNUMAP_OUTSIDE;
+    }
+    if (from_tracked || tracked_now || (ls->used && (from != 0) != (tid != 0))) {
+        if (from_tracked || tracked_now)
+            ls->used = 1;
+        emit_at(now, SNUMAP_SWITCH, cpu, from, tid, from_pid, pid, -2);
+    }
+    ls->t_ns = now;
+    ls->next = tid;
+    /* The task switched out without a sched_switch ran until now: its interval ends here
+     * (with the switch path, which has no reading of its own). */
+    if (snumap_ncounters) {
+        count_interval(cpu, now, from, from_pid, from_tracked, tracked_now, 0);
+        count_switched_in(cpu, bpf_ktime_get_ns());
     }
     return 0;
 }
