@@ -112,7 +112,8 @@ def same_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     lines = [ln.split() for ln in out.splitlines() if ln.strip()]
     t_gate = int(next(f[1] for f in lines if f[0] == "gate"))
     proc = {int(f[1]): {"name": f[0], "task-clock": int(f[2]), "context-switches": int(f[3]),
-                        "page-faults": int(f[4]) + int(f[5])}
+                        "page-faults": int(f[4]) + int(f[5]),
+                        "window": tuple(int(x) for x in f[6:10])}
             for f in lines if f[0] in NAMES}
     return {"rec": rec, "tmp": tmp, "gate": t_gate, "proc": proc,
             "perf": _perf_figures((tmp / "perf.txt").read_text())}
@@ -130,6 +131,15 @@ def snumap_figures(rec: Path, t_gate: int) -> dict[int, dict[str, int]]:
     return out
 
 
+def switch_outs_between(rec: Path, tid: int, t0: int, t1: int) -> int:
+    """snumap's context switches of TID whose switch-out lies in [T0, T1]."""
+    with store.open(rec) as r:
+        tc = r.thread_counters()
+    col = tc.events.index("context-switches")
+    m = (tc.rows["tid"] == tid) & (tc.rows["t_end"] >= t0) & (tc.rows["t_end"] <= t1)
+    return int(tc.rows["value"][m][:, col].sum())
+
+
 def test_counts_equal_perf_and_proc_on_the_same_run(same_run: dict) -> None:
     proc, perf = same_run["proc"], same_run["perf"]
     mine = snumap_figures(same_run["rec"], same_run["gate"])
@@ -141,7 +151,14 @@ def test_counts_equal_perf_and_proc_on_the_same_run(same_run: dict) -> None:
     print("\nsnumap / perf / proc\n" + "\n".join(table))
     for tid, k in proc.items():
         s, p = mine[tid], perf[tid]
-        assert s["context-switches"] == k["context-switches"] == p["context-switches"], table
+        assert s["context-switches"] == p["context-switches"], table
+        # /proc's window is the thread's own, from its first snapshot to its last (a busy
+        # thread can be preempted just before or after them): snumap's switch-outs inside
+        # it, bounded by the times taken around each snapshot.
+        b0, b1, e0, e1 = k["window"]
+        inner = switch_outs_between(same_run["rec"], tid, b1, e0)
+        outer = switch_outs_between(same_run["rec"], tid, b0, e1)
+        assert inner <= k["context-switches"] <= outer, table
         assert s["page-faults"] == p["page-faults"], table
         assert s["cpu-migrations"] == p["cpu-migrations"], table
         if k["name"] == "t-sleep":
@@ -190,3 +207,48 @@ def test_names_follow_the_kernel_in_report_and_every_export(same_run: dict) -> N
     run("export", "--format", "perfetto", "-o", str(tmp / "t.pftrace"), "--force", str(rec))
     raw = (tmp / "t.pftrace").read_bytes()
     assert all(n.encode() in raw for n in NAMES)
+
+
+def test_process_peak_is_the_kernels_vmhwm_not_the_largest_sample(tmp_path: Path) -> None:
+    """Ten 64 MB peaks, each shorter than the sample interval: the largest sampled RSS misses
+    them; the process's peak the report gives is what the kernel says (VmHWM), labelled."""
+    exe = compile_program("peaks", tmp_path)
+    rec = tmp_path / "peaks.snumap"
+    r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--regions", "none", "--", str(exe)],
+                       capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    vmhwm = int(r.stdout.split()[1])
+    rep = json.loads(subprocess.run([*SNUMAP, "report", "--json", str(rec)],
+                                    capture_output=True, text=True, check=True).stdout)
+    (p,) = [p for p in rep["processes"] if p["comm"] == "peaks"]
+    assert p["memory"]["peak_bytes"] == vmhwm >= 64 << 20
+    assert p["memory"]["rss_bytes"] <= vmhwm
+    text = subprocess.run([*SNUMAP, "report", str(rec)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "RSS peak" in text and "sampled" in text and f"{vmhwm / (1 << 20):.1f}" in text
+
+
+def test_name_records_and_vmhwm_parse() -> None:
+    from snumap_tui.sources.procmem import parse_vmhwm
+    from snumap_tui.trace import events as ev
+    from snumap_tui.trace.tasks import TaskTable, take_names
+
+    assert parse_vmhwm("Name:\tx\nVmHWM:\t   76800 kB\nVmRSS:\t 1 kB\n") == 76800 * 1024
+    assert parse_vmhwm("Name:\tzombie\nState:\tZ\n") is None
+    e = ev.empty_events(3)
+    e["kind"] = [ev.SWITCH, ev.COMM, ev.COMM]
+    e["t_ns"] = [1, 2, 3]
+    e["tid"], e["pid"] = 7, 5
+    for i, name in ((1, b"threes"), (2, b"t-sleep-and-more")):
+        raw = np.frombuffer(name.ljust(16, b"\0"), dtype=np.uint8)
+        e["arg"][i] = raw[:8].view("<i8")[0]
+        e["tid2"][i] = raw[8:12].view("<i4")[0]
+        e["pid2"][i] = raw[12:].view("<i4")[0]
+    rest, names = take_names(e)
+    assert rest["kind"].tolist() == [ev.SWITCH]
+    assert [(n.tid, n.pid, n.comm, n.t_ns) for n in names] == \
+        [(7, 5, "threes", 2), (7, 5, "t-sleep-and-more", 3)]
+    table = TaskTable()
+    table.learn_names(names)
+    got = table.take_infos()
+    assert [(i.comm, i.t_ns) for i in got] == [("threes", 2), ("t-sleep-and-more", 3)]

@@ -11,8 +11,9 @@
  * perf stat -p can attach to all of them first). Each thread snapshots its counters from
  * /proc/thread-self (schedstat: run time; status: voluntary and nonvoluntary context
  * switches; stat: minor and major faults) right after the barrier and again when its work
- * is done, and main prints the differences, one line per thread:
- *   NAME TID RUN_NS CTXSW MINFLT MAJFLT
+ * is done, and main prints the differences, one line per thread, with the CLOCK_MONOTONIC
+ * times before and after each snapshot (the window the /proc figures cover lies between):
+ *   NAME TID RUN_NS CTXSW MINFLT MAJFLT BEGIN_T0 BEGIN_T1 END_T0 END_T1
  * and "gate T_NS" (CLOCK_MONOTONIC when the barrier opened). Every buffer is touched before
  * the barrier, so reading /proc after it faults no page in.
  */
@@ -31,7 +32,7 @@
 #define FAULT_MB 64L
 #define SLEEPS 400
 
-struct figures { long long run_ns, vcsw, nvcsw, minflt, majflt; };
+struct figures { long long run_ns, vcsw, nvcsw, minflt, majflt, t0, t1; };
 struct worker {
     const char *name;
     pid_t tid;
@@ -67,6 +68,7 @@ static long long field_after(const char *text, const char *key) {
  * voluntary_ctxt_switches / nonvoluntary_ctxt_switches; stat fields 10 (minflt) and 12
  * (majflt), counted after the ")" that ends the name. */
 static void snapshot(struct worker *w, struct figures *f) {
+    f->t0 = now_ns(CLOCK_MONOTONIC);
     slurp("/proc/thread-self/schedstat", w->buf, sizeof w->buf);
     f->run_ns = atoll(w->buf);
     slurp("/proc/thread-self/status", w->buf, sizeof w->buf);
@@ -81,6 +83,7 @@ static void snapshot(struct worker *w, struct figures *f) {
     }
     f->minflt = v[7];
     f->majflt = v[9];
+    f->t1 = now_ns(CLOCK_MONOTONIC);
 }
 
 static void *work(void *arg) {
@@ -128,10 +131,11 @@ int main(int argc, char **argv) {
     printf("gate %lld\n", t_gate);
     for (int i = 0; i < 3; i++) {
         struct worker *w = &workers[i];
-        printf("%s %d %lld %lld %lld %lld\n", w->name, (int)w->tid,
+        printf("%s %d %lld %lld %lld %lld %lld %lld %lld %lld\n", w->name, (int)w->tid,
                w->end.run_ns - w->begin.run_ns,
                (w->end.vcsw + w->end.nvcsw) - (w->begin.vcsw + w->begin.nvcsw),
-               w->end.minflt - w->begin.minflt, w->end.majflt - w->begin.majflt);
+               w->end.minflt - w->begin.minflt, w->end.majflt - w->begin.majflt,
+               w->begin.t0, w->begin.t1, w->end.t0, w->end.t1);
     }
     return 0;
 }
