@@ -227,28 +227,3 @@ def test_process_peak_is_the_kernels_vmhwm_not_the_largest_sample(tmp_path: Path
                           check=True).stdout
     assert "RSS peak" in text and "sampled" in text and f"{vmhwm / (1 << 20):.1f}" in text
 
-
-def test_name_records_and_vmhwm_parse() -> None:
-    from snumap_tui.sources.procmem import parse_vmhwm
-    from snumap_tui.trace import events as ev
-    from snumap_tui.trace.tasks import TaskTable, take_names
-
-    assert parse_vmhwm("Name:\tx\nVmHWM:\t   76800 kB\nVmRSS:\t 1 kB\n") == 76800 * 1024
-    assert parse_vmhwm("Name:\tzombie\nState:\tZ\n") is None
-    e = ev.empty_events(3)
-    e["kind"] = [ev.SWITCH, ev.COMM, ev.COMM]
-    e["t_ns"] = [1, 2, 3]
-    e["tid"], e["pid"] = 7, 5
-    for i, name in ((1, b"threes"), (2, b"t-sleep-and-more")):
-        raw = np.frombuffer(name.ljust(16, b"\0"), dtype=np.uint8)
-        e["arg"][i] = raw[:8].view("<i8")[0]
-        e["tid2"][i] = raw[8:12].view("<i4")[0]
-        e["pid2"][i] = raw[12:].view("<i4")[0]
-    rest, names = take_names(e)
-    assert rest["kind"].tolist() == [ev.SWITCH]
-    assert [(n.tid, n.pid, n.comm, n.t_ns) for n in names] == \
-        [(7, 5, "threes", 2), (7, 5, "t-sleep-and-more", 3)]
-    table = TaskTable()
-    table.learn_names(names)
-    got = table.take_infos()
-    assert [(i.comm, i.t_ns) for i in got] == [("threes", 2), ("t-sleep-and-more", 3)]
