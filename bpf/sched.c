@@ -154,6 +154,49 @@ TRACEPOINT_PROBE(sched, sched_switch)
     return PASS;
 }
 
+/* A task's name from now on (sched_event.h SNUMAP_COMM): its 16 bytes in arg, tid2, pid2. */
+static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
+{
+    struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
+    if (!e) {
+        int zero = 0;
+        __u64 *n = lost.lookup(&zero);
+        if (n)
+            *n += 1;
+        return;
+    }
+    e->t_ns = bpf_ktime_get_ns();
+    e->cpu = bpf_get_smp_processor_id();
+    e->tid = tid;
+    e->pid = tgid;
+    e->kind = SNUMAP_COMM;
+    e->pad[0] = 0;
+    e->pad[1] = 0;
+    e->pad[2] = 0;
+    __builtin_memcpy(&e->arg, comm, 8);
+    __builtin_memcpy(&e->tid2, comm + 8, 4);
+    __builtin_memcpy(&e->pid2, comm + 12, 4);
+    events.ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np, exec; the task renamed need not
+ * be the current one. */
+TRACEPOINT_PROBE(task, task_rename)
+{
+    __u32 tid = args->pid;
+    __s32 tgid = -1;
+    if (!system_wide()) {
+        __u32 *v = tracked.lookup(&tid);
+        if (!v)
+            return PASS;
+        tgid = known_tgid(v);
+    }
+    char name[16] = {};
+    bpf_probe_read_kernel(name, sizeof(name), args->newcomm);
+    emit_comm(tid, tgid, name);
+    return PASS;
+}
+
 /* An event about one task (woken, migrated): kept when the task is traced, with its tgid. */
 static __always_inline int task_event(__u8 kind, __u32 cpu, __u32 tid, __s64 arg)
 {
@@ -198,6 +241,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     bpf_get_current_comm(&n.comm, sizeof(n.comm));
     names.update(&child, &n);
     emit(SNUMAP_FORK, bpf_get_smp_processor_id(), parent, child, tgid, -1, 0);
+    emit_comm(child, -1, n.comm);           /* the child starts with its parent's name */
     return PASS;
 }
 

@@ -227,3 +227,29 @@ def test_process_peak_is_the_kernels_vmhwm_not_the_largest_sample(tmp_path: Path
                           check=True).stdout
     assert "RSS peak" in text and "sampled" in text and f"{vmhwm / (1 << 20):.1f}" in text
 
+
+
+BUSY = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+
+
+@pytest.mark.parametrize("backend,runs", [("libbpf", 4), ("perf", 1), ("bcc", 1)])
+def test_an_exec_renames_the_task(tmp_path: Path, backend: str, runs: int) -> None:
+    """`record -- taskset -c 0 python -c <busy>`: the busy task is named by what it exec'd
+    last (python), in every recording (the fork's and taskset's names came first)."""
+    from tests.test_trace_backends import backend_or_skip
+
+    backend_or_skip(backend)
+    exe = shutil.which("taskset")
+    if exe is None:
+        pytest.skip("taskset is not installed")
+    for i in range(runs):
+        rec = tmp_path / f"{i}.snumap"
+        r = subprocess.run([*SNUMAP, "record", "-o", str(rec), "--backend", backend,
+                            "--regions", "none", "--", exe, "-c", "0", sys.executable, "-c",
+                            BUSY], capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(subprocess.run([*SNUMAP, "report", "--json", str(rec)],
+                                        capture_output=True, text=True, check=True).stdout)
+        busiest = max(rep["tasks"], key=lambda t: t["runtime_s"])
+        assert busiest["runtime_s"] > 0.2
+        assert busiest["comm"] == Path(sys.executable).name[:15], rep["tasks"]
