@@ -253,3 +253,72 @@ def test_an_exec_renames_the_task(tmp_path: Path, backend: str, runs: int) -> No
         busiest = max(rep["tasks"], key=lambda t: t["runtime_s"])
         assert busiest["runtime_s"] > 0.2
         assert busiest["comm"] == Path(sys.executable).name[:15], rep["tasks"]
+
+
+def test_switch_ins_perf_lacks_are_seen_where_the_switch_ended(tmp_path: Path) -> None:
+    """`perf sched record -a` beside `snumap record` of the three threads. The kernel reports
+    no sched_switch for some switches (here: out of the idle task and out of PID 1's
+    tokio-rt-worker threads; ftrace, perf and BPF alike), so perf's raw stream has switch-outs
+    of a thread with no switch-in before them. Each of snumap's switch-ins that perf lacks is
+    one seen at the end of that switch (sched_exit_tp, arg -2, events.py), and it lies where
+    perf's stream has the gap: after the CPU's previous switch, before the switch-out."""
+    import signal
+
+    from snumap_tui.trace.libbpf import SWITCHED_IN, kernel_has_tracepoint
+    from tests.test_trace_backends import LOST_STAT, parse_perf_switches
+
+    if not kernel_has_tracepoint(SWITCHED_IN):
+        pytest.skip("no sched_exit_tp (Linux < 6.16): such switch-ins are inferred (arg -1)")
+    exe = compile_program("threes", tmp_path, "-pthread")
+    data, rec = tmp_path / "perf.data", tmp_path / "t.snumap"
+    pidfile, gate = tmp_path / "pid", tmp_path / "gate"
+    ps = subprocess.Popen(["perf", "sched", "record", "-k", "CLOCK_MONOTONIC", "-m", "16M",
+                           "-a", "-o", str(data)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)
+        sn = subprocess.Popen([*SNUMAP, "record", "-o", str(rec), "--backend", "libbpf",
+                               "--regions", "none", "--", str(exe), str(pidfile), str(gate)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(pidfile, sn, "pid from the program")
+        gate.touch()
+        out, err = sn.communicate(timeout=120)
+        time.sleep(0.5)
+    finally:
+        ps.send_signal(signal.SIGINT)
+        ps.communicate(timeout=60)
+    assert sn.returncode == 0, err
+    stats = subprocess.run(["perf", "report", "--stats", "-i", str(data)], check=False,
+                           capture_output=True, text=True, timeout=120).stdout
+    if any(int(n) for _, n in LOST_STAT.findall(stats)):
+        pytest.skip("perf sched record lost events: no reference")
+    script = subprocess.run(["perf", "script", "--ns", "-F", "cpu,time,event,trace", "-i",
+                             str(data)], check=True, capture_output=True, text=True,
+                            timeout=120).stdout
+    perf_sw = parse_perf_switches(script)
+    tids = [int(ln.split()[1]) for ln in out.splitlines() if ln.split()[0] in NAMES]
+    with store.open(rec) as r:
+        events = r.events()
+    sw = events[events["kind"] == 1]
+    assert len(tids) == 3
+    for tid in tids:
+        perf_in = np.array([t for _, t, _, b in perf_sw if b == tid], dtype=np.int64)
+        # perf's switch-outs of TID with no switch-in of it on that CPU since the CPU's
+        # previous switch: (cpu, previous switch, switch-out)
+        gaps, last, prev_t = [], {}, {}
+        for cpu, t, a, b in perf_sw:
+            if a == tid and last.get(cpu) != tid:
+                gaps.append((cpu, prev_t.get(cpu, 0), t))
+            last[cpu], prev_t[cpu] = b, t
+        ins = sw[sw["tid2"] == tid]
+        t_in = ins["t_ns"].astype(np.int64)
+        near = np.array([np.abs(perf_in - t).min() <= 20_000 if len(perf_in) else False
+                         for t in t_in.tolist()], dtype=bool)
+        lacking = ins[~near]
+        assert (lacking["arg"] == -2).all(), lacking
+        for cpu, lo, hi in gaps:
+            seen = lacking[(lacking["cpu"] == cpu) & (lacking["t_ns"] > lo) &
+                           (lacking["t_ns"] < hi)]
+            assert len(seen) == 1, (cpu, lo, hi, lacking)
+        assert len(lacking) == len(gaps)
+        print(f"\n{tid}: {len(gaps)} switch-ins perf lacks, all seen at the switch's end")
