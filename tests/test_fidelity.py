@@ -260,8 +260,9 @@ def test_switch_ins_perf_lacks_are_seen_where_the_switch_ended(tmp_path: Path) -
     no sched_switch for some switches (here: out of the idle task and out of PID 1's
     tokio-rt-worker threads; ftrace, perf and BPF alike), so perf's raw stream has switch-outs
     of a thread with no switch-in before them. Each of snumap's switch-ins that perf lacks is
-    one seen at the end of that switch (sched_exit_tp, arg -2, events.py), and it lies where
-    perf's stream has the gap: after the CPU's previous switch, before the switch-out."""
+    one seen at the end of that switch (sched_exit_tp, arg -2, events.py) or a switch out of
+    idle that perf's events missed and the BPF program saw, and it lies where perf's stream
+    has the gap: after the CPU's previous switch, before the switch-out."""
     import signal
 
     from snumap_tui.trace.libbpf import SWITCHED_IN, kernel_has_tracepoint
@@ -315,10 +316,16 @@ def test_switch_ins_perf_lacks_are_seen_where_the_switch_ended(tmp_path: Path) -
         near = np.array([np.abs(perf_in - t).min() <= 20_000 if len(perf_in) else False
                          for t in t_in.tolist()], dtype=bool)
         lacking = ins[~near]
-        assert (lacking["arg"] == -2).all(), lacking
+        # seen at the switch's end, or a switch out of idle that the BPF program saw and
+        # perf's stream did not have (perf misses some on a CPU leaving idle here); none
+        # inferred
+        assert ((lacking["arg"] == -2) | ((lacking["tid"] == 0) & (lacking["arg"] >= 0))).all(), \
+            lacking
         for cpu, lo, hi in gaps:
             seen = lacking[(lacking["cpu"] == cpu) & (lacking["t_ns"] > lo) &
                            (lacking["t_ns"] < hi)]
             assert len(seen) == 1, (cpu, lo, hi, lacking)
         assert len(lacking) == len(gaps)
-        print(f"\n{tid}: {len(gaps)} switch-ins perf lacks, all seen at the switch's end")
+        print(f"\n{tid}: {len(gaps)} switch-ins perf lacks: "
+              f"{int((lacking['arg'] == -2).sum())} seen at the switch's end, "
+              f"{int((lacking['arg'] >= 0).sum())} switches out of idle perf missed")
