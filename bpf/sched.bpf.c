@@ -330,8 +330,8 @@ static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s
         others_emit(st, cpu, now);
 }
 
-static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
-                                    __s32 pid, __s32 pid2, __s64 arg)
+/* A record in the ring of this CPU, or 0 with one more lost event counted. */
+static __always_inline struct snumap_sched_event *reserve_event(void)
 {
     __u32 me = bpf_get_smp_processor_id();
     void *ring = bpf_map_lookup_elem(&rings, &me);
@@ -341,8 +341,16 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
         __u64 *n = bpf_map_lookup_elem(&lost, &zero);
         if (n)
             *n += 1;
-        return;
     }
+    return e;
+}
+
+static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
+                                    __s32 pid, __s32 pid2, __s64 arg)
+{
+    struct snumap_sched_event *e = reserve_event();
+    if (!e)
+        return;
     e->t_ns = t_ns;
     e->arg = arg;
     e->cpu = cpu;
@@ -533,28 +541,13 @@ int BPF_PROG(sched_exit_tp, bool is_switch)
 /* A task's name from now on (events.py COMM): the 16 bytes go where a name record has room. */
 static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
 {
-    __u32 me = bpf_get_smp_processor_id();
-    void *ring = bpf_map_lookup_elem(&rings, &me);
-    struct snumap_sched_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
-    if (!e) {
-        __u32 zero = 0;
-        __u64 *n = bpf_map_lookup_elem(&lost, &zero);
-        if (n)
-            *n += 1;
-        return;
-    }
-    e->t_ns = bpf_ktime_get_ns();
-    e->cpu = me;
-    e->tid = tid;
-    e->pid = tgid;
-    e->kind = SNUMAP_COMM;
-    e->pad[0] = 0;
-    e->pad[1] = 0;
-    e->pad[2] = 0;
-    __builtin_memcpy(&e->arg, comm, 8);
-    __builtin_memcpy(&e->tid2, comm + 8, 4);
-    __builtin_memcpy(&e->pid2, comm + 12, 4);
-    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    __s64 head;
+    __s32 mid, tail;
+    __builtin_memcpy(&head, comm, 8);
+    __builtin_memcpy(&mid, comm + 8, 4);
+    __builtin_memcpy(&tail, comm + 12, 4);
+    emit_at(bpf_ktime_get_ns(), SNUMAP_COMM, bpf_get_smp_processor_id(), tid, mid, tgid, tail,
+            head);
 }
 
 /* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np (the comm file of /proc), and

@@ -50,8 +50,8 @@ static __always_inline int system_wide(void)
     return SNUMAP_SYSTEM_WIDE;
 }
 
-static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
-                                    __s32 pid, __s32 pid2, __s64 arg)
+/* A record in the ring, or 0 with one more lost event counted on this CPU. */
+static __always_inline struct snumap_sched_event *reserve_event(void)
 {
     struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
     if (!e) {
@@ -59,8 +59,16 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
         __u64 *n = lost.lookup(&zero);
         if (n)
             *n += 1;
-        return;
     }
+    return e;
+}
+
+static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
+                                    __s32 pid, __s32 pid2, __s64 arg)
+{
+    struct snumap_sched_event *e = reserve_event();
+    if (!e)
+        return;
     e->t_ns = t_ns;
     e->arg = arg;
     e->cpu = cpu;
@@ -157,26 +165,13 @@ TRACEPOINT_PROBE(sched, sched_switch)
 /* A task's name from now on (sched_event.h SNUMAP_COMM): its 16 bytes in arg, tid2, pid2. */
 static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
 {
-    struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
-    if (!e) {
-        int zero = 0;
-        __u64 *n = lost.lookup(&zero);
-        if (n)
-            *n += 1;
-        return;
-    }
-    e->t_ns = bpf_ktime_get_ns();
-    e->cpu = bpf_get_smp_processor_id();
-    e->tid = tid;
-    e->pid = tgid;
-    e->kind = SNUMAP_COMM;
-    e->pad[0] = 0;
-    e->pad[1] = 0;
-    e->pad[2] = 0;
-    __builtin_memcpy(&e->arg, comm, 8);
-    __builtin_memcpy(&e->tid2, comm + 8, 4);
-    __builtin_memcpy(&e->pid2, comm + 12, 4);
-    events.ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    __s64 head;
+    __s32 mid, tail;
+    __builtin_memcpy(&head, comm, 8);
+    __builtin_memcpy(&mid, comm + 8, 4);
+    __builtin_memcpy(&tail, comm + 12, 4);
+    emit_at(bpf_ktime_get_ns(), SNUMAP_COMM, bpf_get_smp_processor_id(), tid, mid, tgid, tail,
+            head);
 }
 
 /* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np, exec; the task renamed need not
