@@ -11,7 +11,8 @@ interval after it starts after its wakeup). What is compared:
 - task-clock: within 1 % or 50 us of perf for the spinning and the faulting thread; for the
   sleeping thread (400 switches) no longer above perf (it was +19 to +92 %: each interval ran
   from the sched_switch that switched it in, the switch path included), and below perf by at
-  most what perf's own bracket holds beyond the tracepoints' (docs/attribution.md).
+  most what perf's own bracket holds beyond the tracepoints' (docs/attribution.md): that part
+  of the issue's target (1 % or 50 us) is not met for it.
 The names: report, CSV and Parquet intervals, Chrome JSON and Perfetto name each thread by the
 name it gave itself, not the program's.
 """
@@ -166,8 +167,10 @@ def test_counts_equal_perf_and_proc_on_the_same_run(same_run: dict) -> None:
             assert s["task-clock"] <= p["task-clock"] * 1.01 + 50_000, table
             # ... and short of perf's only by what perf's bracket (from its sched-in in
             # finish_task_switch to its sched-out in prepare_task_switch) holds beyond the
-            # tracepoints' (sched_exit_tp to sched_switch), a few us per switch here.
-            assert p["task-clock"] - s["task-clock"] <= 4_000 * k["context-switches"], table
+            # tracepoints' (sched_exit_tp to sched_switch): 1.6 us a switch with task-clock
+            # alone in perf, 2.5-4.7 us with its four events, on this shared VM; not the
+            # issue's 1 % / 50 us (docs/attribution.md "Which counts are a thread's").
+            assert p["task-clock"] - s["task-clock"] <= 10_000 * k["context-switches"], table
         else:
             assert abs(s["task-clock"] - p["task-clock"]) <= max(0.01 * p["task-clock"],
                                                                  50_000), table
