@@ -231,7 +231,7 @@ static __always_inline int read_counter(__u32 cpu, __u32 i, __u64 now,
  * counters advanced since that switch's sched_switch is the switch path: the events of
  * snumap_next_mask are kept for the task switched in (added to its record), the rest is no
  * thread's. The readings become the start of the task's own interval. */
-static __always_inline void count_switched_in(__u32 cpu, __u64 now)
+static __always_inline void count_switched_in(__u32 cpu, __u64 now, int gone)
 {
     __u32 zero = 0, n = snumap_ncounters;
     struct counter_state *st = bpf_map_lookup_elem(&cstate, &zero);
@@ -247,7 +247,10 @@ static __always_inline void count_switched_in(__u32 cpu, __u64 now)
         struct bpf_perf_event_value v = {};
         if (read_counter(cpu, i, now, &v))
             continue;
-        if (snumap_next_mask & (1u << i))
+        /* GONE: the task switched in is past exit_notify(), its perf counters detached and
+         * its /proc figures final: a migration counted now is nobody's, as its context
+         * switches then are (count_interval's DEAD). */
+        if ((snumap_next_mask & (1u << i)) && !gone)
             st->carry[i] += v.counter - st->last[i];
         st->last[i] = v.counter;
         st->last[SNUMAP_MAX_COUNTERS + i] = v.enabled;
@@ -264,7 +267,8 @@ static __always_inline void count_switched_in(__u32 cpu, __u64 now)
  * DEAD: PREV is switched out for the last time (its context switch is counted by nobody:
  * perf's per-thread counters are detached at exit, /proc no longer shows it). */
 static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s32 pid,
-                                           int prev_traced, int next_traced, int dead)
+                                           int prev_traced, int next_traced, int dead,
+                                           int unseen)
 {
     __u32 zero = 0, n = snumap_ncounters, m = snumap_ntimed;
     struct counter_state *st = bpf_map_lookup_elem(&cstate, &zero);
@@ -286,6 +290,20 @@ static __always_inline void count_interval(__u32 cpu, __u64 now, __u32 prev, __s
         struct bpf_perf_event_value v = {};
         __u64 d0 = 0, d1 = 0, d2 = 0;
         int got = read_counter(cpu, i, now, &v);
+        if (got == 0 && unseen && (snumap_next_mask & (1u << i))) {
+            /* PREV's switch-out was not traced (sched_exit_tp closes its interval): what
+             * such an event counted since PREV's own start was at the sched-in of the task
+             * switched in now (a running task does not migrate). */
+            d0 = st->carry[i];
+            st->carry[i] = v.counter - st->last[i];
+            st->last[i] = v.counter;
+            st->last[SNUMAP_MAX_COUNTERS + i] = v.enabled;
+            st->last[2 * SNUMAP_MAX_COUNTERS + i] = v.running;
+            st->rec[i] = d0;
+            if (!prev_traced && t0)
+                st->others[i] += d0;
+            continue;
+        }
         if (got == 0) {
             d0 = v.counter - st->last[i] + st->carry[i];
             d1 = v.enabled - st->last[SNUMAP_MAX_COUNTERS + i];
@@ -457,7 +475,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev_task
     /* Last, so that prev's interval ends as close to the switch path as the program can. */
     if (snumap_ncounters)
         count_interval(cpu, bpf_ktime_get_ns(), prev, prev_pid, prev_tracked, next_tracked,
-                       dead);
+                       dead, 0);
     return 0;
 }
 
@@ -506,7 +524,7 @@ int BPF_PROG(sched_exit_tp, bool is_switch)
         /* The common case, first, so that the task's own counts start as close to the
          * switch as they can. */
         if (snumap_ncounters)
-            count_switched_in(cpu, bpf_ktime_get_ns());
+            count_switched_in(cpu, bpf_ktime_get_ns(), cur->exit_state != 0);
         return 0;
     }
     __u64 now = bpf_ktime_get_ns();
@@ -532,8 +550,8 @@ int BPF_PROG(sched_exit_tp, bool is_switch)
     /* The task switched out without a sched_switch ran until now: its interval ends here
      * (with the switch path, which has no reading of its own). */
     if (snumap_ncounters) {
-        count_interval(cpu, now, from, from_pid, from_tracked, tracked_now, 0);
-        count_switched_in(cpu, bpf_ktime_get_ns());
+        count_interval(cpu, now, from, from_pid, from_tracked, tracked_now, 0, 1);
+        count_switched_in(cpu, bpf_ktime_get_ns(), cur->exit_state != 0);
     }
     return 0;
 }
