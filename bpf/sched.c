@@ -174,35 +174,39 @@ static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
             head);
 }
 
-/* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np, exec; the task renamed need not
- * be the current one. */
-TRACEPOINT_PROBE(task, task_rename)
+/* Whether TID is traced (everything is system-wide), with its tgid in *TGID when known. */
+static __always_inline int traced(__u32 tid, __s32 *tgid)
 {
-    __u32 tid = args->pid;
-    __s32 tgid = -1;
-    if (!system_wide()) {
-        __u32 *v = tracked.lookup(&tid);
-        if (!v)
-            return PASS;
-        tgid = known_tgid(v);
-    }
-    char name[16] = {};
-    bpf_probe_read_kernel(name, sizeof(name), args->newcomm);
-    emit_comm(tid, tgid, name);
-    return PASS;
+    *tgid = -1;
+    if (system_wide())
+        return 1;
+    __u32 *v = tracked.lookup(&tid);
+    if (!v)
+        return 0;
+    *tgid = known_tgid(v);
+    return 1;
 }
 
 /* An event about one task (woken, migrated): kept when the task is traced, with its tgid. */
 static __always_inline int task_event(__u8 kind, __u32 cpu, __u32 tid, __s64 arg)
 {
-    __s32 tgid = -1;
-    if (!system_wide()) {
-        __u32 *v = tracked.lookup(&tid);
-        if (!v)
-            return PASS;
-        tgid = known_tgid(v);
-    }
-    emit(kind, cpu, tid, 0, tgid, -1, arg);
+    __s32 tgid;
+    if (traced(tid, &tgid))
+        emit(kind, cpu, tid, 0, tgid, -1, arg);
+    return PASS;
+}
+
+/* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np, exec; the task renamed need not
+ * be the current one. */
+TRACEPOINT_PROBE(task, task_rename)
+{
+    __u32 tid = args->pid;
+    __s32 tgid;
+    if (!traced(tid, &tgid))
+        return PASS;
+    char name[16] = {};
+    bpf_probe_read_kernel(name, sizeof(name), args->newcomm);
+    emit_comm(tid, tgid, name);
     return PASS;
 }
 
