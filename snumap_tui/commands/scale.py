@@ -24,7 +24,7 @@ VERBS = ("report", "export", "view", "task")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("other forms: snumap scale report STUDY [--json] [--plot DIR] "
-                     "[--extrap FILE] [--predict N]; snumap scale export STUDY --format "
+                     "[--extrap FILE] [--measure median|mean] [--predict N]; snumap scale export STUDY --format "
                      "parquet|json|csv -o FILE; snumap scale view STUDY")
     parser.add_argument("-o", "--output", metavar="STUDY",
                         help="study directory (made; rerun the same command to resume it)")
@@ -249,6 +249,9 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--plot", metavar="DIR", help="write SVG/PNG plots there (matplotlib)")
         p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
         p.add_argument("--force", action="store_true", help="replace the --extrap file(s)")
+        p.add_argument("--measure", default="median", choices=["median", "mean"],
+                       help="the models' (and the --extrap file's) figure per configuration: "
+                            "the median (default) or the mean of its repeats")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
         p.add_argument("--metric", default="time", metavar="NAME",
@@ -287,12 +290,13 @@ def _report(data: Any, args: argparse.Namespace) -> int:
     from snumap_tui.study import extrap, plots
     from snumap_tui.study.report import format_report
 
-    rep = data.report(args.predict, args.metric)
+    rep = data.report(args.predict, args.metric, args.measure)
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
     if args.extrap:
-        extrap.write_extrap(Path(args.extrap), data.measurements, force=args.force)
+        extrap.write_extrap(Path(args.extrap), data.measurements, force=args.force,
+                            measure=args.measure)
         rep["extrap"] = args.extrap
     if args.json:
         print(json.dumps(rep, indent=1, default=str))

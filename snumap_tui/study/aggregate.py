@@ -88,7 +88,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"region": first["region"], "parent": first.get("parent"),
                     "kind": first.get("kind"), "wait": first.get("wait", False),
                     **{k: first[k] for k in CONFIG_KEYS},
-                    "time_median_s": t, "time_min_s": min(times), "time_max_s": max(times),
+                    "time_median_s": t, "time_mean_s": statistics.fmean(times),
+                    "time_min_s": min(times), "time_max_s": max(times),
                     "n": len(times), "energy_j": e, "edp": e * t if e is not None else None,
                     "speedup": None, "efficiency": None, "karp_flatt": None, "lost_s": None,
                     **combine(rs, t)})

@@ -33,15 +33,22 @@ class StudyData:
             self._agg = aggregate(self.measurements)
         return self._agg
 
-    def report(self, predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+    def report(self, predict: int | None = None, metric: str = "time",
+               measure: str = "median") -> dict[str, Any]:
         """The report; METRIC: the figure the models fit (study/figures.py METRICS or an
-        event's name; SnumapError for another)."""
+        event's name; SnumapError for another); MEASURE: median or mean of a time's
+        repeats for the models."""
         from snumap_tui.study.figures import check_metric
         from snumap_tui.study.report import report_from
 
         check_metric(metric, self.aggregated())
+        if measure not in ("median", "mean"):
+            raise SnumapError(f"--measure {measure}: choose median or mean")
+        if measure == "mean" and metric != "time":
+            raise SnumapError("--measure mean goes with --metric time (the other figures are "
+                              "medians over the repeats)")
         return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
-                           predict, metric)
+                           predict, metric, measure)
 
     def to_json(self) -> dict[str, Any]:
         """Configurations, runs and per-region measurements, JSON-ready."""

@@ -38,7 +38,8 @@ def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
 
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
                 rows: list[dict[str, Any]], agg: list[dict[str, Any]],
-                predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+                predict: int | None = None, metric: str = "time",
+                measure: str = "median") -> dict[str, Any]:
     status = Counter(s.get("status") for s in states.values())
     n_plan = len(manifest.get("plan", []))
     status["pending"] = n_plan - sum(status.values())
@@ -62,7 +63,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
         "most_lost": _most_lost(agg),
     }
     rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
-    rep["models"] = models(agg, manifest, predict, metric)
+    rep["models"] = models(agg, manifest, predict, metric, measure)
     rep["events"] = manifest.get("events")
     return rep
 
@@ -242,16 +243,19 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
 
 
 def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None,
-           metric: str = "time") -> dict[str, Any]:
+           metric: str = "time", measure: str = "median") -> dict[str, Any]:
     """PMNF models of each region's time (or METRIC: study/figures.py) (snumap_tui.study.pmnf)
     as a function of the thread count, at the series with the most configurations (its
     placement, input and frequency named), extrapolated to the machine's cores and to PREDICT;
     where the inputs are numbers (three values at least), also of threads and input size
-    together."""
+    together. MEASURE: a time's median or mean over the repeats (other figures: medians)."""
     from snumap_tui.study import pmnf
     from snumap_tui.study.figures import UNITS, metric_value
 
-    rows = [{**a, "value": metric_value(a, metric)} for a in agg]
+    if metric == "time" and measure == "mean":
+        rows = [{**a, "value": a.get("time_mean_s")} for a in agg]
+    else:
+        rows = [{**a, "value": metric_value(a, metric)} for a in agg]
     rows = [a for a in rows if a["value"] is not None]
     if not rows:
         return {"available": False, "metric": metric,
@@ -291,7 +295,7 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
                     "p": cores, "input": big, key: float(m2.predict(cores, big))}
         out[region] = item
     return {"available": True, "metric": metric, "unit": UNITS.get(metric, ""),
-            "models": out}
+            "measure": measure if metric == "time" else "median", "models": out}
 
 
 # ---- text -------------------------------------------------------------------------------------
@@ -353,8 +357,10 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     if mo.get("available"):
         what = {"time": "time in s"}.get(mo.get("metric", "time"),
                                          f"{safe_text(mo.get('metric'))} {mo.get('unit', '')}")
-        lines += ["", (f"Models (PMNF, {what.rstrip()} as a function of the thread count; "
-                       "hypotheses chosen by leave-one-out cross-validation):")]
+        lines += ["", (f"Models (PMNF, {what.rstrip()}, {mo.get('measure', 'median')} over "
+                       "repeats, as a function of the thread count; chosen as Extra-P "
+                       "chooses with --options allow_negative_exponents=True, a term kept "
+                       "only where the noise cannot explain it):")]
         for r, item in mo["models"].items():
             extra = "".join(f"; {_pred(v)} at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))
