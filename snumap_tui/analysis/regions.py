@@ -326,23 +326,29 @@ def _what(r: dict[str, Any]) -> str:
     return {"mpi": "MPI call", "marker": "phase", "user": "function"}.get(r["kind"], "region")
 
 
+def _calls(n: int) -> str:
+    """A call count in 9 columns (16 M calls: '16000000'; beyond: '1.2e+10')."""
+    return str(n) if n < 10 ** 9 else f"{n:.2g}"
+
+
 def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
     """The report's text section (80 columns)."""
     regs = r.get("regions") or []
-    lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
+    lines = ["", ("Regions (by wall time; CALLS = by all threads, a parallel region's = its "
+                  "runs;"), "  IMBAL = max/mean of threads' time inside):"]
     if not regs:
         info = r.get("regions_info") or {}
         why = "; ".join(info.get("problems") or []) or "none recorded"
         lines.append(f"  {safe_text(why)}"[:80])
         return lines
-    lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+    lines.append(f"  {'NAME':<36} {'KIND':<6} {'CALLS':>9} {'WALL s':>7} {'IMBAL':>5} "
                  f"{'WAIT s':>7}")
     for g in regs[:top]:
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
         name = safe_text(g["name"])
-        name = name if len(name) <= 39 else name[:38] + "…"
-        lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
-                     f"{imb:>5} {g['wait_s']:>7.3f}")
+        name = name if len(name) <= 36 else name[:35] + "…"
+        lines.append(f"  {name:<36} {g['kind']:<6} {_calls(g.get('calls', g['count'])):>9} "
+                     f"{g['wall_s']:>7.3f} {imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
     lost = r.get("regions_lost") or {}

@@ -15,8 +15,8 @@ from snumap_tui.study.manifest import Study
 #: Parquet/DataFrame columns of the measurements, in this order (one row per run x region),
 #: then the counter and memory figures (study/figures.py FLAT) and ``event:NAME`` per event.
 COLUMNS = ("run", "config", "region", "parent", "kind", "wait", "threads", "ranks", "places",
-           "input", "input_value", "freq", "repeat", "time_s", "energy_j", "count", "status",
-           "recording")
+           "input", "input_value", "freq", "repeat", "time_s", "untraced_s", "energy_j", "calls",
+           "status", "recording")
 
 
 class StudyData:
@@ -91,8 +91,8 @@ class StudyData:
         except ImportError:
             raise SnumapError(f"Parquet needs pyarrow: {install_extra('parquet')}") from None
         types = {"threads": pa.int32(), "ranks": pa.int32(), "repeat": pa.int32(),
-                 "count": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
-                 "time_s": pa.float64(), "energy_j": pa.float64()}
+                 "calls": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
+                 "time_s": pa.float64(), "untraced_s": pa.float64(), "energy_j": pa.float64()}
         types |= {c: pa.float64() for c in (*FLAT, *self.column_names())
                   if c not in types and c not in COLUMNS and not c.endswith("_why")}
         types["mem_rss_max_bytes"] = pa.int64()

@@ -417,7 +417,8 @@ def _select_single(param: str, x: np.ndarray, y: np.ndarray
         k1 = (dx @ (y - y.mean())) / np.where(ok, vxx, 1.0)
         contrib = np.max(np.abs(k1[:, None] * b / np.where(y == 0, np.nan, y)[None, :]), axis=1)
         ok &= (k1 != 0) & (np.nan_to_num(contrib, nan=np.inf) >= TERM_CONTRIBUTION)
-    best, best_smape = (), const_smape
+    best: tuple[tuple[Factor, ...], ...] = ()
+    best_smape = const_smape
     for i in np.flatnonzero(ok).tolist():
         if smape[i] < best_smape:
             best, best_smape = ((hyps[i],),), float(smape[i])
