@@ -72,6 +72,17 @@ def test_perturbed_study_takes_the_untraced_times(tmp_path: Path) -> None:
     j = json.loads(subprocess.run([*SNUMAP, "scale", "report", str(tmp_path / "s"), "--json"],
                                   check=True, capture_output=True, timeout=60).stdout)
     assert j["perturbation"]["warning"] == pert["warning"]
+    # the program's model is of its untraced times, and the Extra-P file holds those
+    assert "of its untraced times" in rep["models"]["models"][PROGRAM]["note"]
+    ex = tmp_path / "e.txt"
+    subprocess.run([*SNUMAP, "scale", "report", str(tmp_path / "s"), "--extrap", str(ex),
+                    "--measure", "mean"], check=True, capture_output=True, timeout=60)
+    text = ex.read_text()
+    assert "# program: its untraced runs' times" in text
+    prog16 = [float(x) for x in text.split("REGION program\n", 1)[1].splitlines()[4].split()[1:]]
+    assert sorted(prog16) == pytest.approx(sorted(
+        r["untraced_s"] for r in data.measurements if r["region"] == PROGRAM
+        and r["threads"] == 16))
 
 
 def test_unperturbed_study_keeps_the_recorded_times(tmp_path: Path) -> None:

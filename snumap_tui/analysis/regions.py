@@ -298,8 +298,9 @@ def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[
         out.append({"kind": "imbalanced_region", "region": r["name"],
                     "imbalance": r["imbalance"],
                     "text": f"{_what(r)} {r['name']} is imbalanced: max/mean "
-                            f"{r['imbalance']:.2f} over {len(busy)} threads ({r['count']} "
-                            f"runs); the slowest (tid {slow['tid']}) was inside "
+                            f"{r['imbalance']:.2f} over {len(busy)} threads "
+                            f"({r.get('calls', r['count'])} "
+                            f"{'runs' if r['role'] == 'parallel' else 'calls'}); the slowest (tid {slow['tid']}) was inside "
                             f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
                             f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
     return out

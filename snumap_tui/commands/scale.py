@@ -296,7 +296,8 @@ def _report(data: Any, args: argparse.Namespace) -> int:
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated())]
     if args.extrap:
         extrap.write_extrap(Path(args.extrap), data.measurements, force=args.force,
-                            measure=args.measure)
+                            measure=args.measure, program_untraced=(
+                                rep["perturbation"].get("program_basis") == "untraced"))
         rep["extrap"] = args.extrap
     if args.json:
         print(json.dumps(rep, indent=1, default=str))

@@ -157,9 +157,11 @@ def _untraced(rs: list[dict[str, Any]], t: float) -> dict[str, Any]:
         return {}
     u = [float(r["untraced_s"]) for r in rs if finite(r.get("untraced_s"))]
     if not u:
-        return {"untraced_median_s": None, "untraced_n": 0, "perturbation": None}
+        return {"untraced_median_s": None, "untraced_mean_s": None, "untraced_n": 0,
+                "perturbation": None}
     m = statistics.median(u)
-    return {"untraced_median_s": m, "untraced_n": len(u), "perturbation": t / m - 1}
+    return {"untraced_median_s": m, "untraced_mean_s": statistics.fmean(u),
+            "untraced_n": len(u), "perturbation": t / m - 1}
 
 
 def serial_text(x: Any) -> str:

@@ -59,12 +59,18 @@ def _fmt(v: float) -> str:
     return repr(float(v))
 
 
-def extrap_texts(measurements: Sequence[Mapping], measure: str = "median") -> dict[str, str]:
+def extrap_texts(measurements: Sequence[Mapping], measure: str = "median",
+                 program_untraced: bool = False) -> dict[str, str]:
     """The Extra-P text files for these measurements: {file suffix: text}; MEASURE: what one
-    point of repetitions is (median: its median alone, mean: every repetition).
+    point of repetitions is (median: its median alone, mean: every repetition);
+    PROGRAM_UNTRACED: the program's times are its untraced runs' (where `scale report` takes
+    them, the recorder having perturbed it), said in the file.
 
     The suffix is '' when the study has one placement and one frequency, else
     '-<places>-<freq>' for each combination."""
+    if program_untraced:
+        measurements = [{**m, "time_s": m.get("untraced_s")} if m.get("region") == "(program)"
+                        else m for m in measurements]
     ok = [m for m in measurements
           if m.get("status", "ok") == "ok" and isinstance(m.get("time_s"), (int, float))
           and math.isfinite(float(m["time_s"])) and isinstance(m.get("threads"), int)]
@@ -80,7 +86,12 @@ def extrap_texts(measurements: Sequence[Mapping], measure: str = "median") -> di
         suffix = ""
         if several:
             suffix = "-" + "-".join(_clean(x) for x in (places, freq) if x)
-        out[suffix] = _one_file(ms, parents, numeric_input, places, freq, measure)
+        text = _one_file(ms, parents, numeric_input, places, freq, measure)
+        if program_untraced:
+            head, rest = text.split("\n", 1)
+            text = (f"{head}\n# program: its untraced runs' times (the recorder slowed it by "
+                    "more than 3 %: snumap scale report models these)\n" + rest)
+        out[suffix] = text
     return out
 
 
@@ -129,7 +140,8 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
 
 
 def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
-                 force: bool = False, measure: str = "median") -> list[Path]:
+                 force: bool = False, measure: str = "median",
+                 program_untraced: bool = False) -> list[Path]:
     """Write the Extra-P text file(s) of a study: `path` itself, or one file per placement and
     frequency beside it (path's stem + '-<places>-<freq>' + its suffix), each as every output
     of snumap is written (safeout: beside, renamed; replaced only with FORCE). Returns the
@@ -137,7 +149,7 @@ def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
     from ..safeout import SafeOutput
 
     path = Path(path)
-    texts = extrap_texts(measurements, measure)
+    texts = extrap_texts(measurements, measure, program_untraced)
     if not texts:
         raise ValueError("no completed runs to write for Extra-P")
     written = []

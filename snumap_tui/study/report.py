@@ -307,10 +307,14 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
     from snumap_tui.study import pmnf
     from snumap_tui.study.figures import UNITS, metric_value
 
-    if metric == "time" and measure == "mean":
-        rows = [{**a, "value": a.get("time_mean_s")} for a in agg]
-    else:
-        rows = [{**a, "value": metric_value(a, metric)} for a in agg]
+    def value(a: dict[str, Any]) -> Any:
+        if metric != "time":
+            return metric_value(a, metric)
+        if a.get("basis") == "untraced":        # the program's, where the recorder perturbed it
+            return a.get(f"untraced_{measure}_s")
+        return a.get(f"time_{measure}_s")
+
+    rows = [{**a, "value": value(a)} for a in agg]
     rows = [a for a in rows if a["value"] is not None]
     if not rows:
         return {"available": False, "metric": metric,
@@ -337,6 +341,9 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         if m.note:      # two thread counts: c0 + c1/p, Amdahl's law only for a time
             item["note"] = m.note if metric == "time" else \
                 m.note.replace("Amdahl's law", "c0 + c1 * threads^(-1)")
+        if metric == "time" and any(a.get("basis") == "untraced" and a["region"] == region
+                                    for a in rows):
+            item["note"] = "; ".join(x for x in (item.get("note"), "of its untraced times") if x)
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
                 item[label] = {"p": p, key: float(m.predict(p))}
