@@ -34,6 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import table, write_section
 
+# The study in a session of its own at nice -20 (autogroup), as tests/test_scale_program.py
+# favours its studies, so that a shared machine's neighbours disturb the recorded and the
+# untraced runs alike.
+from tests.test_scale_program import _favoured as favoured
+
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 TARGET = 0.03
 
@@ -59,17 +64,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-
-
-def favoured() -> None:     # pragma: no cover - in the child
-    """The study in a session of its own at nice -20 (autogroup), so that a shared machine's
-    neighbours disturb the recorded and the untraced runs alike."""
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("-20")
-    except OSError:
-        pass
-    os.nice(-20)
 
 
 def self_timed(log: Path) -> float | None:
