@@ -233,7 +233,8 @@ def _print_plan(confs: list[dict[str, Any]], repeat: int, as_json: bool) -> None
     if as_json:
         print(json.dumps({"configurations": confs, "repeat": repeat}, indent=1))
         return
-    print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs")
+    print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs "
+          "(each recorded, and run once untraced for the recorder's perturbation)")
     for c in confs:
         env = " ".join(f"{k}={v}" for k, v in (c["omp_env"] or {}).items())
         print(f"  {c['key']:<32} cpus {c['cpuset'] or 'any':<12} {env}")

@@ -4,16 +4,19 @@ A PMNF model of one parameter p is
 
     f(p) = c0 + sum_k c_k * p^(i_k) * log2(p)^(j_k)
 
-with exponents i_k from a small set of rationals and j_k in {0, 1, 2} (Calotoiu et al., the
-form Extra-P fits). As Extra-P's default single-parameter modeler does, a model here has one
-term besides the constant; each hypothesis (i, j) is fitted by least squares and the hypotheses
-are ranked by leave-one-out cross-validation (the mean SMAPE of each point predicted by the fit
-of the others), so a term that only follows the noise loses to the constant. Thread counts
-shrink times, so negative exponents are hypotheses too (Amdahl's law is c0 + c1 * p^-1).
+with exponents i_k from a small set of rationals and j_k integers (Calotoiu et al., the form
+Extra-P fits). With one parameter, the model is chosen as Extra-P 4.2.5's default modeler
+chooses it with ``allow_negative_exponents=True`` (`_select_single`: its hypotheses, one term
+besides the constant, the constant's in-sample SMAPE against each term's leave-one-out SMAPE),
+so the `--extrap` files give the same models in Extra-P; then a term is kept only where an F
+test says noise is unlikely to have given it (`_noise_p_value`), so a constant series stays
+constant. Thread counts shrink times, so falling terms are hypotheses too (Amdahl's law is
+c0 + c1 * p^-1).
 
 With two parameters (threads and a numeric input size), the best single-parameter term of each
-is found first, then the additive and multiplicative combinations compete by the same
-cross-validation, again as Extra-P's multi-parameter modeler does.
+is found first, then the additive and multiplicative combinations compete by leave-one-out
+cross-validation, a combination with more terms kept only where it cuts the error by
+PARSIMONY, as Extra-P's multi-parameter modeler combines its parameters' terms.
 
 Everything here is pure: lists of numbers in, `Model`s out.
 """
