@@ -71,9 +71,13 @@ def test_a_constant_with_noise_stays_constant(seed):
 
 
 def test_f_survival_known_values():
-    assert pmnf.f_survival(10.128, 1, 3) == pytest.approx(0.05, abs=1e-4)
-    assert pmnf.f_survival(4.1028, 2, 10) == pytest.approx(0.05, abs=1e-4)
-    assert pmnf.f_survival(0.0, 2, 10) == 1.0
+    from snumap_tui.study.pmnf_select import f_survival
+
+    # F tables: F(1, 3) at 5 % is 10.128, F(2, 10) at 5 % 4.1028, F(6, 28) at 0.1 % 5.24
+    assert f_survival(10.128, 1, 3) == pytest.approx(0.05, abs=1e-4)
+    assert f_survival(4.1028, 2, 10) == pytest.approx(0.05, abs=1e-4)
+    assert f_survival(5.24, 6, 28) == pytest.approx(0.001, abs=2e-5)
+    assert f_survival(0.0, 2, 10) == 1.0
 
 
 def test_repeats_and_two_values():
