@@ -108,3 +108,33 @@ def test_battery(seed: int, tmp_path: Path) -> None:
     print(f"agree with Extra-P on {len(agree)} of {len(laws)}; differ (true, snumap, Extra-P):"
           f" {differ}")
     assert len(agree) >= 0.9 * len(laws), differ
+
+
+def test_scale_report_measure(tmp_path: Path) -> None:
+    """`scale report --measure mean|median`: the models fit that figure per configuration,
+    say which, and the Extra-P file follows; another metric than time is medians only."""
+    import sys
+
+    from snumap_tui.study.synth import make_study
+
+    snumap = [sys.executable, "-m", "snumap_tui.cli", "scale", "report", str(tmp_path / "s")]
+    make_study(tmp_path / "s", threads=[1, 2, 4, 8], serial={"a": 0.2}, repeats=3, noise=0.3,
+               seed=5)
+    got = {}
+    for measure in ("median", "mean"):
+        j = json.loads(subprocess.run([*snumap, "--json", "--measure", measure], check=True,
+                                      capture_output=True, timeout=60).stdout)
+        assert j["models"]["measure"] == measure
+        got[measure] = j["models"]["models"]["a"]["formula"]
+        text = subprocess.run([*snumap, "--measure", measure, "--extrap",
+                               str(tmp_path / f"{measure}.txt")], check=True,
+                              capture_output=True, text=True, timeout=60).stdout
+        assert f"{measure} over repeats" in text
+        data = [ln for ln in (tmp_path / f"{measure}.txt").read_text().splitlines()
+                if ln.startswith("DATA")]
+        assert {len(ln.split()) - 1 for ln in data} == ({1} if measure == "median" else {3})
+    assert got["median"] != got["mean"]         # 30 % noise over 3 repeats: they differ
+    r = subprocess.run([*snumap, "--measure", "mean", "--metric", "memory"],
+                       check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert "--measure mean goes with --metric time" in r.stderr
