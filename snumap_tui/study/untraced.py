@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from snumap_tui.safeout import default_mode
+
 POLL_MS = 200          # how often a wait looks at the stop flag
 
 
@@ -36,8 +38,9 @@ def run_untraced(cmd: Sequence[str], env: dict[str, str], cpus: Sequence[int], l
         os.unlink(log)
     except FileNotFoundError:
         pass
+    # the program's own output: private as root, like every output (safeout)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644)
+                 default_mode())
     null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     old = os.sched_getaffinity(0)
     try:
