@@ -17,6 +17,7 @@ import numpy as np
 
 from snumap_tui.study.aggregate import PROGRAM
 
+EXIT_LAG_NS = 2_000_000_000   # how long before the "command exit" marker its exit is looked for first
 CONTAINED = 0.9          # share of a region's instances inside another for it to be the parent
 
 
@@ -44,15 +45,20 @@ def program_exit(rec: Any, t0: int, t1: int) -> int | None:
     from snumap_tui.trace import events as ev
 
     pid = rec.header.get("command_pid")
-    last: int | None = None
-    for cols in rec.iter_event_columns(("kind", "pid"), t0, t1 + 1):
-        sel = cols["kind"] == ev.EXIT
-        if isinstance(pid, int) and not isinstance(pid, bool):
-            sel &= cols["pid"] == pid
-        if sel.any():
-            t = int(cols["t_ns"][sel].max())
-            last = t if last is None else max(last, t)
-    return last
+    # The exit is a moment before the marker: the last seconds are read first, the rest of
+    # the run only where they hold none.
+    for lo in (max(t0, t1 - EXIT_LAG_NS), t0):
+        last: int | None = None
+        for cols in rec.iter_event_columns(("kind", "pid"), lo, t1 + 1):
+            sel = cols["kind"] == ev.EXIT
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                sel &= cols["pid"] == pid
+            if sel.any():
+                t = int(cols["t_ns"][sel].max())
+                last = t if last is None else max(last, t)
+        if last is not None or lo == t0:
+            return last
+    return None
 
 
 def energy_j(rec: Any, t0: int, t1: int) -> tuple[float | None, str | None]:
