@@ -174,3 +174,12 @@ def test_one_term_hypotheses_cross_validated_at_once_as_one_by_one() -> None:
         one = [pmnf._cross_validate([x], y) for x in xs]
         assert many == pytest.approx(one, rel=1e-9, abs=1e-9)
     assert pmnf._cross_validate_many(np.zeros((0, 4)), np.ones(4)) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_parameter_noise_stays_constant(seed):
+    rng = np.random.default_rng(seed)
+    t, n = np.meshgrid([1, 2, 4, 8, 16], [10, 20, 40, 80, 160])
+    t, n = t.ravel().astype(float), n.ravel().astype(float)
+    m = pmnf.fit({"threads": t, "input": n}, 3.0 * (1 + rng.normal(0, 0.02, len(t))))
+    assert m.terms == (), m.formula

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from snumap_tui.study.pmnf_select import NOISE_ALPHA, POLY, noise_p_value, select
+from snumap_tui.study.pmnf_select import NOISE_ALPHA, POLY, noise_p_value, select, terms_p_value
 
 # The exponents the two-parameter search combines (each parameter's best term first).
 POLY_EXPONENTS: tuple[Fraction, ...] = tuple(
@@ -459,7 +459,14 @@ def fit(points: Mapping[str, Sequence[float]], times: Sequence[float],
         return _finish(params, [], values, y, math.nan,
                        note=f"constant: fewer than {MIN_POINTS} values of {p} and {q}")
     terms, cv = _best(hyps, values, y)
-    return _finish(params, list(terms), values, y, cv)
+    note = ""
+    if terms:
+        cols = [Term(1.0, fs).basis(values) for fs in terms]
+        pv = terms_p_value(_design(cols, len(y)), y)
+        if pv > NOISE_ALPHA:
+            terms, cv = (), math.nan
+            note = f"constant: the terms the search found are within the noise (F test, p = {pv:.2g})"
+    return _finish(params, list(terms), values, y, cv, note=note)
 
 
 def fit_models(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),

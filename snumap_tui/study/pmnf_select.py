@@ -139,18 +139,21 @@ def noise_p_value(x: np.ndarray, y: np.ndarray, xs: np.ndarray, ys: np.ndarray,
         if within <= 0:
             return 0.0 if between > 0 else 1.0
         return f_survival(between / d1 / (within / d2), d1, d2)
-    n = len(ys)
-    if n < 3:
-        return 0.0
-    a = np.column_stack([np.ones(n), b])
-    if not np.all(np.isfinite(a)):
-        return 1.0
-    coef = np.linalg.lstsq(a, ys, rcond=None)[0]
-    rss1 = float(np.sum((a @ coef - ys) ** 2))
-    rss0 = float(np.sum((ys - ys.mean()) ** 2))
+    return terms_p_value(np.column_stack([np.ones(len(ys)), b]), ys)
+
+
+def terms_p_value(a: np.ndarray, y: np.ndarray) -> float:
+    """The F test of a linear model with design A (its first column the constant) against
+    the constant alone: how likely noise is to make its terms cut the residuals as much."""
+    n, k = a.shape[0], a.shape[1] - 1
+    if k < 1 or n - k - 1 < 1 or not np.all(np.isfinite(a)):
+        return 0.0 if k >= 1 and n - k - 1 < 1 else 1.0
+    coef = np.linalg.lstsq(a, y, rcond=None)[0]
+    rss1 = float(np.sum((a @ coef - y) ** 2))
+    rss0 = float(np.sum((y - y.mean()) ** 2))
     if rss1 <= 0:
         return 0.0
-    return f_survival((rss0 - rss1) / (rss1 / (n - 2)), 1, n - 2)
+    return f_survival((rss0 - rss1) / k / (rss1 / (n - k - 1)), k, n - k - 1)
 
 
 def f_survival(f: float, d1: float, d2: float) -> float:
