@@ -432,8 +432,8 @@ def fit(points: Mapping[str, Sequence[float]], times: Sequence[float],
         terms, cv = _select_single(p, xs, ys)
         note = ""
         if terms:
-            pv = noise_p_value(x, y, xs, ys, terms[0][0].evaluate(xs))
-            if pv > NOISE_ALPHA:
+            pv, alpha = noise_p_value(x, y, xs, ys, terms[0][0].evaluate(xs))
+            if pv > alpha:
                 terms, cv = (), math.nan
                 note = (f"constant: the term the search found is within the noise (F test, "
                         f"p = {pv:.2g})")
