@@ -6,11 +6,12 @@ A PMNF model of one parameter p is
 
 with exponents i_k from a small set of rationals and j_k integers (Calotoiu et al., the form
 Extra-P fits). With one parameter, the model is chosen as Extra-P 4.2.5's default modeler
-chooses it with ``allow_negative_exponents=True`` (`_select_single`: its hypotheses, one term
-besides the constant, the constant's in-sample SMAPE against each term's leave-one-out SMAPE),
-so the `--extrap` files give the same models in Extra-P; then a term is kept only where an F
-test says noise is unlikely to have given it (`_noise_p_value`), so a constant series stays
-constant. Thread counts shrink times, so falling terms are hypotheses too (Amdahl's law is
+chooses it with ``allow_negative_exponents=True`` (`pmnf_select.select`: its hypotheses, one
+term besides the constant, the constant's in-sample SMAPE against each term's leave-one-out
+SMAPE), so the `--extrap` files give the same models in Extra-P; then a term is kept only
+where an F test says noise is unlikely to have given it (`pmnf_select.noise_p_value`), so a
+constant series stays constant. Thread counts shrink times, so falling terms are hypotheses
+too (Amdahl's law is
 c0 + c1 * p^-1).
 
 With two parameters (threads and a numeric input size), the best single-parameter term of each
