@@ -138,3 +138,24 @@ def test_scale_report_measure(tmp_path: Path) -> None:
                        check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
     assert "--measure mean goes with --metric time" in r.stderr
+
+
+def test_report_models_use_the_repeats(tmp_path: Path) -> None:
+    """A flat region (1.8 + 0.2/p, +-4 % uniform noise) over 3 repeats: the report fits each
+    run, so the repeats show the noise and the term stands out of it; one median per
+    configuration alone often leaves it within the noise."""
+    from snumap_tui.study import load
+    from snumap_tui.study.report import models
+    from snumap_tui.study.synth import make_study
+
+    kept = alone = 0
+    for seed in range(10):
+        st = make_study(tmp_path / f"s{seed}", threads=[1, 2, 4, 8, 16, 32, 64],
+                        serial={"flat": 0.9}, t1={"flat": 2.0}, repeats=3, noise=0.04,
+                        seed=seed)
+        data = load(st.dir)
+        formula = data.report()["models"]["models"]["flat"]["formula"]
+        kept += "threads^(-" in formula
+        alone += "*" in models(data.aggregated(), data.manifest, None)["models"]["flat"][
+            "formula"]
+    assert kept == 10 and alone < kept

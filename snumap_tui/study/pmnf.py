@@ -489,9 +489,12 @@ SERIES_KEYS = ("places", "input", "freq")
 
 
 def fit_series(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),
-               value: str = "time_median_s") -> list[tuple[str, dict, Model]]:
+               value: str = "time_median_s", measure: str = "median"
+               ) -> list[tuple[str, dict, Model]]:
     """One model per region and per setting of the dimensions not in params (placement,
-    input, frequency): [(region, {places, input, freq}, Model)], ordered by region."""
+    input, frequency): [(region, {places, input, freq}, Model)], ordered by region. ROWS
+    may hold several repeats of a point (a study's runs): each point is then their MEASURE,
+    and the repeats tell the noise a term must stand out of (fit)."""
     params = tuple(params)
     fixed_keys = tuple(k for k in SERIES_KEYS
                        if not (k == "input" and "input_value" in params))
@@ -508,7 +511,7 @@ def fit_series(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),
     for key in sorted(groups, key=lambda k: (k[0], -len(groups[k]), k[1:])):
         rs = groups[key]
         pts = {p: [float(r[p]) for r in rs] for p in params}
-        model = fit(pts, [float(r[value]) for r in rs])
+        model = fit(pts, [float(r[value]) for r in rs], measure)
         out.append((key[0], dict(zip(fixed_keys, key[1:])), model))
     return out
 

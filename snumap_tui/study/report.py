@@ -66,7 +66,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
     }
     rep["perturbation"] = perturbation(by_region.get(PROGRAM, []), unit)
     rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
-    rep["models"] = models(agg, manifest, predict, metric, measure)
+    rep["models"] = models(agg, manifest, predict, metric, measure, rows)
     rep["events"] = manifest.get("events")
     return rep
 
@@ -298,34 +298,42 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
 
 
 def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None,
-           metric: str = "time", measure: str = "median") -> dict[str, Any]:
+           metric: str = "time", measure: str = "median",
+           runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """PMNF models of each region's time (or METRIC: study/figures.py) (snumap_tui.study.pmnf)
     as a function of the thread count, at the series with the most configurations (its
     placement, input and frequency named), extrapolated to the machine's cores and to PREDICT;
     where the inputs are numbers (three values at least), also of threads and input size
-    together. MEASURE: a time's median or mean over the repeats (other figures: medians)."""
+    together. MEASURE: a time's median or mean over the repeats (other figures: medians).
+    A time is fitted to RUNS (the measurements: each repeat, so that the noise they show
+    decides whether a term is needed); the program's, where the recorder perturbed it (its
+    series' ``basis``), to its untraced times."""
     from snumap_tui.study import pmnf
     from snumap_tui.study.figures import UNITS, metric_value
 
-    def value(a: dict[str, Any]) -> Any:
-        if metric != "time":
-            return metric_value(a, metric)
-        if a.get("basis") == "untraced":        # the program's, where the recorder perturbed it
-            return a.get(f"untraced_{measure}_s")
-        return a.get(f"time_{measure}_s")
+    untraced = {series_key(a) for a in agg if a.get("basis") == "untraced"}
 
-    rows = [{**a, "value": value(a)} for a in agg]
-    rows = [a for a in rows if a["value"] is not None]
+    def raw(r: dict[str, Any]) -> Any:
+        return r.get("untraced_s") if series_key(r) in untraced else r.get("time_s")
+
+    if metric == "time" and runs is not None:
+        rows = [{**r, "value": raw(r)} for r in runs if r.get("status") == "ok"]
+    else:
+        rows = [{**a, "value": metric_value(a, metric) if metric != "time" else
+                 a.get(f"{'untraced' if series_key(a) in untraced else 'time'}_{measure}_s")}
+                for a in agg]
+    rows = [a for a in rows if finite(a["value"])]
     if not rows:
         return {"available": False, "metric": metric,
                 "why": f"no configuration has a figure for {metric}"}
     try:
-        series = pmnf.fit_series(rows, params=("threads",), value="value")
+        series = pmnf.fit_series(rows, params=("threads",), value="value", measure=measure)
         sizes = {a.get("input_value") for a in rows}
         numeric = len(sizes) >= pmnf.MIN_POINTS and all(
             isinstance(v, (int, float)) for v in sizes)
         with_input = {r: (fx, m) for r, fx, m in reversed(
-            pmnf.fit_series(rows, params=("threads", "input_value"), value="value"))} \
+            pmnf.fit_series(rows, params=("threads", "input_value"), value="value",
+                            measure=measure))} \
             if numeric else {}
     except ValueError as exc:
         return {"available": False, "metric": metric, "why": f"no model fitted: {exc}"}
@@ -341,8 +349,10 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         if m.note:      # two thread counts: c0 + c1/p, Amdahl's law only for a time
             item["note"] = m.note if metric == "time" else \
                 m.note.replace("Amdahl's law", "c0 + c1 * threads^(-1)")
-        if metric == "time" and any(a.get("basis") == "untraced" and a["region"] == region
-                                    for a in rows):
+        named = tuple("" if v is None else str(v) for v in series_key({"region": region,
+                                                                      **fixed})[1:])
+        if metric == "time" and any(k[0] == region and tuple(
+                "" if v is None else str(v) for v in k[1:]) == named for k in untraced):
             item["note"] = "; ".join(x for x in (item.get("note"), "of its untraced times") if x)
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
