@@ -52,6 +52,9 @@ def test_perturbed_study_takes_the_untraced_times(tmp_path: Path) -> None:
     assert pert["available"] and pert["program_basis"] == "untraced"
     assert [c["over"] for c in pert["configurations"]] == [False, False, False, True, True]
     assert "39.0 % at 16 threads" in pert["warning"]
+    from snumap_tui.commands.scale import _perturbation_warning
+
+    assert _perturbation_warning(tmp_path / "s") == pert["warning"]     # said after a study
     text = format_report(rep)
     assert "warning: the recorder slowed the program by more than 3 % in 2 of 5" in text
     assert "RECORDED  UNTRACED  PERTURB" in text

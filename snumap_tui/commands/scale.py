@@ -219,10 +219,27 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
         except KeyboardInterrupt:
             say(f"interrupted; rerun the same command to resume {study.dir}")
             return 130
+    warning = _perturbation_warning(study.dir)
+    if warning:
+        say(f"warning: {warning}")
     failed = f", {counts['failed']} failed (kept, marked)" if counts.get("failed") else ""
     say(f"{counts.get('ok', 0)} runs recorded{failed}, {counts['skipped']} already complete; "
         f"snumap scale report {study.dir}")
     return 0
+
+
+def _perturbation_warning(path: Path) -> str | None:
+    """The study's perturbation warning (scale report's), or None; a study that cannot be
+    read back here has its report say why."""
+    from snumap_tui.study import load
+    from snumap_tui.study.aggregate import PROGRAM
+    from snumap_tui.study.report import perturbation, unit_of
+
+    try:
+        agg = load(path).aggregated()
+    except (SnumapError, OSError, ValueError):
+        return None
+    return perturbation([a for a in agg if a["region"] == PROGRAM], unit_of(agg)).get("warning")
 
 
 def _say(text: str) -> None:

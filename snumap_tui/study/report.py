@@ -50,7 +50,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
     for a in agg:
         by_region.setdefault(a["region"], []).append(a)
     tree = _tree(by_region, parent)
-    unit = _unit(agg)
+    unit = unit_of(agg)
     rep: dict[str, Any] = {
         "study": {k: manifest.get(k) for k in ("command", "host", "machine", "snumap_version",
                                                "actuators", "created", "updated")},
@@ -109,7 +109,8 @@ def _tree(by_region: dict[str, list[dict[str, Any]]], parent: dict[str, str | No
     return out
 
 
-def _unit(agg: list[dict[str, Any]]) -> str:
+def unit_of(agg: list[dict[str, Any]]) -> str:
+    """What the parallelism is counted in: threads, ranks, or p (threads x ranks)."""
     ranks = {a.get("ranks") for a in agg}
     threads = {a["threads"] for a in agg}
     if ranks == {None}:
