@@ -64,4 +64,5 @@ def test_program_time_of_a_real_recording(tmp_path: Path) -> None:
     m = measure(out)
     assert m["program"]["time_s"] == pytest.approx((t_exit - marks["command start"]) / 1e9,
                                                    abs=1e-9)
-    assert 0.25 <= m["program"]["time_s"] < 0.25 + 0.05
+    # the sleep itself at least, and less than the marker says (the recorder's reaping)
+    assert 0.25 <= m["program"]["time_s"] < (marks["command exit"] - marks["command start"]) / 1e9
