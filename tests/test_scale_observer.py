@@ -114,7 +114,7 @@ def test_untraced_run_gets_the_environment_and_cpus(tmp_path: Path) -> None:
     before = os.sched_getaffinity(0)
     u = run_untraced([sys.executable, "-c", code], env, cpus, tmp_path / "u.log")
     assert u["exit_status"] == 0
-    assert 0.2 <= u["time_s"] < 2.0
+    assert 0.2 <= u["time_s"] < 10.0
     assert (tmp_path / "u.log").read_text().strip() == f"{cpus} 3"
     assert os.sched_getaffinity(0) == before          # scale's own affinity is back
     bad = run_untraced(["false"], env, (), tmp_path / "b.log")
@@ -134,7 +134,7 @@ def test_a_study_runs_each_configuration_untraced_too(tmp_path: Path) -> None:
     assert [s["untraced"]["order"] for s in states] == ["before", "after"]   # interleaved
     for s in states:
         assert s["untraced"]["exit_status"] == 0
-        assert 0.2 <= s["untraced"]["time_s"] < 0.5
+        assert 0.2 <= s["untraced"]["time_s"] < 5.0
         assert (tmp_path / "s" / "runs" / s["untraced"]["log"]).exists()
     rep = load(tmp_path / "s").report()
     (c,) = rep["perturbation"]["configurations"]
