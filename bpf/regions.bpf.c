@@ -32,6 +32,18 @@
  * ring refuses stays in `aggs` and goes with a later call: nothing is lost; user space reads
  * what is left in `aggs` at the end.
  *
+ * Probe budget: a call too frequent to trap (16 M critical sections: every hit is a trap into
+ * the kernel, ~1.5 us for an entry and its return here, whatever the program does with it)
+ * must not be trapped each time. Each probed function has one counting tag (its entry's, or
+ * its return's when it has no entry probe) with a cost in `budget` (ns of a thread's credit a
+ * hit spends: the estimated cost of the call's probes divided by the share of a thread's time
+ * they may take); a thread earns credit at 1 ns a ns, up to snumap_burst_ns. A hit that finds
+ * the thread's credit spent marks the tag in `over` (once) and writes a record with tag
+ * SNUMAP_BUDGET_TAG (arg: the tag) for the drain (it reads the ring every 10 ms), which
+ * detaches that function's probes. From that hit on, the tag's hits are counted in `counts` and nothing else (no
+ * record, no sum) until the detach takes effect: what was recorded stops at one instant, and
+ * is exact up to it; a return whose entry was not seen is not a call.
+ *
  * build: -mcpu=v3 (the atomics that return the old value; the kernel has them since 5.12,
  * uprobe_multi needs 6.6)
  */
@@ -51,6 +63,7 @@ const volatile __u32 snumap_system_wide = 0;
 const volatile __u32 snumap_hold_exec = 0;
 
 #define SNUMAP_EXEC_TAG 0xffffffffu
+#define SNUMAP_BUDGET_TAG 0xfffffffeu
 #define SNUMAP_SIGSTOP 19
 
 struct snumap_region_hit {
@@ -111,6 +124,52 @@ static __always_inline void count_lost(__u32 tag)
 }
 
 #define SNUMAP_AGG_BIT 4
+
+/* Set by the loader before load: the most credit a thread keeps (a burst of calls this long
+ * at the budgeted rate passes). */
+const volatile __u64 snumap_burst_ns = 200000000;
+
+/* Per tag: the credit (ns) one hit spends, 0 for none (no budget, or not the counting tag). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SNUMAP_LOST_TAGS);
+    __type(key, __u32);
+    __type(value, __u64);
+} budget SEC(".maps");
+
+/* Per tag: set once its budget was passed (its record written). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SNUMAP_LOST_TAGS);
+    __type(key, __u32);
+    __type(value, __u32);
+} over SEC(".maps");
+
+/* Per tag: the hits of the traced tree. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, SNUMAP_LOST_TAGS);
+    __type(key, __u32);
+    __type(value, __u64);
+} counts SEC(".maps");
+
+struct snumap_rate_key {
+    __u32 tid;
+    __u32 tag;
+};
+
+struct snumap_rate {
+    __u64 last;                 /* the thread's last counted hit */
+    __s64 credit;               /* ns it may still spend */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct snumap_rate_key);
+    __type(value, struct snumap_rate);
+} rates SEC(".maps");
+
 
 /* Set by the loader before load: a summary every this many calls, or this long after its
  * first call, whichever comes first. */
@@ -189,6 +248,54 @@ static __always_inline struct snumap_region_hit *reserve(__u64 id, __u32 tag, __
     h->tag = tag;
     h->ret = ret;
     return h;
+}
+
+/* Count a hit of TAG and spend its credit; past the budget, say so once (see the top). True
+ * when the tag is past it: the hit is not recorded. */
+static __always_inline int spend(__u64 id, __u32 tag)
+{
+    if (tag >= SNUMAP_LOST_TAGS)
+        return 0;
+    __u64 *n = bpf_map_lookup_elem(&counts, &tag);
+    if (n)
+        *n += 1;
+    __u64 *cost = bpf_map_lookup_elem(&budget, &tag);
+    if (!cost || !*cost)
+        return 0;
+    __u32 *o = bpf_map_lookup_elem(&over, &tag);
+    if (!o || *o)
+        return 1;
+    struct snumap_rate_key k = {.tid = (__u32)id, .tag = tag};
+    struct snumap_rate *r = bpf_map_lookup_elem(&rates, &k);
+    __u64 t = bpf_ktime_get_ns();
+    if (!r) {
+        struct snumap_rate z = {.last = t, .credit = (__s64)snumap_burst_ns};
+        bpf_map_update_elem(&rates, &k, &z, BPF_ANY);
+        return 0;
+    }
+    __s64 c = r->credit + (__s64)(t - r->last);
+    if (c > (__s64)snumap_burst_ns)
+        c = (__s64)snumap_burst_ns;
+    c -= (__s64)*cost;
+    r->credit = c;
+    r->last = t;
+    if (c >= 0)
+        return 0;
+    if (__sync_fetch_and_add(o, 1))
+        return 1;
+    struct snumap_region_hit *h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
+    if (!h) {
+        *o = 0;                 /* said with a later hit */
+        return 0;
+    }
+    h->t_ns = t;
+    h->arg = tag;
+    h->pid = id >> 32;
+    h->tid = (__u32)id;
+    h->tag = SNUMAP_BUDGET_TAG;
+    h->ret = 0;
+    bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+    return 1;
 }
 
 static __always_inline void agg_entry(__u64 id, __u32 rid, __u32 tag)
@@ -301,6 +408,8 @@ static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
     if (!snumap_system_wide && !bpf_map_lookup_elem(&tracked, &tgid))
         return 0;
     __u64 cookie = bpf_get_attach_cookie(ctx);
+    if (spend(id, (__u32)cookie >> 3))
+        return 0;
     if (cookie & SNUMAP_AGG_BIT) {
         if (ret)
             agg_return(id, cookie >> 32, (__u32)cookie >> 3);

@@ -179,7 +179,8 @@ def test_phase_helper_costs_nothing_without_recording_and_writes_with_one() -> N
 
 def test_body_probes_detached_above_the_budget() -> None:
     from snumap_tui.trace import region_catalog as C
-    from snumap_tui.trace.regions import BODY_BUDGET, RegionTracer, Site
+    from snumap_tui.trace.probe_budget import BODY_BUDGET
+    from snumap_tui.trace.regions import RegionTracer, Site
     from snumap_tui.trace.uprobes import HIT
 
     class Fake:

@@ -6,7 +6,11 @@ then cut at those segments' edges, and a piece takes its segment's key: 1 + the 
 region's name in ``names``, or ``SERIAL`` (0) outside any region. A thread whose part of a
 parallel region is done while the region is still open (the closing barrier: the report's
 waiting time) is in the region's wait key (``wait_key``), drawn as waiting in its colour.
-Pieces of work outside the traced tree keep their negative tid, so the view shows them as
+Calls the kernel summed (critical sections: no record a call, ``Regions.sums``) are drawn
+from each summary's first entry to its last return in a summed key (``summed_key``) whose
+level says how much of that stretch the thread spent inside (the summary's time inside over
+its span: a density, hatched lighter to denser), so a phase that waits in a critical section
+does not draw as the region's solid colour. Pieces of work outside the traced tree keep their negative tid, so the view shows them as
 "other" as in the other modes; ``tids`` keeps who ran each piece, for the typed filter.
 """
 
@@ -31,23 +35,56 @@ class RegionTimeline:
     wait: set[int] = field(default_factory=set)       # keys drawn as waiting (┄)
     marks: list[tuple[int, str]] = field(default_factory=list)   # user marker ticks
     tids: list[np.ndarray] = field(default_factory=list)   # per row: who ran each piece
+    summed: dict[int, int] = field(default_factory=dict)  # summed keys: their density level
 
     def key_name(self, key: int) -> str:
-        """A region's name; a wait key (see ``wait_key``) is its region's name."""
+        """A region's name; a wait or summed key (``wait_key``, ``summed_key``) is its
+        region's name."""
         if key == SERIAL:
             return "no region"
-        return self.names[self.base(key) - 1] if 1 <= key <= 2 * len(self.names) else "?"
+        n = len(self.names)
+        return self.names[self.base(key) - 1] if 1 <= key <= (2 + DENSITY_LEVELS) * n else "?"
 
     def base(self, key: int) -> int:
-        """The region key of ``key``: itself, or the region a wait key waits in."""
+        """The region key of ``key``: itself, or the region a wait or summed key is of."""
         n = len(self.names)
-        return key - n if n < key <= 2 * n else key
+        return (key - 1) % n + 1 if n and key > n else key
 
 
 def wait_key(key: np.ndarray | int, n_names: int) -> np.ndarray | int:
     """The key of the time a thread waits at the end of region ``key`` (its body done, the
     region still open): drawn as waiting, in the region's colour."""
     return key + n_names
+
+
+DENSITY_LEVELS = 3     # summed stretches: < 1/3, < 2/3, >= 2/3 of the time inside
+
+
+def summed_key(key: np.ndarray | int, level: np.ndarray | int, n_names: int
+               ) -> np.ndarray | int:
+    """The key of a stretch of calls of region ``key`` summed in the kernel whose time inside
+    is at density LEVEL (1 ... DENSITY_LEVELS) of the stretch."""
+    return key + n_names * (1 + level)
+
+
+def _none() -> Instances:
+    z = np.zeros(0, np.int64)
+    return Instances(z, z, z, z, z)
+
+
+def summed_pieces(reg: Regions, key_of_rid: np.ndarray, n_names: int) -> Instances:
+    """The kernel's summaries as instances (rid column: their summed key) per thread: first
+    entry to last return, keyed by how much of it the thread was inside."""
+    s = reg.sums[reg.sums["count"] > 0] if len(reg.sums) else reg.sums
+    s = s[s["t_last"] > s["t_first"]] if len(s) else s
+    if not len(s):
+        return _none()
+    st, en = s["t_first"].astype(np.int64), s["t_last"].astype(np.int64)
+    dens = s["sum_ns"].astype(np.float64) / (en - st)
+    level = np.clip((dens * DENSITY_LEVELS).astype(np.int64) + 1, 1, DENSITY_LEVELS)
+    key = summed_key(key_of_rid[s["rid"].astype(np.int64)], level, n_names)
+    return Instances(np.asarray(key, np.int64), s["tid"].astype(np.int64),
+                     s["pid"].astype(np.int64), st, en)
 
 
 def edges(*times: np.ndarray) -> np.ndarray:
@@ -130,13 +167,14 @@ def thread_segments(reg: Regions) -> tuple[dict[int, tuple[np.ndarray, np.ndarra
     nn = len(names)
     wait = wait_names | {int(wait_key(k, nn)) for k in range(1, nn + 1)}
     out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    if not len(inst):
+    sp = summed_pieces(reg, key_of_rid, nn)
+    if not len(inst) and not len(sp):
         return out, names, wait
-    ew = end_waits(inst, key_of_rid, reg, nn)
-    tid = np.concatenate([inst.tid, ew.tid])
-    st = np.concatenate([inst.start, ew.start])
-    en = np.concatenate([inst.end, ew.end])
-    key = np.concatenate([key_of_rid[inst.rid], ew.rid])
+    ew = end_waits(inst, key_of_rid, reg, nn) if len(inst) else _none()
+    tid = np.concatenate([inst.tid, ew.tid, sp.tid])
+    st = np.concatenate([inst.start, ew.start, sp.start])
+    en = np.concatenate([inst.end, ew.end, sp.end])
+    key = np.concatenate([key_of_rid[inst.rid], ew.rid, sp.rid])
     order = np.lexsort((st, tid))
     tid, st, en, key = tid[order], st[order], en[order], key[order]
     cuts = np.flatnonzero(np.diff(tid)) + 1
@@ -156,7 +194,7 @@ def thread_segments(reg: Regions) -> tuple[dict[int, tuple[np.ndarray, np.ndarra
 
 def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
     """The run intervals cut and keyed by region (None when the recording has no regions)."""
-    if not len(reg):
+    if not len(reg) and not len(reg.sums):
         return None
     segs, names, wait = thread_segments(reg)
     starts, ends, keys, owners = [], [], [], []
@@ -200,4 +238,7 @@ def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
     begins = reg.rows[reg.rows["op"] == BEGIN]
     marks += [(int(r["t_ns"]), reg.names[int(r["rid"])].name) for r in begins
               if reg.names[int(r["rid"])].kind == "marker"]
-    return RegionTimeline(riv, names, wait, sorted(marks), owners)
+    nn = len(names)
+    summed = {int(summed_key(k, lv, nn)): lv for k in range(1, nn + 1)
+              for lv in range(1, DENSITY_LEVELS + 1)}
+    return RegionTimeline(riv, names, wait, sorted(marks), owners, summed)

@@ -171,9 +171,90 @@ def _with_summed(threads: dict[int, tuple[int, int]], own_tid: np.ndarray, agg: 
     return out, max(per.values())
 
 
-def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[str, Any]]:
-    """One dict per region name (JSON-ready), by wall time, longest first."""
+# A recording whose region probes cost more than this share of the traced processes' CPU
+# time says so (report's finding, record's last line); --probe-budget bounds each function.
+WARN_SHARE = 0.05
+
+
+def probe_costs(infos: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The recording's "region probes" info chunk (recording/regions.py): per probed function
+    ``hits`` (calls trapped), ``probe_ns`` (their estimated cost in all), ``call_ns`` (a call's) and
+    ``detached_ns`` (when its probes were detached past the budget; 0: never). Rows that do
+    not fit are skipped (a damaged or foreign chunk says nothing)."""
+    out: dict[str, dict[str, int]] = {}
+    for info in infos:
+        if info.get("what") != "region probes":
+            continue
+        cols = info.get("columns") or []
+        for row in info.get("rows") or []:
+            if len(row) != len(cols) or "name" not in cols:
+                continue
+            d = dict(zip(cols, row))
+            nums = {k: d.get(k) for k in ("hits", "probe_ns", "call_ns", "detached_ns")}
+            if not all(isinstance(v, int) and v >= 0 for v in nums.values()):
+                continue
+            out[safe_text(str(d["name"]))] = {k: int(v) for k, v in nums.items()
+                                              if isinstance(v, int)}
+    return out
+
+
+def probe_section(costs: dict[str, dict[str, int]], program_cpu_s: float | None,
+                  budget: float | None) -> dict[str, Any] | None:
+    """What the region probes cost the program (JSON-ready): per function and in all, the
+    estimated time and its share of the traced processes' CPU time PROGRAM_CPU_S, the
+    functions detached past the budget, and whether the whole is above BUDGET (a share)."""
+    if not costs:
+        return None
+    total = sum(c["probe_ns"] for c in costs.values()) / 1e9
+    share = total / program_cpu_s if program_cpu_s else None
+    return {"probe_s": total, "share": share, "budget": budget,
+            "over_budget": bool(share is not None and share > WARN_SHARE),
+            "detached": sorted(n for n, c in costs.items() if c["detached_ns"]),
+            "functions": [{"name": n, **c, "probe_s": c["probe_ns"] / 1e9}
+                          for n, c in sorted(costs.items(), key=lambda kv: -kv[1]["probe_ns"])]}
+
+
+def probe_findings(p: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A finding when the region probes cost more than the budget's share of the program."""
+    if not p or not p.get("over_budget"):
+        return []
+    return [{"kind": "probe_cost", "share": p["share"],
+             "text": f"the region probes cost ~{100 * p['share']:.2g}% of the traced "
+                     f"processes' CPU time (above {100 * WARN_SHARE:g}%): the program ran "
+                     "slower by about as much (--regions none or a lower --probe-budget)"}]
+
+
+def _less_probes(threads: dict[int, tuple[int, int]], per_tid: dict[int, int], call_ns: int
+                 ) -> dict[int, tuple[int, int]]:
+    """THREADS' time inside without what the probes added to each of their calls (PER_TID
+    calls of CALL_NS each): a probed call's clock readings take in most of both traps, so a
+    critical section at one thread looked like ~1.6 us of waiting a call."""
+    return {t: (pid, max(0, ns - per_tid.get(t, 0) * call_ns)) for t, (pid, ns) in
+            threads.items()}
+
+
+def most_calls(reg: Regions, name: str) -> int:
+    """The most calls of function NAME any one thread made (its begin rows and the calls the
+    kernel summed): what a call's probe cost is taken out of the function's wall time for."""
+    rids = [i for i, n in enumerate(reg.names) if n.name == name]
+    per: dict[int, int] = {}
+    rows = reg.rows[np.isin(reg.rows["rid"], rids) & (reg.rows["op"] == BEGIN)]
+    for t, c in zip(*np.unique(rows["tid"], return_counts=True)):
+        per[int(t)] = int(c)
+    agg = summed(getattr(reg, "sums", np.zeros(0)), rids)
+    for t, c in (agg.calls.items() if agg is not None else ()):
+        per[t] = per.get(t, 0) + c
+    return max(per.values(), default=0)
+
+
+def region_stats(reg: Regions, comm: dict[int, str] | None = None,
+                 probes: dict[str, dict[str, int]] | None = None) -> list[dict[str, Any]]:
+    """One dict per region name (JSON-ready), by wall time, longest first. PROBES (the
+    ``probe_costs`` of the recording): a call's probe cost is taken out of the time inside
+    runtime and user functions (not parallel regions), and functions detached past the
+    budget are marked ``partial``."""
     comm = comm or {}
+    probes = probes or {}
     inst = pair(reg.rows)
     names: list[RegionName] = reg.names
     by_name: dict[str, list[int]] = {}
@@ -231,17 +312,26 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
         # as their instances would.
         calls = len(span) + len(rest) + int(sum(mark_n[r] for r in rids)) + \
             (agg.total if agg is not None else 0)
+        cost = probes.get(name)
         if len(span):
             count = len(span)
         else:
             own = rest if len(rest) else body
             threads, count = _with_summed(threads, inst.tid[own], agg)
+            if cost is not None and not len(body):
+                per_tid = dict(agg.calls) if agg is not None else {}
+                for t, c in zip(*np.unique(inst.tid[own], return_counts=True)):
+                    per_tid[int(t)] = per_tid.get(int(t), 0) + int(c)
+                threads = _less_probes(threads, per_tid, cost["call_ns"])
             marks_r = marks[np.concatenate([m_order[m_cuts[r]:m_cuts[r + 1]] for r in rids])]
             count += _most_per_thread(marks_r["tid"])
         # The kernel's union covers the exact calls too (the same clock readings): the larger
         # is the whole (the smaller only when a recording lost its last summaries).
         wall_ns = max(union_ns(inst.start[main], inst.end[main]),
                       agg.wall_ns if agg is not None else 0)
+        if cost is not None and not len(span) and not len(body):
+            # The union holds at least the busiest thread's calls, one after the other.
+            wall_ns = max(0, wall_ns - count * cost["call_ns"])
         per: list[dict[str, Any]] = []
         end_wait = _end_barrier_wait(inst, span, body) if len(span) and len(body) else {}
         for tid, (pid, ns) in sorted(threads.items()):
@@ -258,6 +348,12 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None) -> list[dict[
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
+        if cost is not None and cost["detached_ns"]:
+            # Probes detached past the budget: the figures stop there (partial).
+            row["partial"] = True
+            row["detached_ns"] = cost["detached_ns"]
+        if cost is not None and not len(span) and not len(body):
+            row["probe_ns_per_call_removed"] = cost["call_ns"]
         if agg is not None and agg.total:
             # Calls summed in the kernel: counted and timed, but without instances (windows)
             # for the per-region counters, memory and energy.
@@ -346,12 +442,15 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
                  f"{'WAIT s':>7}")
     for g in regs[:top]:
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
-        name = safe_text(g["name"])
+        name = safe_text(g["name"]) + (" *" if g.get("partial") else "")
         name = name if len(name) <= 36 else name[:35] + "…"
         lines.append(f"  {name:<36} {g['kind']:<6} {_calls(g.get('calls', g['count'])):>9} "
                      f"{g['wall_s']:>7.3f} {imb:>5} {g['wait_s']:>7.3f}")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
+    if any(g.get("partial") for g in regs[:top]):
+        lines.append("  * partial: probes detached past the budget (figures up to then)")
+    lines += format_probes(r.get("region_probes"))
     lost = r.get("regions_lost") or {}
     if lost:
         lines.append(f"  records lost (ring full): {sum(lost.values()):,}; short by as many "
@@ -365,4 +464,23 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
             where = safe_text(max(w["where"].items(), key=lambda kv: kv[1])[0])
             lines.append(f"  {w['tid']:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
                          f"most in {where}"[:80])
+    return lines
+
+
+def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
+    """The report's lines on what the region probes cost (section ``region_probes``)."""
+    if not p:
+        return []
+    share = p.get("share")
+    said = f"{100 * share:.2g}% of the traced processes' CPU time" if share is not None \
+        else "share unknown"
+    over = f" (!) above {100 * WARN_SHARE:g}%" if p.get("over_budget") else ""
+    lines = [f"  region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}"]
+    if p.get("budget"):
+        lines.append(f"  (--probe-budget {100 * p['budget']:g}%: a function's probes are "
+                     "detached past that share of a thread)")
+    for f in p["functions"][:top]:
+        off = " detached" if f["detached_ns"] else ""
+        lines.append(f"    {safe_text(f['name'])[:36]:<36} {f['hits']:>11,} hits "
+                     f"~{f['call_ns']:,} ns{off}"[:80])
     return lines

@@ -33,6 +33,9 @@ from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.regions import (
     format_regions,
+    probe_costs,
+    probe_findings,
+    probe_section,
     region_findings,
     region_stats,
     thread_waits,
@@ -199,7 +202,13 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     }
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     regions = rec.regions() if hasattr(rec, "regions") else None
-    report["regions"] = region_stats(regions, comm) if regions is not None else []
+    costs = probe_costs(list(getattr(rec, "infos", []) or []))
+    report["regions"] = region_stats(regions, comm, costs) if regions is not None else []
+    # What the probes cost, as a share of the traced processes' CPU time.
+    budget = (hdr.get("regions") or {}).get("budget")
+    report["region_probes"] = probe_section(
+        costs, sum(float(p["runtime_s"]) for p in report["processes"]) or None,
+        float(budget) if isinstance(budget, (int, float)) else None)
     # Records the kernel could not write (ring full), per region name: those regions' counts
     # and times are short by as many calls.
     report["regions_lost"] = dict(getattr(regions, "lost", {}) or {})
@@ -210,7 +219,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     report["counters"] = counter_section(rec, comm)
     # The most imbalanced regions first: they answer the question the program was traced for.
-    report["findings"] = (region_findings(report["regions"])
+    report["findings"] = (probe_findings(report["region_probes"])
+                          + region_findings(report["regions"])
                           + wait_findings(report["waits"], report["duration_s"])
                           + findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
                           + io_findings(report["io"]))

@@ -19,15 +19,60 @@ import numpy as np
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
 
+BUDGET_SHARE = 0.01         # trace/regions.py's default, without importing it (and elftools)
+# Said (last line, marker) when the region probes cost more than this share of the program's
+# CPU time in all (analysis/regions.py WARN_SHARE, the report's).
+WARN_SHARE = 0.05
+# The "region probes" info chunk (docs/format.md): per probed function.
+COST_COLUMNS = ("name", "hits", "probe_ns", "call_ns", "detached_ns")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--regions", default="auto", choices=["auto", "omp", "mpi", "none"],
                         help="probe the OpenMP and MPI runtimes the command maps (uprobes), "
                              "so time is coloured and reported by parallel region and MPI "
                              "call (default auto: whatever is found)")
+    parser.add_argument("--probe-budget", type=_share, default=None, metavar="PCT",
+                        help="the share of a thread's time one probed function may cost "
+                             "(default 1%%): a function called more often than that (e.g. a "
+                             "critical section taken millions of times) has its probes "
+                             "detached, its calls until then kept exact, and the recording "
+                             "says so; 0 never detaches")
     parser.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL",
                         help="also make this function of a binary or library a region, from "
                              "entry to return (repeatable)")
+
+
+def _share(text: str) -> float:
+    """``--probe-budget``: a percentage (``1``, ``0.5%``) -> a share (0.01, 0.005)."""
+    try:
+        pct = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a percentage, e.g. 1 or 0.5%") from None
+    if not 0 <= pct <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 0 and 100")
+    return pct / 100
+
+
+def cost_note(costs: dict[str, dict[str, int]], cpu_ns: int | None
+              ) -> tuple[str, bool] | None:
+    """What the region probes cost the program, said in record's last line: the estimated
+    probe time, its share of the program's CPU time CPU_NS (when known), and the functions
+    detached past the budget; and whether that share is above WARN_SHARE. None without
+    probes."""
+    if not costs:
+        return None
+    ns = sum(c["probe_ns"] for c in costs.values())
+    off = sorted(n for n, c in costs.items() if c["detached_ns"])
+    share = ns / cpu_ns if cpu_ns else None
+    over = share is not None and share > WARN_SHARE
+    text = f"region probes ~{ns / 1e6:.1f} ms"
+    if share is not None:
+        text += f" ({100 * share:.2g}% of the program's CPU time{' (!)' if over else ''})"
+    if off:
+        shown = ", ".join(off[:3]) + (f" and {len(off) - 3} more" if len(off) > 3 else "")
+        text += f", detached past the budget: {shown} (counts from then on partial)"
+    return text, over
 
 
 class RegionSession:
@@ -49,6 +94,10 @@ class RegionSession:
         self.info: dict[str, Any] = {"mode": self.mode, "found": [], "problems": []}
         self.rows_total = 0
         self.calls_summed = 0       # aggregated calls, summed in the kernel (no row each)
+        budget = getattr(args, "probe_budget", None)
+        self.budget = BUDGET_SHARE if budget is None else float(budget)
+        self.costs: dict[str, dict[str, int]] = {}  # per probed function (probe_costs)
+        self.info["budget"] = self.budget
         self._next_rescan = 0.0
         self._old_env = os.environ.get("SNUMAP_MARKERS")
         if backend == "proc" and (self.user or (cmd and self.mode != "none")):
@@ -76,6 +125,7 @@ class RegionSession:
                 from snumap_tui.trace.regions import RegionTracer
 
                 self.tracer = RegionTracer(self.mode, self.user, self.names, say)
+                self.tracer.budget = self.budget
         if cmd:
             from snumap_tui.trace.markers import ENV, MarkerFifo
 
@@ -180,6 +230,12 @@ class RegionSession:
                 self._write(writer, rows[rows["t_ns"] <= t_stop_ns])
             self.drainer = None
             self._write_sums(writer, self.tracer.take_sums(last=True))
+            self.costs = self.tracer.probe_costs()
+            if self.costs:
+                writer.add_info(t_stop_ns, "region probes", {
+                    "columns": list(COST_COLUMNS),
+                    "rows": [[name, *(int(c[k]) for k in COST_COLUMNS[1:])]
+                             for name, c in sorted(self.costs.items())]})
             for line in self.tracer.take_lines():
                 self.say(line)
             if self.tracer.held_ns >= self.HELD_SAID_NS:
@@ -200,6 +256,18 @@ class RegionSession:
             self.say(f"regions: {p}")
         if problems:
             writer.add_marker(t_stop_ns, "regions: " + "; ".join(problems))
+
+    def said_cost(self, writer: Any, cpu_ns: int | None) -> str | None:
+        """The probes' cost for record's last line (None without probes); a marker when they
+        cost more than WARN_SHARE of the program's CPU time CPU_NS."""
+        got = cost_note(self.costs, cpu_ns)
+        if got is None:
+            return None
+        text, over = got
+        if over:
+            writer.add_marker(time.monotonic_ns(), f"regions: {text}, above "
+                              f"{100 * WARN_SHARE:g}%")
+        return text
 
     def close(self) -> None:
         raws = []

@@ -56,6 +56,13 @@ def build_header(topology: Any, argv: list[str], tracer: Any, choice: list[str],
     }
 
 
+def _children_cpu_ns() -> int:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((r.ru_utime + r.ru_stime) * 1e9)
+
+
 def _version() -> str:
     from snumap_tui import __version__
 
@@ -153,6 +160,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
 
+    cpu0 = _children_cpu_ns()
     regions = record_regions.RegionSession(args, cmd, args.backend, say)
     cleanup.push("stopping the region probes", regions.close)
     cpus = _cpus(args, cmd)
@@ -296,10 +304,17 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid
+    ran = child is not None and child.exited()
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
             say(f"--duration reached; {cmd[0]} (pid {child.pid}) keeps running")
         else:
             status = child.reap()
             writer.add_marker(time.monotonic_ns(), f"command exit: status {status}")
+    # The program's CPU time (the command's processes waited for, since the recording began)
+    # is what the region probes' estimated cost is a share of.
+    cpu_ns = _children_cpu_ns() - cpu0 if ran else None
+    note = regions.said_cost(writer, cpu_ns)
+    if note is not None:
+        writer.summary_notes.append(note)
     return status, tracer, writer, t_stop - t_start

@@ -111,4 +111,5 @@ def summary(writer: Any, tracer: Any, out: Any, elapsed_s: float) -> str:
     lost = writer.lost_total
     return (f"recorded {secs:.3f} s, {writer.events_written} events, {lost} lost"
             f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
-            f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}")
+            f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}"
+            + "".join(f"; {n}" for n in getattr(writer, "summary_notes", [])))

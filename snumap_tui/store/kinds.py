@@ -271,7 +271,8 @@ _HEADER = Fields(optional={
     # record --regions (recording/regions.py)
     "regions": Fields(optional={"mode": Nullable(TEXT), "problems": _TEXTS,
                                 "found": ListOf(Anything(4), max_len=1 << 16),
-                                "probes": Nullable(TEXT), "markers": Bool()},
+                                "probes": Nullable(TEXT), "markers": Bool(),
+                                "budget": Number()},
                       none_is_absent=True),
     # version 2 (merged recordings, docs/format.md "Version 2"): what each node's events get
     "nodes": ListOf(Fields(optional={"shift_ns": _OFFSET,

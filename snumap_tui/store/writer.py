@@ -58,6 +58,7 @@ class Writer:
         self.flush_interval = flush_interval
         self.sync_interval = sync_interval
         self.max_chunk_events = max_chunk_events
+        self.summary_notes: list[str] = []      # said after record's last line's figures
         self._cctx = zstandard.ZstdCompressor(level=level)
         self._lock = threading.RLock()
         self._events: list[np.ndarray] = []

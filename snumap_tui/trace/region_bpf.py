@@ -32,6 +32,7 @@ import os
 import platform
 import signal
 import struct
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -56,6 +57,8 @@ AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_
 LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
 
 EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
+BUDGET_TAG = 0xFFFFFFFE         # a probe past its budget (SNUMAP_BUDGET_TAG; arg: its tag)
+BURST_NS = 200_000_000          # the most credit a thread keeps (snumap_burst_ns)
 HIT_RECORD = np.dtype([("t_ns", "<u8"), ("arg", "<u8"), ("pid", "<u4"), ("tid", "<u4"),
                        ("tag", "<u4"), ("ret", "<u4")])     # struct snumap_region_hit
 SUM_RECORD = SUM_DTYPE                                      # struct snumap_region_sum
@@ -121,6 +124,8 @@ class BpfUprobes:
         self.lost = 0
         self.held: list[tuple[int, int, int, int]] = []     # (pid, inode, dev, t_ns) stopped
         self.sums: list[np.ndarray] = []        # summaries drained, not taken yet
+        self.over: list[tuple[int, int]] = []   # (tag, t_ns): probes past their budget
+        self._closing: list[threading.Thread] = []  # links being closed (detach)
         self._exec_link: Any = None
         wide = roots is None if system_wide is None else system_wide
         try:
@@ -132,6 +137,7 @@ class BpfUprobes:
             self.obj.set_global("snumap_agg_calls", struct.pack("<I", AGG_CALLS))
             self.obj.set_global("snumap_agg_ns", struct.pack("<Q", AGG_NS))
             self.obj.set_global("snumap_agg_exact", struct.pack("<I", AGG_EXACT))
+            self.obj.set_global("snumap_burst_ns", struct.pack("<Q", BURST_NS))
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.map("sums").set_max_entries(SUM_RING_BYTES)
             self.obj.load()
@@ -156,6 +162,10 @@ class BpfUprobes:
         for p in probes:
             groups[(p.path, p.ret, p.group)].append(p)
         failed = []
+        budget = self.obj.map("budget")
+        for p in probes:
+            if p.spend_ns and p.tag < LOST_TAGS:
+                budget.update(struct.pack("<I", p.tag), struct.pack("<Q", p.spend_ns))
         for (path, ret, group), ps in groups.items():
             cookies = [cookie(p) for p in ps]
             try:
@@ -168,11 +178,21 @@ class BpfUprobes:
             self.by_group[group].append(fd)
         return failed
 
-    def detach(self, group: str) -> None:
-        """Detach every probe of GROUP (their links; one grace period for all)."""
+    def detach(self, group: str, wait: bool = True) -> None:
+        """Detach every probe of GROUP (their links; one grace period for all). Without WAIT
+        in a thread of its own: a link's close removes its breakpoints at once, then waits for
+        a grace period (~0.5 s measured on a busy 2-PU VM), and an entry and a return probe on
+        one function keep its breakpoint until both are gone, so they are closed together."""
         fds = self.by_group.pop(group, [])
         self.links = [fd for fd in self.links if fd not in fds]
-        close_all(fds)
+        if wait:
+            close_all(fds)
+            return
+        for fd in fds:
+            t = threading.Thread(target=os.close, args=(fd,), name="snumap-detach",
+                                 daemon=True)
+            t.start()
+            self._closing.append(t)
 
     @property
     def holds(self) -> bool:
@@ -191,6 +211,28 @@ class BpfUprobes:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+    def take_over(self, raw: Any) -> Any:
+        """RAW without its budget records, whose (tag, t_ns) go to ``over``."""
+        if raw is None:
+            return raw
+        past = raw["tag"] == BUDGET_TAG
+        if not past.any():
+            return raw
+        self.over += [(int(r["arg"]), int(r["t_ns"])) for r in raw[past]]
+        return raw[~past]
+
+    def hits_by_tag(self, n: int) -> dict[int, int]:
+        """The traced tree's hits per probe tag (of the first N tags), from the kernel's
+        counts (every hit, summed or written, detached or not since)."""
+        m = self.obj.map("counts")
+        out = {}
+        for tag in range(min(n, LOST_TAGS)):
+            v = m.lookup(struct.pack("<I", tag))
+            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+            if got:
+                out[tag] = got
+        return out
 
     def take_execs(self, raw: np.ndarray) -> np.ndarray:
         """RAW without its held execs, which go to ``held``."""
@@ -253,7 +295,7 @@ class BpfUprobes:
             self.lost = int(per.sum())
         if raw is None or not len(raw):
             return np.zeros(0, HIT)
-        raw = self.take_execs(raw)
+        raw = self.take_execs(self.take_over(raw))
         out = np.zeros(len(raw), HIT)
         for f in ("t_ns", "pid", "tid", "tag", "ret", "arg"):
             out[f] = raw[f]
@@ -279,4 +321,6 @@ class BpfUprobes:
         self.sum_ring.close()
         close_all(self.links)
         self.links = []
+        for t in self._closing:
+            t.join()
         self.obj.close()

@@ -35,15 +35,17 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.trace import elfsyms as E
 from snumap_tui.trace import region_catalog as C
 from snumap_tui.trace.events import EXEC, FORK, EventBatch
+from snumap_tui.trace.probe_budget import (
+    ENTRY_NS,
+    RETURN_NS,
+    STEPPED_NS,
+    BudgetMixin,
+    _emulated,
+    group_of,
+)
 from snumap_tui.trace.probe_point import missing_note
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
-# Above this many region-body hits a second the body probes are detached (the rest of the
-# recording keeps every span, call and count; per-thread times come from the time before):
-# a body's entry is usually single-stepped by the kernel, ~14 us a hit measured here
-# (docs/benchmarks.md), so 10,000 hits a second is ~5 % of a core.
-BODY_BUDGET = 10_000
-BODY_WINDOW_NS = 500_000_000
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
 RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
 # Libraries worth reading when found in a process's maps: OpenMP and MPI runtimes by name
@@ -60,6 +62,8 @@ class Site:
     ret: bool
     rid: int                    # -1: resolved per hit from the argument
     path: str
+    call_ns: int = ENTRY_NS + RETURN_NS     # what the function's probes cost a call
+    counting: bool = False      # the site whose hits count the function's calls (budget)
 
 
 @dataclass
@@ -103,7 +107,7 @@ def parse_probe(spec: str) -> tuple[str, str]:
     return os.path.realpath(path), sym
 
 
-class RegionTracer:
+class RegionTracer(BudgetMixin):
     """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
     Drainer runs ``drain`` in its thread)."""
 
@@ -144,11 +148,9 @@ class RegionTracer:
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
-        self._body_tags = np.zeros(0, np.int64)
         self._agg_flags: list[bool] = []      # per tag: summed in the kernel
         self._agg_tag = np.zeros(0, bool)
-        self._window = (0, 0)           # (start t_ns, body hits since)
-        self.bodies_off_at: int | None = None
+        self._init_budget()
 
     # ---- planning ---------------------------------------------------------------------------
 
@@ -186,7 +188,7 @@ class RegionTracer:
                     if off is None:
                         missing.append(ep.symbol)
                         continue
-                    self._add(plan, f, off, ep)
+                    self._add(plan, f, off, ep, _emulated(f, off))
                     n += 1
                 plan.found.append(f"{base}: {n} {rt[0].upper() if rt[0] == 'mpi' else 'OpenMP'}"
                                   f" entry points")
@@ -204,7 +206,7 @@ class RegionTracer:
                         continue
                     label = C.region_label(sym, elf.line_of(elf.by_name[sym]))
                     ep = C.EntryPoint(label, "omp", "body")
-                    self._add(plan, f, off, ep)
+                    self._add(plan, f, off, ep, _emulated(f, off))
                 if bodies:
                     plan.found.append(f"{base}: {len(bodies)} OpenMP region bodies")
                 elif elf.stripped:
@@ -226,19 +228,22 @@ class RegionTracer:
             if off is None:
                 hint = " (the file is stripped)" if elf.stripped else ""
                 raise SnumapError(f"--probe {path}:{sym}: no function {sym!r} in {path}{hint}")
-            self._add(plan, path, off, C.EntryPoint(sym, "user"))
+            self._add(plan, path, off, C.EntryPoint(sym, "user"), _emulated(path, off))
             plan.found.append(f"{os.path.basename(path)}:{sym} (--probe)")
         return plan
 
-    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint) -> None:
+    def _add(self, plan: Plan, path: str, off: int, ep: C.EntryPoint, emulated: bool = True
+             ) -> None:
         if any(p[0] == path and p[1] == off for p in plan.probes):
             return
         rid = -1 if ep.arg is not None or ep.stack else \
             self.names.intern(ep.symbol, ep.kind, ep.role, ep.wait)
+        cost = (ENTRY_NS if emulated else STEPPED_NS) * ep.on_entry + RETURN_NS * ep.on_return
         if ep.on_entry:
-            plan.probes.append((path, off, False, Site(ep, False, rid, path)))
+            plan.probes.append((path, off, False, Site(ep, False, rid, path, cost, True)))
         if ep.on_return:
-            plan.probes.append((path, off, True, Site(ep, True, rid, path)))
+            plan.probes.append((path, off, True, Site(ep, True, rid, path, cost,
+                                                      not ep.on_entry)))
         plan.files.add(path)
 
     # ---- probes -----------------------------------------------------------------------------
@@ -293,8 +298,8 @@ class RegionTracer:
             self.sites.append(site)
             agg = site.rid if summed and site.entry.agg and site.rid >= 0 else None
             self._agg_flags.append(agg is not None)
-            probes.append(Probe(path, off, ret, tag, site.entry.arg,
-                                "body" if site.entry.role == "body" else "", agg))
+            probes.append(Probe(path, off, ret, tag, site.entry.arg, group_of(site), agg,
+                                self.spend_ns(site)))
         failed: dict[str, str] = {}
         for p, why in self.uprobes.add_many(probes):
             failed.setdefault(f"{os.path.basename(p.path)}:{self.sites[p.tag].entry.symbol}",
@@ -484,6 +489,12 @@ class RegionTracer:
         if self.uprobes is None:
             return None
         raw = self.uprobes.drain()
+        take_over = getattr(self.uprobes, "take_over", None)
+        if take_over is not None and raw is not None:
+            raw = take_over(raw)
+            if self.uprobes.over:
+                with self._lock:
+                    self._over_budget()
         if getattr(self.uprobes, "holds", False) and raw is not None:
             raw = self.uprobes.take_execs(raw)
             if self.uprobes.held:
@@ -517,32 +528,10 @@ class RegionTracer:
                 self.pending = [later[young]] if young.any() else []
                 self.dropped += int((~young).sum())
             rec = rec[known]
+        self.count_rows(rec)
+        self._perf_budget(rec)
         self._budget(rec)
         return self._regions(rec)
-
-    def _budget(self, rec: np.ndarray) -> None:
-        """Detach the body probes when they hit more than BODY_BUDGET times a second."""
-        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec):
-            return
-        n = int(np.isin(rec["tag"], self._body_tags).sum())
-        t0, hits = self._window
-        if not t0:
-            t0 = int(rec["t_ns"][0])
-        hits += n
-        t1 = int(rec["t_ns"][-1])
-        if t1 - t0 >= BODY_WINDOW_NS:
-            rate = hits * 1e9 / (t1 - t0)
-            if rate > BODY_BUDGET:
-                self.uprobes.detach("body")
-                self.bodies_off_at = t1
-                text = (f"regions: parallel-region bodies detached after {rate:,.0f} hits/s "
-                        f"(budget {BODY_BUDGET:,}): counts, spans and calls stay exact, "
-                        "threads' time inside comes from before this point")
-                self.notes.append((t1, text))
-                self.problems.append(text.removeprefix("regions: "))
-                return
-            t0, hits = t1, 0
-        self._window = (t0, hits)
 
     def _regions(self, rec: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rec), C.REGION_DTYPE)

@@ -122,6 +122,7 @@ class Probe:
     arg: int | None = None      # the argument to capture (0 or 2), if any
     group: str = ""             # probes detached together (``detach``): "body" for region bodies
     agg: int | None = None      # summed in the kernel as this region id (the eBPF path only)
+    spend_ns: int = 0           # budget: a thread's credit one hit spends (the eBPF path only)
 
 
 class UprobeSet:

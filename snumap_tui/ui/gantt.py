@@ -151,6 +151,17 @@ def _mode_intervals(data: ReplayData, st: GanttState) -> Intervals:
 
 
 WAIT_GLYPH = "┄"        # time inside a barrier / MPI wait, in its region's colour
+# Calls summed in the kernel (critical sections): the share of the stretch spent inside them,
+# lighter to denser (analysis/region_timeline.py DENSITY_LEVELS).
+SUMMED_GLYPHS = "░▒▓"
+
+
+def _summed(data: ReplayData, st: GanttState, key: int) -> str | None:
+    """The hatch of a summed key (by region), None for any other."""
+    if st.mode != "region" or data.regions is None or counter_rows.region_on(data, st):
+        return None
+    level = data.regions.summed.get(key)
+    return SUMMED_GLYPHS[level - 1] if level else None
 
 
 def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
@@ -318,7 +329,10 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                 if known is None:
                     known = styles[k] = Style(color=cell_colour(data, st, k))
                 sty = known
-                if _is_wait(data, st, k):
+                hatch = _summed(data, st, k)
+                if hatch is not None:
+                    ch = hatch
+                elif _is_wait(data, st, k):
                     ch = WAIT_GLYPH
                 elif letters:
                     ch = letter.get(k, "+")
@@ -358,12 +372,15 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
     room = 30 if st.mode == "region" else 18     # a region's name carries its file:line
     for k, _share in legend:
         name = data.key_name(st.mode, k)
-        mark = WAIT_GLYPH if _is_wait(data, st, k) else letter.get(k, "█")
-        piece = f"{mark} {name[:room]}  "
+        hatch = _summed(data, st, k)
+        mark = hatch or (WAIT_GLYPH if _is_wait(data, st, k) else letter.get(k, "█"))
+        # A hatch: calls summed in the kernel, drawn as their density (the detail says more).
+        name = name[:room] + (" summed" if hatch is not None else "")
+        piece = f"{mark} {name}  "
         if used + len(piece) > width:
             break
         leg += [Segment(f"{mark} ", Style(color=cell_colour(data, st, k))),
-                Segment(f"{name[:room]}  ")]
+                Segment(f"{name}  ")]
         used += len(piece)
     if letters and used + len("+ more") <= width and len(legend) < len(np.unique(
             g.key[g.key >= 0])):
@@ -459,6 +476,10 @@ def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
         k = int(u[j])
         name = "other (not traced)" if k < 0 else data.key_name("region", k)
         wait = " (wait)" if k in data.regions.wait else ""
+        level = data.regions.summed.get(k)
+        if level:
+            wait = (f" (calls summed in the kernel, {100 * (level - 1) // 3}-"
+                    f"{100 * level // 3}% of the stretch inside; not drawn one by one)")
         parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
     busy = float(ns.sum()) / max(b - a, 1)
     fig = counter_rows.cell_figure(data, st, r, a, b) if counter_rows.region_on(data, st) \
