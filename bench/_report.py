@@ -35,11 +35,12 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
-def write_section(name: str, title: str, body: str) -> None:
-    """Replace (or append) the section NAME of docs/benchmarks.md."""
+def write_section(name: str, title: str, body: str, run: str | None = None) -> None:
+    """Replace (or append) the section NAME of docs/benchmarks.md; RUN is the command that
+    wrote it (default ``python bench/NAME.py``: a script with several parts names its own)."""
     stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     block = (f"<!-- bench:{name} -->\n## {title}\n\n"
-             f"Machine: {machine()}. Run: {stamp}, `python bench/{name}.py`.\n\n"
+             f"Machine: {machine()}. Run: {stamp}, `{run or f'python bench/{name}.py'}`.\n\n"
              f"{body.rstrip()}\n<!-- /bench:{name} -->\n")
     text = DOC.read_text() if DOC.exists() else (
         "# Benchmarks\n\nEvery number here was written by a script under `bench/`, "

@@ -7,6 +7,13 @@ module level, so that ``snumap --help`` and ``snumap topo`` start fast.
 
 from __future__ import annotations
 
+# Before anything loads numpy: its BLAS (and any OpenMP runtime) sizes its pool when it loads,
+# one thread per PU (snumap_tui/threadpools.py); the commands give the user's values back to
+# the programs they start.
+from snumap_tui import threadpools
+
+threadpools.pin()
+
 import argparse
 import importlib
 import os

@@ -47,9 +47,11 @@ class FakeTracer:
 class FakeSampler:
     def __init__(self, calls: Calls, fail_sweep: bool = False) -> None:
         self.calls, self.fail_sweep = calls, fail_sweep
+        self.sweeps = 0
 
     def sweep(self) -> Sample:
-        if self.fail_sweep:
+        self.sweeps += 1
+        if self.fail_sweep and self.sweeps > 1:    # the first is the set-up's, before the loop
             raise RuntimeError("injected loop failure")
         return Sample(t_ns=1, wall_ns=1, readings={})
 
@@ -73,6 +75,8 @@ class FakeWriter:
     def add_sample(self, *_a: Any) -> None: ...
     def add_events(self, *_a: Any) -> None: ...
     def add_process_memory(self, *_a: Any) -> None: ...
+    def add_info(self, *_a: Any) -> None: ...
+    def flush(self) -> None: ...
 
     def close(self) -> None:
         self.calls.append("writer.close")

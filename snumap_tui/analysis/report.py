@@ -31,6 +31,7 @@ from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.memory import add_memory, format_memory
+from snumap_tui.analysis.recorder_cost import format_recorder_cost, recorder_cost
 from snumap_tui.analysis.regions import (
     format_regions,
     probe_costs,
@@ -218,6 +219,7 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     add_energy(report, iv, samples, topo, rec)
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     report["counters"] = counter_section(rec, comm)
+    report["recorder"] = recorder_cost(getattr(rec, "infos", None) or [])
     # The most imbalanced regions first: they answer the question the program was traced for.
     report["findings"] = (probe_findings(report["region_probes"])
                           + region_findings(report["regions"])
@@ -305,4 +307,5 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
     lines += format_energy(r, top)
     lines += format_memory(r, top)
     lines += format_io(r.get("io") or [])
+    lines += format_recorder_cost(r)
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ from snumap_tui.recording import regions as record_regions
 from snumap_tui.recording.job import JobWatch, add_job_argument
 from snumap_tui.recording.output import OutputFile
 from snumap_tui.recording.runtime import Cleanup
+from snumap_tui.recording.selfcost import COST, STEADY, SelfCost
 from snumap_tui.recording.session import (  # noqa: F401  (re-exported for tests and scale)
     POLL_S,
     _until,
@@ -130,17 +131,19 @@ def _interrupted(signum: int, _frame: Any) -> None:
 
 def _run(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
          buffer_bytes: int | None, out: Path, say: Any, status_line: LiveStatus) -> int:
+    from snumap_tui.analysis.recorder_cost import recorder_cost
     from snumap_tui.commands.common import topology_from_args
 
     started = None
     cleanup = Cleanup(say)
+    cost = SelfCost()           # the recorder's own cost, kept in the file and said last
     try:
         # replaced only once the recording starts
         started = OutputFile(out, args.force, getattr(args, "mode", None), _inputs(args, cmd))
         topology = topology_from_args(args)
         root = Path(args.fsroot) if getattr(args, "fsroot", None) else Path("/")
         result = record_session(args, cmd, interval, duration, buffer_bytes, out, topology, root, say,
-                         cleanup, started=started, status_line=status_line)
+                         cleanup, started=started, status_line=status_line, cost=cost)
     except BaseException:
         try:
             cleanup.run(failing=True)
@@ -150,7 +153,9 @@ def _run(args: argparse.Namespace, cmd: list[str], interval: float, duration: fl
         raise
     cleanup.run(failing=False)
     status, tracer, writer, elapsed = result
-    say(summary(writer, tracer, out, elapsed))
+    say(summary(writer, tracer, out, elapsed, recorder_cost(
+        [{"what": STEADY, "t_ns": cost.t_steady or 0},
+         {"what": COST, **cost.info(writer.lost_total)}] if cost.t_steady else [])))
     return status
 
 

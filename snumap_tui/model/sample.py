@@ -32,7 +32,8 @@ which wraps at ``max_uj``); derive() takes differences.
   only for processes asked for), "counters" (only for processes asked for:
   {"events": list[str], "value": float64[k] cumulative over its threads, scaled for
   multiplexing, "multiplexed": bool[k], "threads": int})}; hz int (the ticks' USER_HZ);
-  partial list[int] (only these processes were read this sweep).
+  partial list[int] (only these processes were read this sweep); folded bool (one row per
+  process, tid = pid, its CPU time; processes' "nthreads" counts its threads).
 - "net"       (/sys/class/net/*/statistics) names list[str] (physical interfaces and lo; other
   virtual ones are not read); physical bool[n] (has a device link: not lo); numa int64[n]
   (sysfs numa_node, -1 unknown); busid list[str | None] (the PCI function); rx_bytes,

@@ -388,6 +388,10 @@ def derive_tasks(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None, 
     inv = inv.reshape(-1)
     ngroups = pids.size
     nthreads = np.bincount(inv, minlength=ngroups)
+    if cur.get("folded"):       # one row per process (sources/tasks.py per_thread off)
+        procs = cur.get("processes") or {}
+        nthreads = np.array([int((procs.get(p) or {}).get("nthreads") or 1)
+                             for p in pids.tolist()], dtype=np.int64)
     known = ~np.isnan(delta)
     if known.any() and dt > 0 and not math.isnan(dt) and hz > 0:
         cpu_ticks = np.bincount(inv, weights=np.where(known, delta, 0.0), minlength=ngroups)

@@ -91,6 +91,7 @@ class RegionSession:
         self.markers: Any = None
         self.tracer: Any = None
         self.drainer: Any = None
+        self.host: Any = None       # the scheduling tracer's Drainer, whose thread drains ours
         self.info: dict[str, Any] = {"mode": self.mode, "found": [], "problems": []}
         self.rows_total = 0
         self.calls_summed = 0       # aggregated calls, summed in the kernel (no row each)
@@ -173,7 +174,9 @@ class RegionSession:
 
             # No backing off here: a process held at its exec waits for this thread to
             # probe its program and let it go (80 ms idle periods made each hold longer).
-            self.drainer = Drainer(self.tracer, idle_s=Drainer.DRAIN_S)
+            # The scheduling tracer's drain thread does it when there is one (a thread less).
+            host = self.host if self.host is not None and self.host.threaded else None
+            self.drainer = Drainer(self.tracer, idle_s=Drainer.DRAIN_S, host=host)
 
     def header(self) -> dict[str, Any]:
         if self.tracer is not None:

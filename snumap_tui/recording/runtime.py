@@ -17,11 +17,16 @@ class HeldChild:
     """A forked child that waits on a pipe before it execs CMD.
 
     A second, close-on-exec pipe reports a failed exec (its errno) back: EOF there means the
-    exec succeeded, which is how subprocess does it too.
+    exec succeeded, which is how subprocess does it too. The command gets the user's
+    environment (``threadpools.user_environ``): not the one-thread pools snumap pinned for
+    itself, but what the user asked for (``OMP_NUM_THREADS=64 snumap record -- ./app``).
     """
 
     def __init__(self, cmd: list[str], cpus: set[int] | None = None) -> None:
+        from snumap_tui.threadpools import user_environ
+
         self.cmd = cmd
+        env = user_environ()
         go_r, go_w = os.pipe()
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
@@ -38,7 +43,7 @@ class HeldChild:
                 os.close(go_r)
                 if cpus:
                     os.sched_setaffinity(0, cpus)
-                os.execvp(cmd[0], cmd)
+                os.execvpe(cmd[0], cmd, env)
             except OSError as exc:
                 os.write(err_w, str(exc.errno).encode())
             finally:
@@ -173,7 +178,12 @@ class Drainer:
     behind (more events than it can decode and write, as under a context-switch storm on a
     busy machine), the thread stops draining until it catches up, the kernel buffers fill
     and the tracer counts what it drops as lost -- a bounded recorder and an honest loss
-    count instead of memory growing with the backlog."""
+    count instead of memory growing with the backlog.
+
+    A guest (``host=`` another Drainer) has no thread of its own: the host's thread drains it
+    at each of its wakes, at least every ``DRAIN_S`` while it has guests (the region probes'
+    ring, whose exec holds wait for it), and the host's own tracer still at its own, backed
+    off, period. One thread for both rings: the recorder's threads stay a handful."""
 
     DRAIN_S = 0.01
     # After empty drains the period doubles up to this: a traced program that switches little
@@ -186,7 +196,8 @@ class Drainer:
     WAKE = 1 << 20            # backlog that wakes the main thread before its next poll
     PRESSURE = 1 << 18        # a drain this large (25 MB/s) raises the recorder's priority
 
-    def __init__(self, tracer: Any, priority: Any = None, idle_s: float | None = None) -> None:
+    def __init__(self, tracer: Any, priority: Any = None, idle_s: float | None = None,
+                 host: Drainer | None = None) -> None:
         import collections
         import threading
 
@@ -201,27 +212,63 @@ class Drainer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        if type(tracer).drain is not _base_drain():
+        self._guests: list[Drainer] = []
+        self._guests_lock = threading.Lock()    # held while the guests are drained
+        self._host = host
+        if host is not None:
+            with host._guests_lock:
+                host._guests = [*host._guests, self]
+        elif type(tracer).drain is not _base_drain():
             self._thread = threading.Thread(target=self._run, name="snumap-drain", daemon=True)
             self._thread.start()
 
+    @property
+    def threaded(self) -> bool:
+        """Whether it drains from a thread of its own (and can host guests)."""
+        return self._thread is not None
+
+    def _pump(self) -> int:
+        """One drain of the tracer into the queue; its size in bytes."""
+        raw = self.tracer.drain()
+        size = _raw_size(raw)
+        if size:
+            with self._lock:
+                self._q.append((raw, size))
+                self._queued += size
+            if self._queued >= self.WAKE:
+                self._ready.set()
+        return size
+
+    def _pump_guests(self) -> None:
+        # Under the lock a guest's stop() takes to leave: no drain of it after its stop.
+        with self._guests_lock:
+            for g in self._guests:
+                if g._error is not None or g._queued > self.MAX_BACKLOG:
+                    continue
+                try:
+                    g._pump()
+                except BaseException as exc:  # noqa: BLE001 - handed to the guest's taker
+                    g._error = exc
+
     def _run(self) -> None:
+        import time
+
         period = self.DRAIN_S
+        due = 0.0                  # when this thread's own tracer is drained next
         try:
             while not self._stop.is_set():
+                if self._guests:
+                    self._pump_guests()
+                    now = time.monotonic()
+                    if now < due:
+                        self._stop.wait(min(due - now, self.DRAIN_S))
+                        continue
                 if self._queued > self.MAX_BACKLOG:
                     if self.priority is not None:
                         self.priority.pressure()        # the main thread is behind
                     self._stop.wait(self.DRAIN_S)
                     continue
-                raw = self.tracer.drain()
-                size = _raw_size(raw)
-                if size:
-                    with self._lock:
-                        self._q.append((raw, size))
-                        self._queued += size
-                    if self._queued >= self.WAKE:
-                        self._ready.set()
+                size = self._pump()
                 if self.priority is not None:
                     if size >= self.PRESSURE or self._queued >= self.WAKE:
                         self.priority.pressure()
@@ -234,7 +281,10 @@ class Drainer:
                 period = (min(period * 2, max(self.idle_s, self.DRAIN_S)) if size == 0
                           else self.DRAIN_S)
                 if size < self.BIG and (size == 0 or not self.tracer.drain_capped()):
-                    self._stop.wait(period)
+                    due = time.monotonic() + period
+                    self._stop.wait(min(period, self.DRAIN_S) if self._guests else period)
+                else:
+                    due = 0.0
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
 
@@ -252,7 +302,7 @@ class Drainer:
         time, and the drain thread's backlog bound counts what is really still waiting."""
         if self._error is not None:
             raise self._error
-        if self._thread is None:
+        if self._thread is None and self._host is None:
             return iter([None])
         with self._lock:
             n = len(self._q)
@@ -283,11 +333,16 @@ class Drainer:
         buffers still hold, drained here once the thread is gone: a traced program's last
         milliseconds of region hits wait there when it has just exited, and a thread that
         had not run since (a loaded machine) took them nowhere."""
-        if self._thread is None:
+        if self._host is not None:
+            host, self._host = self._host, None
+            with host._guests_lock:     # the host's thread drains it no more
+                host._guests = [g for g in host._guests if g is not self]
+        elif self._thread is None:
             return iter([])
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
+        else:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
         if self._error is None:
             try:
                 for _ in range(self.FINAL_DRAINS):

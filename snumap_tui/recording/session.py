@@ -10,6 +10,7 @@ command-line shell (`commands/record.py`) only parses arguments and prints.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import signal
@@ -26,6 +27,7 @@ from snumap_tui.recording import regions as record_regions
 from snumap_tui.recording.memory import MemoryRecorder
 from snumap_tui.recording.output import OutputFile
 from snumap_tui.recording.runtime import Cleanup, Drainer, HeldChild, TreeWatch
+from snumap_tui.recording.selfcost import COST, STEADY, SelfCost
 from snumap_tui.recording.status import LiveStatus, better_backends_note
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ def backend_statuses() -> list[dict[str, Any]]:
 
 # ---- metric samples -----------------------------------------------------------------------------
 
-TASKS_EVERY_S = 1.0
+TASKS_EVERY_S = 1.0        # --system-wide (and a recording without a command)
 # Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
 # interval and 1 ms"): memory per node, the I/O devices and the process list (the traced
 # threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
@@ -86,18 +88,29 @@ SLOW_EVERY_S = 0.01
 SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu")
 
 
-def make_sampler(topology: Any, root: Path, interval_s: float
+def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: bool = True
                  ) -> tuple[Any, list[dict[str, Any]]]:
     """The metrics engine's Sampler for the recording, and its sources' statuses.
 
     Every process's full tasks reading at every sample (10 a second at the default interval)
-    would be most of the recorder's own CPU time on a busy node, and most of the file; the
-    full list is read every ``TASKS_EVERY_S``, the traced tree's processes (``watch_pids``,
-    kept up to date from the tracer's batches) at every sample."""
+    would be most of the recorder's own CPU time on a busy node, and most of the file. The
+    traced tree's processes (``watch_pids``, kept up to date from the tracer's batches) are
+    read at every sample. The full list of the machine's tasks: every ``TASKS_EVERY_S`` when
+    the whole system is recorded; otherwise once, at the first sample, before the command
+    starts (what else was running on the node), and never while it runs. A recording of a
+    command needs no other task by name, nor its own threads from /proc (one row per
+    process: the threads' run time is in the switch events): the others' load on each PU is
+    in the per-PU CPU times (/proc/stat, one file) and, exactly, in the switch program's
+    "other (not traced)" intervals; reading thousands of /proc directories a second on a
+    full node would take a PU's time from the program for nothing it shows."""
     from snumap_tui.model.sampler import Sampler
 
     s = Sampler(topology, root, interval_s, tasks=True)
-    s.set_tasks_cadence(TASKS_EVERY_S)
+    s.set_tasks_cadence(TASKS_EVERY_S if whole_system else math.inf)
+    if not whole_system:        # the threads' run time is in the scheduling events
+        for src in s.sources:
+            if hasattr(src, "per_thread"):
+                src.per_thread = False
     if interval_s < SLOW_EVERY_S:
         s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
     return s, [st.to_dict() for st in s.statuses().values()]
@@ -119,6 +132,24 @@ def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
     if not cpus or missing:
         raise SnumapError(f"--cpus {text}: CPUs {sorted(missing)[:8]} are not available here")
     return cpus
+
+
+def _warm_up() -> None:
+    """Load what the loop imports on first use (the watched tree's memory rows, the events'
+    helpers, numpy.ma: numpy 2's np.unique imports it on its first call, 25 ms), so that
+    the loop's first passes after the command's release do not."""
+    import numpy.ma  # noqa: F401
+
+    import snumap_tui.store.procmem
+    import snumap_tui.textsafe
+    import snumap_tui.trace.events  # noqa: F401
+
+
+def _bpf_objects(tracer: Any, regions: Any) -> list[Any]:
+    """The BPF objects whose programs' statistics the recorder's cost reports: the
+    scheduling tracer's and the region probes' (libbpf paths only)."""
+    probes = getattr(getattr(regions, "tracer", None), "uprobes", None)
+    return [getattr(tracer, "_obj", None), getattr(probes, "obj", None)]
 
 
 def _kept(sample: Any, keep: Any) -> Any:
@@ -145,18 +176,30 @@ def _until(batch: EventBatch, t_ns: int) -> EventBatch:
 def record_session(args: argparse.Namespace, cmd: list[str], interval: float, duration: float | None,
             buffer_bytes: int | None, out: Path, topology: Any, root: Path, say: Any,
             cleanup: Cleanup, *, started: OutputFile,
-            status_line: LiveStatus | None = None) -> tuple[int, Any, Any, float]:
+            status_line: LiveStatus | None = None,
+            cost: SelfCost | None = None) -> tuple[int, Any, Any, float]:
     """The recording itself; what it opens is pushed on CLEANUP (closed by run() whatever
     happens, in reverse order). ``started.start()`` runs once the command runs (or, without
     one, once the loop starts): from then on the file is kept under its name, whatever
-    happens."""
+    happens.
+
+    Nothing heavy overlaps the command: every set-up step (sources opened, probes planned and
+    attached, the tracer loaded, the Writer, the drain thread, the first sample with its full
+    /proc sweep, one pass of the loop's work to load what it imports and warm numpy and zstd)
+    ends before the command is released; the "recorder steady" info chunk says when, and
+    COST (recording/selfcost.py) measures the recorder from there on."""
     from snumap_tui.model.cmdlines import drop_other_cmdlines
     from snumap_tui.store import Writer
     from snumap_tui.trace.select import start_tracer
     from snumap_tui.trace.tracefs import mount_tracefs, tracefs_root
 
-    sampler, sources = make_sampler(topology, root, interval)
+    cost = cost if cost is not None else SelfCost()
+    whole_system = bool(args.system_wide) or (
+        not cmd and getattr(args, "attached", None) is None
+        and getattr(args, "job_watch", None) is None)
+    sampler, sources = make_sampler(topology, root, interval, whole_system)
     cleanup.push("closing the metric sources", sampler.close)
+    cost.step("sources")
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
 
@@ -197,8 +240,15 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
             tracer.stop()
 
     cleanup.push("stopping the tracer", stop_tracer)
+    cost.step("tracer")
+    # The drain thread, before the probes: it drains their ring too (Drainer's guests).
+    drainer = Drainer(tracer, priority)
+    cleanup.push("stopping the drain thread", drainer.stop)
+    regions.host = drainer
     regions.start(pids, [child.pid] if child is not None else None,
                   attached.binaries() if attached is not None else [])
+    cost.step("region probes")
+    cost.bpf_objects = lambda: _bpf_objects(tracer, regions)
     sources = sources + backend_statuses()
     memory = MemoryRecorder(root, say)
     watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory,
@@ -227,8 +277,10 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
     writer.counter_events = [e["name"] for e in (counters or {}).get("events", [])]
     cleanup.push(f"closing {out}", writer.close)
+    cost.writer = writer
     if job is not None:
         job.start(writer)
+    cost.step("writer")
 
     stop = {"sig": 0}
 
@@ -240,16 +292,32 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     cleanup.push("restoring signal handlers",
                  lambda: [signal.signal(s, h) for s, h in old.items()])
-    t_start = time.monotonic()
     status = 0
-    drainer = Drainer(tracer, priority)
-    cleanup.push("stopping the drain thread", drainer.stop)
 
     def events(batch: Any) -> None:
         writer.add_events(batch)
         watch.update(batch)
         regions.follow(batch)
 
+    def sample_now() -> None:
+        sample = sampler.sweep()
+        writer.add_sample(_kept(sample, keep))
+        memory.sample(writer, sample.t_ns)
+
+    # The first sample (the full /proc sweep of a recording of a command), then one pass of
+    # the loop's work on what the buffers hold so far: its imports and first numpy and zstd
+    # calls happen here, and the first chunks are written, before the command runs.
+    t_start = time.monotonic()
+    sample_now()
+    cost.step("first sample")
+    _warm_up()
+    for raw in drainer.take():
+        events(tracer.decode(raw))
+    regions.poll(writer)
+    writer.flush()
+    cost.step("warm-up")
+    t_steady = cost.steady()
+    writer.add_info(t_steady, STEADY, cost.steady_info())
     if child is not None:
         writer.add_marker(time.monotonic_ns(), "command start: " + " ".join(cmd))
         held["child"] = False
@@ -258,22 +326,31 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         for p in attached.procs:
             writer.add_marker(time.monotonic_ns(), f"attached: pid {p['pid']} ({p['comm']})")
     started.start(writer)
-    next_sample = t_start
+    next_sample = t_start + interval
+    clock = time.thread_time_ns
+    threads_at = time.monotonic()
     while True:
         now = time.monotonic()
         if now >= next_sample:
-            sample = sampler.sweep()
-            writer.add_sample(_kept(sample, keep))
-            memory.sample(writer, sample.t_ns)
+            c0 = clock()
+            sample_now()
+            cost.part("sampling", clock() - c0)
             next_sample += interval
             if next_sample < now:
                 next_sample = now + interval
+            if now - threads_at >= 1.0:     # the thread count, once a second
+                threads_at = now
+                cost.tick()
         raws = drainer.take()
         # --job: the processes the job started by now are followed before these are decoded
         job_over = job is not None and job.poll(writer, tracer, say)
+        c0 = clock()
         for raw in raws:
             events(tracer.decode(raw))
+        c1 = clock()
         regions.poll(writer)
+        cost.part("decoding and writing events", c1 - c0)
+        cost.part("regions", clock() - c1)
         if child is not None and child.exited():
             break
         if (child is None and stop["sig"]) or job_over:
@@ -290,6 +367,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
+    cost.stop()
     if status_line is not None:
         status_line.clear()
     sample = sampler.sweep()
@@ -304,6 +382,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid
+    writer.add_info(t_stop_ns, COST, cost.info(writer.lost_total))
     ran = child is not None and child.exited()
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on

@@ -102,9 +102,13 @@ def better_backends_note(chosen: str, asked: str) -> str | None:
     return f"--backend {asked}: " + "; ".join(notes) if notes else None
 
 
-def summary(writer: Any, tracer: Any, out: Any, elapsed_s: float) -> str:
+def summary(writer: Any, tracer: Any, out: Any, elapsed_s: float,
+            cost: dict[str, Any] | None = None) -> str:
     """The closing line. Its duration is the file's span (what report and replay say);
-    ``elapsed_s`` (the wall time of the recording loop) only when nothing was written."""
+    ``elapsed_s`` (the wall time of the recording loop) only when nothing was written.
+    COST: the recorder's own (analysis/recorder_cost.py), said last."""
+    from snumap_tui.analysis.recorder_cost import cost_line
+
     span_of = getattr(writer, "span_ns", None)
     span = span_of() if callable(span_of) else None
     secs = (span[1] - span[0]) / 1e9 if span else elapsed_s
@@ -112,4 +116,5 @@ def summary(writer: Any, tracer: Any, out: Any, elapsed_s: float) -> str:
     return (f"recorded {secs:.3f} s, {writer.events_written} events, {lost} lost"
             f"{' (!)' if lost else ''}, {_size(writer.bytes_written)} to {out}, "
             f"backend {tracer.name}{' (approximate)' if tracer.approximate else ''}"
-            + "".join(f"; {n}" for n in getattr(writer, "summary_notes", [])))
+            + "".join(f"; {n}" for n in getattr(writer, "summary_notes", []))
+            + (f"; {line}" if (line := cost_line(cost)) else ""))

@@ -163,6 +163,11 @@ class TasksSource:
         self.kthreads = True
         self._kthread_pids: dict[int, float] = {}     # pid -> when last read
         self.keep_pids: set[int] = set()
+        # False: one row per process from /proc/PID/stat alone (the process's CPU time, its
+        # main thread's state and last PU, ``nthreads`` from num_threads), never its task/
+        # directory: the recorder of a command, whose threads' run time the scheduling
+        # events give exactly -- a 384-thread program was 384 files a sample otherwise.
+        self.per_thread = True
         self._full_at = -math.inf
         self.base_page_kb = (os.sysconf("SC_PAGE_SIZE") // 1024) if is_live(self.root) else 4
         self.hz = user_hz()      # the unit of utime/stime, carried in every reading
@@ -345,7 +350,13 @@ class TasksSource:
         if self._counters is not None:
             for pid in self.counter_pids - processes.keys():
                 self._counters.watch(pid)   # it ended: its threads' counters are closed
-        return {"threads": _arrays(cols), "processes": processes, "hz": self.hz}
+        return self._folded({"threads": _arrays(cols), "processes": processes, "hz": self.hz})
+
+    def _folded(self, reading: dict[str, Any]) -> dict[str, Any]:
+        """Say so in a reading of one row per process (``per_thread`` off)."""
+        if not self.per_thread:
+            reading["folded"] = True
+        return reading
 
     def _read_partial(self, now: float) -> dict[str, Any]:
         """Only the kept processes (a few files each), remembered as a full sweep would."""
@@ -356,8 +367,8 @@ class TasksSource:
         for pid in keep:
             self._one(pid, now, self._procs, self._leads, self._leads, seen, cols, processes)
         self._procs.update(seen)
-        return {"threads": _arrays(cols), "processes": processes, "partial": keep,
-                "hz": self.hz}
+        return self._folded({"threads": _arrays(cols), "processes": processes,
+                             "partial": keep, "hz": self.hz})
 
     def _one(self, pid: int, now: float, old: dict[tuple[int, int], _Proc],
              old_leads: dict[int, tuple[str, dict[str, Any]]],
@@ -392,7 +403,10 @@ class TasksSource:
                 ent.affinity = st.get("affinity", [])
                 ent.status_at = now
             ticks = lead["utime"] + lead["stime"]
-            if (ticks != ent.ticks or now - ent.threads_at >= self.refresh_s
+            if not self.per_thread:
+                ent.rows = [(pid, lead["comm"], lead["state"], lead["last_cpu"],
+                             lead["utime"], lead["stime"], lead["nice"])]
+            elif (ticks != ent.ticks or now - ent.threads_at >= self.refresh_s
                     or any(r[2] in _ACTIVE for r in ent.rows)
                     or len(ent.rows) != lead["num_threads"]):
                 ent.rows = self._thread_rows(d, pid, lead)
@@ -414,7 +428,7 @@ class TasksSource:
         proc = dict(ent.static)
         proc["user"] = self._user(ent.uid)
         proc["affinity"] = ent.affinity
-        proc["nthreads"] = len(ent.rows)
+        proc["nthreads"] = len(ent.rows) if self.per_thread else lead["num_threads"]
         if lead.get("rss_pages", -1) >= 0:
             proc["rss_bytes"] = lead["rss_pages"] * self.base_page_kb * 1024
         if pid in self.numa_pids:

@@ -353,13 +353,21 @@ def _job_rows_fit(d: dict[str, Any]) -> bool:
                        for i in ints) for r in d.get("rows") or [])
 
 
+_COUNT = Int(0, I64[1])
 K_INFO = register(10, "info", Fields(
     required={"what": TEXT},
     optional={"t_ns": TIME, "node": Nullable(TEXT), "columns": ListOf(TEXT, max_len=64),
-              "clock": _CLOCK, "tid_max": Int(0, I64[1]),
-              "rows": ListOf(ListOf(_CELL, max_len=64))},
+              "clock": _CLOCK, "tid_max": _COUNT,
+              "rows": ListOf(ListOf(_CELL, max_len=64)),
+              # "recorder steady" and "recorder cost" (recording/selfcost.py)
+              "steps": ListOf(Row(TEXT, TIME), max_len=64),
+              "recorded_ns": TIME, "cpu_ns": TIME, "setup_cpu_ns": TIME, "writer_ns": TIME,
+              "threads": Int(0, 1 << 22), "rss_peak_bytes": Int(0, 1 << 56), "lost": _COUNT,
+              "cpu_by": MapOf(TEXT, TIME, max_len=256),
+              "bpf": MapOf(TEXT, Row(_COUNT, TIME), max_len=256)},
     rules=((_job_rows_fit, "job process rows do not match their columns"),)),
-    doc="a fact learnt while recording (record --job): job processes, the clock")
+    doc="a fact learnt while recording: job processes (record --job), the clock, the "
+        "recorder's steady state and its own cost")
 K_NODE = register(11, "node", Fields(required={"node": Int(0, 1 << 12)},
                                      optional={"name": Nullable(TEXT)}),
                   doc="version 2: the events and node-samples chunks after it are this node's")

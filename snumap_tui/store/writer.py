@@ -86,6 +86,9 @@ class Writer:
         self._closed = False
         self.events_written = 0
         self.lost_total = 0
+        # CPU time spent encoding, compressing and writing chunks (every thread's: the
+        # caller's and the flush thread's); the recorder's cost says it (recording/selfcost.py)
+        self.write_cpu_ns = 0
         self.tid_max = 0                       # largest task id in any event (record --job)
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
@@ -151,7 +154,7 @@ class Writer:
             if c is not None and len(c):
                 self._counters.add(c, self.counter_events)
                 if self._counters.n >= self.max_chunk_counters:
-                    self._write_counters()
+                    self._timed(self._write_counters)
             self._tasks.extend(batch.tasks)
             for t in batch.tasks:
                 self.tid_max = max(self.tid_max, int(t.tid), int(t.pid), int(t.ppid))
@@ -162,7 +165,7 @@ class Writer:
             if ev.size or batch.tasks or batch.lost or self._counters.n:
                 self._touch()
             if self._n_buffered >= self.max_chunk_events:
-                self._flush_events(only_full=True)
+                self._timed(self._flush_events, True)
             self.flush_if_due()
 
     def add_marker(self, t_ns: int, text: str) -> None:
@@ -186,7 +189,7 @@ class Writer:
                 self._regions.add_sums(sums, table)
             self._touch()
             if self._regions.n >= self.max_chunk_events:
-                self._write_regions()
+                self._timed(self._write_regions)
             self.flush_if_due()
 
     def add_region_loss(self, lost: dict[str, int], t_ns: int) -> None:
@@ -269,8 +272,20 @@ class Writer:
             elif self._flusher is None and self._sync_due():
                 self._sync()        # with a flusher thread, it syncs (without the lock)
 
+    def _timed(self, fn: Any, *args: Any) -> None:
+        """FN(*ARGS), its CPU time (this thread's) added to ``write_cpu_ns``."""
+        c0 = time.thread_time_ns()
+        try:
+            fn(*args)
+        finally:
+            self.write_cpu_ns += time.thread_time_ns() - c0
+
     def flush(self) -> None:
         """Write everything buffered as chunks now (and sync if the last sync is old)."""
+        with self._lock:
+            self._timed(self._flush)
+
+    def _flush(self) -> None:
         with self._lock:
             self._check()
             if self._tasks:

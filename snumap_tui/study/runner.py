@@ -25,6 +25,7 @@ from typing import Any
 
 from snumap_tui.study.configs import Config, cpulist, placement, substitute
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
+from snumap_tui.threadpools import user_environ
 
 PR_SET_PDEATHSIG = 1
 
@@ -39,7 +40,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 
 def run_env(cfg: Config, cpus: tuple[int, ...], omp: dict[str, str],
             base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    env = user_environ(base)      # the user's pools, not snumap's own (threadpools.py)
     env["OMP_NUM_THREADS"] = str(cfg.threads)
     for k in ("OMP_PLACES", "OMP_PROC_BIND"):
         env.pop(k, None)

@@ -19,6 +19,7 @@ from typing import Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.study.manifest import RunPlan, Study, write_atomic
+from snumap_tui.threadpools import user_environ
 
 SCRIPT = """#!/bin/sh
 # snumap scale: one run of the study per array task ({n} runs)
@@ -49,7 +50,8 @@ def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = Fal
     os.chmod(script, 0o755)
     argv = ["sbatch", "--parsable", f"--array=0-{len(runs) - 1}", "-J", "snumap-scale",
             "-o", str(sdir / "%A_%a.out"), *opts, *(["--wait"] if wait else []), str(script)]
-    r = subprocess.run(argv, capture_output=True, text=True, check=False)
+    # the array's tasks inherit this environment: the user's, not snumap's pinned pools
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, env=user_environ())
     if r.returncode != 0 and not (wait and r.stdout.strip()):
         why = (r.stderr.strip() or r.stdout.strip()).splitlines()
         raise SnumapError(f"sbatch refused the study's job array: {why[-1] if why else '?'}")
