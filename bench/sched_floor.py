@@ -67,7 +67,7 @@ def variants(src: str) -> dict[str, str]:
                    src, at_least=8)
     store = _sub(r"(static __always_inline void emit_at\()", _SLOTS + r"\1", src)
     store = _sub(_RESERVE, _SLOT, store)
-    store = _sub(r"\n\s*bpf_ringbuf_submit\(e, BPF_RB_NO_WAKEUP\);", "", store)
+    store = _sub(r"\n\s*bpf_ringbuf_submit\(e, .*?\)\);", "", store)
     no_clock = _sub(r"bpf_ktime_get_ns\(\)", "1", store, at_least=5)
     return {RETURN_AT_ONCE: at_once, STORE_NO_CLOCK: no_clock, STORE: store}
 

@@ -45,6 +45,7 @@ enum bpf_map_type {
 };
 enum { BPF_ANY = 0, BPF_NOEXIST = 1, BPF_EXIST = 2 };
 enum { BPF_RB_NO_WAKEUP = 1, BPF_RB_FORCE_WAKEUP = 2 };
+enum { BPF_RB_AVAIL_DATA = 0, BPF_RB_PROD_POS = 3 };   /* bpf_ringbuf_query's flags */
 /* what bpf_perf_event_read_value fills (include/uapi/linux/bpf.h) */
 struct bpf_perf_event_value {
     __u64 counter;

@@ -25,6 +25,23 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 snumap_system_wide = 0;
+/* Every this many bytes written into a CPU's ring (a power of two; the loader sets it, 0:
+ * never), the record that crosses the multiple wakes user space (BPF_RB_FORCE_WAKEUP). Every
+ * other record is written without a wakeup, as before: the drain thread sleeps in epoll until
+ * a ring woke it or its timeout passed, so a quiet machine wakes it a few times a second and
+ * a storm once per so many records, never once per record. The producer position is this
+ * CPU's own cache line (its ring is written by it alone); the unread bytes would need the
+ * consumer's, which the reader on another CPU writes: reading it cost the wakeup program
+ * ~80 ns more a call (bpf_stats, a pipe storm on this project's VM). */
+const volatile __u64 snumap_wake_bytes = 0;
+
+/* The flags for the record of SIZE bytes (header included) that took the ring's producer
+ * position to PROD. */
+static __always_inline __u64 wake_flags(__u64 prod, __u64 size)
+{
+    __u64 at = snumap_wake_bytes;
+    return at && (prod & (at - 1)) < size ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
 
 /* One ring per CPU (an array of rings, index = the CPU the program runs on): one ring shared
  * by all CPUs takes a spinlock for every record, and with two CPUs switching a million times
@@ -132,9 +149,11 @@ static __always_inline void counter_emit(struct counter_state *st, __u32 cpu)
     __u32 n = snumap_ncounters, m = snumap_ntimed;
     void *ring = bpf_map_lookup_elem(&crings, &cpu);
     /* The size is a constant to the verifier: snumap_ncounters is read-only after load. */
+    __u64 size = SNUMAP_COUNTER_HEAD_SIZE + 8 * (n + 2 * m);
     if (n > SNUMAP_MAX_COUNTERS || m > n || !ring ||
-        bpf_ringbuf_output(ring, &st->head, SNUMAP_COUNTER_HEAD_SIZE + 8 * (n + 2 * m),
-                           BPF_RB_NO_WAKEUP)) {
+        bpf_ringbuf_output(ring, &st->head, size,
+                           wake_flags(bpf_ringbuf_query(ring, BPF_RB_PROD_POS) + size + 8,
+                                      size + 8))) {
         __u32 zero = 0;
         __u64 *l = bpf_map_lookup_elem(&clost, &zero);
         if (l)
@@ -269,8 +288,10 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
     e->pad[0] = 0;
     e->pad[1] = 0;
     e->pad[2] = 0;
-    /* No wakeup: user space drains the ring on a timer (BPF_RB_NO_WAKEUP, as in sched.c). */
-    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    /* A wakeup only for the record that crosses a multiple of snumap_wake_bytes (the
+     * producer position counts the reserved record already, its 8-byte header too). */
+    bpf_ringbuf_submit(e, wake_flags(bpf_ringbuf_query(ring, BPF_RB_PROD_POS),
+                                     sizeof(*e) + 8));
 }
 
 /* task_cpu(p): thread_info.cpu since 5.16, task_struct.cpu before. */

@@ -310,24 +310,26 @@ def test_a_comm_that_is_not_utf8_does_not_stop_the_tree_scan(tmp_path: Path) -> 
 
 
 def test_counter_backlog_is_decoded_in_slices_and_bounded() -> None:
-    """The libbpf tracer widens at most DECODE_COUNTERS of drained counter records per decode
-    (a whole backlog at once was the recorder's peak under a switch storm), hands the rest to
+    """The libbpf tracer hands at most DECODE_COUNTERS of drained counter rows per decode
+    (a whole backlog at once was the recorder's peak under a switch storm), the rest to
     later decodes in order, stops reading the counter rings past COUNTER_BACKLOG, and gives
-    everything left at stop -- no record dropped by the slicing."""
+    everything left at stop -- no record dropped by the slicing. The drain widens the ring
+    records into rows (on the drain thread)."""
     from snumap_tui.trace.counters import parse_events, ring_dtype
     from snumap_tui.trace.libbpf import LibbpfTracer
 
     t = LibbpfTracer()
     t.counter_specs = parse_events(["task-clock", "page-faults"])
     dt = ring_dtype(2, 0)
-    per = t.DECODE_COUNTERS // dt.itemsize // 2 + 1      # two parts exceed one slice
+    per = t.DECODE_COUNTERS // t._widen(np.zeros(1, dt)).itemsize // 2 + 1  # two > a slice
     parts = []
     for i in range(5):
         p = np.zeros(per, dt)
         p["tid"] = i + 1
         p["t_end"] = np.arange(per) + i * per + 1
         parts.append(p)
-    t._cdrained, t._cbytes = list(parts), sum(p.nbytes for p in parts)
+    rows = [t._widen(p) for p in parts]
+    t._cdrained, t._cbytes = list(rows), sum(r.nbytes for r in rows)
     got = []
     for _ in range(5):
         b = t.decode(None)
@@ -355,4 +357,5 @@ def test_counter_backlog_is_decoded_in_slices_and_bounded() -> None:
     assert ring.reads == 0
     t._cbytes = 0
     t.drain()
-    assert ring.reads == 1 and t._cbytes == parts[0].nbytes
+    assert ring.reads == 1 and t._cbytes == rows[0].nbytes
+    assert t._cdrained[0].dtype == rows[0].dtype            # widened by the drain

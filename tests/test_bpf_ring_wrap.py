@@ -81,6 +81,7 @@ def test_a_ring_per_cpu_is_read_whole_within_a_budget_shared_evenly() -> None:
              _memfd_ring([(200 + i, 20 + i) for i in range(3)], page)]
     try:
         rs = BpfRingSet([fd for fd, _ in rings], page, rec_dtype)
+        rs.min_share = 1                      # no floor under a ring's share here
         assert rs.pending() == 7 * stride
         # a budget of 4 records: 2 from each ring, so both rings advance at every read
         first = rs.read(4 * stride)
@@ -127,3 +128,13 @@ def test_rings_go_to_the_online_cpus(tmp_path) -> None:
     online.write_text("garbage\n")
     assert ring_cpus(3, tmp_path) == [0, 1, 2]
     assert ring_cpus(2, tmp_path / "missing") == [0, 1]
+
+
+def test_a_rings_share_has_a_floor() -> None:
+    """1 MiB shared by 384 rings would be 56 records a read, each paying a read's fixed cost:
+    a ring's share is at least MIN_SHARE (~680 records); two rings share the budget."""
+    from snumap_tui.trace.bpf_ring import MIN_SHARE, _share
+
+    assert _share(1 << 20, 384) == MIN_SHARE
+    assert _share(1 << 20, 2) == 1 << 19
+    assert _share(None, 384) is None

@@ -68,6 +68,7 @@ def writing(where: str) -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
     from snumap_tui.analysis.report import build_report, format_report
+    from snumap_tui.analysis.textcols import output_width
 
     with open_readable(args.file) as rec:
         report = build_report(rec)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     # JSON escapes every control itself; the text form is escaped for the terminal (names
     # are escaped field by field where laid out, this catches the rest).
     text = json.dumps(report, indent=1) + "\n" if args.json \
-        else safe_lines(format_report(report, top=args.top)
+        else safe_lines(format_report(report, top=args.top, width=output_width())
                         + ("\n" + format_job(job) if job else ""))
     with writing("standard output"):
         sys.stdout.write(text)

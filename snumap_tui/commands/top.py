@@ -344,6 +344,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
                args: argparse.Namespace | None = None) -> str:
     """One frame as text no wider than 80 columns: a header, what is not measured and why
     (wrapped at words), the folded tree with its numbers, the busiest processes."""
+    from snumap_tui.analysis.textcols import output_width
     from snumap_tui.ui.hostinfo import source_marks
 
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.wall_ns / 1e9))
@@ -362,7 +363,8 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
     for line in user_metric_lines(frame):
         out += wrap_line(line)
     if ntasks and frame.tasks:
-        out += task_lines(frame, ntasks, args=args)
+        # The COMMAND column as wide as the terminal; whole when piped (a file, grep).
+        out += task_lines(frame, ntasks, max(output_width(), BATCH_WIDTH), args=args)
     # The host line, the fsroot's strings and the tree's names are the machine's: escaped.
     return safe_lines("\n".join(out) + "\n")
 
@@ -428,6 +430,22 @@ def detail_text(frame: Frame, details: dict[int, Any]) -> str:
     return safe_lines("\n".join(lines) + "\n") if lines else ""
 
 
+def check_pids(root: Path, args: argparse.Namespace,
+               origin: tuple[str, str] | None) -> None:
+    """-p: none of the processes there is one line and exit 2 (an empty list printed for
+    ever says nothing); some gone, a warning naming them."""
+    pids = pids_of(args)
+    if not pids or (origin is not None and origin[0] == "topology"):
+        return
+    gone = sorted(p for p in pids if not (root / "proc" / str(p)).is_dir())
+    if len(gone) == len(pids):
+        raise SnumapError(f"-p {args.pid}: no such process"
+                          + (f" under {root}" if origin is not None else ""))
+    if gone:
+        print(f"snumap: warning: -p: no process {', '.join(map(str, gone))}; showing the "
+              "others", file=sys.stderr)
+
+
 def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
               catalogue: Catalogue | None = None) -> int:
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
@@ -441,6 +459,7 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
                      name=origin[1] if origin else "?")
     kernel = host.kernel if host.kernel.startswith("kernel") else f"Linux {host.kernel}"
     host_line = f"{host.host} {kernel} {host.cpu_model}"
+    check_pids(root, args, origin)
     sampler = make_sampler(topo, root, args.interval, catalogue, origin)
     # -p PID: its threads' counters and its memory per node, as the live view's process view.
     details = watch_details(sampler, topo, pids_of(args), origin)

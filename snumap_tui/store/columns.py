@@ -19,6 +19,7 @@ of -1 and inconsistent switch chains); only the size depends on the data being r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -70,31 +71,54 @@ def _switch_prediction(cpu: np.ndarray, kind: np.ndarray, tid2: np.ndarray) -> n
     return pred
 
 
-# A dense lookup table is used when the tids of a chunk span at most this many values (a few MB,
-# and calloc'd pages that are never touched cost nothing); else a binary search.
+# A dense lookup table is used when the tids of a chunk span at most this many values; else a
+# binary search. The tables are kept per thread and only the entries a call set are cleared
+# after it (``_scratch``): a system-wide chunk spans from idle's 0 to a node's newest tid,
+# ~4 M once its pids have gone round, and a fresh 16 MB table for each of a chunk's three
+# lookups (zeroed pages faulted in, then unmapped) was a third of the Writer's time.
 _DENSE_SPAN = 1 << 23
+_tables = threading.local()
+
+
+def _scratch(n: int, dtype: type) -> np.ndarray:
+    """N zeros of DTYPE kept for this thread (the caller clears what it sets)."""
+    key = np.dtype(dtype).str
+    have = getattr(_tables, "arrays", None)
+    if have is None:
+        have = _tables.arrays = {}
+    a = have.get(key)
+    if a is None or a.size < n:
+        # calloc'd: the pages no tid touches are never faulted in
+        a = have[key] = np.zeros(max(n, 1 << 16), dtype=dtype)
+    return a[:n]
 
 
 def _pid_table(tids: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A table tid -> pid, sorted by tid: one of the pids seen with each tid (the table is
-    stored, so which one does not matter for correctness; tids map to one pid in practice)."""
+    stored, so which one does not matter for correctness; tids map to one pid in practice):
+    the last one."""
     if tids.size == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     lo, hi = int(tids.min()), int(tids.max())
     if hi - lo < _DENSE_SPAN:
-        has = np.zeros(hi - lo + 1, dtype=bool)
-        lut = np.zeros(hi - lo + 1, dtype=np.int32)
-        off = (tids - lo).astype(np.intp)
-        has[off] = True
-        lut[off] = pids
-        keys = np.flatnonzero(has)
-        return (keys + lo).astype(np.int32), lut[keys]
-    key = (tids.astype(np.int64) + 2**31) << 32 | (pids.astype(np.int64) + 2**31)
+        last = _scratch(hi - lo + 1, np.intp)
+        off = (tids.astype(np.int64) - lo).astype(np.intp)
+        at = np.arange(1, off.size + 1, dtype=np.intp)
+        last[off] = at                               # each tid's last row (1-based)
+        keys = np.sort(off[last[off] == at])         # one row per tid, without a span scan
+        table_pid = pids[last[keys] - 1].astype(np.int32)
+        last[off] = 0
+        return (keys + lo).astype(np.int32), table_pid
+    # Unsigned keys: (tid + 2^31) << 32 passes 2^63 for every tid >= 0, and signed keys then
+    # sorted the negative tids (idle's partners, unknown) after the others.
+    key = ((tids.astype(np.int64) + 2**31).astype(np.uint64) << np.uint64(32)) | \
+        (pids.astype(np.int64) + 2**31).astype(np.uint64)
     u = np.unique(key)
-    k = (u >> 32) - 2**31
-    last = np.ones(u.size, dtype=bool)
-    last[:-1] = k[1:] != k[:-1]
-    return k[last].astype(np.int32), ((u[last] & 0xFFFFFFFF) - 2**31).astype(np.int32)
+    k = (u >> np.uint64(32)).astype(np.int64) - 2**31
+    last_k = np.ones(u.size, dtype=bool)
+    last_k[:-1] = k[1:] != k[:-1]
+    return k[last_k].astype(np.int32), \
+        ((u[last_k] & np.uint64(0xFFFFFFFF)).astype(np.int64) - 2**31).astype(np.int32)
 
 
 def _lookup(table_tid: np.ndarray, table_pid: np.ndarray, tids: np.ndarray) -> np.ndarray:
@@ -103,13 +127,17 @@ def _lookup(table_tid: np.ndarray, table_pid: np.ndarray, tids: np.ndarray) -> n
         return np.zeros(tids.size, dtype=np.int64)
     lo, hi = int(table_tid[0]), int(table_tid[-1])
     if hi - lo < _DENSE_SPAN:
-        lut = np.zeros(hi - lo + 1, dtype=np.int32)
-        lut[(table_tid.astype(np.int64) - lo)] = table_pid
+        lut = _scratch(hi - lo + 1, np.int32)
+        t_off = table_tid.astype(np.int64) - lo
+        lut[t_off] = table_pid
         off = tids.astype(np.int64) - lo
         inside = (off >= 0) & (off <= hi - lo)
         if inside.all():
-            return lut[off].astype(np.int64)
-        return np.where(inside, lut[np.clip(off, 0, hi - lo)], 0).astype(np.int64)
+            out = lut[off].astype(np.int64)
+        else:
+            out = np.where(inside, lut[np.clip(off, 0, hi - lo)], 0).astype(np.int64)
+        lut[t_off] = 0
+        return out
     idx = np.searchsorted(table_tid, tids).clip(0, table_tid.size - 1)
     return np.where(table_tid[idx] == tids, table_pid[idx], 0).astype(np.int64)
 

@@ -25,12 +25,12 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
-from snumap_tui.store.columns import encode_columns, time_order
+from snumap_tui.store.columns import encode_columns
 from snumap_tui.store.counters import K_THREAD_COUNTERS, CounterBuffer, encode_counters
+from snumap_tui.store.encoder import ChunkQueue, rows_from, span_columns, time_ordered
 from snumap_tui.store.procmem import K_PROCESS_MEMORY, MemoryBuffer
 from snumap_tui.store.regions import K_REGIONS, RegionBuffer, encode_regions
 from snumap_tui.trace.events import EVENT_DTYPE, EventBatch, TaskInfo
-from snumap_tui.trace.rows import concat_rows, copy_rows, sort_rows
 
 FORMAT_VERSION = 1
 MERGED_VERSION = 2      # recordings of several nodes (docs/format.md, version 2)
@@ -60,8 +60,15 @@ class Writer:
         self.max_chunk_events = max_chunk_events
         self.summary_notes: list[str] = []      # said after record's last line's figures
         self._cctx = zstandard.ZstdCompressor(level=level)
+        # The events' and counters' chunks are built and compressed by the flusher thread
+        # (store/encoder.py), with a compressor of its own (one is not for two threads); the
+        # file's offset and index are kept under _io, which that thread takes alone.
+        self._bulk_cctx = zstandard.ZstdCompressor(level=level)
+        self._chunks = ChunkQueue()
         self._lock = threading.RLock()
+        self._io = threading.Lock()
         self._events: list[np.ndarray] = []
+        self._carry: list[np.ndarray] = []     # rows a chunk job left for the next one
         self._n_buffered = 0
         self._samples: list[Sample] = []
         self._tasks: list[TaskInfo] = []
@@ -89,6 +96,8 @@ class Writer:
         # CPU time spent encoding, compressing and writing chunks (every thread's: the
         # caller's and the flush thread's); the recorder's cost says it (recording/selfcost.py)
         self.write_cpu_ns = 0
+        self._cpu_lock = threading.Lock()
+        self._job_ns = threading.local()       # this thread's chunk jobs' CPU (see _timed)
         self.tid_max = 0                       # largest task id in any event (record --job)
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
@@ -126,6 +135,7 @@ class Writer:
         if autoflush:
             self._flusher = threading.Thread(target=self._autoflush, name="snumap-store-flush",
                                              daemon=True)
+            self._chunks.worker = self._flusher
             self._flusher.start()
 
     # ---- public API -------------------------------------------------------------------------
@@ -227,13 +237,20 @@ class Writer:
                               t_max=t_max)
 
     def _write_counters(self) -> None:
-        got = self._counters.take()
+        got = self._counters.take_parts()
         if got is None:
             return
-        value, t_min, t_max = encode_counters(*got)
-        self._write_chunk(K_THREAD_COUNTERS, codec.encode(value), count=len(got[0]),
-                          t_min=t_min, t_max=t_max)
-        self.counters_written += len(got[0])
+
+        def job() -> None:
+            parts, events = got
+            rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            del parts[:]
+            value, t_min, t_max = encode_counters(rows, events)
+            self._write_chunk(K_THREAD_COUNTERS, codec.encode(value), count=len(rows),
+                              t_min=t_min, t_max=t_max, bulk=True)
+            self.counters_written += len(rows)
+
+        self._chunks.submit(self._guarded(job))
 
     def add_info(self, t_ns: int, what: str, value: dict[str, Any]) -> None:
         """A node fact (docs/format.md, "Info chunk"), written as its own chunk at once: these
@@ -258,34 +275,48 @@ class Writer:
         with self._lock:
             self._check()
             self.flush()
-            at = self._offset
-            self._write(blob, kind=kind)
-            self._index.append((at, kind, count, t_min, t_max))
-            self.events_written += events
+            with self._io:
+                at = self._offset
+                self._write(blob, kind=kind)
+                self._index.append((at, kind, count, t_min, t_max))
+                self.events_written += events
 
     def flush_if_due(self) -> None:
-        """Flush when the oldest buffered item is ``flush_interval`` old; sync when due."""
+        """Flush when the oldest buffered item is ``flush_interval`` old (the events' and
+        counters' chunks queued for the flusher thread, not waited for); sync when due."""
         with self._lock:
             now = time.monotonic()
             if self._oldest is not None and now - self._oldest >= self.flush_interval:
-                self.flush()
+                self._flush(wait=False)
             elif self._flusher is None and self._sync_due():
                 self._sync()        # with a flusher thread, it syncs (without the lock)
 
     def _timed(self, fn: Any, *args: Any) -> None:
-        """FN(*ARGS), its CPU time (this thread's) added to ``write_cpu_ns``."""
+        """FN(*ARGS), its CPU time (this thread's) added to ``write_cpu_ns``, less the chunk
+        jobs it ran here (they add their own: ``_guarded``)."""
         c0 = time.thread_time_ns()
+        j0 = getattr(self._job_ns, "ns", 0)
         try:
             fn(*args)
         finally:
-            self.write_cpu_ns += time.thread_time_ns() - c0
+            d = time.thread_time_ns() - c0 - (getattr(self._job_ns, "ns", 0) - j0)
+            with self._cpu_lock:
+                self.write_cpu_ns += d
 
     def flush(self) -> None:
         """Write everything buffered as chunks now (and sync if the last sync is old)."""
-        with self._lock:
-            self._timed(self._flush)
+        self._flush(wait=True)
 
-    def _flush(self) -> None:
+    def _flush(self, wait: bool) -> None:
+        """Everything buffered made into chunks; with WAIT, in the file on return (the
+        chunk jobs time themselves, see ``_guarded``)."""
+        with self._lock:
+            self._timed(self._flush_now)
+            if wait:
+                self._chunks.wait_idle()
+                self._check()
+
+    def _flush_now(self) -> None:
         with self._lock:
             self._check()
             if self._tasks:
@@ -315,6 +346,7 @@ class Writer:
         """Flush, write the time index and the clean-close trailer, sync and close. Idempotent;
         after a failure (disk full) it only closes the file."""
         self._stop.set()
+        self._chunks.wake()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
         with self._lock:
@@ -368,8 +400,17 @@ class Writer:
 
     def _autoflush(self) -> None:
         period = max(self.flush_interval / 2, 0.01)
-        while not self._stop.wait(period):
-            with self._lock:
+        while not self._stop.is_set():
+            if self._chunks.wait_jobs(period):
+                self._chunks.run_pending()      # the chunks queued by the adding threads
+            # then the flush and sync that are due, even while chunks keep coming
+            if self._stop.is_set():
+                return
+            # Not blocking on the lock: an adding thread may hold it while it waits for room
+            # in the queue that only this thread empties.
+            if not self._lock.acquire(timeout=0.05):
+                continue
+            try:
                 if self._closed or self._failed is not None:
                     return
                 try:
@@ -377,6 +418,8 @@ class Writer:
                 except SnumapError:
                     return  # kept in self._failed: the next add_* or flush raises it
                 gen = self._gen if self._sync_due() else None
+            finally:
+                self._lock.release()
             if gen is not None:
                 self._sync_unlocked(gen)
 
@@ -391,40 +434,59 @@ class Writer:
             raise SnumapError(f"recording {self.path} is already closed")
 
     def _flush_events(self, only_full: bool) -> None:
-        if not self._events:
+        """The buffered events handed to the chunk queue: whole chunks of
+        ``max_chunk_events`` (ONLY_FULL), or all. The job sorts them with the rows the last
+        one left over and keeps what is left for the next, as this thread did before: chunks
+        do not overlap in time. Here the list is only handed over."""
+        if not self._n_buffered:
+            return
+        m = self.max_chunk_events
+        total = self._n_buffered
+        full = (total // m) * m if only_full else total
+        if not full:
             return
         parts, self._events = self._events, []
-        # Order the whole buffer by time (tracers hand over per-CPU runs) so chunks do not
-        # overlap in time and a reader's seek touches as few chunks as possible.
-        # Tracers hand over time-sorted batches, so this is usually one comparison pass and
-        # each chunk's columns are gathered from the batches as they are (no copy of the
-        # buffered rows: under a context-switch storm that copy and the batches were 6 MB).
-        t = np.concatenate([p["t_ns"] for p in parts]) if len(parts) > 1 else parts[0]["t_ns"]
-        order = time_order(t)
-        del t
-        if order is not None:
-            # Batches overlap only near their seams: sorted in one copy of the buffer, moving
-            # only the rows out of place (under a switch storm ~a fifth of them), after which
-            # each chunk's columns are strided copies instead of gathers.
-            ev = concat_rows(parts)
-            sort_rows(ev, order)
-            parts = [ev]
-            del ev, order
-        m = self.max_chunk_events
-        total = sum(int(p.size) for p in parts)
-        full = (total // m) * m if only_full else total
-        for start in range(0, full, m):
-            stop = min(start + m, full)
-            self._events_chunk(encode_columns(_span_columns(parts, start, stop)), stop - start)
-        rest = _rows_from(parts, full)
-        self._events = [r for r in rest if r.size]
         self._n_buffered = total - full
+        self._chunks.submit(self._guarded(self._events_job(parts, full)))
 
-    def _events_chunk(self, encoded: tuple[dict[str, Any], int, int], count: int) -> None:
-        value, t_min, t_max = encoded
-        self._write_chunk(C.K_EVENTS, codec.encode(value), count=count, t_min=t_min,
-                          t_max=t_max)
-        self.events_written += count
+    def _events_job(self, parts: list[np.ndarray], full: int) -> Callable[[], None]:
+        """The rows the last job left and PARTS (arrays nothing writes to any more), in time
+        order; their first FULL rows as chunks (encoded, compressed, written), the rest kept
+        for the next job. Jobs run one at a time, in order."""
+        def job() -> None:
+            rows = time_ordered(self._carry + parts) if self._carry or parts else []
+            self._carry = []
+            m = self.max_chunk_events
+            for start in range(0, full, m):
+                stop = min(start + m, full)
+                value, t_min, t_max = encode_columns(span_columns(rows, start, stop))
+                self._write_chunk(C.K_EVENTS, codec.encode(value), count=stop - start,
+                                  t_min=t_min, t_max=t_max, bulk=True)
+                self.events_written += stop - start
+            self._carry = [r for r in rows_from(rows, full) if r.size]
+
+        return job
+
+    def _guarded(self, job: Callable[[], None]) -> Callable[[], None]:
+        """JOB, whose failure stops the recording as a failed write does: the next call
+        raises it (the thread that ran it may be the flusher)."""
+        def run() -> None:
+            if self._failed is not None:
+                return
+            c0 = time.thread_time_ns()
+            try:
+                job()
+            except SnumapError as exc:
+                self._failed = self._failed or exc
+            except Exception as exc:  # noqa: BLE001 - a bug must not pass silently
+                self._failed = SnumapError(f"cannot encode a chunk of {self.path}: {exc!r}")
+            finally:        # the recorder's cost counts it, on whichever thread it ran
+                d = time.thread_time_ns() - c0
+                self._job_ns.ns = getattr(self._job_ns, "ns", 0) + d
+                with self._cpu_lock:
+                    self.write_cpu_ns += d
+
+        return run
 
     def _write_tasks(self) -> None:
         rows = self._tasks
@@ -452,19 +514,22 @@ class Writer:
             self._write_samples_of(ss[len(ss) // 2:])
             return
         times = np.array([int(s.t_ns) for s in ss], dtype=np.uint64)
-        span = {"count": len(ss), "t_min": int(times.min()), "t_max": int(times.max())}
-        self._write_chunk(C.K_SAMPLES, payload, **span)
+        count, t_min, t_max = len(ss), int(times.min()), int(times.max())
+        self._write_chunk(C.K_SAMPLES, payload, count=count, t_min=t_min, t_max=t_max)
         # Right after it, its times alone (docs/format.md, "sample times"): listing a
         # recording's sample times then decodes a few bytes per chunk, not every reading.
-        self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), **span)
+        self._write_chunk(C.K_SAMPLE_TIMES, codec.encode(times), count=count, t_min=t_min,
+                          t_max=t_max)
 
     def _write_chunk(self, kind: int, payload: bytes, *, count: int, t_min: int = 0,
-                     t_max: int = 0) -> None:
+                     t_max: int = 0, bulk: bool = False) -> None:
+        """BULK: from a ChunkQueue job (the flusher thread's compressor)."""
         blob = C.pack_chunk(kind, payload, count=count, t_min=t_min, t_max=t_max,
-                            compress=self._cctx)
-        at = self._offset
-        self._write(blob, kind=kind)
-        self._index.append((at, kind, count, t_min, t_max))
+                            compress=self._bulk_cctx if bulk else self._cctx)
+        with self._io:
+            at = self._offset
+            self._write(blob, kind=kind)
+            self._index.append((at, kind, count, t_min, t_max))
 
     def _write(self, blob: bytes, kind: int | None) -> None:
         """All of ``blob`` or nothing: after a failed write the file is cut back to the end of
@@ -504,10 +569,9 @@ class Writer:
             os.fdatasync(self._fd)
         except OSError as e:
             if e.errno not in (errno.EINVAL, errno.EROFS):   # pipes and odd filesystems
-                with self._lock:
-                    self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
+                self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
                 return
-        with self._lock:
+        with self._io:          # not the Writer's lock (see _autoflush)
             self._last_sync = began
             if self._gen == gen:
                 self._unsynced = False
@@ -521,41 +585,6 @@ class Writer:
                 raise self._failed from None
         self._last_sync = time.monotonic()
         self._unsynced = False
-
-
-def _span_columns(parts: list[np.ndarray], start: int, stop: int
-                  ) -> Callable[[str], np.ndarray]:
-    """``col(name)``: rows START:STOP of the concatenated PARTS, one contiguous column."""
-    pieces = []
-    at = 0
-    for p in parts:
-        lo, hi = max(start - at, 0), min(stop - at, p.size)
-        if lo < hi:
-            pieces.append(p[lo:hi])
-        at += p.size
-        if at >= stop:
-            break
-
-    def col(name: str) -> np.ndarray:
-        if len(pieces) == 1:
-            return np.ascontiguousarray(pieces[0][name])
-        return np.concatenate([p[name] for p in pieces])
-
-    return col
-
-
-def _rows_from(parts: list[np.ndarray], start: int) -> list[np.ndarray]:
-    """The rows from START on of the concatenated PARTS, part by part: a part cut copies its
-    rows (a batch is not kept whole for a few of them), a whole part stays as it is."""
-    out = []
-    at = 0
-    for p in parts:
-        if at >= start:
-            out.append(p)
-        elif at + p.size > start:
-            out.append(copy_rows(p[start - at:]))
-        at += p.size
-    return out
 
 
 def _json_default(o: Any) -> Any:

@@ -57,6 +57,11 @@ class Tracer(ABC):
         drain thread then comes back at once instead of pausing."""
         return False
 
+    def wait_fds(self) -> list[int]:
+        """Descriptors that poll readable (edge-triggered) when the kernel buffers hold a
+        drain worth taking; empty: the drain thread sleeps on its timer alone."""
+        return []
+
     def decode(self, raw: Any) -> EventBatch:
         """The batch for one ``drain()`` result (None: whatever ``read()`` finds now)."""
         return self.read()

@@ -116,8 +116,15 @@ class BpfTracer(Tracer):
     DRAIN_MAX = 1 << 20
 
     def drain(self) -> np.ndarray | None:
-        """The ring's records since the last drain (a copy; the space is given back)."""
-        return self._ring.read(self.DRAIN_MAX) if self._ring is not None else None
+        """The ring's records since the last drain (a copy; the space is given back). A ring
+        per CPU is decoded here, on the drain thread, into time-ordered events
+        (``BpfRingSet.read_events``); bcc's one ring hands its records over as they are."""
+        ring = self._ring
+        if ring is None:
+            return None
+        if isinstance(ring, BpfRingSet):
+            return ring.read_events(self.DRAIN_MAX)
+        return ring.read(self.DRAIN_MAX)
 
     def drain_capped(self) -> bool:
         return self._ring is not None and self._ring.capped
@@ -133,7 +140,7 @@ class BpfTracer(Tracer):
         if self._exited and not self._system_wide:
             self._untrack(self._exited)
         self._exited = []
-        events = to_events(recs)
+        events = recs if recs.dtype == ev.EVENT_DTYPE else to_events(recs)
         self._names()
         return self._finish(events)
 

@@ -88,6 +88,80 @@ def _walk(buf: bytes | memoryview, rec_dtype: np.dtype) -> tuple[np.ndarray, int
     return raw[idx].copy().view(rec_dtype).reshape(-1), off
 
 
+def committed_bytes(buf: bytes | memoryview, payload: int) -> int:
+    """How many leading bytes of BUF are whole records that the producer has submitted (or
+    discarded): up to the first BUSY one, or the first cut short. PAYLOAD: the size of the
+    records expected (any other size is followed by its header)."""
+    stride = record_stride(payload)
+    n = len(buf) // stride
+    off = 0
+    if n:
+        lens = np.ndarray((n,), dtype="<u4", buffer=buf, strides=(stride,))
+        bad = np.flatnonzero((lens & ~np.uint32(DISCARD_BIT)) != payload)
+        if not len(bad):
+            return n * stride               # every record submitted, all of this size
+        k = int(bad[0])
+        if lens[k] & BUSY_BIT:
+            return k * stride               # the producer is still writing that one
+        off = k * stride                    # a record of another size: follow the headers
+    view = memoryview(buf)
+    while off + HDR_SIZE <= len(view):
+        length = int.from_bytes(view[off:off + 4], "little")
+        if length & BUSY_BIT:
+            break
+        total = record_stride(length & ~(BUSY_BIT | DISCARD_BIT))
+        if off + total > len(view):
+            break
+        off += total
+    return off
+
+
+def ring_events(buf: bytes | memoryview, rec_dtype: np.dtype) -> np.ndarray:
+    """The scheduling records of ring bytes BUF (``read_raw``: whole, committed records) in
+    EVENT_DTYPE: one strided copy per field straight from the ring's layout (the payload
+    copy ``decode_fixed`` makes first is skipped). Discarded records and records of another
+    size are left out, as ``decode_fixed`` does."""
+    from snumap_tui.trace.events import EVENT_DTYPE
+
+    stride = record_stride(rec_dtype.itemsize)
+    n = len(buf) // stride
+    framed = np.dtype({"names": ["len", "rec"], "formats": ["<u4", rec_dtype],
+                       "offsets": [0, HDR_SIZE], "itemsize": stride})
+    arr = np.frombuffer(buf, dtype=framed, count=n)
+    if n and not bool((arr["len"] == rec_dtype.itemsize).all()):
+        recs, _ = decode_fixed(buf, rec_dtype)      # discarded or odd records among them
+        src = recs
+    else:
+        src = arr["rec"]
+    out = np.empty(len(src), dtype=EVENT_DTYPE)
+    for name in EVENT_DTYPE.names or ():
+        out[name] = src[name]
+    return out
+
+
+def rings_events(raws: list[bytes], rec_dtype: np.dtype) -> np.ndarray:
+    """The events of one drain of every ring (``read_raw``'s bytes, in ring order), in time
+    order: each ring decoded (``ring_events``), then their runs merged by a stable sort --
+    the order today's decoder gave the rings' records joined and sorted (equal times: ring
+    order, then ring position)."""
+    from snumap_tui.trace.events import EVENT_DTYPE
+
+    parts = [ring_events(raw, rec_dtype) for raw in raws if raw]
+    if not parts:
+        return np.empty(0, dtype=EVENT_DTYPE)
+    out = parts[0] if len(parts) == 1 else concat_rows(parts)
+    t = out["t_ns"]
+    if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
+        out = np.take(out, np.argsort(t, kind="stable"))
+    return out
+
+
+def ring_records(buf: bytes | memoryview, rec_dtype: np.dtype) -> np.ndarray:
+    """The records of ring bytes BUF (``read_raw``) as REC_DTYPE (a copy), as ``read`` gives."""
+    recs, _ = decode_fixed(buf, rec_dtype)
+    return recs
+
+
 # Bytes after the end of the ring joined to the record that straddles it: more than any record.
 JOIN_MAX = 1 << 16
 
@@ -142,6 +216,29 @@ class BpfRingReader:
         self._cons[0] = cons + used
         return recs
 
+    def read_raw(self, max_bytes: int | None = None) -> bytes:
+        """The complete records available now (at most about MAX_BYTES of ring) as the ring
+        holds them, headers included -- one copy, no decoding -- and their space given back.
+        What the drain thread takes: the records are decoded later, off the thread that must
+        keep the rings from filling (``ring_events``)."""
+        cons = int(self._cons[0])
+        avail = int(self._prod[0]) - cons
+        self.capped = max_bytes is not None and avail > max_bytes
+        if avail <= 0:
+            return b""
+        stride = record_stride(self.rec_dtype.itemsize)
+        if max_bytes is not None and avail > max_bytes:
+            avail = max(stride, max_bytes // stride * stride)
+        start = cons & (self.size - 1)
+        end = start + avail
+        if end <= self.size:
+            raw = bytes(self._data[start:end])
+        else:
+            raw = bytes(self._data[start:]) + bytes(self._data[:end - self.size])
+        used = committed_bytes(raw, self.rec_dtype.itemsize)
+        self._cons[0] = cons + used
+        return raw if used == len(raw) else raw[:used]
+
     def _read_wrapped(self, start: int, head: int) -> tuple[np.ndarray, int]:
         """Records from START to the end of the data area and on from its beginning up to
         HEAD: the records on each side are decoded where they are, and only the record that
@@ -176,6 +273,18 @@ class BpfRingReader:
         self._data_map.close()
 
 
+# A ring's share of a drain's budget is at least this (~680 scheduling records): a read has a
+# fixed cost (~10 us of Python), and 1 MiB shared by 384 rings was 56 records a read.
+MIN_SHARE = 32 << 10
+
+
+def _share(max_bytes: int | None, rings: int, least: int = MIN_SHARE) -> int | None:
+    """Each of RINGS' share of MAX_BYTES, at least LEAST (None: no limit)."""
+    if max_bytes is None or not rings:
+        return None
+    return max(max_bytes // rings, least, 1)
+
+
 class BpfRingSet:
     """Consumer side of one BPF ring per CPU (the CO-RE tracer's array of rings).
 
@@ -196,6 +305,7 @@ class BpfRingSet:
             raise
         self.closed = False
         self.capped = False       # some ring's last read stopped at its share, with more there
+        self.min_share = MIN_SHARE
 
     def pending(self) -> int:
         return sum(r.pending() for r in self.rings)
@@ -208,10 +318,21 @@ class BpfRingSet:
         n = len(self.rings)
         if not n:
             return np.empty(0, dtype=self.rec_dtype)
-        share = None if max_bytes is None else max(1, max_bytes // n)
+        share = _share(max_bytes, n, self.min_share)
         out = _joined([r.read(share) for r in self.rings], self.rec_dtype)
         self.capped = any(r.capped for r in self.rings)
         return out
+
+    def read_events(self, max_bytes: int | None = None) -> np.ndarray:
+        """``read`` as scheduling events (EVENT_DTYPE), in time order: each ring's bytes
+        copied out at once (``read_raw``) and decoded straight into events after, the rings'
+        runs merged by a stable sort. The drain thread does this, so the thread that finishes
+        and writes the batches gets them ready to use."""
+        n = len(self.rings)
+        share = _share(max_bytes, n, self.min_share)
+        raws = [r.read_raw(share) for r in self.rings]
+        self.capped = any(r.capped for r in self.rings)
+        return rings_events(raws, self.rec_dtype)
 
     def close(self) -> None:
         """Unmap every ring, each on its own (one still exported does not keep the others

@@ -42,6 +42,7 @@ from snumap_tui.trace.counters import (
 from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
+WAKE_FRACTION = 8       # a ring this much full wakes the drain thread (sched.bpf.c)
 NAME = "trace:libbpf"
 # sched_switch's TP_PROTO gained prev_state in 5.18; sched.bpf.c has a program for each.
 SWITCH_PROGRAMS = ("sched_switch", "sched_switch_pre518")
@@ -94,6 +95,10 @@ def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[i
     attached."""
     n = len(counters.specs) if counters is not None else 0
     obj.set_global("snumap_system_wide", struct.pack("<I", int(system_wide)))
+    # Every eighth of a ring written, the record that crosses it wakes the drain thread's
+    # epoll: at 4 MiB a CPU, ~11,000 events; the rest of the ring holds the time the thread
+    # takes to come. A power of two, as sched.bpf.c's mask wants (SIZE is one).
+    obj.set_global("snumap_wake_bytes", struct.pack("<Q", size // WAKE_FRACTION))
     obj.set_global("snumap_ncounters", struct.pack("<I", n))
     timed = sum(sp.needs_pmu for sp in counters.specs) if counters is not None else 0
     obj.set_global("snumap_ntimed", struct.pack("<I", timed))
@@ -134,6 +139,7 @@ class LibbpfTracer(BpfTracer):
         self._obj: libbpf.BpfObject | None = None
         self._names_dtype: np.dtype | None = None
         self._ring_fds: list[int] = []
+        self._ring_cpus: list[int] = []         # the CPU of each ring, in ring order
         self._counters: CpuCounters | None = None
         self._cring: BpfRingSet | None = None
         self._cring_fds: list[int] = []
@@ -182,6 +188,7 @@ class LibbpfTracer(BpfTracer):
         ncpu = libbpf.num_possible_cpus()
         cpus = ring_cpus(ncpu)
         size = ring_bytes_per_cpu(self.buffer_bytes, len(cpus))
+        self._ring_cpus = cpus
         t0 = time.monotonic()
         if self.counter_specs:
             self._counters = CpuCounters(timed_first(self.counter_specs), cpus)
@@ -256,9 +263,11 @@ class LibbpfTracer(BpfTracer):
         if cring is not None and self._cbytes < self.COUNTER_BACKLOG:
             recs = cring.read(self.DRAIN_MAX)
             if len(recs):
+                rows = self._widen(recs)        # here, off the thread that writes them
+                del recs
                 with self._clock:
-                    self._cdrained.append(recs)
-                    self._cbytes += recs.nbytes
+                    self._cdrained.append(rows)
+                    self._cbytes += rows.nbytes
         return events
 
     COUNTER_BACKLOG = 8 << 20
@@ -266,6 +275,11 @@ class LibbpfTracer(BpfTracer):
 
     def drain_capped(self) -> bool:
         return super().drain_capped() or (self._cring is not None and self._cring.capped)
+
+    def wait_fds(self) -> list[int]:
+        """Every ring's descriptor: readable (edge-triggered) when the program woke it, which
+        it does every eighth of the ring written (``snumap_wake_bytes``)."""
+        return list(self._ring_fds) + list(self._cring_fds)
 
     def decode(self, recs: np.ndarray | None) -> ev.EventBatch:
         batch = super().decode(recs)
@@ -282,8 +296,8 @@ class LibbpfTracer(BpfTracer):
                     parts.append(part)
                     size += part.nbytes
                 self._cbytes -= size
-            batch.counters = self._widen(np.concatenate(parts)) if parts else \
-                np.zeros(0, counter_dtype(len(self.counter_specs)))
+            batch.counters = (parts[0] if len(parts) == 1 else np.concatenate(parts)) \
+                if parts else np.zeros(0, counter_dtype(len(self.counter_specs)))
         return batch
 
     def _widen(self, recs: np.ndarray) -> np.ndarray:
@@ -334,9 +348,9 @@ class LibbpfTracer(BpfTracer):
                 more = self._cring.read(self.DRAIN_MAX)
                 if not len(more):
                     break
-                rest.append(more)
+                rest.append(self._widen(more))
             if rest:
-                more = self._widen(np.concatenate(rest))
+                more = np.concatenate(rest)
                 batch.counters = more if batch.counters is None else \
                     np.concatenate([batch.counters, more])
             return batch
