@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from snumap_tui.analysis.regions import format_regions
@@ -95,3 +96,36 @@ def test_serial_is_the_same_in_report_and_view() -> None:
     assert serial_text(1.17) == ">1" and serial_text(None) == "-"
     for v, r, a in zip(view[1:], report, rows):
         assert v.split()[-2] == r.split()[-1] == serial_text(a["karp_flatt"])
+
+
+def test_a_region_seen_by_its_bodies_only_counts_its_runs(tmp_path: Path) -> None:
+    """`record --pid` attached while a parallel region ran: its threads' bodies are there,
+    its master's span is not; CALLS is still its runs (it was 0)."""
+    from snumap_tui.analysis.report import build_report, format_report
+    from snumap_tui.analysis.synth import synthetic_topology, write_recording
+    from snumap_tui.store import open as open_recording
+    from snumap_tui.trace.events import EVENT_DTYPE, SWITCH, TaskInfo
+    from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionName
+
+    t0, ms = 10**9, 1_000_000
+    names = [RegionName("main._omp_fn.0", "omp", "body")]
+    recs = [(t, tid, op) for k in range(3) for tid in (101, 102)
+            for t, op in ((10 + 30 * k, BEGIN), (30 + 30 * k, END))]
+    rows = np.array(sorted((t0 + t * ms, tid, 100, op, 0) for t, tid, op in recs),
+                    dtype=REGION_DTYPE)
+    ev = np.zeros(4, dtype=EVENT_DTYPE)
+    ev[0] = (t0, 0, SWITCH, 0, 101, 0, 100, 0)
+    ev[1] = (t0, 1, SWITCH, 0, 102, 0, 100, 0)
+    ev[2] = (t0 + 100 * ms, 0, SWITCH, 101, 0, 100, 0, 1)
+    ev[3] = (t0 + 100 * ms, 1, SWITCH, 102, 0, 100, 0, 1)
+    path = write_recording(tmp_path / "r.rec", synthetic_topology(1, 1, 2, 1), ev,
+                           tasks=[TaskInfo(101, 100, "prog", 1, t0),
+                                  TaskInfo(102, 100, "prog", 1, t0)],
+                           regions=(rows, names), header={"regions": {"mode": "auto"}})
+    with open_recording(path) as rec:
+        r = build_report(rec)
+    g = next(x for x in r["regions"] if x["name"] == "main._omp_fn.0")
+    assert g["count"] == 3 and g["calls"] == 3
+    row = next(ln for ln in format_report(r).splitlines()
+               if ln.strip().startswith("main._omp_fn.0"))
+    assert row.split()[2] == "3", row
