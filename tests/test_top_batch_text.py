@@ -3,6 +3,7 @@ naming no process is one line and exit 2, not an empty list for ever (issue 30 i
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from fakefs import FakeRoot
 def top(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "snumap_tui.cli", "top", "--batch", "-n",
                            "1", *argv], capture_output=True, text=True, timeout=120,
-                          check=False)
+                          check=False, env={k: v for k, v in os.environ.items()
+                                            if k != "COLUMNS"})
 
 
 def test_piped_batch_keeps_whole_command_lines(tmp_path: Path) -> None:

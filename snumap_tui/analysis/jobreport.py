@@ -9,6 +9,7 @@ would save if the work were spread evenly), for nodes and for ranks.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -181,4 +182,12 @@ def format_job(j: dict[str, Any]) -> str:
     if not j["ranks"]:
         lines.append("  (no process with PMI_RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID seen)")
     lines.append(f"  imbalance across ranks: {_fmt_imb(j['imbalance']['ranks'])}")
+    if j.get("findings"):
+        lines += ["", "Placement (as top --job finds it live):"]
+        for f in j["findings"]:
+            for text, first, rest in ((safe_text(f["text"]), "  ! ", "    "),
+                                      (safe_text(f["fix"]), "    fix: ", "      "),
+                                      (f"confidence {f['confidence']}", "    ", "      ")):
+                lines += textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest,
+                                       break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines) + "\n"

@@ -151,9 +151,24 @@ def _high(tl: MemoryTimeline, sel: np.ndarray | slice) -> dict[str, Any]:
             "nodes": per}
 
 
+def kernel_peaks(rec: Any) -> dict[int, int]:
+    """pid -> the kernel's peak resident memory (VmHWM, bytes) as the recorder last read it
+    (recording/memory.py's "process peaks" info chunk; none in older recordings)."""
+    out: dict[int, int] = {}
+    for info in getattr(rec, "infos", []) or []:
+        if info.get("what") != "process peaks":
+            continue
+        for pid, b in zip(info.get("pids") or [], info.get("bytes") or []):
+            if isinstance(pid, int) and isinstance(b, int) and b >= 0:
+                out[pid] = max(b, out.get(pid, 0))
+    return out
+
+
 def process_memory(rows: np.ndarray, topology: Topology,
-                   tls: dict[int, MemoryTimeline] | None = None) -> dict[int, dict[str, Any]]:
-    """pid -> {"samples", "rss_bytes" (high-water), "nodes": {node: high-water bytes},
+                   tls: dict[int, MemoryTimeline] | None = None,
+                   peaks: dict[int, int] | None = None) -> dict[int, dict[str, Any]]:
+    """pid -> {"samples", "rss_bytes" (the largest sampled RSS), "peak_bytes" (the kernel's
+    VmHWM: the true peak, None where not recorded), "nodes": {node: largest sampled bytes},
     "last": {node: bytes at the last sample}, "kinds", "exact"} (TLS: the rows' timelines,
     when already built)."""
     kinds = node_kinds(topology)
@@ -162,7 +177,8 @@ def process_memory(rows: np.ndarray, topology: Topology,
         tls = timelines(rows, topology_nodes(topology))
     for pid, tl in tls.items():
         hw = _high(tl, slice(None))
-        out[pid] = {"samples": len(tl.t_ns), "rss_bytes": hw["rss_bytes"], "nodes": hw["nodes"],
+        out[pid] = {"samples": len(tl.t_ns), "rss_bytes": hw["rss_bytes"],
+                    "peak_bytes": (peaks or {}).get(pid), "nodes": hw["nodes"],
                     "last": {str(n): int(v[-1]) for n, v in sorted(tl.nodes.items())
                              if n != RSS_NODE},
                     "kinds": {str(n): kinds.get(n, "DRAM") for n in tl.nodes if n != RSS_NODE},
@@ -245,7 +261,7 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
                         "kinds": {str(k): v for k, v in sorted(node_kinds(topology).items())},
                         "left_out": b.notes()}
     tls = timelines(b.rows)
-    per = process_memory(b.rows, topology, tls)
+    per = process_memory(b.rows, topology, tls, kernel_peaks(rec))
     for p in report.get("processes", []):
         p["memory"] = per.get(p["pid"]) or {"why": why or "no sample: it exited before one, "
                                                           "or was unreadable"}
@@ -270,7 +286,8 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
     from snumap_tui.textsafe import safe_text
 
     m = r.get("memory") or {}
-    lines = ["", "Memory (MiB, high-water mark per NUMA node; per process: threads share it):"]
+    lines = ["", "Memory (MiB; per process: threads share it):",
+             "  peak: the kernel's high-water mark (VmHWM); sampled: the largest sample"]
     if m.get("why"):
         return [*lines, *textwrap.wrap(f"n/a ({m['why']})", 78, initial_indent="  ",
                                        subsequent_indent="  ")]
@@ -279,7 +296,8 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
     for note in m.get("left_out") or []:
         lines.append(f"  {note}")
     kinds = m.get("kinds") or {}
-    lines.append(f"  {'PID':>7} {'COMM':<16} {'RSS max':>8}  per node (kind): max / at end")
+    lines.append(f"  {'PID':>7} {'COMM':<16} {'RSS peak':>8} {'sampled':>8}  "
+                 "per node (kind): sampled max / at end")
     for p in r.get("processes", [])[:top]:
         pm = p.get("memory") or {}
         who = safe_text(str(p.get("label") or p["pid"]))     # node:pid in a merged job
@@ -290,10 +308,12 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
                           for n, b in pm["nodes"].items())
         est = "" if pm.get("exact") else " ~"
         lines.append(f"  {who:>7} {safe_text(p['comm'])[:16]:<16} "
-                     f"{_mib(pm['rss_bytes']):>8}{est}  {nodes}"[:80])
+                     f"{_mib(pm.get('peak_bytes')):>8} {_mib(pm['rss_bytes']):>8}{est}  "
+                     f"{nodes}"[:80])
     regs = [g for g in r.get("regions") or [] if "memory" in g]
     if regs:
-        lines.append(f"  {'REGION / PHASE':<28} {'SAMPLES':>7} {'RSS max':>8}  per node max")
+        lines.append(f"  {'REGION / PHASE':<28} {'SAMPLES':>7} {'sampled':>8}  "
+                     "per node sampled max")
         for g in regs[:top]:
             gm = g["memory"]
             if not gm.get("samples"):

@@ -127,6 +127,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "migrations": ts.migrations, "numa_migrations": ts.numa_migrations,
             "kernel_migrations": ts.kernel_migrations,
             "switch_ins": ts.switch_ins,
+            # run time after switch-ins the kernel did not trace, inferred (events.py)
+            "inferred_s": iv.inferred_ns.get(ts.tid, 0) / 1e9,
             "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
             "pus": cpulist(tuple(ts.cpus)),
         })
@@ -301,6 +303,12 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS, width: int = 80) -> s
             lines.append(f"  {'':>7} {per}"[:80])
     if len(r["tasks"]) > top:
         lines.append(f"  ... {len(r['tasks']) - top} more threads (--json has all)")
+    inferred = [t for t in r["tasks"] if t.get("inferred_s")]
+    if inferred:
+        lines.append(f"  RUN s includes time after switch-ins the kernel did not trace, "
+                     f"inferred: {len(inferred)} threads,"[:80])
+        lines.append(f"  {sum(t['inferred_s'] for t in inferred):.6f} s in all "
+                     "(--json: inferred_s per thread)")
     u = r.get("untraced")
     if u:
         lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "

@@ -13,6 +13,7 @@ a long name is shortened, and how an event's figure is written.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from typing import TextIO
@@ -24,8 +25,11 @@ WIDE = 10_000          # "unbounded": a pipe or a file
 
 def output_width(stream: TextIO | None = None) -> int:
     """Columns to lay a text report out in: the terminal's (COLUMNS overrides it), WIDE when
-    the output is not a terminal (a file, a pipe, a pager: nothing cut)."""
+    the output is not a terminal (a file, a pipe, a pager: nothing cut) unless COLUMNS says."""
     stream = stream or sys.stdout
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:      # asked for, terminal or not (as ls and ps do)
+        return max(int(given), 40)
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):

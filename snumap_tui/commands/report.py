@@ -73,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
     with open_readable(args.file) as rec:
         report = build_report(rec)
         job = job_section(rec, report)
+        if job is not None:
+            # the job's placement findings, as `top --job` gives them live
+            from snumap_tui.analysis.jobfindings import report_findings
+
+            job["findings"] = report_findings(rec, report, job)
         label_nodes(rec, report)
     if job is not None:
         report["job"] = job

@@ -51,6 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sort the processes by this column: " + ", ".join(SORT_COLUMNS)
                              + " (default cpu; < and > change it)")
     parser.add_argument("--events", default=None, metavar="LIST", help=TOP_HELP)
+    parser.add_argument("--job", nargs="?", const="", default=None, metavar="JOBID",
+                        help="a running Slurm job, live, from the login node: one sampler per "
+                             "node started with srun --overlap (JOBID: the job of this "
+                             "allocation when left out)")
+    parser.add_argument("--node-frames", action="store_true",
+                        help="--job --batch --json: each node's frame too, as top --batch "
+                             "--json prints one (every metric of every object)")
+    # A node's streaming sampler, which `top --job` starts with srun on every node.
+    parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
                         help="your own metrics (TOML: [metric.NAME] formula, object, scale), "
                              "after ~/.config/snumap/metrics.toml; may be repeated")
@@ -204,7 +213,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.json and not args.batch:
         raise SnumapError("--json prints frames as JSON lines instead of the live view: "
                           "use it with --batch (snumap top --batch --json)")
-    if args.count is not None and not args.batch:
+    if args.node_frames and not (args.job is not None and args.json):
+        raise SnumapError("--node-frames adds each node's frame to top --job --batch --json")
+    if args.count is not None and not (args.batch or args.stream):
         raise SnumapError("--count is the number of frames --batch prints: use it with "
                           "--batch (snumap top --batch --count N)")
     if args.fsroot and not Path(args.fsroot).is_dir():
@@ -241,6 +252,10 @@ def catalogue_from_args(args: argparse.Namespace) -> Catalogue:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    if args.stream or args.job is not None:
+        from snumap_tui.commands.top_job import run_job
+
+        return run_job(args)
     from snumap_tui.commands.common import topology_from_args
 
     catalogue = catalogue_from_args(args)     # before anything starts: a bad file exits 2
