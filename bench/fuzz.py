@@ -53,7 +53,8 @@ def main() -> int:
     rows = []
     tallies = [(w, got[w]) for w in ("recordings", "formulas")]
     tallies += [(w, inputs[w]) for w in ("headers", "topologies", "metrics", "fsroot",
-                                         "markers") if w in inputs]
+                                         "markers", "chunks", "merged", "fsnumbers")
+                if w in inputs]
     for what, t in tallies:
         crashes = f" ({t['crashes']} crashes)" if t.get("crashes") else ""
         rows.append([what, f"{t['cases']:,}", f"{t['runs']:,}", f"{t['data']:,}",
@@ -72,13 +73,18 @@ def main() -> int:
         "chunk headers; concatenations; zstd bombs of 64 MiB-1 GiB; formulas, mutated and "
         "pathological, and metrics files). A run is one reader over one case: for recordings "
         "the API (events, columns, samples, metric series, data frames, verify), `report` "
-        "(text and JSON), `export` (chrome, intervals, samples, events) and the replay's "
+        "(text and JSON), `export` (chrome, intervals, samples, events, Perfetto, Parquet) "
+        "and the replay's "
         "load. Then tests/fuzz_inputs.py, an even share of its time per input: recording "
         "headers (structure-aware JSON edits, Infinity/NaN, deep nesting, floods of empty "
         "objects, lone surrogates) through the same readers; JSON and hwloc XML topologies "
         "(`topo --topology`); metrics files (`exporter --print-rules`); fake `--fsroot` trees "
         "with FIFOs, /dev/zero, absurd cpulists and huge files (`topo`, `probe`, `top "
-        "--batch`); marker streams into a live FIFO, then reported. Runs through hwloc go in "
+        "--batch`); marker streams into a live FIFO, then reported; thread counters and "
+        "process memory chunks crafted within their schema (floods of pids, tids, PU and "
+        "NUMA node numbers: `chunks`); merged headers with their node tables edited "
+        "(`merged`); fsroot numbers swapped for words, signs, exponents and 30 digits "
+        "(`fsnumbers`). Runs through hwloc go in "
         "a forked child; a child killed by a signal is a crash (counted with the tracebacks). "
         "Data: the run gave a result; clean error: one `snumap:` line and exit 2. The "
         "fuzzing process runs under a 3 GiB address-space limit; its peak resident size is shown "

@@ -32,7 +32,7 @@ RETURN_AT_ONCE = "programs attached, returning at once"
 STORE_NO_CLOCK = "programs storing each event in a per-CPU array, no clock, no ring"
 STORE = "programs storing each event with its time in a per-CPU array, no ring"
 
-# A per-CPU array of 256 records that emit_at() writes into instead of the ring.
+# A per-CPU array of 256 records that reserve_event() hands out instead of the ring.
 _SLOTS = """struct snumap_floor_slots {
     __u64 head;
     struct snumap_sched_event ev[256];
@@ -65,7 +65,7 @@ def variants(src: str) -> dict[str, str]:
     """The three stripped-down sources (see the module's docstring)."""
     at_once = _sub(r'(SEC\("tp_btf/[^"]+"\)\nint BPF_PROG\([^)]*\)\n\{\n)', r"\1    return 0;\n",
                    src, at_least=8)
-    store = _sub(r"(static __always_inline void emit_at\()", _SLOTS + r"\1", src)
+    store = _sub(r"(/\* A record in the ring of this CPU)", _SLOTS + r"\1", src)
     store = _sub(_RESERVE, _SLOT, store)
     store = _sub(r"\n\s*bpf_ringbuf_submit\(e, .*?\)\);", "", store)
     no_clock = _sub(r"bpf_ktime_get_ns\(\)", "1", store, at_least=5)

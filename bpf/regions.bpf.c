@@ -61,10 +61,14 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 snumap_system_wide = 0;
 /* Set by the loader before load: stop tracked processes at an exec of an unknown program. */
 const volatile __u32 snumap_hold_exec = 0;
+/* Set by the loader before load: the probes are per process (uprobe_multi links with a pid),
+ * so a tracked process without its links yet (`linked`) is held at any exec, known or not. */
+const volatile __u32 snumap_scoped = 0;
 
 #define SNUMAP_EXEC_TAG 0xffffffffu
 #define SNUMAP_BUDGET_TAG 0xfffffffeu
 #define SNUMAP_SIGSTOP 19
+#define SNUMAP_NEEDS_LINKS 2    /* `known` value: a program whose processes need their links */
 
 struct snumap_region_hit {
     __u64 t_ns;
@@ -93,6 +97,14 @@ struct {
     __type(key, struct snumap_exe);
     __type(value, __u32);
 } known SEC(".maps");
+
+/* Processes whose own probe links exist (tgid; with snumap_scoped). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, __u32);
+} linked SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -460,7 +472,9 @@ int BPF_PROG(region_fork, struct task_struct *parent, struct task_struct *child)
 
 /* A tracked process execs: stop it until user space has probed the program, unless known. The
  * record carries the program's inode (arg) and device (ret), the key user space adds to
- * `known` before it sends SIGCONT. No record, no stop: a full ring never leaves one held. */
+ * `known` before it sends SIGCONT. With per-process probes a process not `linked` yet that
+ * execs a known program needing links (one with a runtime: SNUMAP_NEEDS_LINKS) is held too,
+ * until its links exist. No record, no stop: a full ring never leaves one held. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(region_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -473,7 +487,8 @@ int BPF_PROG(region_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
     struct snumap_exe k = {};
     k.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino);
     k.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev);
-    if (bpf_map_lookup_elem(&known, &k))
+    __u32 *v = bpf_map_lookup_elem(&known, &k);
+    if (v && (*v != SNUMAP_NEEDS_LINKS || !snumap_scoped || bpf_map_lookup_elem(&linked, &tgid)))
         return 0;
     struct snumap_region_hit *h = reserve(id, SNUMAP_EXEC_TAG, (__u32)k.dev);
     if (!h)

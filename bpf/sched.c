@@ -50,8 +50,8 @@ static __always_inline int system_wide(void)
     return SNUMAP_SYSTEM_WIDE;
 }
 
-static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
-                                    __s32 pid, __s32 pid2, __s64 arg)
+/* A record in the ring, or 0 with one more lost event counted on this CPU. */
+static __always_inline struct snumap_sched_event *reserve_event(void)
 {
     struct snumap_sched_event *e = events.ringbuf_reserve(sizeof(struct snumap_sched_event));
     if (!e) {
@@ -59,8 +59,16 @@ static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid,
         __u64 *n = lost.lookup(&zero);
         if (n)
             *n += 1;
-        return;
     }
+    return e;
+}
+
+static __always_inline void emit_at(__u64 t_ns, __u8 kind, __u32 cpu, __s32 tid, __s32 tid2,
+                                    __s32 pid, __s32 pid2, __s64 arg)
+{
+    struct snumap_sched_event *e = reserve_event();
+    if (!e)
+        return;
     e->t_ns = t_ns;
     e->arg = arg;
     e->cpu = cpu;
@@ -154,17 +162,51 @@ TRACEPOINT_PROBE(sched, sched_switch)
     return PASS;
 }
 
+/* A task's name from now on (sched_event.h SNUMAP_COMM): its 16 bytes in arg, tid2, pid2. */
+static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
+{
+    __s64 head;
+    __s32 mid, tail;
+    __builtin_memcpy(&head, comm, 8);
+    __builtin_memcpy(&mid, comm + 8, 4);
+    __builtin_memcpy(&tail, comm + 12, 4);
+    emit_at(bpf_ktime_get_ns(), SNUMAP_COMM, bpf_get_smp_processor_id(), tid, mid, tgid, tail,
+            head);
+}
+
+/* Whether TID is traced (everything is system-wide), with its tgid in *TGID when known. */
+static __always_inline int traced(__u32 tid, __s32 *tgid)
+{
+    *tgid = -1;
+    if (system_wide())
+        return 1;
+    __u32 *v = tracked.lookup(&tid);
+    if (!v)
+        return 0;
+    *tgid = known_tgid(v);
+    return 1;
+}
+
 /* An event about one task (woken, migrated): kept when the task is traced, with its tgid. */
 static __always_inline int task_event(__u8 kind, __u32 cpu, __u32 tid, __s64 arg)
 {
-    __s32 tgid = -1;
-    if (!system_wide()) {
-        __u32 *v = tracked.lookup(&tid);
-        if (!v)
-            return PASS;
-        tgid = known_tgid(v);
-    }
-    emit(kind, cpu, tid, 0, tgid, -1, arg);
+    __s32 tgid;
+    if (traced(tid, &tgid))
+        emit(kind, cpu, tid, 0, tgid, -1, arg);
+    return PASS;
+}
+
+/* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np, exec; the task renamed need not
+ * be the current one. */
+TRACEPOINT_PROBE(task, task_rename)
+{
+    __u32 tid = args->pid;
+    __s32 tgid;
+    if (!traced(tid, &tgid))
+        return PASS;
+    char name[16] = {};
+    bpf_probe_read_kernel(name, sizeof(name), args->newcomm);
+    emit_comm(tid, tgid, name);
     return PASS;
 }
 
@@ -198,6 +240,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     bpf_get_current_comm(&n.comm, sizeof(n.comm));
     names.update(&child, &n);
     emit(SNUMAP_FORK, bpf_get_smp_processor_id(), parent, child, tgid, -1, 0);
+    emit_comm(child, -1, n.comm);           /* the child starts with its parent's name */
     return PASS;
 }
 

@@ -18,6 +18,11 @@
 #define SNUMAP_FORK 5
 #define SNUMAP_EXEC 6
 #define SNUMAP_EXIT 7
+/* A task's name from this moment on (task_rename: prctl, pthread_setname_np, the comm file,
+ * exec; and a forked child's inherited name). Only in the ring: user space turns it into a
+ * TaskInfo with this time and drops the record. tid/pid: the task and its tgid; the 16 bytes
+ * of the name (NUL-padded) are carried in arg (bytes 0-7), tid2 (8-11) and pid2 (12-15). */
+#define SNUMAP_COMM 9
 
 #define SNUMAP_OUTSIDE (-2)   /* pid/pid2 of a switch partner outside the traced tree */
 

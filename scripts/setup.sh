@@ -77,7 +77,8 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 # The run mode installs the package with every extra the README's examples use (regions:
-# OpenMP/MPI regions by uprobes; parquet: export --format parquet; exporter: Prometheus), and
+# OpenMP/MPI regions by uprobes; parquet: export --format parquet; exporter: Prometheus;
+# plots: scale report --plot), and
 # gpu where the NVIDIA driver is; libhwloc is the Debian package above, so not the hwloc extra.
 # The test mode adds the test tools (and every extra). tests/test_wheel.py installs the built
 # wheel with the same run extras; README.md's cluster section names them too.

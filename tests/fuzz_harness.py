@@ -137,6 +137,63 @@ def api_seed(out: Path) -> None:
             w.flush()
 
 
+def attr_seed(out: Path) -> None:
+    """A recording with the kinds of attribution: thread counters (16) with traced and
+    untraced rows, process memory (17) over two NUMA nodes and the RSS, regions and a
+    phase, written as `record --events ... --regions` writes them."""
+    from snumap_tui.analysis.synth import synthetic_topology, write_recording
+    from snumap_tui.store import Writer
+    from snumap_tui.store.procmem import rows_at
+    from snumap_tui.trace.counters import counter_dtype
+    from snumap_tui.trace.events import EVENT_DTYPE, SWITCH, TaskInfo
+    from snumap_tui.trace.region_catalog import BEGIN, END, REGION_DTYPE, RegionName
+
+    t0, ms = 10**9, 10**6
+    ev = np.zeros(8, dtype=EVENT_DTYPE)
+    for i, (tid, cpu) in enumerate([(101, 0), (102, 1), (101, 1), (102, 0)]):
+        ev[2 * i] = (t0 + i * 10 * ms, cpu, SWITCH, 0, tid, 0, 100, 0)
+        ev[2 * i + 1] = (t0 + (i * 10 + 8) * ms, cpu, SWITCH, tid, 0, 100, 0, 1)
+    events = ["task-clock", "page-faults", "instructions", "cycles"]
+    rows = np.zeros(6, counter_dtype(len(events)))
+    for i, (tid, pid, cpu) in enumerate([(101, 100, 0), (102, 100, 1), (101, 100, 1),
+                                         (102, 100, 0), (-2, -2, 0), (-2, -2, 1)]):
+        a = t0 + (i % 4) * 10 * ms
+        rows[i]["tid"], rows[i]["pid"], rows[i]["cpu"] = tid, pid, cpu
+        rows[i]["t_start"], rows[i]["t_end"] = a, a + 8 * ms
+        rows[i]["value"] = [8 * ms, 3 + i, 10**6, 2 * 10**6]
+        rows[i]["enabled"] = 8 * ms
+        rows[i]["running"] = 8 * ms if i != 3 else 4 * ms          # one multiplexed row
+        rows[i]["n"] = len(events)
+    names = [RegionName("loop", "omp", "body"), RegionName("init", "marker", "marker")]
+    reg = np.array([(t0 + 2 * ms, 101, 100, BEGIN, 0), (t0 + 6 * ms, 101, 100, END, 0),
+                    (t0, 101, 100, BEGIN, 1), (t0 + 30 * ms, 101, 100, END, 1)],
+                   dtype=REGION_DTYPE)
+    topo = synthetic_topology(1, 2, 1, 1, host="attr")
+    write_recording(out, topo, ev, tasks=[TaskInfo(101, 100, "a", 1, t0),
+                                          TaskInfo(102, 100, "b", 1, t0)],
+                    regions=(reg, names), counters=(rows, events),
+                    header={"counters": {"source": "libbpf: per-thread counters",
+                                         "events": events},
+                            "process_memory": {"source": "numa_maps"}})
+    # The memory rows: appended through the Writer, as record's sampling loop adds them.
+    from snumap_tui import store
+
+    with store.open(out) as rec:
+        hdr, evs, regions = dict(rec.header), rec.events(), rec.regions()
+        tc = rec.thread_counters()
+    from snumap_tui.trace.events import EventBatch
+    with Writer(out, hdr, force=True) as w:
+        w.add_events(EventBatch(events=evs, tasks=[TaskInfo(101, 100, "a", 1, t0),
+                                                   TaskInfo(102, 100, "b", 1, t0)]))
+        w.add_regions(regions.rows, regions.names)
+        w.counter_events = list(tc.events)
+        w.add_events(EventBatch(counters=tc.rows))
+        for k in range(4):
+            w.add_process_memory(rows_at(t0 + k * 10 * ms, [(100, -1, (k + 1) << 20, True),
+                                                            (100, 0, (k + 1) << 19, k % 2 == 0),
+                                                            (100, 1, (k + 1) << 19, True)]))
+
+
 def merged_seed(where: Path) -> Path:
     """A job of two nodes as `snumap merge` writes it (format 2: node chunks, shifts)."""
     sys.path.insert(0, str(REPO / "tests"))
@@ -167,6 +224,8 @@ def make_seeds(where: Path) -> tuple[dict[str, bytes], list[str]]:
             seeds[backend] = out.read_bytes()
     api_seed(where / "api.rec")
     seeds["api"] = (where / "api.rec").read_bytes()
+    attr_seed(where / "attr.rec")
+    seeds["attr"] = (where / "attr.rec").read_bytes()
     seeds["merged"] = merged_seed(where).read_bytes()
     seeds["merged-samples"] = (where / "merged-samples.rec").read_bytes()
     return seeds, skipped
@@ -473,6 +532,10 @@ def operations(path: str, out: str) -> list[tuple[str, Callable[[], str | None]]
                                          "readings", "-o", out, "--force"])),
         ("export events", lambda: cli(["export", path, "--format", "csv", "--table", "events",
                                        "-o", out, "--force"])),
+        ("export perfetto", lambda: cli(["export", path, "--format", "perfetto", "-o", out,
+                                         "--force"])),
+        ("export parquet", lambda: cli(["export", path, "--format", "parquet", "-o",
+                                        out + ".pq", "--force"])),
         ("replay load", lambda: replay_load(path)),
     ]
 

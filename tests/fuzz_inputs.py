@@ -16,7 +16,15 @@ data or one ``snumap:`` line, within CASE_SECONDS and the harness's memory limit
   --batch``;
 - markers: byte streams written to a live marker FIFO (long lines, lines without a newline,
   huge ``@TID``, floods of distinct names, binary), the rows kept then written to a recording
-  and reported.
+  and reported;
+- chunks: thread counters (kind 16) and process memory (kind 17) chunks a hostile writer
+  crafts within their schema (floods of distinct pids, tids, PU numbers and NUMA node numbers
+  -1..65535, times piled on one instant), through the recording readers;
+- merged: a merged job's header with its node table edited (numbers null, negative, huge, of
+  other types; nodes dropped, repeated, reordered), through the recording readers;
+- fsnumbers: a number in an fsroot file (/proc/stat, meminfo, numastat, cpuinfo, a cache
+  size) replaced by a word, a sign, an exponent or 30 digits, through ``topo``, ``probe`` and
+  ``top --batch``.
 
 Runs that go through hwloc (C: it cannot be interrupted, and a crash would end the harness)
 run in a forked child; a child killed by a signal counts as a crash.
@@ -49,7 +57,8 @@ for _p in (REPO, REPO / "tests"):
 
 import fuzz_harness as H
 
-FAMILIES = ("headers", "topologies", "metrics", "fsroot", "markers")
+FAMILIES = ("headers", "topologies", "metrics", "fsroot", "markers", "chunks", "merged",
+            "fsnumbers")
 CHILD_SECONDS = 10      # a forked run (hwloc) taking longer is a hang
 
 
@@ -260,6 +269,133 @@ def fs_edit(root: Path, r: random.Random) -> str:
     return ", ".join(done)
 
 
+# ---- fsroot numbers --------------------------------------------------------------------------
+FS_NUMBER_FILES = ["proc/stat", "proc/meminfo", "proc/cpuinfo", "proc/4200/stat", "proc/4200/status",
+                   "sys/devices/system/node/node0/meminfo",
+                   "sys/devices/system/node/node0/numastat",
+                   "sys/devices/system/cpu/cpu0/topology/core_id",
+                   "sys/devices/system/cpu/cpu0/topology/physical_package_id",
+                   "sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq",
+                   "sys/devices/system/cpu/online"]
+NUMBER_SWAPS = ["abc", "-5", "1e999", "9" * 30, "", "0x10", "nan", "\u0663", "1.5", "-",
+                "18446744073709551616", "+7", " ", "4294967296"]
+
+
+def fs_number_edit(root: Path, r: random.Random) -> str:
+    """A few numbers in numeric fsroot files swapped for what is not a count."""
+    import re
+    done = []
+    for _ in range(r.randint(1, 3)):
+        rel = r.choice(FS_NUMBER_FILES)
+        f = root / rel
+        if not f.is_file():
+            continue
+        text = f.read_text(errors="replace")
+        nums = [m.span() for m in re.finditer(r"\d+", text)]
+        if not nums:
+            continue
+        for _ in range(r.randint(1, 3)):
+            a, b = r.choice(nums)
+            swap = r.choice(NUMBER_SWAPS)
+            text = text[:a] + swap + text[b:]
+            nums = [m.span() for m in re.finditer(r"\d+", text)] or [(0, 0)]
+        f.write_text(text)
+        done.append(rel)
+    return "numbers in " + (", ".join(done) or "nothing")
+
+
+# ---- crafted chunks of kinds 16 and 17 -------------------------------------------------------
+def chunk_cases(work: Path, r: random.Random) -> Iterator[tuple[str, Path]]:
+    """Recordings whose thread counters and process memory chunks hold what the schema lets
+    a writer put there, in floods a reader must bound."""
+    import crafted_chunks as K
+
+    from snumap_tui.store.procmem import MEMORY_DTYPE
+    from snumap_tui.trace.counters import counter_dtype
+    n = 0
+    while True:
+        n += 1
+        path = work / f"chunks-{n % 2}.rec"
+        rows_n = r.choice([1, 10, 1000, 20_000, 60_000])
+        p = r.random()
+        if p < 0.4:
+            rows = np.zeros(rows_n, dtype=MEMORY_DTYPE)
+            t = np.sort(np.array([r.choice([0, 1, 10**6, 2**62]) for _ in range(8)]))
+            rows["t_ns"] = np.sort(K.T0 + t[np.arange(rows_n) % 8]).astype(np.uint64)
+            npid = r.choice([1, 7, rows_n])
+            rows["pid"] = 1 + np.arange(rows_n) % npid
+            span = r.choice([2, 64, 65537])
+            rows["node"] = -1 + (np.arange(rows_n) * r.choice([1, 7919])) % span
+            rows["bytes"] = r.choice([0, 1 << 20, (1 << 56) - 1])
+            rows["exact"] = np.arange(rows_n) % 3 == 0
+            K._with_memory(path, rows, [1, 2])
+            yield f"memory: {rows_n} rows, {npid} pids, nodes over {span}", path
+        else:
+            rows = np.zeros(rows_n, counter_dtype(len(K.EVENTS)))
+            ntid = r.choice([1, 3, rows_n])
+            rows["tid"] = r.choice([1, 1000, 2**31 - rows_n - 1]) + np.arange(rows_n) % ntid
+            rows["pid"] = rows["tid"] // r.choice([1, 4, 10**9])
+            if r.random() < 0.2:
+                rows["tid"][::2] = r.choice([-2, 0, -(2**31)])
+            rows["cpu"] = (np.arange(rows_n) * r.choice([1, 65537, 4294967291])) % (2**32)
+            step = r.choice([0, 1, 1000, 10**9])
+            start = K.T0 + np.arange(rows_n, dtype=np.uint64) * np.uint64(step)
+            rows["t_start"] = start
+            rows["t_end"] = start + np.uint64(r.choice([0, 1, 900, 10**12]))
+            rows["value"] = r.choice([0, 1, 2**40])
+            rows["enabled"] = 900
+            rows["running"] = r.choice([0, 450, 900])
+            rows["n"] = len(K.EVENTS)
+            from snumap_tui.analysis.synth import write_recording
+            ev, tasks = K._base_events([1000, 1001])
+            write_recording(path, K.TOPOLOGY, ev, tasks=tasks, counters=(rows, K.EVENTS),
+                            header={"counters": {"source": r.choice(["libbpf: x", "perf: x"]),
+                                                 "events": K.EVENTS}})
+            yield f"counters: {rows_n} rows, {ntid} tids, step {step}", path
+
+
+# ---- merged headers --------------------------------------------------------------------------
+NODE_FIELDS = ("cpu_base", "n_pus", "tid_base", "shift_ns", "node", "host",
+               "start_monotonic_ns", "align_error_ns", "interval_ns", "clock_drift_ns")
+
+
+def merged_cases(merged: bytes, r: random.Random) -> Iterator[tuple[str, bytes]]:
+    from snumap_tui.store import chunks as C
+    chs = H.split(merged)
+    header = next(json.loads(c.raw) for c in chs if c.kind == C.K_HEADER)
+    while True:
+        h = json.loads(json.dumps(header))
+        nodes = h["nodes"]
+        edits = []
+        for _ in range(r.randint(1, 3)):
+            p = r.random()
+            dicts = [i for i, n in enumerate(nodes) if isinstance(n, dict)]
+            if p < 0.6 and dicts:
+                k, f = r.choice(dicts), r.choice(NODE_FIELDS)
+                v = weird_json(r) if r.random() < 0.5 else r.choice(
+                    [None, -1, 0, 65535, 65536, 2**31 - 1, 2**63, "x", [], 1.5])
+                nodes[k][f] = v
+                edits.append(f"node {k} {f}")
+            elif p < 0.75:
+                nodes = r.choice([[], nodes[:1], nodes[::-1], nodes + nodes, [None], ["a"]])
+                edits.append("node table")
+            elif p < 0.85:
+                h["nodes"] = weird_json(r)
+                edits.append("nodes")
+            else:
+                h.pop(r.choice(["nodes", "topology", "merged", "start_monotonic_ns"]), None)
+                edits.append("key dropped")
+        if isinstance(h.get("nodes"), list):
+            h["nodes"] = nodes
+        raw = dumps(h).encode("utf-8", "surrogatepass")
+        new = [H.Chunk(**vars(c)) for c in chs]
+        for c in new:
+            if c.kind in (C.K_HEADER, C.K_HEADER_COPY):
+                c.raw = raw
+        yield "merged header: " + ", ".join(edits), \
+            C.pack_preamble(2) + H.rebuild(new, r.random() < 0.5)[C.PREAMBLE_SIZE:]
+
+
 # ---- marker streams --------------------------------------------------------------------------
 def marker_stream(r: random.Random) -> bytes:
     parts = []
@@ -416,6 +552,8 @@ def fuzz_inputs(seconds: float, seed: int, work: Path,
     share = seconds / len(FAMILIES)
     H.api_seed(work / "api.rec")
     seed_rec = (work / "api.rec").read_bytes()
+    (work / "job").mkdir()
+    merged_rec = H.merged_seed(work / "job").read_bytes()
     from fakefs import FakeRoot
     FakeRoot(work / "fs-base", cpus=2)
     from snumap_tui.cli import main  # noqa: F401 - imported before forking
@@ -427,6 +565,9 @@ def fuzz_inputs(seconds: float, seed: int, work: Path,
                               "topologies": lambda: topology_cases(r),
                               "metrics": lambda: metrics_cases(r),
                               "fsroot": lambda: iter(int, 1),
+                              "fsnumbers": lambda: iter(int, 1),
+                              "chunks": lambda: chunk_cases(work, r),
+                              "merged": lambda: merged_cases(merged_rec, r),
                               "markers": lambda: iter(int, 1)}[fam]()
         while time.monotonic() < end:
             case = next(gen)
@@ -439,10 +580,13 @@ def fuzz_inputs(seconds: float, seed: int, work: Path,
 
 def _operations(fam: str, case: Any, work: Path, r: random.Random
                 ) -> list[tuple[str, Callable[[], str | None]]]:
-    if fam == "headers":
+    if fam in ("headers", "merged"):
         label, blob = case
         path = work / "case.rec"
         path.write_bytes(blob)
+        return [(f"{label}: {w}", f) for w, f in H.operations(str(path), str(work / "out"))]
+    if fam == "chunks":
+        label, path = case
         return [(f"{label}: {w}", f) for w, f in H.operations(str(path), str(work / "out"))]
     if fam == "topologies":
         label, suffix, text = case
@@ -458,12 +602,12 @@ def _operations(fam: str, case: Any, work: Path, r: random.Random
         path.write_bytes(text.encode("utf-8", "surrogatepass"))
         return [(f"{label}: --print-rules", lambda: cli(["exporter", "--print-rules",
                                                          "--metrics", str(path)]))]
-    if fam == "fsroot":
+    if fam in ("fsroot", "fsnumbers"):
         root = work / "fs"
         if root.exists():
             shutil.rmtree(root)
         shutil.copytree(work / "fs-base", root, symlinks=True)
-        what = fs_edit(root, r)
+        what = fs_edit(root, r) if fam == "fsroot" else fs_number_edit(root, r)
         return [(f"{what}: topo", forked(lambda: cli(["topo", "--fsroot", str(root)]), root)),
                 (f"{what}: probe", forked(lambda: cli(["probe", "--fsroot", str(root)]), root)),
                 (f"{what}: top --batch", forked(lambda: cli(["top", "--batch", "-n", "1",

@@ -49,9 +49,10 @@ def free_ports(n: int) -> list[int]:
 
 class SlurmCluster:
     def __init__(self, workdir: Path, nodes: int = 2, cpus: int = 2,
-                 proctrack: str = "linuxproc") -> None:
+                 proctrack: str = "linuxproc", task_plugin: str = "none") -> None:
         self.dir = Path(workdir)
         self.proctrack = proctrack
+        self.task_plugin = task_plugin   # "affinity": srun --cpu-bind binds the tasks
         self.nodes = [f"n{i + 1}" for i in range(nodes)]
         self.cpus = cpus
         self.host = socket.gethostname().split(".")[0]
@@ -138,7 +139,7 @@ class SlurmCluster:
             f"SlurmdPidFile={d / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
-            f"ProctrackType=proctrack/{self.proctrack}", "TaskPlugin=task/none",
+            f"ProctrackType=proctrack/{self.proctrack}", f"TaskPlugin=task/{self.task_plugin}",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/builtin", "MpiDefault=none",
             "JobCompType=jobcomp/none", "AccountingStorageType=accounting_storage/none",
@@ -179,7 +180,7 @@ class SlurmCluster:
             if not p.name.isdigit():
                 continue
             try:
-                if (p / "comm").read_text().strip() != "slurmstepd":
+                if (p / "comm").read_bytes().strip() != b"slurmstepd":
                     continue
                 if conf in (p / "environ").read_bytes().split(b"\0"):
                     out.append(int(p.name))

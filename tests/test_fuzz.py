@@ -1,5 +1,6 @@
 """The fuzzer (tests/fuzz_harness.py), bounded to about 45 s: damaged and crafted recordings of
-every backend through the API, report, export and the replay's load, and formulas and metrics
+every backend (and one with counters, memory and regions) through the API, report, export
+(chrome, csv, Perfetto, Parquet) and the replay's load, and formulas and metrics
 files through their parsers. Every run must end with data or one clear line; none with a
 traceback or a hang. The longer run is `python bench/fuzz.py` (docs/benchmarks.md)."""
 
@@ -45,10 +46,12 @@ def test_fuzzed_recordings_and_formulas_end_in_data_or_one_line(tmp_path: Path) 
 
 
 def test_fuzzed_headers_topologies_metrics_fsroots_and_markers(tmp_path: Path) -> None:
-    """tests/fuzz_inputs.py for ~20 s with a fixed seed: every family of input a user or
-    another user can hand snumap besides a recording's chunks (issue 23)."""
-    p, got, report = fuzz("fuzz_inputs.py", 20, 3, tmp_path)
-    fams = ("headers", "topologies", "metrics", "fsroot", "markers")
+    """tests/fuzz_inputs.py for ~32 s with a fixed seed: every family of input a user or
+    another user can hand snumap besides a recording's chunks (issue 23), and crafted thread
+    counters and process memory chunks, merged headers and fsroot numbers (issue 30)."""
+    p, got, report = fuzz("fuzz_inputs.py", 32, 3, tmp_path)
+    fams = ("headers", "topologies", "metrics", "fsroot", "markers", "chunks", "merged",
+            "fsnumbers")
     for fam in fams:
         t = got[fam]
         assert t["cases"] >= 1 and t["runs"] >= 1, (fam, report)

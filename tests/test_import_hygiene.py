@@ -10,6 +10,7 @@ import sys
 import snumap_tui.native
 
 HEADLESS = ("topology", "sources", "model", "trace", "store", "analysis", "native", "export",
+            "jobview",
             "exporter", "study")
 
 

@@ -128,15 +128,23 @@ def test_uprobe_pid_filter_maps_ring_buffer_and_globals(tmp_path: Path) -> None:
 
 @needs_bpf
 def test_tp_btf_program_loads_attaches_and_closes() -> None:
+    from snumap_tui.trace.libbpf import SWITCHED_IN, kernel_has_tracepoint
+
     obj = L.BpfObject.open(REPO / "bpf" / "sched.bpf.o")
     try:
         obj.set_global("snumap_system_wide", struct.pack("<I", 1))
         obj.program("sched_switch_pre518").set_autoload(False)
+        has_exit = kernel_has_tracepoint(SWITCHED_IN)
+        if not has_exit:
+            obj.program(SWITCHED_IN).set_autoload(False)
         obj.load()
         links = obj.attach_all()
-        assert len(links) == 7 and all(lk.attached for lk in links)
-        ids = [p.fd for p in obj.programs()]
-        assert ids[1] < 0 and all(fd >= 0 for i, fd in enumerate(ids) if i != 1)
+        # sched_switch, sched_exit_tp (Linux >= 6.16), task_rename, the wakeups, migrate,
+        # fork, exec, exit
+        assert len(links) == 8 + has_exit
+        assert all(lk.attached for lk in links)
+        off = {"sched_switch_pre518"} | (set() if has_exit else {SWITCHED_IN})
+        assert all((p.fd < 0) == (p.name in off) for p in obj.programs())
         time.sleep(0.05)
         lost = obj.map("lost").lookup(b"\0" * 4)
         assert lost is not None and len(lost) == 8 * L.num_possible_cpus()

@@ -158,3 +158,17 @@ def test_a_node_ends_where_its_recording_ended(tmp_path: Path) -> None:
     with store.open(tmp_path / "m.rec") as r:
         merged_rt = {r.nodes.label(p["pid"]): p["runtime_s"] for p in build_report(r)["processes"]}
     assert own[500] == 0.06 and merged_rt["a:500"] == 0.06 and merged_rt["b:700"] == 0.2
+
+
+def test_long_node_names_are_not_cut_to_node(tmp_path: Path) -> None:
+    """node-a and node-b were both drawn as `▾node` (issue 30 item 19): a long name takes its
+    node's first row, its package and NUMA node the next."""
+    a = node_rec(tmp_path / "a.rec", "node-a", 10**9, WALL, rank_pids={0: 500})
+    b = node_rec(tmp_path / "b.rec", "node-b", 3 * 10**9, WALL - 2 * 10**9,
+                 rank_pids={2: 500})
+    merge([a, b], tmp_path / "job.rec")
+    with store.open(tmp_path / "job.rec") as rec:
+        data = load_replay(rec)
+        out = text(render_gantt(data, GanttState(data.t0, data.t1), 80, 12).lines)
+    assert out[1].startswith(f"{'▾node-a':<11}   0") and out[2].startswith("     P0 N0    1")
+    assert out[3].startswith(f"{'▾node-b':<11}   0") and out[4].startswith("     P0 N0    1")

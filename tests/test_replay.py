@@ -361,3 +361,27 @@ def test_detail_line_and_header_agree_after_switching_views(recording: Path) -> 
         edges = gv.rendered.bins.edges
         assert edges[app.state.sel_col] <= app.cursor_t < edges[app.state.sel_col + 1]
     run_pilot(recording, (120, 30), steps)
+
+
+def test_help_at_80x24_says_it_scrolls_and_does(recording: Path) -> None:
+    """At 80x24 the help is longer than the screen: it says so (as top's does) and the
+    arrows scroll it (issue 30 item 19)."""
+    from textual.containers import VerticalScroll
+    from textual.widgets import Static
+
+    async def steps(app: ReplayApp, pilot) -> None:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        scroll = app.screen.query_one(VerticalScroll)
+        text = str(app.screen.query_one(Static).render())
+        assert "↑ ↓ scroll" in text.splitlines()[0]
+        assert scroll.max_scroll_y > 0                     # cut: more than one screen
+        await pilot.press("down", "down", "down")
+        await pilot.pause()
+        assert scroll.scroll_y > 0
+    run_pilot(recording, (80, 24), steps)
+
+
+def test_snapshot_help_at_80x24(snap_compare, recording: Path) -> None:
+    """The help at 80x24, its first line saying it scrolls (issue 30 item 19)."""
+    assert snap_compare(_app(recording), terminal_size=(80, 24), press=["question_mark"])

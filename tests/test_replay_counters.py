@@ -90,7 +90,11 @@ def test_process_view_counter_rows_follow_the_cursor(recording: Path) -> None:
         await pilot.press("X")                               # next figure: task-clock share
         await pilot.pause()
         lines = [_text(line) for line in panel.lines]
-        assert "task-clock share at cursor" in lines[0]
+        # In PUs, as the process's CPU figure (a share passed 100 % over two threads), and no
+        # thread row repeating its CPU row (issue 30 item 19).
+        assert "task-clock at cursor" in lines[0] and " PUs (the CPU rows" in lines[0]
+        assert "%" not in lines[0].split("task-clock at cursor")[1]
+        assert lines[1].startswith("101 stencil") and lines[2].startswith("102 stencil")
         await pilot.press("X")                               # page-faults per ms: 50 / 10 ms
         await pilot.press("home")
         await pilot.pause()

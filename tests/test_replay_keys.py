@@ -160,3 +160,25 @@ def test_snapshot_no_color_letters(snap_compare, recording: Path,
     with open_recording(recording) as rec:
         app = ReplayApp(load_replay(rec))
         assert snap_compare(app, terminal_size=(100, 30))
+
+
+@pytest.mark.parametrize("term", ["xterm", "xterm-256color"])
+def test_screenshot_has_colours_whatever_term(recording: Path, tmp_path: Path,
+                                              term: str) -> None:
+    """An SVG holds every colour: under TERM=xterm (16 colours: ssh, scripts, CI) the
+    screenshot draws the chart's coloured blocks, as under xterm-256color, never letters."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR")}
+    env["TERM"] = term
+    out = tmp_path / "s.svg"
+    p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "replay", str(recording),
+                        "--screenshot", str(out), "--size", "100x30"], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    svg = out.read_text()
+    assert svg.count("█") > 500, svg.count("█")        # the busy blocks, in colour
+    rows = re.findall(r">([A-Z])\1{3,}<", svg.replace("&#160;", " "))
+    assert not rows                                     # no AAAA/BBBB rows of letters

@@ -114,3 +114,39 @@ def test_perf_filter_marks_partners_outside_and_keeps_idle_edges() -> None:
     assert sw["t_ns"].tolist() == [300, 400, 600]
     assert sw["pid"].tolist() == [OUTSIDE, 100, OUTSIDE]
     assert sw["pid2"].tolist() == [-1, OUTSIDE, 0]
+
+
+def _shared_pus(intruder_traced: bool) -> list[tuple[int, ...]]:
+    """Threads 101 and 102 (process 100) each own a PU, and swap PUs halfway; another task
+    takes 30 % of each PU, preempting them 100 times a PU. INTRUDER_TRACED: that task is a
+    third thread of the traced process (oversubscription), else outside the traced tree."""
+    rows = []
+    q = 100 if intruder_traced else X
+    for k in range(100):
+        t = 20_000 + k * 1000
+        for cpu, (a, b) in enumerate([(101, 102), (102, 101)]):
+            mine = a if k < 50 else b
+            other = 103 if intruder_traced else 900 + cpu
+            rows.append((t, SWITCH, cpu, other, mine, q, 100, 1))        # it sleeps
+            rows.append((t + 700, SWITCH, cpu, mine, other, 100, q, 0))  # mine preempted
+    return rows
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_preemptions_by_untraced_load_are_not_oversubscription(tmp_path: Path,
+                                                               traced: bool) -> None:
+    topo = synthetic_topology(1, 1, 2, 1, host="testhost")
+    tasks = [*TASKS, TaskInfo(103, 100, "cmd-third")] if traced else TASKS
+    rec = write_recording(tmp_path / "o.rec", topo, make_events(_shared_pus(traced)),
+                          tasks=tasks, header={"backend": "test", "system_wide": False},
+                          markers=[(20_000, "command start"), (120_000, "command exit")])
+    with open_recording(rec) as r:
+        rep = build_report(r)
+    kinds = {f["kind"]: f["text"] for f in rep["findings"]}
+    if traced:       # a third traced thread: the traced threads do oversubscribe
+        assert "oversubscribed" in kinds and "untraced_load" not in kinds, kinds
+        return
+    assert "oversubscribed" not in kinds, kinds           # 2 threads on 2 PUs
+    assert "untraced load" in kinds["untraced_load"] and "PU 0 (100 preemptions" in \
+        kinds["untraced_load"], kinds
+    assert [c["preemptions_untraced"] for c in rep["cpus"]] == [100, 100]

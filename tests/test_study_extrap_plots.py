@@ -151,3 +151,39 @@ def test_view_shows_the_diagram():
     assert "(program)" in first and "0.90" in first
     assert "0.30" in second and "\x1b" not in second
     assert "red < 0.5" in helped
+
+
+def _two_placements() -> list[dict]:
+    """Two regions, two placements, 1-4 threads: six configurations a region."""
+    return [{"region": r, "threads": t, "places": pl, "input": None, "freq": None,
+             "efficiency": e, "speedup": e * t, "time_median_s": 1 / (e * t),
+             "time_min_s": 0.9 / (e * t), "time_max_s": 1.1 / (e * t), "karp_flatt": 0.1,
+             "energy_j": 12.0}
+            for r, effs in (("(program)", (1.0, 0.9, 0.8)), ("slow", (1.0, 0.3, 0.2)))
+            for pl in ("compact", "spread") for t, e in zip((1, 2, 4), effs)]
+
+
+def test_view_at_80x24_keeps_one_line_per_configuration():
+    """The table at 80x24 wrapped every row onto two lines (issue 30 item 19): one line per
+    configuration, the detail pane scrolling sideways instead."""
+    import asyncio
+
+    from snumap_tui.ui.scale_view import ScaleViewApp
+
+    rows = _two_placements()
+
+    async def run():
+        app = ScaleViewApp(rows, {}, title="t")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            return app.query_one("#table").size.height
+    assert asyncio.run(run()) == 1 + 6 + 1    # the header, six configurations, the last newline
+
+
+def test_snapshot_scale_view_80x24(snap_compare):
+    """scale view at 80x24: one line per configuration (issue 30 item 19)."""
+    from snumap_tui.ui.scale_view import ScaleViewApp
+
+    rows = _two_placements()
+    app = ScaleViewApp(rows, {"(program)": ["model: 0.1 + 0.9 * p^(-1)"]}, title="t")
+    assert snap_compare(app, terminal_size=(80, 24))

@@ -135,12 +135,14 @@ def assert_fits_80(text: str) -> None:
 
 
 def test_batch_text_fits_80_columns_on_a_fake_tree(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """No source for frequency or power and a kworker whose comm carries its workqueue name
     (Linux 6.x): the reasons wrap at words, the COMMAND column is cut with an ellipsis, and
     the memory heading is short with its page-cache note said once."""
     from fakefs import FakeProcess, FakeThread
 
+    monkeypatch.setenv("COLUMNS", "80")        # an 80-column terminal (piped, lines are whole)
     fr = FakeRoot(tmp_path, cpus=4, nodes=2, packages=2, rapl=False, power_pmu=False,
                   cpufreq=False)
     long_comm = "kworker/R-kvfree_rcu_reclaim_and_then_some_more_words"
@@ -162,10 +164,11 @@ def test_batch_text_fits_80_columns_on_a_fake_tree(tmp_path: Path,
     assert kworker.endswith("\u2026") and len(kworker) == 80
 
 
-def test_batch_text_fits_80_columns_on_this_machine(capsys: pytest.CaptureFixture[str]
-                                                    ) -> None:
+def test_batch_text_fits_80_columns_on_this_machine(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     if not Path("/proc/stat").is_file():
         pytest.skip("no procfs")
+    monkeypatch.setenv("COLUMNS", "80")
     assert main(["top", "--batch", "--count", "1", "--interval", "0.05",
                  "--tasks", "200"]) == 0
     assert_fits_80(capsys.readouterr().out)

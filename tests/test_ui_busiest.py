@@ -42,15 +42,18 @@ def test_a_small_machine_shows_its_busiest_processes_under_the_tree() -> None:
     shown, h, n, title, tree_h, tree_rows, cpus, cadences = _shown(SMALL, (80, 24))
     assert shown and tree_h == tree_rows + 1            # the tree takes its rows and a blank
     assert h == 24 - 6 - tree_h and 5 <= n <= h - 2     # the rest: title, header, processes
-    assert f"busiest processes · every {TASKS_IDLE_S:g} s" in title
-    assert cadences[-1] == TASKS_IDLE_S                 # the list did not change the cost model
+    # The list follows the chosen interval while it shows (issue 30: it refreshed every 5 s
+    # at a 1 s interval): the whole process list is read every frame.
+    assert "busiest processes" in title and "every" not in title
+    assert cadences[-1] == 0.0
     values = [float(c) for c in cpus]
     assert values == sorted(values, reverse=True) and values[0] > 0
 
 
 def test_a_tree_that_fills_the_screen_leaves_no_list() -> None:
-    shown, _, _, _, tree_h, tree_rows, _, _ = _shown(BIG, (80, 24), unfold=True)
+    shown, _, _, _, tree_h, tree_rows, _, cadences = _shown(BIG, (80, 24), unfold=True)
     assert not shown and tree_rows > 24 and tree_h == 24 - 6
+    assert cadences[-1] == TASKS_IDLE_S          # no list on screen: read it seldom
 
 
 def _task(**kw: object) -> TaskRow:

@@ -123,25 +123,72 @@ def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
     return out, why
 
 
-def _group(keys: np.ndarray, s: Scaled, order_key: np.ndarray) -> dict[int, dict[str, Any]]:
-    """Sums per key: intervals, on-CPU ns, event sums, migrations (a thread's consecutive
-    intervals on different PUs, counted when KEYS are tids)."""
-    out: dict[int, dict[str, Any]] = {}
-    if not len(keys):
-        return out
+# Rows of the report's tables (threads, processes, PUs) at most: a crafted chunk may name
+# 200,000 tids or PU numbers; past the cap (by on-CPU time) they are summed into one ``rest``
+# row with their count (issue 30).
+MAX_ROWS = 4096
+
+
+@dataclass
+class Groups:
+    """Sums per distinct key (sorted): intervals, on-CPU ns, event sums, migrations."""
+
+    keys: np.ndarray
+    intervals: np.ndarray
+    on_cpu_ns: np.ndarray
+    sums: np.ndarray                 # (keys, events)
+    migrations: np.ndarray
+
+    def one(self, i: int) -> dict[str, Any]:
+        return {"intervals": int(self.intervals[i]), "on_cpu_ns": int(self.on_cpu_ns[i]),
+                "sums": self.sums[i], "migrations": int(self.migrations[i])}
+
+    def top(self, events: list[str], runs: bool, n: int = MAX_ROWS
+            ) -> tuple[np.ndarray, dict[str, Any] | None]:
+        """(indexes of the N keys with the most on-CPU time, in that order; the rest summed,
+        or None). RUNS: as ``_row`` takes on-CPU time (the rows' lengths, or the counts)."""
+        busy = self.on_cpu_ns.astype(np.float64)
+        if not runs:
+            if "proc:utime-ns" in events:
+                busy = (self.sums[:, events.index("proc:utime-ns")]
+                        + self.sums[:, events.index("proc:stime-ns")])
+            else:
+                i = event_index(events, TASK_CLOCK)
+                busy = self.sums[:, i] if i is not None else np.zeros(len(self.keys))
+        order = np.lexsort((self.keys, -busy))
+        if len(order) <= n:
+            return order, None
+        rest = order[n:]
+        return order[:n], {"count": len(rest), "intervals": int(self.intervals[rest].sum()),
+                           "on_cpu_ns": int(self.on_cpu_ns[rest].sum()),
+                           "sums": self.sums[rest].sum(axis=0),
+                           "migrations": int(self.migrations[rest].sum())}
+
+
+def _group(keys: np.ndarray, s: Scaled, order_key: np.ndarray,
+           moves: np.ndarray | None = None) -> Groups:
+    """Sums per key, linear in rows but for one sort: migrations are a thread's consecutive
+    intervals on different PUs (MOVES: per row, whether its thread moved to it; computed
+    here when KEYS are tids)."""
     uk, inv = np.unique(keys, return_inverse=True)
+    inv = inv.reshape(-1)
     dur = (s.end - s.start).clip(min=0)
     sums = np.zeros((len(uk), len(s.events)))
     np.add.at(sums, inv, s.values)
     ns = np.bincount(inv, weights=dur, minlength=len(uk))
     cnt = np.bincount(inv, minlength=len(uk))
+    if moves is None:
+        moves = _moves(s, order_key)
+    mig = np.bincount(inv[moves], minlength=len(uk))
+    return Groups(uk, cnt, ns, sums, mig)
+
+
+def _moves(s: Scaled, order_key: np.ndarray) -> np.ndarray:
+    """Per row: its thread ran its previous interval (by ORDER_KEY) on another PU."""
     o = np.lexsort((order_key, s.tid))
-    moved = (s.tid[o][1:] == s.tid[o][:-1]) & (s.cpu[o][1:] != s.cpu[o][:-1])
-    mig = np.bincount(inv[o][1:][moved], minlength=len(uk))
-    for i, k in enumerate(uk.tolist()):
-        out[k] = {"intervals": int(cnt[i]), "on_cpu_ns": int(ns[i]), "sums": sums[i],
-                  "migrations": int(mig[i])}
-    return out
+    moved = np.zeros(len(o), dtype=bool)
+    moved[o[1:]] = (s.tid[o][1:] == s.tid[o][:-1]) & (s.cpu[o][1:] != s.cpu[o][:-1])
+    return moved
 
 
 def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
@@ -207,26 +254,33 @@ def attribute(tc: ThreadCounters, reg: Regions | None = None,
     ev = s.events
     traced = (s.tid > 0) & (s.pid != OUTSIDE)
     ts = _sub(s, traced)            # one copy of the traced rows, for every table below
-    threads = _group(ts.tid, ts, ts.end)
-    procs = _group(ts.pid, ts, ts.end)
-    # A process's migrations: its threads'.
-    pm: dict[int, int] = {}
-    pid_of = dict(zip(ts.tid.tolist(), ts.pid.tolist()))
-    for tid, g in threads.items():
-        pm[pid_of[tid]] = pm.get(pid_of[tid], 0) + g["migrations"]
-    for pid, g in procs.items():
-        g["migrations"] = pm.get(pid, 0)
+    moves = _moves(ts, ts.end)
+    threads = _group(ts.tid, ts, ts.end, moves)
+    procs = _group(ts.pid, ts, ts.end, moves)    # a process's migrations: its threads'
+    # A thread's process: that of its last row (as the rows name it).
+    last = np.lexsort((ts.end, ts.tid))
+    tid_pid = np.zeros(len(threads.keys), dtype=np.int64)
+    if len(last):
+        tid_pid[np.searchsorted(threads.keys, ts.tid[last])] = ts.pid[last]
+    t_idx, t_rest = threads.top(ev, runs)
+    p_idx, p_rest = procs.top(ev, runs)
     out: dict[str, Any] = {
         "events": ev,
         "multiplexed": [e for e, m in zip(ev, s.multiplexed.tolist()) if m],
         "unmeasured": [e for e, m in zip(ev, s.unmeasured.tolist()) if m],
-        "threads": sorted((_row(ev, g, runs, tid=t, pid=pid_of[t], comm=comm.get(t, "?"))
-                           for t, g in threads.items()), key=lambda r: -r["on_cpu_s"]),
-        "processes": sorted((_row(ev, g, runs, pid=p, comm=comm.get(p, "?"))
-                             for p, g in procs.items()), key=lambda r: -r["on_cpu_s"]),
+        "threads": [_row(ev, threads.one(i), runs, tid=int(threads.keys[i]),
+                         pid=int(tid_pid[i]), comm=comm.get(int(threads.keys[i]), "?"))
+                    for i in t_idx.tolist()],
+        "processes": [_row(ev, procs.one(i), runs, pid=int(procs.keys[i]),
+                           comm=comm.get(int(procs.keys[i]), "?")) for i in p_idx.tolist()],
         "cpus": _per_cpu(s),
         "regions": [], "phases": [],
     }
+    # Past MAX_ROWS: counted and summed, never a row each.
+    for key, rest in (("threads_left_out", t_rest), ("processes_left_out", p_rest)):
+        if rest is not None:
+            out[key] = {"count": rest["count"],
+                        **_row(ev, rest, runs)}
     if reg is not None and len(reg.rows):
         out["regions"], out["phases"] = _regions(ts, reg, runs)
     if not runs:
@@ -240,25 +294,37 @@ def _sub(s: Scaled, m: np.ndarray) -> Scaled:
                   s.multiplexed, s.unmeasured)
 
 
-def _per_cpu(s: Scaled) -> list[dict[str, Any]]:
-    """Per PU: the traced threads' sums, the untraced tasks' (and idle's), and both."""
-    rows = []
-    for cpu in np.unique(s.cpu).tolist():
-        m = s.cpu == cpu
-        tr = m & (s.tid > 0) & (s.pid != OUTSIDE)
-        rows.append({"cpu": cpu,
-                     "traced": dict(zip(s.events, s.values[tr].sum(axis=0).tolist())),
-                     "other": dict(zip(s.events, s.values[m & ~tr].sum(axis=0).tolist())),
-                     "total": dict(zip(s.events, s.values[m].sum(axis=0).tolist()))})
-    return rows
+def _per_cpu(s: Scaled, top: int = MAX_ROWS) -> list[dict[str, Any]]:
+    """Per PU (the TOP PU numbers with the most rows; a crafted chunk may name 2^32): the
+    traced threads' sums, the untraced tasks' (and idle's), and both."""
+    if not len(s.cpu):
+        return []
+    cpus, inv, n = np.unique(s.cpu, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    tr = (s.tid > 0) & (s.pid != OUTSIDE)
+    traced = np.zeros((len(cpus), len(s.events)))
+    total = np.zeros((len(cpus), len(s.events)))
+    np.add.at(traced, inv[tr], s.values[tr])
+    np.add.at(total, inv, s.values)
+    keep = np.sort(np.lexsort((cpus, -n))[:top])
+    return [{"cpu": int(cpus[i]), "traced": dict(zip(s.events, traced[i].tolist())),
+             "other": dict(zip(s.events, (total[i] - traced[i]).tolist())),
+             "total": dict(zip(s.events, total[i].tolist()))} for i in keep.tolist()]
 
 
 def _regions(ts: Scaled, reg: Regions, runs: bool = True
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per region and per phase, from TS: the traced rows only."""
     s = ts
-    by_tid = {t: np.flatnonzero(ts.tid == t) for t in np.unique(ts.tid).tolist()}
-    cum_tid = {t: Cumulative(ts.start[i], ts.end[i], ts.values[i]) for t, i in by_tid.items()}
+    by_tid = _split(ts.tid)
+    cum_tid: dict[int, Cumulative] = {}
+
+    def of_tid(t: int) -> Cumulative | None:
+        if t not in cum_tid and t in by_tid:
+            i = by_tid[t]
+            cum_tid[t] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
+        return cum_tid.get(t)
+
     cum_cpu: dict[tuple[int, int], Cumulative] = {}
     regions: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
@@ -268,24 +334,23 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
         threads: set[int] = set()
         if kind == "marker":
             # A phase: every traced interval in its time, of its process when known.
-            for p in sorted(set(pid.tolist())):
+            for p, m in sorted(_split(pid).items()):
                 sel = (ts.pid == p) if p > 0 else np.ones(len(ts.tid), bool)
-                threads.update(ts.tid[sel].tolist())
-                m = pid == p
-                for cpu in np.unique(ts.cpu[sel]).tolist():
+                threads.update(np.unique(ts.tid[sel]).tolist())
+                for cpu, i in _split(ts.cpu[sel]).items():
                     key = (p, cpu)
                     if key not in cum_cpu:
-                        i = np.flatnonzero(sel & (ts.cpu == cpu))
+                        i = np.flatnonzero(sel)[i]
                         cum_cpu[key] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
                     v, n = _span_sums(cum_cpu[key], a[m], b[m])
                     sums += v
                     ns += float(n)
         else:
-            for t in sorted(set(tid.tolist())):
-                if t not in cum_tid:
+            for t, m in sorted(_split(tid).items()):
+                cum = of_tid(t)
+                if cum is None:
                     continue
-                m = tid == t
-                v, n = _span_sums(cum_tid[t], a[m], b[m])
+                v, n = _span_sums(cum, a[m], b[m])
                 sums += v
                 ns += float(n)
                 threads.add(t)
@@ -297,6 +362,15 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
         (phases if kind == "marker" else regions).append(row)
     return (sorted(regions, key=lambda r: -r["on_cpu_s"]),
             sorted(phases, key=lambda r: -r["on_cpu_s"]))
+
+
+def _split(keys: np.ndarray) -> dict[int, np.ndarray]:
+    """Key -> the indexes of its rows (in order): one sort, not one scan per key."""
+    if not len(keys):
+        return {}
+    o = np.argsort(keys, kind="stable")
+    uk, first = np.unique(keys[o], return_index=True)
+    return {int(k): part for k, part in zip(uk.tolist(), np.split(o, first[1:]))}
 
 
 def why_no_counters(info: dict[str, Any]) -> str:

@@ -18,12 +18,10 @@ import numpy as np
 from snumap_tui.analysis.attribution import CYCLES, INSTRUCTIONS, Scaled, event_index, scaled
 from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.analysis.region_timeline import RegionTimeline, thread_segments
+from snumap_tui.analysis.textcols import TIME_EVENTS  # ns: shown as a share of the time
 from snumap_tui.store.counters import ThreadCounters
 from snumap_tui.store.regions import Regions
 from snumap_tui.trace.events import OUTSIDE
-
-#: Events counted in nanoseconds: shown as the share of the time they are taken over.
-TIME_EVENTS = ("task-clock", "cpu-clock", "proc:utime-ns", "proc:stime-ns")
 
 
 @dataclass(frozen=True)

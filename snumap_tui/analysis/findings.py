@@ -1,7 +1,9 @@
 """The few things a user wants to know first about a recording, each as a one-line finding.
 
 - threads migrating across NUMA nodes (their memory stays behind: remote accesses);
-- oversubscribed PUs: nearly always busy, time-shared by several threads that preempt each other;
+- oversubscribed PUs: nearly always busy, time-shared by several threads that preempt each other
+  (preemptions by traced tasks only: a recording of a command or --pid blames only what it
+  traced; preemptions by tasks outside the traced tree are "untraced load", said as such);
 - idle PUs while threads waited in a run queue (wakeup to switch-in) for a millisecond or more:
   the load balancer or an affinity mask kept work from an idle PU;
 - events lost by the tracer, and /proc polling's coarseness.
@@ -20,17 +22,22 @@ from snumap_tui.topology.render import format_cpulist
 MAX_WAITS = 10_000              # the longest waits examined for idle PUs
 BUSY_OVERSUB = 0.90
 SHARE_OVERSUB = 0.10
+UNTRACED_SHARE = 0.10      # untraced tasks ran >= 10 % of the recording on that PU
 
 
 def _comm(report: dict[str, Any], tid: int) -> str:
+    """A thread as findings name it: its comm and tid, ``node:tid`` in a merged job."""
     for t in report["tasks"]:
         if t["tid"] == tid:
-            return f"{t['comm']} (tid {tid})"
+            return f"{t['comm']} (tid {t.get('label') or tid})"
     return f"tid {tid}"
 
 
 def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
-             lat_end: np.ndarray, lat: np.ndarray, limit: int = 8) -> list[dict[str, Any]]:
+             lat_end: np.ndarray, lat: np.ndarray, limit: int = 8,
+             lat_tid: np.ndarray | None = None, nodes: Any = None) -> list[dict[str, Any]]:
+    """NODES: a merged job's node table (store/nodes.py), with LAT_TID the waiting threads:
+    an idle PU counts only for a thread of its own node."""
     out: list[dict[str, Any]] = []
     dur = max(report["duration_s"], 1e-9)
     if report["lost_events"]:
@@ -63,10 +70,23 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
     over = [(cpu, big_n[cpu], c["preemptions"], c["busy_s"] / dur) for cpu, c in cand.items()
             if big_n[cpu] >= 2]
     if over:
-        pus = ", ".join(f"PU {c} ({n} threads, {p} preemptions)" for c, n, p, _ in over[:4])
+        pus = ", ".join(f"PU {_pu(nodes, c)} ({n} threads, {p} preemptions)"
+                        for c, n, p, _ in over[:4])
         more = f" and {len(over) - 4} more" if len(over) > 4 else ""
         out.append({"kind": "oversubscribed", "cpus": [o[0] for o in over],
                     "text": f"oversubscribed: {pus}{more}"})
+    # Traced threads preempted by tasks outside the traced tree: load the recording did not
+    # trace, not the traced threads' oversubscription (only what was traced is blamed).
+    other = [c for c in report["cpus"] if c.get("preemptions_untraced", 0)
+             and c.get("untraced_s", 0) / dur >= UNTRACED_SHARE and c["cpu"] not in
+             {o[0] for o in over}]
+    if other:
+        pus = ", ".join(f"PU {_pu(nodes, c['cpu'])} ({c['preemptions_untraced']} preemptions, "
+                        f"{c['untraced_s']:.1f} s)" for c in other[:4])
+        more = f" and {len(other) - 4} more" if len(other) > 4 else ""
+        out.append({"kind": "untraced_load", "cpus": [c["cpu"] for c in other],
+                    "text": f"untraced load: tasks outside the traced tree preempted traced "
+                            f"threads on {pus}{more} (see 'other' under Threads)"})
     # Idle PUs while threads waited in a run queue.
     long = np.flatnonzero(lat >= LONG_WAIT_NS)
     if len(long) and len(ld.intervals.cpus) > 1:
@@ -75,7 +95,13 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
             long = long[_longest(lat[long], MAX_WAITS)]
         ends = lat_end[long]
         starts = ends - lat[long]
-        idle_pus = idle_pus_during(ld.intervals, starts, ends)
+        same = None
+        if nodes is not None and nodes.nodes and lat_tid is not None \
+                and len(lat_tid) == len(lat):
+            row_node = np.searchsorted(nodes.cpu_bases(), ld.intervals.cpus, "right") - 1
+            wait_node = np.searchsorted(nodes.tid_bases(), lat_tid[long], "right") - 1
+            same = (row_node, wait_node)
+        idle_pus = idle_pus_during(ld.intervals, starts, ends, nodes=same)
         hit = idle_pus > 0
         if hit.any():
             tot_ms = float(lat[long][hit].sum()) / 1e6
@@ -86,13 +112,36 @@ def findings(report: dict[str, Any], ld: Loaded, stats: dict[int, TaskStats],
                                 f"(total {tot_ms:.1f} ms) happened while a PU was mostly idle "
                                 f"(up to {most} idle {_plural(most, 'PU')})"})
     busy = np.array([c["busy_s"] / dur for c in report["cpus"]])
+    # A PU is idle "while others were busy" on its own node (a merged job's PUs of another
+    # node could not have taken its threads' work).
+    node_of = np.zeros(len(busy), dtype=np.int64)
+    if nodes is not None and nodes.nodes and len(busy):
+        node_of = np.searchsorted(nodes.cpu_bases(),
+                                  [c["cpu"] for c in report["cpus"]], "right") - 1
     if len(busy) > 1 and busy.max() > 0.5:
-        idle = [c["cpu"] for c, b in zip(report["cpus"], busy) if b < 0.05]
+        top = {int(k): float(busy[node_of == k].max()) for k in np.unique(node_of).tolist()}
+        idle = [c["cpu"] for c, b, k in zip(report["cpus"], busy, node_of.tolist())
+                if b < 0.05 and top[int(k)] > 0.5]
         if idle:
             out.append({"kind": "idle_pus", "cpus": idle,
-                        "text": f"PUs {format_cpulist(idle)} stayed idle (< 5% busy) while others were "
+                        "text": f"PUs {_pus(nodes, idle)} stayed idle (< 5% busy) while others were "
                                 f"up to {100 * busy.max():.0f}% busy"})
     return out[:limit]
+
+
+def _pu(nodes: Any, cpu: int) -> str:
+    """A PU as findings name it: ``node:PU`` (its own number there) in a merged job."""
+    if nodes is None or not nodes.nodes:
+        return str(cpu)
+    k = nodes.node_of_cpu(int(cpu))
+    return f"{nodes.names[k]}:{int(cpu) - int(nodes.cpu_bases()[k])}" if k is not None \
+        and k >= 0 else str(cpu)
+
+
+def _pus(nodes: Any, cpus: list[int]) -> str:
+    if nodes is None or not nodes.nodes:
+        return format_cpulist(cpus)
+    return ", ".join(_pu(nodes, c) for c in cpus)
 
 
 def _longest(values: np.ndarray, k: int) -> np.ndarray:

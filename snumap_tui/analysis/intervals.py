@@ -17,6 +17,11 @@ Edges of the recording: the first switch seen on a CPU says who ran before it (i
 that partial interval starts at the recording's start. The last switch's next tid runs until
 the recording's end.
 
+Switch-ins the kernel did not trace (events.py: arg -1, inferred from the latest evidence
+that the task was not running; arg -2, seen where the switch completed) start intervals like
+any other; the run time of those started by an inferred one is summed per tid
+(``Intervals.inferred_ns``), so a report can say how much of a task's time rests on them.
+
 /proc-polled recordings carry RUN events ("tid ran arg ns on cpu, ending at t"): the polled CPU
 time is laid out back to back before t on that CPU, so threads sharing a CPU in one polling
 interval do not overlap. This is approximate and marked so (``Intervals.approximate``).
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snumap_tui.trace.events import DENSE_TID_MAX, OUTSIDE, RUN, SWITCH
+from snumap_tui.trace.events import DENSE_TID_MAX, INFERRED_SWITCH_IN, OUTSIDE, RUN, SWITCH
 
 # The tid of run intervals of work outside the traced tree (a recording of a command, not
 # --system-wide): switch partners marked ``OUTSIDE`` by the tracer, all counted as one "other".
@@ -53,6 +58,8 @@ class Intervals:
     t1: int
     approximate: bool = False
     pid_of_tid: dict[int, int] = field(default_factory=dict)
+    # tid -> ns of run time in intervals an inferred switch-in started (see above)
+    inferred_ns: dict[int, int] = field(default_factory=dict)
     _cum: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def cum(self, r: int) -> np.ndarray:
@@ -152,6 +159,8 @@ class IntervalBuilder:
         n = len(self.cpus)
         self._last_t = np.full(n, -1, dtype=np.int64)      # last switch time, -1 = none yet
         self._last_tid = np.zeros(n, dtype=np.int32)       # who it switched in
+        self._last_inferred = np.zeros(n, dtype=bool)      # ... by an inferred switch-in
+        self.inferred_ns: dict[int, int] = {}
         self._run_last_t = np.full(n, self.t0, dtype=np.int64)   # RUN: end of last poll
         # Each row's own span (a job merged from nodes: a CPU's node started and ended its
         # recording at its own times); the recording's t0 and t1 unless set_row_spans says.
@@ -272,14 +281,25 @@ class IntervalBuilder:
         ok = (vtid != 0) & (t[fi] > vt)
         virtual = (fr[ok], vt[ok], t[fi][ok], vtid[ok])
         self._append(*virtual)
+        # Readers that decode the lean columns have no arg: nothing is marked then.
+        names = getattr(ev, "dtype", None)
+        has_arg = "arg" in (names.names or () if names is not None else ev)
+        inferred = ev["arg"][idx[order]] == INFERRED_SWITCH_IN if has_arg else None
+        if inferred is not None:
+            vin = self._last_inferred[fr] & had
+            self._count_inferred(virtual[3][vin[ok]], virtual[2][vin[ok]] - virtual[1][vin[ok]])
         last = np.flatnonzero(np.append(first[1:], True))     # each row's last switch
         self._last_t[rows[last]] = t[last]
         self._last_tid[rows[last]] = nxt[last]
+        self._last_inferred[rows[last]] = inferred[last] if inferred is not None else False
         ok = ~first[1:]
         ok &= nxt[:-1] != 0
         ok &= t[1:] > t[:-1]
         sel = np.flatnonzero(ok)
         self._append(rows[sel], t[sel], t[sel + 1], nxt[sel].astype(np.int32, copy=False))
+        if inferred is not None:
+            m = sel[inferred[sel]]
+            self._count_inferred(nxt[m], t[m + 1] - t[m])
         if self.on_intervals is not None:
             # Virtual intervals started before this window (by their starts), then this
             # window's by the position of their starting switch, which is time order.
@@ -291,6 +311,11 @@ class IntervalBuilder:
                               np.concatenate([virtual[1][vo], t[w]]),
                               np.concatenate([virtual[2][vo], t[w + 1]]),
                               np.concatenate([virtual[3][vo], nxt[w]]))
+
+    def _count_inferred(self, tids: np.ndarray, ns: np.ndarray) -> None:
+        """Add the run time NS of intervals of TIDS an inferred switch-in started."""
+        for tid, d in zip(tids.tolist(), ns.tolist()):
+            self.inferred_ns[tid] = self.inferred_ns.get(tid, 0) + int(d)
 
     def _append(self, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                 tids: np.ndarray) -> None:
@@ -392,6 +417,8 @@ class IntervalBuilder:
         r = np.flatnonzero(has)
         closing = (r, self._last_t[r], end[r], self._last_tid[r].astype(np.int32))
         self._append(*closing)
+        cin = self._last_inferred[r]
+        self._count_inferred(closing[3][cin], (closing[2] - closing[1])[cin])
         self._emit_sorted(*closing)
         self._last_t[r] = end[r]
         starts, ends, tids = self._by_row()
@@ -402,7 +429,8 @@ class IntervalBuilder:
         known = np.flatnonzero(self._pid_lut >= 0)
         pids = dict(zip(known.tolist(), self._pid_lut[known].tolist()))
         pids.update(self._pid_big)
-        return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids)
+        return Intervals(self.cpus, starts, ends, tids, self.t0, int(t1), self.approximate, pids,
+                         dict(self.inferred_ns))
 
 
 def _ascending(a: np.ndarray) -> bool:

@@ -9,6 +9,8 @@ would save if the work were spread evenly), for nodes and for ranks.
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from snumap_tui.textsafe import safe_text
@@ -46,17 +48,28 @@ def job_processes(rec: Any) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def thread_namer(rec: Any) -> Callable[[int], str]:
+    """How a report names a thread (or process) id: ``node:tid`` in a merged job (its own
+    tid on its own node), else the id."""
+    table = getattr(rec, "nodes", None)
+    if table is None or not table.nodes:
+        return str
+    return table.label
+
+
 def label_nodes(rec: Any, report: dict[str, Any]) -> None:
     """In a merged job, name each process and thread by its node: ``node``, its own
     ``local_pid``/``local_tid``, and ``label`` ("n2:1234", what the text form shows); the
-    counters section's processes and threads too."""
+    counters section's processes and threads, the waits and each region's threads too."""
     table = getattr(rec, "nodes", None)
-    if table is None:
+    if table is None or not table.nodes:
         return
     counters = report.get("counters") or {}
-    for rows, field in ((report.get("processes", []), "pid"), (report.get("tasks", []), "tid"),
-                        (counters.get("processes") or [], "pid"),
-                        (counters.get("threads") or [], "tid")):
+    groups = [(report.get("processes", []), "pid"), (report.get("tasks", []), "tid"),
+              (counters.get("processes") or [], "pid"), (counters.get("threads") or [], "tid"),
+              (report.get("waits") or [], "tid")]
+    groups += [(r.get("threads") or [], "tid") for r in report.get("regions") or []]
+    for rows, field in groups:
         for row in rows:
             node, local = table.split_tid(int(row[field]))
             if node is not None:
@@ -169,4 +182,12 @@ def format_job(j: dict[str, Any]) -> str:
     if not j["ranks"]:
         lines.append("  (no process with PMI_RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID seen)")
     lines.append(f"  imbalance across ranks: {_fmt_imb(j['imbalance']['ranks'])}")
+    if j.get("findings"):
+        lines += ["", "Placement (as top --job finds it live):"]
+        for f in j["findings"]:
+            for text, first, rest in ((safe_text(f["text"]), "  ! ", "    "),
+                                      (safe_text(f["fix"]), "    fix: ", "      "),
+                                      (f"confidence {f['confidence']}", "    ", "      ")):
+                lines += textwrap.wrap(text, 80, initial_indent=first, subsequent_indent=rest,
+                                       break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ from snumap_tui.analysis.intervals import (
 from snumap_tui.analysis.stats import TaskStats, numa_of_cpus
 from snumap_tui.analysis.streamstats import LatencyAccumulator, TaskAccumulator, TidIndex
 from snumap_tui.topology.model import Topology
-from snumap_tui.trace.events import MIGRATE, SWITCH
+from snumap_tui.trace.events import MIGRATE, OUTSIDE, SWITCH
 
 LONG_WAIT_NS = 1_000_000        # a run-queue wait worth a finding (findings.py)
 # The report's columns once every PU has had a switch: the prev task's pid is not needed.
@@ -44,7 +44,10 @@ class Loaded:
     latency: dict[int, np.ndarray] = field(default_factory=dict)   # tid -> wait ns
     long_wait: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     long_wait_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    long_wait_tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     preemptions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per row
+    # ... of which by a task outside the traced tree (a recording of a command or --pid)
+    preemptions_untraced: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     kernel_migrations: dict[int, int] = field(default_factory=dict)
 
 
@@ -153,6 +156,7 @@ def load(rec: Any, *, details: bool = False, nodes: set[int] | None = None) -> L
     acc = TaskAccumulator(b.cpus, numa_of_cpus(topology, b.cpus), tids)
     lat = LatencyAccumulator(mig_ix, LONG_WAIT_NS)
     preempt = np.zeros(len(b.cpus) + 1, dtype=np.int64)
+    preempt_other = np.zeros(len(b.cpus) + 1, dtype=np.int64)
     mig = np.zeros(0, dtype=np.int64)
     table = getattr(rec, "nodes", None)
     if table is not None:           # a merged job: each node's CPUs within that node's span
@@ -193,12 +197,16 @@ def load(rec: Any, *, details: bool = False, nodes: set[int] | None = None) -> L
             b.feed(cols)
             kinds += np.bincount(cols["kind"], minlength=256)
             if details:     # here, not in side(): the decode thread is the busier one
-                # prev_state 0 (TASK_RUNNING) at switch-out: preempted while still runnable.
+                # prev_state 0 (TASK_RUNNING) at switch-out: preempted while still runnable;
+                # by a traced task, or by one outside the traced tree (pid2 OUTSIDE: load
+                # the recording did not trace, never the traced threads' oversubscription).
                 p = (cols["kind"] == SWITCH) & (cols["tid"] != 0) & (cols["arg"] == 0)
                 if p.any():
                     rows = b.rows(cols["cpu"][p])
                     rows[rows < 0] = len(b.cpus)    # a CPU not in the topology: not counted
-                    preempt[:] += np.bincount(rows, minlength=len(preempt))
+                    by_other = cols["pid2"][p] == OUTSIDE
+                    preempt[:] += np.bincount(rows[~by_other], minlength=len(preempt))
+                    preempt_other[:] += np.bincount(rows[by_other], minlength=len(preempt))
     iv = b.finish(t1)
     if table is not None:           # events outside their node's span (clock-synced edges)
         table.clip(iv.cpus, iv.start, iv.end, iv.tid)
@@ -209,8 +217,9 @@ def load(rec: Any, *, details: bool = False, nodes: set[int] | None = None) -> L
     if details:
         out.task_stats = acc.stats(iv.pid_of_tid)
         grouped = latencies[0]() if latencies else (lat.per_task(), lat.long_waits())
-        out.latency, (out.long_wait, out.long_wait_end) = grouped
+        out.latency, (out.long_wait, out.long_wait_end, out.long_wait_tid) = grouped
         out.preemptions = preempt[:len(b.cpus)]
+        out.preemptions_untraced = preempt_other[:len(b.cpus)]
         out.kernel_migrations = {int(mig_ix.tids[d]): int(n) for d, n in
                                  enumerate(mig.tolist()) if n}
     return out

@@ -10,6 +10,7 @@ reason). Memory belongs to a process, so a thread shows its process's figures.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,21 +41,90 @@ class MemoryTimeline:
         return {n: int(v[i]) for n, v in self.nodes.items()}
 
 
-def timelines(rows: np.ndarray) -> dict[int, MemoryTimeline]:
-    """MEMORY_DTYPE rows (time ordered) -> a timeline per process."""
+# Bounds a crafted or damaged chunk cannot push past (issue 30): memory per node only for the
+# nodes the recording's topology has, timelines for at most MAX_PROCESSES processes (those
+# with the largest memory), at most MAX_NODES_PER_PROCESS nodes each; what is left out is
+# counted (``Bounded.left_out``), never allocated.
+MAX_PROCESSES = 4096
+MAX_NODES_PER_PROCESS = 64
+
+
+@dataclass
+class Bounded:
+    """Rows of at most ``max_pids`` processes on known nodes, and what was left out: rows
+    naming a node the topology lacks, processes past the cap."""
+
+    rows: np.ndarray
+    rows_unknown_node: int = 0
+    processes_left_out: int = 0
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.rows_unknown_node:
+            out.append(f"{self.rows_unknown_node} rows naming a NUMA node the topology "
+                       "lacks: left out")
+        if self.processes_left_out:
+            out.append(f"{self.processes_left_out} more processes past the first "
+                       f"{MAX_PROCESSES} (by memory): left out")
+        return out
+
+
+def bounded(rows: np.ndarray, nodes: Iterable[int] | None,
+            max_pids: int = MAX_PROCESSES, keep: Iterable[int] = ()) -> Bounded:
+    """ROWS on NODES (and the RSS row; None: any node) of the MAX_PIDS processes with the most
+    memory at any sample, the processes in KEEP first (those a report lists); linear in
+    rows (one sort)."""
+    out = Bounded(rows)
+    if nodes is not None and len(rows):
+        known = np.array(sorted({RSS_NODE, *nodes}), dtype=np.int64)
+        ok = np.isin(rows["node"], known)
+        if not ok.all():
+            out.rows_unknown_node = int((~ok).sum())
+            rows = rows[ok]
+    if len(rows):
+        pids, inv = np.unique(rows["pid"], return_inverse=True)
+        if len(pids) > max_pids:
+            peak = np.zeros(len(pids), dtype=np.float64)
+            np.maximum.at(peak, inv.reshape(-1), rows["bytes"].astype(np.float64))
+            peak[np.isin(pids, np.fromiter(keep, dtype=np.int64))] = np.inf
+            kept = np.zeros(len(pids), dtype=bool)
+            kept[np.argsort(-peak, kind="stable")[:max_pids]] = True
+            out.processes_left_out = int(len(pids) - max_pids)
+            rows = rows[kept[inv.reshape(-1)]]
+    out.rows = rows
+    return out
+
+
+def timelines(rows: np.ndarray, nodes: Iterable[int] | None = None,
+              max_pids: int = MAX_PROCESSES) -> dict[int, MemoryTimeline]:
+    """MEMORY_DTYPE rows (time ordered) -> a timeline per process, for the processes and
+    nodes ``bounded`` keeps (NODES: the topology's NUMA nodes); one sort, then each
+    process's own rows."""
+    rows = bounded(rows, nodes, max_pids).rows
     out: dict[int, MemoryTimeline] = {}
-    for pid in np.unique(rows["pid"]).tolist():
-        r = rows[rows["pid"] == pid]
+    if not len(rows):
+        return out
+    order = np.argsort(rows["pid"], kind="stable")       # time order kept within a pid
+    rows = rows[order]
+    pids, first = np.unique(rows["pid"], return_index=True)
+    last = np.append(first[1:], len(rows))
+    for pid, a, b in zip(pids.tolist(), first.tolist(), last.tolist()):
+        r = rows[a:b]
         t, inv = np.unique(r["t_ns"], return_inverse=True)
-        nodes: dict[int, np.ndarray] = {}
-        for node in np.unique(r["node"]).tolist():
-            sel = r["node"] == node
-            v = np.zeros(len(t), dtype=np.int64)
-            v[inv[sel]] = r["bytes"][sel].astype(np.int64)
-            nodes[int(node)] = v
+        inv = inv.reshape(-1)
+        node_ids, node_inv = np.unique(r["node"], return_inverse=True)
+        node_inv = node_inv.reshape(-1)
+        if len(node_ids) > MAX_NODES_PER_PROCESS:      # RSS (-1, the smallest) kept first
+            keep = node_inv < MAX_NODES_PER_PROCESS
+            node_ids = node_ids[:MAX_NODES_PER_PROCESS]
+            r, inv, node_inv = r[keep], inv[keep], node_inv[keep]
+        dense = np.zeros((len(node_ids), len(t)), dtype=np.int64)
+        dense[node_inv, inv] = r["bytes"].astype(np.int64)
         exact = np.ones(len(t), dtype=bool)
         np.logical_and.at(exact, inv, r["exact"])
-        out[int(pid)] = MemoryTimeline(int(pid), t.astype(np.int64), nodes, exact)
+        out[int(pid)] = MemoryTimeline(int(pid), t.astype(np.int64),
+                                       {int(n): dense[i] for i, n in
+                                        enumerate(node_ids.tolist())}, exact)
     return out
 
 
@@ -68,6 +138,11 @@ def node_kinds(topology: Topology) -> dict[int, str]:
     return out
 
 
+def topology_nodes(topology: Topology) -> list[int]:
+    """The NUMA nodes memory rows may name: the topology's (node 0 when it lists none)."""
+    return sorted(node_kinds(topology)) or [0]
+
+
 def _high(tl: MemoryTimeline, sel: np.ndarray | slice) -> dict[str, Any]:
     per = {str(n): int(v[sel].max()) for n, v in sorted(tl.nodes.items())
            if n != RSS_NODE and len(v[sel])}
@@ -76,14 +151,34 @@ def _high(tl: MemoryTimeline, sel: np.ndarray | slice) -> dict[str, Any]:
             "nodes": per}
 
 
-def process_memory(rows: np.ndarray, topology: Topology) -> dict[int, dict[str, Any]]:
-    """pid -> {"samples", "rss_bytes" (high-water), "nodes": {node: high-water bytes},
-    "last": {node: bytes at the last sample}, "kinds", "exact"}."""
+def kernel_peaks(rec: Any) -> dict[int, int]:
+    """pid -> the kernel's peak resident memory (VmHWM, bytes) as the recorder last read it
+    (recording/memory.py's "process peaks" info chunk; none in older recordings)."""
+    out: dict[int, int] = {}
+    for info in getattr(rec, "infos", []) or []:
+        if info.get("what") != "process peaks":
+            continue
+        for pid, b in zip(info.get("pids") or [], info.get("bytes") or []):
+            if isinstance(pid, int) and isinstance(b, int) and b >= 0:
+                out[pid] = max(b, out.get(pid, 0))
+    return out
+
+
+def process_memory(rows: np.ndarray, topology: Topology,
+                   tls: dict[int, MemoryTimeline] | None = None,
+                   peaks: dict[int, int] | None = None) -> dict[int, dict[str, Any]]:
+    """pid -> {"samples", "rss_bytes" (the largest sampled RSS), "peak_bytes" (the kernel's
+    VmHWM: the true peak, None where not recorded), "nodes": {node: largest sampled bytes},
+    "last": {node: bytes at the last sample}, "kinds", "exact"} (TLS: the rows' timelines,
+    when already built)."""
     kinds = node_kinds(topology)
     out = {}
-    for pid, tl in timelines(rows).items():
+    if tls is None:
+        tls = timelines(rows, topology_nodes(topology))
+    for pid, tl in tls.items():
         hw = _high(tl, slice(None))
-        out[pid] = {"samples": len(tl.t_ns), "rss_bytes": hw["rss_bytes"], "nodes": hw["nodes"],
+        out[pid] = {"samples": len(tl.t_ns), "rss_bytes": hw["rss_bytes"],
+                    "peak_bytes": (peaks or {}).get(pid), "nodes": hw["nodes"],
                     "last": {str(n): int(v[-1]) for n, v in sorted(tl.nodes.items())
                              if n != RSS_NODE},
                     "kinds": {str(n): kinds.get(n, "DRAM") for n in tl.nodes if n != RSS_NODE},
@@ -108,9 +203,12 @@ def region_memory(windows: list[tuple[int, int, int]], tls: dict[int, MemoryTime
         ends = np.array([b for _, b in spans], dtype=np.int64)
         lo = np.searchsorted(tl.t_ns, starts, "left")
         hi = np.searchsorted(tl.t_ns, ends, "right")
-        idx = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(),
-                                                                         hi.tolist())]
-                                       or [np.zeros(0, np.int64)])).astype(np.int64)
+        # The samples inside any instance: +1 at each start, -1 past each end (linear in
+        # instances plus samples, however many samples each instance holds).
+        edge = np.zeros(len(tl.t_ns) + 1, dtype=np.int64)
+        np.add.at(edge, lo, 1)
+        np.add.at(edge, hi, -1)
+        idx = np.flatnonzero(np.cumsum(edge[:-1]) > 0)
         if not len(idx):
             continue
         hw = _high(tl, idx)
@@ -157,15 +255,18 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     or why none) and each process's and region's ``memory``."""
     rows, why = recording_memory(rec, topology)
     hdr = (getattr(rec, "header", {}) or {}).get("process_memory") or {}
+    b = bounded(rows, topology_nodes(topology),
+                keep=[int(p["pid"]) for p in report.get("processes", [])])
     report["memory"] = {"source": hdr.get("source"), "why": why,
-                        "kinds": {str(k): v for k, v in sorted(node_kinds(topology).items())}}
-    per = process_memory(rows, topology)
+                        "kinds": {str(k): v for k, v in sorted(node_kinds(topology).items())},
+                        "left_out": b.notes()}
+    tls = timelines(b.rows)
+    per = process_memory(b.rows, topology, tls, kernel_peaks(rec))
     for p in report.get("processes", []):
         p["memory"] = per.get(p["pid"]) or {"why": why or "no sample: it exited before one, "
                                                           "or was unreadable"}
     if not report.get("regions"):
         return
-    tls = timelines(rows)
     wins = region_windows(rec.regions())
     for r in report["regions"]:
         spans = [(p, a, b) for p, _, a, b in wins.get(r["name"], [])]
@@ -185,14 +286,18 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
     from snumap_tui.textsafe import safe_text
 
     m = r.get("memory") or {}
-    lines = ["", "Memory (MiB, high-water mark per NUMA node; per process: threads share it):"]
+    lines = ["", "Memory (MiB; per process: threads share it):",
+             "  peak: the kernel's high-water mark (VmHWM); sampled: the largest sample"]
     if m.get("why"):
         return [*lines, *textwrap.wrap(f"n/a ({m['why']})", 78, initial_indent="  ",
                                        subsequent_indent="  ")]
     if m.get("source"):
         lines.append(f"  source: {safe_text(m['source'])}"[:80])
+    for note in m.get("left_out") or []:
+        lines.append(f"  {note}")
     kinds = m.get("kinds") or {}
-    lines.append(f"  {'PID':>7} {'COMM':<16} {'RSS max':>8}  per node (kind): max / at end")
+    lines.append(f"  {'PID':>7} {'COMM':<16} {'RSS peak':>8} {'sampled':>8}  "
+                 "per node (kind): sampled max / at end")
     for p in r.get("processes", [])[:top]:
         pm = p.get("memory") or {}
         who = safe_text(str(p.get("label") or p["pid"]))     # node:pid in a merged job
@@ -203,10 +308,12 @@ def format_memory(r: dict[str, Any], top: int = 20) -> list[str]:
                           for n, b in pm["nodes"].items())
         est = "" if pm.get("exact") else " ~"
         lines.append(f"  {who:>7} {safe_text(p['comm'])[:16]:<16} "
-                     f"{_mib(pm['rss_bytes']):>8}{est}  {nodes}"[:80])
+                     f"{_mib(pm.get('peak_bytes')):>8} {_mib(pm['rss_bytes']):>8}{est}  "
+                     f"{nodes}"[:80])
     regs = [g for g in r.get("regions") or [] if "memory" in g]
     if regs:
-        lines.append(f"  {'REGION / PHASE':<28} {'SAMPLES':>7} {'RSS max':>8}  per node max")
+        lines.append(f"  {'REGION / PHASE':<28} {'SAMPLES':>7} {'sampled':>8}  "
+                     "per node sampled max")
         for g in regs[:top]:
             gm = g["memory"]
             if not gm.get("samples"):

@@ -2,8 +2,11 @@
 wall time, each thread's time inside, load imbalance and waiting time.
 
 - An instance is a BEGIN and the next END of the same region on the same thread (a region
-  re-entered recursively on one thread keeps only its innermost instance; an END without its
-  BEGIN, e.g. a call already running when the probes were attached, is not an instance).
+  re-entered recursively on one thread keeps only its innermost instance). An instance open
+  at the recording's start (its thread's first record of it is an END: entered before the
+  probes were attached) or end (its last is a BEGIN) counts clipped to the recording, and
+  its region says so (``clipped``; "<" and ">" in the text form): only with the recording's
+  bounds given (``region_stats``); ``pair`` alone keeps whole instances.
 - A parallel region (an OpenMP ``span``) counts its master's GOMP_parallel calls; each thread's
   time inside is its time running the region's outlined body; imbalance is max/mean of those
   per-thread times; its waiting time is, per thread, the span's wall time not spent in the
@@ -15,12 +18,14 @@ wall time, each thread's time inside, load imbalance and waiting time.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.store.regions import Regions
 from snumap_tui.textsafe import safe_text
 from snumap_tui.trace.region_catalog import BEGIN, END, MARK, RegionName
@@ -58,6 +63,36 @@ def pair(rows: np.ndarray) -> Instances:
     return Instances(r["rid"][i].astype(np.int64), r["tid"][i].astype(np.int64),
                      r["pid"][i].astype(np.int64), r["t_ns"][i].astype(np.int64),
                      r["t_ns"][i + 1].astype(np.int64))
+
+
+def open_ends(rows: np.ndarray, t0: int, t1: int) -> tuple[Instances, np.ndarray]:
+    """Instances still open at the recording's start or end, clipped to it: a thread's first
+    record of a (tid, rid) being an END (it entered before the recording began: [T0, end])
+    and its last being a BEGIN (still inside when it ended: [begin, T1]); and per instance
+    where it was cut (-1: at the start, 1: at the end)."""
+    r = rows[(rows["op"] == BEGIN) | (rows["op"] == END)]
+    z = np.zeros(0, np.int64)
+    if not len(r):
+        return Instances(z, z, z, z, z), z
+    r = r[np.lexsort((r["t_ns"], r["rid"], r["tid"]))]
+    key_new = np.ones(len(r), dtype=bool)
+    key_new[1:] = (r["tid"][1:] != r["tid"][:-1]) | (r["rid"][1:] != r["rid"][:-1])
+    key_last = np.append(key_new[1:], True)
+    first_end = np.flatnonzero(key_new & (r["op"] == END))
+    last_begin = np.flatnonzero(key_last & (r["op"] == BEGIN))
+    i = np.concatenate([first_end, last_begin])
+    t = r["t_ns"][i].astype(np.int64)
+    cut = np.concatenate([np.full(len(first_end), -1), np.ones(len(last_begin), np.int64)])
+    start = np.where(cut < 0, min(int(t0), int(t.min()) if len(t) else int(t0)), t)
+    end = np.where(cut < 0, t, max(int(t1), int(t.max()) if len(t) else int(t1)))
+    return Instances(r["rid"][i].astype(np.int64), r["tid"][i].astype(np.int64),
+                     r["pid"][i].astype(np.int64), start.astype(np.int64),
+                     end.astype(np.int64)), cut
+
+
+def _joined(a: Instances, b: Instances) -> Instances:
+    return Instances(*(np.concatenate([getattr(a, f), getattr(b, f)])
+                       for f in ("rid", "tid", "pid", "start", "end")))
 
 
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
@@ -250,14 +285,22 @@ def most_calls(reg: Regions, name: str) -> int:
 
 
 def region_stats(reg: Regions, comm: dict[int, str] | None = None,
-                 probes: dict[str, dict[str, int]] | None = None) -> list[dict[str, Any]]:
+                 probes: dict[str, dict[str, int]] | None = None,
+                 bounds: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """One dict per region name (JSON-ready), by wall time, longest first. PROBES (the
     ``probe_costs`` of the recording): a call's probe cost is taken out of the time inside
     runtime and user functions (not parallel regions), and functions detached past the
-    budget are marked ``partial``."""
+    budget are marked ``partial``. BOUNDS: the recording's (start, end): an instance open at
+    either (entered before the recording began, still inside when it ended) counts clipped
+    to it, and its region says how many were (``clipped``: {"at_start", "at_end"})."""
     comm = comm or {}
     probes = probes or {}
     inst = pair(reg.rows)
+    cut = np.zeros(len(inst), np.int64)
+    if bounds is not None:
+        opened, where = open_ends(reg.rows, *bounds)
+        inst = _joined(inst, opened)
+        cut = np.concatenate([cut, where])
     names: list[RegionName] = reg.names
     by_name: dict[str, list[int]] = {}
     for rid, n in enumerate(names):
@@ -302,6 +345,9 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None,
 
         def sel(r: int | None) -> np.ndarray:
             return order[cuts[r]:cuts[r + 1]] if r is not None else np.zeros(0, np.int64)
+
+        mine = np.concatenate([sel(r) for r in rids])
+        clipped = {"at_start": int((cut[mine] < 0).sum()), "at_end": int((cut[mine] > 0).sum())}
 
         span, body = sel(role.get("span")), sel(role.get("body"))
         rest = np.concatenate([sel(role.get("call")), sel(role.get("marker"))])
@@ -350,6 +396,8 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None,
             "count": count, "calls": calls, "wall_s": wall_ns / 1e9, "imbalance": imb,
             "wait_s": float(sum(p["wait_s"] for p in per)),
             "imbalance_waste_s": waste, "threads": per}
+        if clipped["at_start"] or clipped["at_end"]:
+            row["clipped"] = clipped
         if cost is not None and cost["detached_ns"]:
             # Probes detached past the budget: the figures stop there (partial).
             row["partial"] = True
@@ -382,7 +430,8 @@ def thread_waits(regions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(acc.values(), key=lambda a: -a["wait_s"])
 
 
-def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
+def region_findings(regions: list[dict[str, Any]], limit: int = 3,
+                    name: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """The most imbalanced regions (by the time their threads lost waiting for the slowest):
     parallel regions, --probe functions and phases. Not MPI calls: ranks reaching MPI_Init
     at different times is startup, and their waits are the "waiting" finding."""
@@ -397,13 +446,14 @@ def region_findings(regions: list[dict[str, Any]], limit: int = 3) -> list[dict[
                     "imbalance": r["imbalance"],
                     "text": f"{_what(r)} {r['name']} is imbalanced: max/mean "
                             f"{r['imbalance']:.2f} over {len(busy)} threads ({r['count']} "
-                            f"runs); the slowest (tid {slow['tid']}) was inside "
+                            f"runs); the slowest (tid {name(slow['tid'])}) was inside "
                             f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
                             f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
     return out
 
 
-def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+def wait_findings(waits: list[dict[str, Any]], duration_s: float,
+                  name: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """The thread (rank) that waited most, when that is a real share of the recording."""
     if not waits or duration_s <= 0:
         return []
@@ -413,9 +463,20 @@ def wait_findings(waits: list[dict[str, Any]], duration_s: float) -> list[dict[s
         return []
     where = max(w["where"].items(), key=lambda kv: kv[1])
     return [{"kind": "waiting", "tid": w["tid"],
-             "text": f"{w['comm']} (tid {w['tid']}) waited {w['wait_s']:.3f} s "
+             "text": f"{w['comm']} (tid {name(w['tid'])}) waited {w['wait_s']:.3f} s "
                      f"({100 * share:.0f}% of the recording), most in {where[0]} "
                      f"({where[1]:.3f} s)"}]
+
+
+def _clip_mark(g: dict[str, Any]) -> str:
+    c = g.get("clipped") or {}
+    return (" " + ("<" if c.get("at_start") else "") + (">" if c.get("at_end") else "")) \
+        if c else ""
+
+
+def _wrap(text: str) -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")
 
 
 def _what(r: dict[str, Any]) -> str:
@@ -424,23 +485,36 @@ def _what(r: dict[str, Any]) -> str:
     return {"mpi": "MPI call", "marker": "phase", "user": "function"}.get(r["kind"], "region")
 
 
-def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
-    """The report's text section (80 columns)."""
+def format_regions(r: dict[str, Any], top: int = 20, width: int = 80) -> list[str]:
+    """The report's text section: the NAME column as wide as the longest name within WIDTH
+    (textcols.output_width), a name past that cut in the middle, its (file:line) kept."""
     regs = r.get("regions") or []
     lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
+    if r.get("attached") and r.get("regions_info"):
+        lines += _wrap("attached to running processes (--pid): a region entered before the "
+                       "recording began shows from its first record, clipped (<); one that "
+                       "neither began nor ended while recording has no record to show")
     if not regs:
         info = r.get("regions_info") or {}
         why = "; ".join(info.get("problems") or []) or "none recorded"
         lines.append(f"  {safe_text(why)}"[:80])
         return lines
-    lines.append(f"  {'NAME':<39} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+    names = [safe_text(g["name"]) for g in regs[:top]]
+    nw = max(39, min(max(len(n) + 2 * bool(g.get("partial")) for n, g in zip(names, regs)),
+                     width - 2 - 37 - 3))
+    lines.append(f"  {'NAME':<{nw}} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
                  f"{'WAIT s':>7}")
-    for g in regs[:top]:
+    for g, name in zip(regs[:top], names):
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
-        name = safe_text(g["name"]) + (" *" if g.get("partial") else "")
-        name = name if len(name) <= 39 else name[:38] + "…"
-        lines.append(f"  {name:<39} {g['kind']:<6} {g['count']:>6} {g['wall_s']:>7.3f} "
-                     f"{imb:>5} {g['wait_s']:>7.3f}")
+        star = " *" if g.get("partial") else ""
+        shown = fit_name(name, nw - len(star)) + star
+        lines.append(f"  {shown:<{nw}} {g['kind']:<6} {g['count']:>6} "
+                     f"{g['wall_s']:>7.3f} {imb:>5} {g['wait_s']:>7.3f}{_clip_mark(g)}")
+    clipped = [g for g in regs if g.get("clipped")]
+    if clipped:
+        lines += _wrap("< entered before the recording began, > still inside when it ended: "
+                       "shown clipped to the recording (its COUNT and WALL are what was "
+                       "recorded)")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
     if any(g.get("partial") for g in regs[:top]):
@@ -457,7 +531,8 @@ def format_regions(r: dict[str, Any], top: int = 20) -> list[str]:
         lines += ["", "Waiting per thread/rank (barriers, MPI, end of parallel regions):"]
         for w in waits[:top]:
             where = safe_text(max(w["where"].items(), key=lambda kv: kv[1])[0])
-            lines.append(f"  {w['tid']:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
+            who = safe_text(str(w.get("label") or w["tid"]))     # node:tid in a merged job
+            lines.append(f"  {who:>7} {safe_text(w['comm'])[:15]:<15} {w['wait_s']:>8.3f} s  "
                          f"most in {where}"[:80])
     return lines
 

@@ -29,6 +29,7 @@ from snumap_tui.analysis.energy import (
 from snumap_tui.analysis.findings import findings
 from snumap_tui.analysis.intervals import UNTRACED
 from snumap_tui.analysis.io_report import format_io, io_findings, io_totals
+from snumap_tui.analysis.jobreport import label_nodes, thread_namer
 from snumap_tui.analysis.load import Loaded, load
 from snumap_tui.analysis.memory import add_memory, format_memory
 from snumap_tui.analysis.recorder_cost import format_recorder_cost, recorder_cost
@@ -126,6 +127,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
             "migrations": ts.migrations, "numa_migrations": ts.numa_migrations,
             "kernel_migrations": ts.kernel_migrations,
             "switch_ins": ts.switch_ins,
+            # run time after switch-ins the kernel did not trace, inferred (events.py)
+            "inferred_s": iv.inferred_ns.get(ts.tid, 0) / 1e9,
             "runqueue_latency_us": {k: v / 1e3 for k, v in percentiles(ts.latency_ns).items()},
             "pus": cpulist(tuple(ts.cpus)),
         })
@@ -164,14 +167,19 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
                                 if k == "rapl" or k in IO_KINDS})
                for s in rec.samples()] if hasattr(rec, "samples") else []
     busy = iv.busy_ns()
-    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) \
-        else np.zeros(len(iv.cpus), dtype=np.int64)
+    zeros = np.zeros(len(iv.cpus), dtype=np.int64)
+    preempt = ld.preemptions if len(ld.preemptions) == len(iv.cpus) else zeros
+    by_other = ld.preemptions_untraced if len(ld.preemptions_untraced) == len(iv.cpus) \
+        else zeros
     other_ns = untraced.cpus if untraced else {}
+    # preemptions: of a task by a traced one; preemptions_untraced: by a task outside the
+    # traced tree (load the recording did not trace).
     cpus = [{"cpu": int(c), "busy_s": int(b) / 1e9,
              "busy_pct": 100.0 * int(b) / duration_ns if duration_ns else None,
              "untraced_s": other_ns.get(int(c), 0) / 1e9,
-             "preemptions": int(p)}
-            for c, b, p in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist())]
+             "preemptions": int(p), "preemptions_untraced": int(q)}
+            for c, b, p, q in zip(iv.cpus.tolist(), busy.tolist(), preempt.tolist(),
+                                  by_other.tolist())]
     lost = {str(c): int(n) for c, n in sorted((getattr(rec, "lost", {}) or {}).items())}
     report: dict[str, Any] = {
         "file": getattr(rec, "name", None),
@@ -204,7 +212,8 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     comm = {int(t): i.comm for t, i in tasks_info.items()}
     regions = rec.regions() if hasattr(rec, "regions") else None
     costs = probe_costs(list(getattr(rec, "infos", []) or []))
-    report["regions"] = region_stats(regions, comm, costs) if regions is not None else []
+    report["regions"] = region_stats(regions, comm, costs, (iv.t0, iv.t1)) \
+        if regions is not None else []
     # What the probes cost, as a share of the traced processes' CPU time.
     budget = (hdr.get("regions") or {}).get("budget")
     report["region_probes"] = probe_section(
@@ -215,16 +224,21 @@ def build_report(rec: Any, loaded: Loaded | None = None) -> dict[str, Any]:
     report["regions_lost"] = dict(getattr(regions, "lost", {}) or {})
     report["waits"] = thread_waits(report["regions"])
     report["regions_info"] = hdr.get("regions")
+    report["attached"] = bool(hdr.get("attached"))      # record --pid
     add_memory(report, rec, topo)
     add_energy(report, iv, samples, topo, rec)
     report["damaged"] = list(getattr(rec, "damaged", []) or [])   # regions' chunks too
     report["counters"] = counter_section(rec, comm)
     report["recorder"] = recorder_cost(getattr(rec, "infos", None) or [])
+    label_nodes(rec, report)          # a merged job's threads named node:tid from here on
     # The most imbalanced regions first: they answer the question the program was traced for.
+    label = thread_namer(rec)
     report["findings"] = (probe_findings(report["region_probes"])
-                          + region_findings(report["regions"])
-                          + wait_findings(report["waits"], report["duration_s"])
-                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait)
+                          + region_findings(report["regions"], name=label)
+                          + wait_findings(report["waits"], report["duration_s"], name=label)
+                          + findings(report, ld, stats, ld.long_wait_end, ld.long_wait,
+                                     lat_tid=ld.long_wait_tid,
+                                     nodes=getattr(rec, "nodes", None))
                           + io_findings(report["io"]))
     return report
 
@@ -244,8 +258,9 @@ def _fmt_pid(pid: Any) -> str:
     return "?" if pid is None or int(pid) < 0 else str(pid)
 
 
-def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
-    """The text form: header, findings, processes, threads, PUs, energy (80 columns)."""
+def format_report(r: dict[str, Any], top: int = TOP_TASKS, width: int = 80) -> str:
+    """The text form: header, findings, processes, threads, PUs, energy (80 columns; the
+    region and counter tables' names as wide as WIDTH allows, textcols.output_width)."""
     # Names, commands and labels come from the traced machine: escaped (textsafe) before
     # they are cut and aligned.
     lines = [f"snumap report: {safe_text(r.get('file') or '')}",
@@ -288,13 +303,20 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS) -> str:
             lines.append(f"  {'':>7} {per}"[:80])
     if len(r["tasks"]) > top:
         lines.append(f"  ... {len(r['tasks']) - top} more threads (--json has all)")
+    inferred = [t for t in r["tasks"] if t.get("inferred_s")]
+    if inferred:
+        lines.append(f"  RUN s includes time after switch-ins the kernel did not trace, "
+                     f"inferred: {len(inferred)} threads,"[:80])
+        lines.append(f"  {sum(t['inferred_s'] for t in inferred):.6f} s in all "
+                     "(--json: inferred_s per thread)")
     u = r.get("untraced")
     if u:
         lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "
                      f"(not traced: other tasks on PUs {u['pus']})"[:80])
-    if r.get("regions") or (r.get("regions_info") or {}).get("problems"):
-        lines += format_regions(r, top)
-    lines += format_counters(r.get("counters"), top)
+    if r.get("regions") or (r.get("regions_info") or {}).get("problems") or \
+            (r.get("attached") and r.get("regions_info")):
+        lines += format_regions(r, top, width)
+    lines += format_counters(r.get("counters"), top, width)
     lines += ["", "PUs (busy % of the recording):"]
     cells = [f"{c['cpu']:>4}:{c['busy_pct'] or 0:5.1f}%" for c in r["cpus"]]
     for i in range(0, len(cells), 7):

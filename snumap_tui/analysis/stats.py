@@ -112,11 +112,14 @@ def percentiles(values: np.ndarray, qs: tuple[int, ...] = (50, 90, 99)) -> dict[
 
 
 def idle_pus_during(iv: Intervals, t0: np.ndarray, t1: np.ndarray,
-                    busy_below: float = 0.5) -> np.ndarray:
+                    busy_below: float = 0.5,
+                    nodes: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """How many PU rows were busy less than ``busy_below`` of each window [t0[i], t1[i]):
     "were PUs idle while this thread waited?" One row at a time (memory: the windows, not
     rows x windows), the window edges looked up in sorted order (a searchsorted with sorted
-    needles walks each row once), busy time from the row's kept prefix sum (``Intervals.cum``)."""
+    needles walks each row once), busy time from the row's kept prefix sum (``Intervals.cum``).
+    NODES: (each row's node, each window's node) of a merged job: a PU of another node is
+    never counted idle for a thread of this one (it could not have run there)."""
     idle = np.zeros(len(t0), dtype=np.int64)
     edges = np.concatenate([t0, t1]).astype(np.int64)
     order = np.argsort(edges, kind="stable")
@@ -126,10 +129,11 @@ def idle_pus_during(iv: Intervals, t0: np.ndarray, t1: np.ndarray,
     at0, at1 = at[:len(t0)], at[len(t0):]
     limit = busy_below * (t1 - t0)
     for r, (st, en) in enumerate(zip(iv.start, iv.end)):
+        mine = True if nodes is None else nodes[1] == nodes[0][r]
         if not len(st):
-            idle += 1
+            idle += mine
             continue
         busy = busy_before(st, en, x, iv.cum(r))
-        idle += (busy[at1] - busy[at0]) < limit
+        idle += ((busy[at1] - busy[at0]) < limit) & mine
     return idle
 

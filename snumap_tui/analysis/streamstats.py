@@ -196,6 +196,7 @@ class LatencyAccumulator:
         self._lat: list[np.ndarray] = []
         self._long: list[np.ndarray] = []
         self._long_end: list[np.ndarray] = []
+        self._long_d: list[np.ndarray] = []
 
     def feed(self, cols: Mapping[str, np.ndarray]) -> None:
         k = cols["kind"]
@@ -226,6 +227,7 @@ class LatencyAccumulator:
         long = lat >= self.long_ns
         self._long.append(lat[long])
         self._long_end.append(t[pair + 1][long])
+        self._long_d.append(d[pair][long])
         last = np.append(~same, True) & is_wake
         self._pend_t, self._pend_d = t[last], d[last]
 
@@ -243,7 +245,9 @@ class LatencyAccumulator:
         tids = self.ix.tids
         return {int(tids[d[a]]): lat[a:b] for a, b in itertools.pairwise(bounds) if b > a}
 
-    def long_waits(self) -> tuple[np.ndarray, np.ndarray]:
-        """(latency, switch-in time) of every wait of at least ``long_ns``."""
+    def long_waits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(latency, switch-in time, tid) of every wait of at least ``long_ns``."""
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        return cat(self._long), cat(self._long_end)
+        d = cat(self._long_d).astype(np.int64)
+        return cat(self._long), cat(self._long_end), \
+            np.asarray(self.ix.tids, dtype=np.int64)[d] if len(d) else d

@@ -120,6 +120,7 @@ def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
 
 def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
     if args.format == "perfetto":
+        from snumap_tui.analysis.attribution import MAX_ROWS
         from snumap_tui.export.perfetto import write_perfetto
 
         assert sink is not None
@@ -128,6 +129,9 @@ def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
         what = "sched_switch and sched_waking events"
         if st["region_slices"] or st["region_marks"]:
             what += f", {st['region_slices']} region slices, {st['region_marks']} region marks"
+        if st["thread_counter_owners_left_out"]:
+            what += (f"; counter tracks for the {MAX_ROWS} threads and processes with the "
+                     f"most on-CPU time, {st['thread_counter_owners_left_out']} more left out")
         return st["switches"] + st["wakings"], what
     if args.format == "parquet":
         from snumap_tui.export.parquet import write_parquet

@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
         say(f"warning: {d}")
     for n in res.nodes:
         err = n["align_error_ns"]
-        how = f"±{err / 1e6:.3f} ms" if err is not None else "unknown"
+        how = f"±{err / 1e6:.3f} ms" if err is not None else "error unknown"
         say(f"node {n['node']}: {n['n_pus']} PUs, shift {n['shift_ns'] / 1e9:+.6f} s, "
-            f"alignment {how} ({n['align_how']})")
+            f"aligned by wall clock, {how} ({n['align_how']})")
     skipped = f", {len(res.skipped)} file(s) skipped" if res.skipped else ""
     say(f"merged {len(res.nodes)} node(s), {res.events} events into {res.out}{skipped}")
     return 1 if res.skipped or res.damaged else 0

@@ -68,17 +68,23 @@ def writing(where: str) -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
     from snumap_tui.analysis.report import build_report, format_report
+    from snumap_tui.analysis.textcols import output_width
 
     with open_readable(args.file) as rec:
         report = build_report(rec)
         job = job_section(rec, report)
+        if job is not None:
+            # the job's placement findings, as `top --job` gives them live
+            from snumap_tui.analysis.jobfindings import report_findings
+
+            job["findings"] = report_findings(rec, report, job)
         label_nodes(rec, report)
     if job is not None:
         report["job"] = job
     # JSON escapes every control itself; the text form is escaped for the terminal (names
     # are escaped field by field where laid out, this catches the rest).
     text = json.dumps(report, indent=1) + "\n" if args.json \
-        else safe_lines(format_report(report, top=args.top)
+        else safe_lines(format_report(report, top=args.top, width=output_width())
                         + ("\n" + format_job(job) if job else ""))
     with writing("standard output"):
         sys.stdout.write(text)

@@ -51,6 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sort the processes by this column: " + ", ".join(SORT_COLUMNS)
                              + " (default cpu; < and > change it)")
     parser.add_argument("--events", default=None, metavar="LIST", help=TOP_HELP)
+    parser.add_argument("--job", nargs="?", const="", default=None, metavar="JOBID",
+                        help="a running Slurm job, live, from the login node: one sampler per "
+                             "node started with srun --overlap (JOBID: the job of this "
+                             "allocation when left out)")
+    parser.add_argument("--node-frames", action="store_true",
+                        help="--job --batch --json: each node's frame too, as top --batch "
+                             "--json prints one (every metric of every object)")
+    # A node's streaming sampler, which `top --job` starts with srun on every node.
+    parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--metrics", action="append", default=[], metavar="FILE",
                         help="your own metrics (TOML: [metric.NAME] formula, object, scale), "
                              "after ~/.config/snumap/metrics.toml; may be repeated")
@@ -204,7 +213,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.json and not args.batch:
         raise SnumapError("--json prints frames as JSON lines instead of the live view: "
                           "use it with --batch (snumap top --batch --json)")
-    if args.count is not None and not args.batch:
+    if args.node_frames and not (args.job is not None and args.json):
+        raise SnumapError("--node-frames adds each node's frame to top --job --batch --json")
+    if args.count is not None and not (args.batch or args.stream):
         raise SnumapError("--count is the number of frames --batch prints: use it with "
                           "--batch (snumap top --batch --count N)")
     if args.fsroot and not Path(args.fsroot).is_dir():
@@ -241,6 +252,10 @@ def catalogue_from_args(args: argparse.Namespace) -> Catalogue:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    if args.stream or args.job is not None:
+        from snumap_tui.commands.top_job import run_job
+
+        return run_job(args)
     from snumap_tui.commands.common import topology_from_args
 
     catalogue = catalogue_from_args(args)     # before anything starts: a bad file exits 2
@@ -344,6 +359,7 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
                args: argparse.Namespace | None = None) -> str:
     """One frame as text no wider than 80 columns: a header, what is not measured and why
     (wrapped at words), the folded tree with its numbers, the busiest processes."""
+    from snumap_tui.analysis.textcols import output_width
     from snumap_tui.ui.hostinfo import source_marks
 
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(frame.wall_ns / 1e9))
@@ -362,7 +378,8 @@ def batch_text(frame: Frame, host_line: str, ntasks: int,
     for line in user_metric_lines(frame):
         out += wrap_line(line)
     if ntasks and frame.tasks:
-        out += task_lines(frame, ntasks, args=args)
+        # The COMMAND column as wide as the terminal; whole when piped (a file, grep).
+        out += task_lines(frame, ntasks, max(output_width(), BATCH_WIDTH), args=args)
     # The host line, the fsroot's strings and the tree's names are the machine's: escaped.
     return safe_lines("\n".join(out) + "\n")
 
@@ -428,6 +445,22 @@ def detail_text(frame: Frame, details: dict[int, Any]) -> str:
     return safe_lines("\n".join(lines) + "\n") if lines else ""
 
 
+def check_pids(root: Path, args: argparse.Namespace,
+               origin: tuple[str, str] | None) -> None:
+    """-p: none of the processes there is one line and exit 2 (an empty list printed for
+    ever says nothing); some gone, a warning naming them."""
+    pids = pids_of(args)
+    if not pids or (origin is not None and origin[0] == "topology"):
+        return
+    gone = sorted(p for p in pids if not (root / "proc" / str(p)).is_dir())
+    if len(gone) == len(pids):
+        raise SnumapError(f"-p {args.pid}: no such process"
+                          + (f" under {root}" if origin is not None else ""))
+    if gone:
+        print(f"snumap: warning: -p: no process {', '.join(map(str, gone))}; showing the "
+              "others", file=sys.stderr)
+
+
 def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
               catalogue: Catalogue | None = None) -> int:
     """Sample, wait, sample: print each Frame until --count frames or Ctrl-C."""
@@ -441,6 +474,7 @@ def run_batch(topo: Topology, root: Path, args: argparse.Namespace,
                      name=origin[1] if origin else "?")
     kernel = host.kernel if host.kernel.startswith("kernel") else f"Linux {host.kernel}"
     host_line = f"{host.host} {kernel} {host.cpu_model}"
+    check_pids(root, args, origin)
     sampler = make_sampler(topo, root, args.interval, catalogue, origin)
     # -p PID: its threads' counters and its memory per node, as the live view's process view.
     details = watch_details(sampler, topo, pids_of(args), origin)

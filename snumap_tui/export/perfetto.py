@@ -479,7 +479,9 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     w.header(hdr, t0)
     tasks = getattr(rec, "tasks", {}) or {}
     table = getattr(rec, "nodes", None)            # a job merged from several nodes
-    machines = Machines(table.cpu_bases(), table.tid_bases()) if table is not None else None
+    # A merged recording whose header lost its node table: one machine, merged numbers.
+    machines = Machines(table.cpu_bases(), table.tid_bases()) \
+        if table is not None and table.nodes else None
     if machines is None:
         w.process_tree(tasks, t0)
     else:
@@ -513,7 +515,7 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     n_regions, n_marks = write_regions(w, rec, machines)
     # A merged job's (machines) tids and pids are node-qualified: their tracks go to the node.
     n_memory = write_memory(w, rec, machines)
-    n_tc, n_tc_tracks = write_thread_counters(w, rec, machines)
+    n_tc, n_tc_tracks, n_tc_left = write_thread_counters(w, rec, machines)
     markers = list(getattr(rec, "markers", []) or [])
     mk = w.track("snumap markers")
     for t_ns, text in markers:
@@ -524,4 +526,5 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
             "counter_values": n_counters, "counter_tracks": len(uuids),
             "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks,
             "memory_values": n_memory,
-            "thread_counter_values": n_tc, "thread_counter_tracks": n_tc_tracks}
+            "thread_counter_values": n_tc, "thread_counter_tracks": n_tc_tracks,
+            "thread_counter_owners_left_out": n_tc_left}

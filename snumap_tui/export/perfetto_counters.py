@@ -24,39 +24,48 @@ def node_local(machines: Machines | None, ident: int) -> tuple[int | None, int, 
 
 
 def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None = None
-                          ) -> tuple[int, int]:
-    """(counter values, tracks) written; a merged job's on each node's machine."""
+                          ) -> tuple[int, int, int]:
+    """(counter values, tracks, threads and processes left out) written; a merged job's on
+    each node's machine. Tracks for the MAX_ROWS threads and processes with the most on-CPU
+    time (attribution's cap; a crafted chunk may name 200,000 tids): the rest are counted."""
     if not hasattr(rec, "thread_counters"):
-        return 0, 0
-    from snumap_tui.analysis.attribution import scaled
+        return 0, 0, 0
+    from snumap_tui.analysis.attribution import MAX_ROWS, scaled
     from snumap_tui.trace.events import OUTSIDE
 
     s = scaled(rec.thread_counters())
     m = (s.tid > 0) & (s.pid != OUTSIDE)
     if not m.any():
-        return 0, 0
+        return 0, 0, 0
     tid, pid, end, first, vals = s.tid[m], s.pid[m], s.end[m], s.start[m], s.values[m]
-    n_values = n_tracks = 0
-    for key, parent in (("tid", None), ("pid", None)):
+    dur = (end - first).clip(min=0)
+    n_values = n_tracks = left_out = 0
+    for key in ("tid", "pid"):
         ids = tid if key == "tid" else pid
-        for k in np.unique(ids).tolist():
-            sel = np.flatnonzero(ids == k)
-            sel = sel[np.argsort(end[sel], kind="stable")]
-            m, local, node = node_local(machines, int(k))
+        order = np.lexsort((end, ids))              # each key's rows, in time order
+        keys, at = np.unique(ids[order], return_index=True)
+        bounds = np.append(at, len(order))
+        busy = np.add.reduceat(dur[order], at) if len(at) else np.zeros(0)
+        chosen = np.sort(np.lexsort((keys, -busy))[:MAX_ROWS])
+        left_out += len(keys) - len(chosen)
+        for j in chosen.tolist():
+            k = int(keys[j])
+            sel = order[bounds[j]:bounds[j + 1]]
+            mid, local, node = node_local(machines, k)
             if key == "tid":
                 _m, local_pid, _n = node_local(machines, int(pid[sel[0]]))
-                parent = w.thread_track(local_pid, local, m)
+                parent = w.thread_track(local_pid, local, mid)
                 label = f"{node}thread {local}"
             else:
-                parent = w.track(f"snumap counters of {node}process {local}", machine_id=m)
+                parent = w.track(f"snumap counters of {node}process {local}", machine_id=mid)
                 label = f"{node}process {local}"
             cum = np.cumsum(vals[sel], axis=0)
             t = end[sel].tolist()
             for i, e in enumerate(s.events):
-                u = w.track(f"{e} ({label})", parent=parent, unit="count", machine_id=m)
+                u = w.track(f"{e} ({label})", parent=parent, unit="count", machine_id=mid)
                 n_tracks += 1
-                w.counter(u, int(first[sel[0]]), 0.0, m)
+                w.counter(u, int(first[sel[0]]), 0.0, mid)
                 for t_ns, v in zip(t, cum[:, i].tolist()):
-                    w.counter(u, int(t_ns), float(v), m)
+                    w.counter(u, int(t_ns), float(v), mid)
                 n_values += len(t) + 1
-    return n_values, n_tracks
+    return n_values, n_tracks, left_out

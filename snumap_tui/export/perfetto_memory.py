@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from snumap_tui.analysis.memory import RSS_NODE, node_kinds, timelines
+from snumap_tui.analysis.memory import RSS_NODE, node_kinds, timelines, topology_nodes
 
 if TYPE_CHECKING:
     from snumap_tui.export.perfetto import Machines, PerfettoWriter
@@ -22,7 +22,7 @@ def write_memory(w: PerfettoWriter, rec: Any, machines: Machines | None = None) 
 
     if not hasattr(rec, "process_memory"):
         return 0
-    tls = timelines(rec.process_memory())
+    tls = timelines(rec.process_memory(), topology_nodes(rec.topology))    # bounded
     if not tls:
         return 0
     kinds = node_kinds(rec.topology)

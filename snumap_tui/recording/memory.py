@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+PEAKS_INFO = "process peaks"
+
 
 class MemoryRecorder:
     """Reads the watched processes' memory at each sample and hands the rows to the writer.
@@ -17,6 +19,7 @@ class MemoryRecorder:
         self.source = ProcessMemory(root)
         self.say = say
         self._said: set[int] = set()
+        self.peaks: dict[int, int] = {}      # pid -> the largest VmHWM read
 
     def watch(self, pids: set[int]) -> None:
         self.source.watch(pids)
@@ -28,10 +31,24 @@ class MemoryRecorder:
         if not self.source.pids:
             return
         writer.add_process_memory(rows_at(t_ns, self.source.read()))
+        for pid in self.source.pids:
+            hwm = self.source.peak(pid)
+            if hwm is not None:
+                self.peaks[pid] = max(hwm, self.peaks.get(pid, 0))
         for pid, why in self.source.errors.items():
             if pid not in self._said:
                 self._said.add(pid)
                 self.say(f"process memory of pid {pid} not recorded: {safe_text(why)}")
+
+    def finish(self, writer: Any, t_ns: int) -> None:
+        """The kernel's peak of each process, as last read (at the last sample it was still
+        there: a process that exited has no VmHWM any more), as an info chunk ("process
+        peaks", docs/format.md)."""
+        if self.peaks:
+            writer.add_info(t_ns, PEAKS_INFO, {
+                "source": "VmHWM of /proc/PID/status, read at every sample",
+                "pids": [int(p) for p in self.peaks],
+                "bytes": [int(b) for b in self.peaks.values()]})
 
     def header(self) -> dict[str, Any]:
         return {"source": self.source.describe(), "nodes": self.source.nodes}

@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "critical section taken millions of times) has its probes "
                              "detached, its calls until then kept exact, and the recording "
                              "says so; 0 never detaches")
+    parser.add_argument("--probe-scope", default="process", choices=["process", "file"],
+                        help="where the region probes' breakpoints are set: in the traced "
+                             "processes only (default, eBPF path: other users' programs "
+                             "calling the same library are not trapped; past 64 processes "
+                             "the probes go on the files), or on the files (every process "
+                             "of the node mapping them takes the trap, the hit is dropped "
+                             "in the kernel)")
     parser.add_argument("--probe", action="append", default=[], metavar="FILE:SYMBOL",
                         help="also make this function of a binary or library a region, from "
                              "entry to return (repeatable)")
@@ -127,6 +134,7 @@ class RegionSession:
 
                 self.tracer = RegionTracer(self.mode, self.user, self.names, say)
                 self.tracer.budget = self.budget
+                self.tracer.scope = getattr(args, "probe_scope", "process") or "process"
         if cmd:
             from snumap_tui.trace.markers import ENV, MarkerFifo
 
@@ -182,6 +190,8 @@ class RegionSession:
         if self.tracer is not None:
             self.info["found"] = list(self.tracer.found)
             self.info["probes"] = self.tracer.path
+            self.info["scope"] = ("process" if getattr(self.tracer.uprobes, "scoped", None)
+                                  is not None else "file")
             self.info["problems"] = [*self.info["problems"], *self.tracer.problems]
         self.info["markers"] = self.markers is not None
         return dict(self.info)

@@ -371,6 +371,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     sample = sampler.sweep()
     writer.add_sample(_kept(sample, keep))
     memory.sample(writer, sample.t_ns)
+    memory.finish(writer, sample.t_ns)
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

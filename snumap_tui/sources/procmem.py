@@ -65,6 +65,17 @@ def memory_nodes(root: Path) -> list[int]:
     return [n for n, _ in node_dirs(root)] or [0]
 
 
+def parse_vmhwm(status: str) -> int | None:
+    """Bytes of the ``VmHWM:`` line of /proc/PID/status text ("VmHWM:  1234 kB"); None when
+    there is none (a zombie, a kernel thread)."""
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1]) * 1024
+    return None
+
+
 @dataclass
 class _Walk:
     """The last numa_maps walk of one process."""
@@ -154,6 +165,15 @@ class ProcessMemory:
             except (OSError, ValueError) as exc:
                 self.errors[pid] = reason_of(exc) if isinstance(exc, OSError) else str(exc)
         return out
+
+    def peak(self, pid: int) -> int | None:
+        """The kernel's own high-water mark of PID's resident memory (VmHWM in
+        /proc/PID/status, proc(5)), in bytes: the true peak so far, which samples of the RSS
+        miss when it is shorter than their interval. None once it is gone or a zombie."""
+        try:
+            return parse_vmhwm(self._file(pid, "status"))
+        except OSError:
+            return None
 
     def describe(self) -> str:
         if self.one_node:

@@ -8,6 +8,7 @@ PUs have a line, so a PU that goes offline simply disappears and comes back with
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +47,58 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
     for line in text[end:].splitlines():
         key, _, val = line.partition(" ")
         if key in ("ctxt", "procs_running", "procs_blocked", "btime", "processes"):
-            out[key] = int(val)
-    ticks = np.zeros((nlines, len(COLUMNS)), dtype=np.uint64)
-    if nlines:
-        # np.fromstring in text mode (sep=" ") is 4x faster than split() + np.array here.
-        flat = np.fromstring(text[start:end].replace("cpu", " "), dtype=np.uint64, sep=" ")
-        width = len(flat) // nlines
-        flat = flat.reshape(nlines, width)
-        cpus = flat[:, 0].astype(np.int64)
-        ticks[:, :ncols] = flat[:, 1:ncols + 1]
-    else:
-        cpus = np.zeros(0, dtype=np.int64)
+            n = _count(val)
+            if n is not None:          # not a count (a damaged or crafted file): unknown
+                out[key] = n
+    ncols = max(ncols, 0)
+    cpus, ticks = _cpu_block(text[start:end] if nlines else "", nlines, ncols)
     out["cpus"] = cpus
     out["ticks"] = ticks
     out["columns"] = ncols
     return out
+
+
+def _count(s: str) -> int | None:
+    s = s.strip()
+    if not s.isascii() or not s.isdigit() or len(s) > 20:
+        return None
+    n = int(s)
+    return n if n < 1 << 64 else None
+
+
+def _cpu_block(block: str, nlines: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(PU numbers, ticks (n, 10)) of the per-CPU lines."""
+    ticks = np.zeros((nlines, len(COLUMNS)), dtype=np.uint64)
+    if not nlines:
+        return np.zeros(0, dtype=np.int64), ticks
+    try:
+        # np.fromstring in text mode (sep=" ") is 4x faster than split() + np.array here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)    # text it could not read
+            flat = np.fromstring(block.replace("cpu", " "), dtype=np.uint64, sep=" ")
+        flat = flat.reshape(nlines, len(flat) // nlines)
+        if flat.shape[1] >= ncols + 1 and int(flat[:, 0].max()) < 1 << 31:
+            ticks[:, :ncols] = flat[:, 1:ncols + 1]
+            return flat[:, 0].astype(np.int64), ticks
+    except (ValueError, DeprecationWarning):
+        pass
+    # Something in the block is not a count (a damaged or crafted file): line by line, a
+    # line that does not read is a PU not reported (as if offline).
+    cpus, rows = [], []
+    for line in block.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].startswith("cpu"):
+            continue
+        cpu = _count(parts[0][3:])
+        vals = [_count(v) for v in parts[1:ncols + 1]]
+        if cpu is None or cpu >= 1 << 31 or len(vals) < ncols or None in vals:
+            continue
+        cpus.append(cpu)
+        rows.append(vals)
+    ticks = np.zeros((len(rows), len(COLUMNS)), dtype=np.uint64)
+    if rows:
+        ticks[:, :ncols] = np.array(rows, dtype=np.uint64)
+    return np.array(cpus, dtype=np.int64), ticks
 
 
 def busy_fraction(prev: dict[str, Any], cur: dict[str, Any]) -> dict[int, float]:

@@ -285,7 +285,8 @@ _HEADER = Fields(optional={
                                      "backend": Nullable(TEXT), "approximate": Bool(),
                                      "interval_ns": Int(0, I64[1]),
                                      "start_monotonic_ns": _OFFSET, "damaged": _TEXTS},
-                           none_is_absent=True, drop_bad=True),    # one bad field, not the node
+                           none_is_absent=True, drop_bad=True,     # one bad field, not the node
+                           drop_none=True),      # a null number: the default, as if absent
                     max_len=1 << 12),
     "merged": Anything(4)},
     drop_bad=True, none_is_absent=True)

@@ -131,13 +131,17 @@ def _inspect(path: Path) -> Member:
 def _alignment(m: Member, ref: Member) -> tuple[int | None, str]:
     if m.boot_id and m.boot_id == ref.boot_id:
         return (m.offset_unc_ns or 0) + (ref.offset_unc_ns or 0), "same clock (one boot)"
-    if m.offset_unc_ns is None:
-        return None, "no clock readings (recorded without --job)"
-    errs = [wall_error_ns(x.header.get("clock_start")) for x in (m, ref)]
     if m is ref:
         return 0, "reference"
+    if m.offset_unc_ns is None or ref.offset_unc_ns is None:
+        # Recorded without --job: each header's start wall time and monotonic time (read
+        # together when the file was created) still align it by wall clock; only the wall
+        # clocks' error is not known (no NTP state was recorded).
+        return None, ("by each recording's start wall time; NTP state not recorded "
+                      "(record --job keeps it)")
+    errs = [wall_error_ns(x.header.get("clock_start")) for x in (m, ref)]
     if any(e is None for e in errs):
-        return None, "wall clock not synchronised (NTP/PTP): alignment unknown"
+        return None, "wall clock not synchronised (NTP/PTP): error unknown"
     return int(sum(e for e in errs if e is not None)), "NTP maxerror of both nodes"
 
 

@@ -25,7 +25,9 @@ the enclosing ``Fields`` (``length="n"``, or a sibling array or list: its length
 ``same_length`` names columns that must all have one
 length. ``Fields(drop_bad=True)`` drops an optional key that fails (with a note) instead of
 failing the whole payload: for the header, where one odd key must not cost the topology.
-``none_is_absent``: a key holding None counts as missing (sources' readings).
+``none_is_absent``: a key holding None counts as missing (sources' readings); with
+``drop_none`` the checked copy leaves it out too, so a reader's ``get(key, default)`` gets the
+default (a merged header's node numbers).
 ``rules`` are (predicate, message) pairs over the checked map, for what relates two keys.
 """
 
@@ -256,6 +258,7 @@ class Fields(Schema):
     drop_bad: bool = False
     none_is_absent: bool = False
     rules: tuple[tuple[Callable[[dict[Any, Any]], bool], str], ...] = ()
+    drop_none: bool = False
 
     def check(self, v: Any, path: str, ctx: Ctx) -> dict[Any, Any]:
         if not isinstance(v, dict):
@@ -266,6 +269,8 @@ class Fields(Schema):
             if key not in v or (self.none_is_absent and v[key] is None):
                 if key in self.required:
                     raise _fail(where, "missing")
+                if self.drop_none and key in v and not isinstance(s, Nullable):
+                    out.pop(key)
                 continue
             try:
                 if isinstance(s, (Array, ListOf)):

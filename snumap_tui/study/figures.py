@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.textcols import event_text
+
 OLD_RUN = "measured by a snumap without per-region counters and memory (record it again)"
 # Ratio keys attribution's ``derived`` computes, in the order the exports list them.
 RATIOS = ("ipc", "ghz", "mpki", "llc_miss_ratio")
@@ -91,13 +93,14 @@ def _memory(rec: Any, reg: Any, window: tuple[int, int], names: list[str]
         region_memory,
         region_windows,
         timelines,
+        topology_nodes,
     )
     from snumap_tui.study.aggregate import PROGRAM
 
     rows, why = recording_memory(rec, rec.topology)
     if why:
         return {n: {"why": why} for n in [PROGRAM, *names]}
-    tls = timelines(rows)
+    tls = timelines(rows, topology_nodes(rec.topology))
     wins = region_windows(reg) if reg is not None and len(reg.rows) else {}
     out = {n: region_memory([(p, a, b) for p, _t, a, b in wins.get(n, [])], tls)
            for n in names}
@@ -186,23 +189,20 @@ def flat(row: dict[str, Any], events: list[str]) -> dict[str, Any]:
 
 # ---- text -------------------------------------------------------------------------------------
 
-def _si(x: Any) -> str:
-    if x is None:
-        return "-"
-    v = float(x)
-    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}"
+def _event(e: str, v: Any) -> str:
+    """An event's total: a time with its unit (task-clock), else an integer count."""
+    return "-" if v is None else event_text(e, float(v))
 
 
 def format_figures(regions: list[dict[str, Any]], keys: list[str], top: int = 30,
                    max_events: int = 4) -> list[str]:
     """The report's text section: per region (as the time table's tree) and configuration,
     on-CPU time, IPC, GHz, MPKI, each event's total and the memory high-water mark."""
+    from snumap_tui.analysis.textcols import event_head
     from snumap_tui.textsafe import safe_text
 
     rows = [a for node in regions for a in node["rows"]]
+    ew: list[int] = []
     if not rows:
         return []
     counted = [a["counters"] for a in rows if "events" in (a.get("counters") or {})]
@@ -216,7 +216,8 @@ def format_figures(regions: list[dict[str, Any]], keys: list[str], top: int = 30
     head = "".join(f"{k.upper():<9}" for k in keys) + f"{'THR':>4}"
     if counted:
         head += f"{'ON-CPU s':>9}{'IPC':>6}{'GHz':>6}{'MPKI':>6}"
-        head += "".join(f"{safe_text(e)[:12]:>13}" for e in shown)
+        ew = [max(len(event_head(safe_text(e))), 12) + 1 for e in shown]    # never cut
+        head += "".join(f"{event_head(safe_text(e)):>{w}}" for e, w in zip(shown, ew))
     head += f"{'MEM':>8}"
     whys: dict[str, str] = {}
     for node in regions[:top]:
@@ -231,12 +232,13 @@ def format_figures(regions: list[dict[str, Any]], keys: list[str], top: int = 30
                 if "events" in c:
                     out += (f"{c['on_cpu_s']:>9.3f}{_f(c.get('ipc'), 6, '.2f')}"
                             f"{_f(c.get('ghz'), 6, '.2f')}{_f(c.get('mpki'), 6, '.1f')}")
-                    out += "".join(f"{_si(c['events'].get(e)):>13}" for e in shown)
+                    out += "".join(f"{_event(e, c['events'].get(e)):>{w}}"
+                                   for e, w in zip(shown, ew))
                     for k, why in (c.get("na") or {}).items():
                         if k in ("ipc", "ghz", "mpki"):
                             whys.setdefault(k.upper().replace("GHZ", "GHz"), why)
                 else:
-                    out += f"{'n/a':>9}" + " " * (18 + 13 * len(shown))
+                    out += f"{'n/a':>9}" + " " * (18 + sum(ew))
                     whys.setdefault("counters", str(c.get("why")))
             if "rss_max_bytes" in m:
                 out += f"{m['rss_max_bytes'] / (1 << 20):>8.1f}"

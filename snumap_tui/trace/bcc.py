@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import c_string
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
@@ -185,8 +184,8 @@ class BccTracer(BpfTracer):
         done = []
         for k, v in table.items():
             tid = int(k.value)
-            self._tasks.learn(tid, tgid=int(v.tgid) or None, ppid=int(v.ppid) or None,
-                              comm=c_string(bytes(v.comm)))
+            # The names themselves come as records with their times (events.COMM).
+            self._tasks.learn(tid, tgid=int(v.tgid) or None, ppid=int(v.ppid) or None)
             done.append(k)
         for k in done:
             try:

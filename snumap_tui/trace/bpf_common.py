@@ -23,7 +23,7 @@ from snumap_tui.trace.bpf_layout import to_events
 from snumap_tui.trace.bpf_ring import BpfRingReader, BpfRingSet
 from snumap_tui.trace.reconstruct import NotRunning, place_kernel_switch_ins
 from snumap_tui.trace.rows import take_rows
-from snumap_tui.trace.tasks import TaskTable, seed_tree
+from snumap_tui.trace.tasks import TaskTable, seed_tree, take_names
 
 # The BPF ring's default share per CPU. The drain thread empties it every 10 ms, but on a
 # full machine it can be kept from running for a few hundred ms (the recorder's own main
@@ -149,6 +149,7 @@ class BpfTracer(Tracer):
         switch-ins the kernel did not trace at the previous switch on the CPU (arg = -1, it
         alone sees every switch); here they move to the latest proof that the task was not
         running yet (reconstruct.py, the perf backend's rule)."""
+        events, names = take_names(events)
         t = events["t_ns"]
         if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
             # Ring order is reservation order across CPUs (nearly time order), and a
@@ -161,6 +162,7 @@ class BpfTracer(Tracer):
                 (events["kind"] != ev.MIGRATE)
         tasks.learn_pairs(events["tid"][known], events["pid"][known])
         tasks.fill(events)
+        tasks.learn_names(sorted(names, key=lambda i: i.t_ns))
         now = int(events["t_ns"][-1]) if len(events) else time.monotonic_ns()
         tasks.lookup_live(tasks.seen_tids(events).tolist(), t_ns=now)
         exits = events["tid"][events["kind"] == ev.EXIT]

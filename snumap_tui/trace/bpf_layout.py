@@ -73,7 +73,7 @@ def load_layout(path: Path | None = None) -> tuple[np.dtype, np.dtype, dict[str,
     if rec.itemsize != consts.get("SNUMAP_EVENT_SIZE"):
         raise ValueError(f"struct snumap_sched_event is {rec.itemsize} bytes, header says "
                          f"{consts.get('SNUMAP_EVENT_SIZE')}")
-    for kind, label in ev.KIND_NAMES.items():
+    for kind, label in [*ev.KIND_NAMES.items(), (ev.COMM, "comm")]:
         key = f"SNUMAP_{label.upper()}"
         if key in consts and consts[key] != kind:
             raise ValueError(f"{key} = {consts[key]} in the header but {kind} in events.py")

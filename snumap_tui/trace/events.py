@@ -17,6 +17,9 @@ Fields per kind:
             (its wakeup_new, its switch-out on another CPU, its migration, its first wakeup
             after a sleep), never earlier than the previous switch on that CPU (perf sched
             timehist's rule, which recordings made before this rule used alone).
+            arg = -2: a switch-in the kernel's sched_switch did not report, seen where the
+            switch completed (the sched_exit_tp tracepoint, Linux >= 6.16), at that time.
+            Both are marked in the run intervals (analysis/intervals.py: ``inferred``).
 - WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
 - MIGRATE:  cpu = dest cpu; tid; arg = orig cpu.
 - FORK:     cpu; tid = parent tid; tid2 = child tid; pid = parent tgid; pid2 = child tgid.
@@ -36,6 +39,12 @@ import numpy as np
 OUTSIDE = -2     # pid/pid2 of a SWITCH: the task is not in the traced tree (see above)
 
 SWITCH, WAKEUP, WAKEUP_NEW, MIGRATE, FORK, EXEC, EXIT, RUN = 1, 2, 3, 4, 5, 6, 7, 8
+# In the eBPF tracers' rings only, never stored: a task's name from that moment on (its 16
+# bytes in arg, tid2, pid2; bpf/sched_event.h), turned into a TaskInfo (trace/tasks.py).
+COMM = 9
+# arg of a SWITCH whose switch-in was not traced: reconstructed from evidence, or seen at the
+# end of the switch (see above).
+INFERRED_SWITCH_IN, SEEN_SWITCH_IN = -1, -2
 # Task ids below this index dense tables (Linux's pid_max is at most 2^22); readers key larger
 # ones (a merged job's qualified ids, a crafted file's 2^31-1) sparsely.
 DENSE_TID_MAX = 1 << 23

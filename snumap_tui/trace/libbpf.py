@@ -22,8 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.native import libbpf
-from snumap_tui.sources._io import c_string
+from snumap_tui.native import libbpf, perf_spec
+from snumap_tui.native.perf_event import (
+    PERF_COUNT_SW_CONTEXT_SWITCHES,
+    PERF_COUNT_SW_CPU_MIGRATIONS,
+    PERF_TYPE_SOFTWARE,
+)
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.freq import online_cpus
 from snumap_tui.sources.privileges import has_caps
@@ -59,6 +63,39 @@ def unused_switch_program(release: str) -> str:
     later (its TP_PROTO passes prev_state; re-reading prev->__state can see a concurrent
     wakeup's TASK_RUNNING), the other one before."""
     return SWITCH_PROGRAMS[int(kernel_release_tuple(release) >= (5, 18))]
+
+
+# A bare tracepoint at the end of __schedule(), in the task switched in (Linux >= 6.16):
+# where a thread's own counts start, and where a switch-in the kernel's sched_switch did not
+# report is seen (bpf/sched.bpf.c).
+SWITCHED_IN = "sched_exit_tp"
+
+
+def kernel_has_tracepoint(name: str, btf: Path = Path("/sys/kernel/btf/vmlinux")) -> bool:
+    """Whether the running kernel has tracepoint NAME: its BTF holds the type tp_btf programs
+    attach by, ``btf_trace_NAME`` (a name in the BTF's string table, NUL on both sides)."""
+    try:
+        data = btf.read_bytes()
+    except OSError:
+        return False
+    return b"\0btf_trace_" + name.encode() + b"\0" in data
+
+
+def switch_slot(specs: list[perf_spec.EventSpec]) -> int:
+    """The index of the context-switches event among SPECS (0xff: none). The switch program
+    counts one per switch-out for it instead of reading the counter, whose increment comes in
+    the switch path after the read (perf_event_task_sched_out)."""
+    for i, sp in enumerate(specs):
+        if sp.type == PERF_TYPE_SOFTWARE and sp.config == PERF_COUNT_SW_CONTEXT_SWITCHES:
+            return i
+    return 0xFF
+
+
+def switched_in_mask(specs: list[perf_spec.EventSpec]) -> int:
+    """Bit i set: what event i counts in the switch path belongs to the task switched in
+    (cpu-migrations: perf counts a migration when the migrated task is scheduled in)."""
+    return sum(1 << i for i, sp in enumerate(specs)
+               if sp.type == PERF_TYPE_SOFTWARE and sp.config == PERF_COUNT_SW_CPU_MIGRATIONS)
 
 
 def ring_cpus(ncpu: int, root: Path = Path("/")) -> list[int]:
@@ -102,7 +139,14 @@ def load_sched(obj: libbpf.BpfObject, system_wide: bool, ncpu: int, cpus: list[i
     obj.set_global("snumap_ncounters", struct.pack("<I", n))
     timed = sum(sp.needs_pmu for sp in counters.specs) if counters is not None else 0
     obj.set_global("snumap_ntimed", struct.pack("<I", timed))
+    specs = counters.specs if counters is not None else []
+    obj.set_global("snumap_switch_slot", struct.pack("<I", switch_slot(specs)))
+    obj.set_global("snumap_next_mask", struct.pack("<I", switched_in_mask(specs)))
     obj.program(unused_switch_program(platform.release())).set_autoload(False)
+    has_exit = kernel_has_tracepoint(SWITCHED_IN)
+    obj.set_global("snumap_has_exit", struct.pack("<I", int(has_exit)))
+    if not has_exit:
+        obj.program(SWITCHED_IN).set_autoload(False)
     obj.map("rings").set_max_entries(ncpu)
     obj.map("crings").set_max_entries(ncpu)
     obj.map("counters").set_max_entries(ncpu * MAX_COUNTERS)
@@ -329,8 +373,8 @@ class LibbpfTracer(BpfTracer):
         for key, val in list(names.items()):
             n = np.frombuffer(val, dtype=self._names_dtype)[0]
             tid = struct.unpack("<I", key)[0]
-            self._tasks.learn(tid, tgid=int(n["tgid"]) or None, ppid=int(n["ppid"]) or None,
-                              comm=c_string(bytes(n["comm"])))
+            # The names themselves come as records with their times (events.COMM).
+            self._tasks.learn(tid, tgid=int(n["tgid"]) or None, ppid=int(n["ppid"]) or None)
             names.delete(key)
 
     def stop(self) -> ev.EventBatch:

@@ -36,6 +36,9 @@ from snumap_tui.trace.tracefs import EventFormat, read_format, tracefs_missing, 
 
 TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
                "sched_process_fork", "sched_process_exec", "sched_process_exit")
+# task:task_rename (include/trace/events/task.h): prctl(PR_SET_NAME), pthread_setname_np and
+# exec rename a task; its new name from then on (decoded into names, never an event).
+RENAME = ("task", "task_rename")
 SAMPLE_TYPE = pe.PERF_SAMPLE_TID | pe.PERF_SAMPLE_TIME | pe.PERF_SAMPLE_CPU | pe.PERF_SAMPLE_RAW
 CLOCK_MONOTONIC = 1
 # Fixed part of a PERF_RECORD_SAMPLE with SAMPLE_TYPE (perf_event_open(2), in this order):
@@ -158,8 +161,14 @@ class PerfTracer(Tracer):
             "sched_process_exec": ["pid", "filename"],
             "sched_process_exit": ["pid", "comm"],
         }
-        for tp in TRACEPOINTS:
-            fmt = read_format("sched", tp)
+        want["task_rename"] = ["pid", "newcomm"]
+        for system, tp in [*(("sched", t) for t in TRACEPOINTS), RENAME]:
+            try:
+                fmt = read_format(system, tp)
+            except (OSError, ValueError):
+                if tp in TRACEPOINTS:
+                    raise
+                continue                    # a kernel without it: names from fork/exec only
             names = [n for n in want[tp] if n in fmt.fields]
             self._dec[fmt.id] = _Decoder(tp, fmt.id, sample_dtype(fmt, names))
             raw = max((f.offset + f.size for f in fmt.fields.values()), default=0)
@@ -223,8 +232,9 @@ class PerfTracer(Tracer):
                 attr.clockid = CLOCK_MONOTONIC
                 attr.watermark = 1
                 attr.wakeup_watermark = self.pages * os.sysconf("SC_PAGE_SIZE") // 2
+                tp = self._dec[tp_id].name
                 fd = pe.perf_event_open(attr, pid=-1, cpu=cpu,
-                                        event=f"sched:{self._dec[tp_id].name}")
+                                        event=f"{RENAME[0] if tp == RENAME[1] else 'sched'}:{tp}")
                 self._fds.append(fd)
                 if leader < 0:
                     leader = fd
@@ -337,6 +347,12 @@ class PerfTracer(Tracer):
         elif name == "sched_process_exit":
             e["kind"] = ev.EXIT
             e["tid"] = s["pid"]
+        elif name == RENAME[1]:
+            e["kind"] = ev.COMM
+            e["tid"] = s["pid"]
+            for i in range(len(s)):
+                self._seen_names.append((int(s["s_time"][i]), int(s["pid"][i]), None,
+                                         c_string(bytes(s["newcomm"][i])), None))
         return e
 
     def _follow(self, events: np.ndarray) -> np.ndarray:
@@ -434,6 +450,9 @@ class PerfTracer(Tracer):
             parts[0] if parts else ev.empty_events())
         if len(parts) > 1:
             events = _time_sorted(events)
+        renamed = events["kind"] == ev.COMM     # their names are in _seen_names already
+        if renamed.any():
+            events = take_rows(events, ~renamed)
         # Switch-ins the kernel did not trace (reconstruct.py), on all CPUs at once: what
         # bounds one CPU's missing switch-in may have been recorded on another.
         self._not_running.forget(self._exited_before)

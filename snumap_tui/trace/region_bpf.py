@@ -28,6 +28,7 @@ the drain empties, and 92 % of them were lost.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import signal
@@ -55,6 +56,8 @@ AGG_NS = 100_000_000            # ... or this long after the first of them
 AGG_EXACT = 64                  # calls of a thread written exactly in each AGG_NS window
 AGG_BIT = 4                     # cookie bit of an aggregated probe (SNUMAP_AGG_BIT)
 LOST_TAGS = 4096                # tags whose losses are counted apart (SNUMAP_LOST_TAGS)
+NEEDS_LINKS = 2                  # `known` value (SNUMAP_NEEDS_LINKS)
+MAX_SCOPED = 64                 # processes probed one by one; past them, on the files (widen)
 
 EXEC_TAG = 0xFFFFFFFF           # a held exec, not a hit (bpf/regions.bpf.c SNUMAP_EXEC_TAG)
 BUDGET_TAG = 0xFFFFFFFE         # a probe past its budget (SNUMAP_BUDGET_TAG; arg: its tag)
@@ -83,8 +86,9 @@ def object_path() -> Path:
 
 
 def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: list[int],
-                       ret: bool) -> int:
-    """A uprobe_multi link of PROG_FD on OFFSETS of PATH; its fd. OSError when refused."""
+                       ret: bool, pid: int = 0) -> int:
+    """A uprobe_multi link of PROG_FD on OFFSETS of PATH, in process PID only (0: every
+    process mapping PATH); its fd. OSError when refused (ESRCH: PID is gone)."""
     nr = BPF_SYSCALL.get(platform.machine())
     if nr is None:
         raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
@@ -95,7 +99,7 @@ def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: l
     attr = ctypes.create_string_buffer(64)
     struct.pack_into("<IIII", attr, 0, prog_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
     struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(c_path), ctypes.addressof(c_offs),
-                     0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, 0)
+                     0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, pid)
     fd = libc().syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
                       ctypes.c_uint(64))
     if fd < 0:
@@ -111,10 +115,13 @@ class BpfUprobes:
     kind = "ebpf"
 
     def __init__(self, roots: list[int] | None, *, system_wide: bool | None = None,
-                 hold_exec: bool = False) -> None:
+                 hold_exec: bool = False, scoped: bool = False) -> None:
         """ROOTS seed the tracked tree (None: none); hits are kept from that tree only unless
         SYSTEM_WIDE (default: when ROOTS is None); HOLD_EXEC stops the tree's execs of
-        unknown programs until ``resume``."""
+        unknown programs until ``resume``. SCOPED (with HOLD_EXEC, ROOTS and not SYSTEM_WIDE):
+        the probes are set in the tree's processes only, one link per process, file,
+        direction and group (``add_process``), so no other process on the node takes their
+        trap; past MAX_SCOPED processes they go on the files (``widen``)."""
         from snumap_tui.native import libbpf
         from snumap_tui.trace.bpf_ring import BpfRingReader
 
@@ -129,9 +136,17 @@ class BpfUprobes:
         self._exec_link: Any = None
         self._guard: Any = None             # lets the held processes go if the recorder dies
         wide = roots is None if system_wide is None else system_wide
+        # (path, ret, group, offsets, cookies) of every probe set added: what a process
+        # joining the tree gets its own links for.
+        self.specs: list[tuple[str, bool, str, list[int], list[int]]] = []
+        self.scoped: set[int] | None = set() if scoped and hold_exec and roots and not wide \
+            else None
+        self.widened = 0                # tree size when the probes went on the files
+        self.pid_links: dict[int, list[int]] = defaultdict(list)   # scoped: links per pid
         try:
             self.obj.set_global("snumap_system_wide", struct.pack("<I", int(wide)))
             self.obj.set_global("snumap_hold_exec", struct.pack("<I", int(hold_exec)))
+            self.obj.set_global("snumap_scoped", struct.pack("<I", int(self.scoped is not None)))
             self.obj.program("region_exec").set_autoload(hold_exec)
             for name in ("region_entry", "region_return"):
                 self.obj.program(name).set_expected_attach_type(BPF_TRACE_UPROBE_MULTI)
@@ -151,6 +166,8 @@ class BpfUprobes:
             tracked = self.obj.map("tracked")
             for pid in roots or []:
                 tracked.update_u32(pid, 1)
+                if self.scoped is not None:
+                    self.scoped.add(pid)
             self.ring = BpfRingReader(self.obj.map("hits").fd, RING_BYTES, HIT_RECORD)
             self.sum_ring = BpfRingReader(self.obj.map("sums").fd, SUM_RING_BYTES, SUM_RECORD)
             self._entry = self.obj.program("region_entry").fd
@@ -162,8 +179,8 @@ class BpfUprobes:
             raise
 
     def add_many(self, probes: list[Probe]) -> list[tuple[Probe, str]]:
-        """Attach PROBES (one link per file, direction and group); the ones refused, with
-        why."""
+        """Attach PROBES (one link per file, direction and group, and per process when
+        scoped); the ones refused, with why."""
         groups: dict[tuple[str, bool, str], list[Probe]] = defaultdict(list)
         for p in probes:
             groups[(p.path, p.ret, p.group)].append(p)
@@ -173,16 +190,89 @@ class BpfUprobes:
             if p.spend_ns and p.tag < LOST_TAGS:
                 budget.update(struct.pack("<I", p.tag), struct.pack("<Q", p.spend_ns))
         for (path, ret, group), ps in groups.items():
-            cookies = [cookie(p) for p in ps]
-            try:
-                fd = _link_create_multi(self._return if ret else self._entry,
-                                        os.fsencode(path), [p.offset for p in ps], cookies, ret)
-            except OSError as e:
-                failed += [(p, str(e)) for p in ps]
+            spec = (path, ret, group, [p.offset for p in ps], [cookie(p) for p in ps])
+            whys = [self._link(spec, pid)
+                    for pid in (sorted(self.scoped) if self.scoped is not None else [0])]
+            if whys and all(whys):
+                failed += [(p, whys[0]) for p in ps]
                 continue
-            self.links.append(fd)
-            self.by_group[group].append(fd)
+            self.specs.append(spec)
+        if self.scoped is not None:
+            self._mark_linked(self.scoped)
         return failed
+
+    def _link(self, spec: tuple[str, bool, str, list[int], list[int]], pid: int) -> str:
+        """One link of SPEC in process PID (0: on the file); why not, or "" (also when PID
+        is gone: nothing to probe)."""
+        path, ret, group, offsets, cookies = spec
+        try:
+            fd = _link_create_multi(self._return if ret else self._entry, os.fsencode(path),
+                                    offsets, cookies, ret, pid)
+        except OSError as e:
+            return "" if pid and e.errno == errno.ESRCH else str(e)
+        self.links.append(fd)
+        self.by_group[group].append(fd)
+        if pid:
+            self.pid_links[pid].append(fd)
+        return ""
+
+    def _mark_linked(self, pids: set[int]) -> None:
+        linked = self.obj.map("linked")
+        for pid in pids:
+            linked.update_u32(pid, 1)
+
+    def add_process(self, pid: int) -> bool:
+        """Set every probe in PID, a process that joined the tree (held at its exec, or seen
+        forked); past MAX_SCOPED processes the probes go on the files instead. True when
+        something was done."""
+        if self.scoped is None or pid in self.scoped:
+            return False
+        self.scoped.add(pid)
+        if len(self.scoped) > MAX_SCOPED:
+            self._prune()
+        if len(self.scoped) > MAX_SCOPED:
+            self.widen()
+            return True
+        for spec in self.specs:
+            self._link(spec, pid)
+        self._mark_linked({pid})
+        return True
+
+    def _prune(self) -> None:
+        """Forget the scoped processes that have exited; their links go (in the background:
+        each close waits a grace period)."""
+        assert self.scoped is not None
+        gone = {pid for pid in self.scoped if not os.path.exists(f"/proc/{pid}")}
+        fds = [fd for pid in gone for fd in self.pid_links.pop(pid, [])]
+        self.scoped -= gone
+        linked = self.obj.map("linked")
+        for pid in gone:
+            linked.delete(struct.pack("<I", pid))
+        dead = set(fds)
+        self.links = [fd for fd in self.links if fd not in dead]
+        for group in self.by_group:
+            self.by_group[group] = [fd for fd in self.by_group[group] if fd not in dead]
+        self._close_later(fds)
+
+    def _close_later(self, fds: list[int]) -> None:
+        if fds:
+            t = threading.Thread(target=close_all, args=(fds,), name="snumap-detach",
+                                 daemon=True)
+            t.start()
+            self._closing.append(t)
+
+    def widen(self) -> None:
+        """Probes on the files from now on (every process mapping them takes the trap, the
+        program keeps the tree's hits): the per-process links go, in the background."""
+        if self.scoped is None:
+            return
+        self.widened = len(self.scoped)
+        self.scoped = None
+        old, self.links, self.by_group = self.links, [], defaultdict(list)
+        self.pid_links.clear()
+        for spec in self.specs:
+            self._link(spec, 0)
+        self._close_later(old)
 
     def detach(self, group: str, wait: bool = True) -> None:
         """Detach every probe of GROUP (their links; one grace period for all). Without WAIT
@@ -190,6 +280,9 @@ class BpfUprobes:
         a grace period (~0.5 s measured on a busy 2-PU VM), and an entry and a return probe on
         one function keep its breakpoint until both are gone, so they are closed together."""
         fds = self.by_group.pop(group, [])
+        self.specs = [s for s in self.specs if s[2] != group]
+        for pid, pfds in self.pid_links.items():
+            self.pid_links[pid] = [fd for fd in pfds if fd not in fds]
         self.links = [fd for fd in self.links if fd not in fds]
         if wait:
             close_all(fds)
@@ -204,15 +297,21 @@ class BpfUprobes:
     def holds(self) -> bool:
         return self._exec_link is not None
 
-    def know(self, keys: list[tuple[int, int]]) -> None:
-        """Programs (inode, device) whose execs need no hold any more: probed already."""
+    def know(self, keys: list[tuple[int, int]], links: bool = False) -> None:
+        """Programs (inode, device) whose execs need no hold any more: probed already; with
+        LINKS (scoped) a process without its links that execs one is still held."""
         known = self.obj.map("known")
+        value = struct.pack("<I", NEEDS_LINKS if links and self.scoped is not None else 1)
         for ino, dev in keys:
-            known.update(struct.pack("<QQ", ino, dev), struct.pack("<I", 1))
+            known.update(struct.pack("<QQ", ino, dev), value)
 
-    def resume(self, pid: int, ino: int, dev: int) -> None:
-        """Let a held process run (its program is known from now on)."""
-        self.know([(ino, dev)])
+    def resume(self, pid: int, ino: int, dev: int, probe: bool = True) -> None:
+        """Let a held process run (its program is known from now on), its probes set first
+        when scoped and PROBE (not: a program without a runtime, or the recording is
+        ending)."""
+        if probe:
+            self.add_process(pid)
+        self.know([(ino, dev)], links=probe)
         try:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
@@ -325,7 +424,7 @@ class BpfUprobes:
             self.decode(raw)
         held, self.held = self.held, []
         for pid, ino, dev, _t in held:
-            self.resume(pid, ino, dev)
+            self.resume(pid, ino, dev, probe=False)
         if self._guard is not None:
             self._guard.close()             # none held any more, none to come
             self._guard = None

@@ -44,6 +44,7 @@ from snumap_tui.trace.probe_budget import (
     group_of,
 )
 from snumap_tui.trace.probe_point import missing_note
+from snumap_tui.trace.probe_scope import ScopeMixin
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
@@ -107,7 +108,7 @@ def parse_probe(spec: str) -> tuple[str, str]:
     return os.path.realpath(path), sym
 
 
-class RegionTracer(BudgetMixin):
+class RegionTracer(BudgetMixin, ScopeMixin):
     """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
     Drainer runs ``drain`` in its thread)."""
 
@@ -145,6 +146,7 @@ class RegionTracer(BudgetMixin):
         self.problems: list[str] = []
         self.dropped = 0
         self.backend = backend          # auto | ebpf | perf: how the probes are opened
+        self._init_scope()
         self.path: str | None = None    # which one did
         self.notes: list[tuple[int, str]] = []      # (t_ns, text) for the recording's markers
         self.lines: list[str] = []      # what was found while recording, to say (main thread)
@@ -252,7 +254,7 @@ class RegionTracer(BudgetMixin):
         from snumap_tui.trace.region_bpf import BpfUprobes
 
         return BpfUprobes(sorted(self.family or ()), system_wide=self.tree is None,
-                          hold_exec=hold_exec)
+                          hold_exec=hold_exec, scoped=self.scope == "process")
 
     def _open(self) -> Any:
         """The eBPF path (in-kernel filter, uprobe_multi) where it works, else perf's."""
@@ -340,7 +342,9 @@ class RegionTracer(BudgetMixin):
     def describe(self) -> list[str]:
         what = "; ".join(self.found) if self.found else (
             "none found" if self.mode != "none" else "off")
-        via = {"ebpf": " [eBPF uprobe_multi, filtered in the kernel]",
+        scoped = getattr(self.uprobes, "scoped", None) is not None
+        via = {"ebpf": " [eBPF uprobe_multi, " + ("set in the traced processes only]" if scoped
+                                                  else "filtered in the kernel]"),
                "perf": " [perf uprobes]"}.get(getattr(self.uprobes, "kind", ""), "")
         lines = [f"regions ({self.mode}): {what}{via}"]
         lines += [f"regions: {p}" for p in self.problems]
@@ -371,6 +375,10 @@ class RegionTracer(BudgetMixin):
             family.update(t.pid for t in batch.tasks if t.pid > 0 and t.ppid in family)
         family.discard(-1)
         family.discard(-2)
+        forks = e[(k == FORK) & (e["pid"] != e["pid2"])]
+        linked = getattr(self.uprobes, "scoped", None) or set()
+        self._link_processes([c for p, c in zip(forks["pid"].tolist(), forks["pid2"].tolist())
+                              if p in linked])
         execs = set(e["pid"][k == EXEC].tolist())
         for pid in sorted(execs & family if self.tree is None else execs):
             # The new program is mapped already (its libraries maybe not yet): enough to name
@@ -412,6 +420,8 @@ class RegionTracer(BudgetMixin):
             self.planned.update(f for f in files if f not in new)
             if new:
                 self._attach_later(self.plan(new, closure=False), f"mapped later by pid {pid}")
+            if self.probed_files.intersection(files):
+                self._link_processes([pid])     # a runtime dlopen'd by an unlinked process
 
     def _probe_new(self, pid: int, maps: list[E.Mapping]) -> None:
         """Probe what the program PID just exec'd (with these MAPS) and its libraries need.
@@ -428,6 +438,9 @@ class RegionTracer(BudgetMixin):
             return
         self._attach_later(self.plan([exe, *E.mapped_files(maps)]),
                            f"found after exec of pid {pid}")
+
+    def _may_have(self, exe: str) -> bool:
+        return _may_have_regions(exe)
 
     def _new_program(self, exe: str) -> bool:
         """Whether EXE, just exec'd by the tree, is to be planned (once)."""
@@ -468,12 +481,14 @@ class RegionTracer(BudgetMixin):
                 exe = os.path.realpath(f"/proc/{pid}/exe")
                 if self._new_program(exe):
                     self._attach_later(self.plan([exe]), f"pid {pid} held at its exec")
+                self._links_for[pid] = self._needs_links(exe)
         finally:
             now = time.monotonic_ns()
             for pid, ino, dev, t_ns in held:
-                self.uprobes.resume(pid, ino, dev)
+                self.uprobes.resume(pid, ino, dev, probe=self._links_for.pop(pid, True))
                 self.holds += 1
                 self.held_ns += max(0, now - t_ns)
+            self._say_widened()
 
     def release(self, raws: Any = ()) -> None:
         """Let every held process run, unprobed (the recording is ending or failing)."""

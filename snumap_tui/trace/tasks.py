@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snumap_tui.sources._io import read_name_text
+from snumap_tui.sources._io import c_string, read_name_text
 from snumap_tui.trace import events as ev
 
 
@@ -109,6 +109,26 @@ def distinct_ids(ids: np.ndarray) -> np.ndarray:
     return (np.flatnonzero(mark) + lo).astype(ids.dtype)
 
 
+def take_names(events: np.ndarray) -> tuple[np.ndarray, list[ev.TaskInfo]]:
+    """EVENTS without the eBPF tracers' name records (kind COMM), and those records as
+    TaskInfo (tid, tgid, the name, its time), in the events' order. The 16 bytes of a name
+    are arg's 8, tid2's 4 and pid2's 4 (bpf/sched_event.h)."""
+    at = np.flatnonzero(events["kind"] == ev.COMM)
+    if not len(at):
+        return events, []
+    rec = events[at]
+    raw = np.empty((len(at), 16), dtype=np.uint8)
+    raw[:, :8] = rec["arg"].astype("<i8").view(np.uint8).reshape(-1, 8)
+    raw[:, 8:12] = rec["tid2"].astype("<i4").view(np.uint8).reshape(-1, 4)
+    raw[:, 12:] = rec["pid2"].astype("<i4").view(np.uint8).reshape(-1, 4)
+    infos = [ev.TaskInfo(tid=tid, pid=pid, comm=c_string(bytes(name)), t_ns=t)
+             for tid, pid, name, t in zip(rec["tid"].tolist(), rec["pid"].tolist(), raw,
+                                          rec["t_ns"].tolist())]
+    keep = np.ones(len(events), dtype=bool)
+    keep[at] = False
+    return events[keep], infos
+
+
 class TaskTable:
     """tid -> (tgid, comm) as learned so far, and which TaskInfo were already handed over.
 
@@ -122,6 +142,7 @@ class TaskTable:
         self.comm: dict[int, str] = {}
         self.ppid: dict[int, int] = {}
         self._pending: dict[int, ev.TaskInfo] = {}
+        self._earlier: list[ev.TaskInfo] = []     # names a task had before its pending one
         self._reported: set[int] = {0}
         self.tgid_by_tid = np.zeros(0, dtype=np.int32)
         self.named = np.zeros(0, dtype=bool)
@@ -156,9 +177,19 @@ class TaskTable:
                 self.named = tid_table(self.named, tid)
                 self.named[tid] = True
         if changed and tid in self.comm:
+            before = self._pending.get(tid)
+            if before is not None and before.comm != self.comm[tid]:
+                self._earlier.append(before)
             self._pending[tid] = ev.TaskInfo(tid=tid, pid=self.tgid.get(tid, -1),
                                              comm=self.comm[tid],
                                              ppid=self.ppid.get(tid, -1), t_ns=t_ns)
+
+    def learn_names(self, infos: Iterable[ev.TaskInfo]) -> None:
+        """Names as the kernel gave them, in time order (a rename, an exec, a fork's
+        inherited name): each is handed over with its time, so a report can name a task by
+        its last name and an export by its name at each moment."""
+        for i in infos:
+            self.learn(i.tid, tgid=i.pid if i.pid > 0 else None, comm=i.comm, t_ns=i.t_ns)
 
     def learn_pairs(self, tids: np.ndarray, tgids: np.ndarray) -> None:
         """Bulk: every (tid, tgid) pair with tgid > 0 that is new."""
@@ -237,7 +268,9 @@ class TaskTable:
 
     def take_infos(self) -> list[ev.TaskInfo]:
         """TaskInfo not handed over yet (new tasks, renamed tasks)."""
-        out = []
+        out, self._earlier = self._earlier, []
+        for info in out:
+            info.pid = self.tgid.get(info.tid, info.pid)
         for tid, info in self._pending.items():
             info.pid = self.tgid.get(tid, info.pid)
             info.ppid = self.ppid.get(tid, info.ppid)

@@ -204,12 +204,18 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             self._tell_feed_kthreads()
             self.feed.start(self._on_feed_frame)
 
+    def _lists_tasks(self) -> bool:
+        """A process list is on screen: the processes view, or the topology view's busiest
+        processes under the tree."""
+        return self.view == "processes" or (self.view == "topology"
+                                            and self._busiest_fit[1] > 0)
+
     def _tell_feed_tasks(self) -> None:
-        """Attributes down: the feed reads the whole process list every frame only while the
-        processes view shows it."""
+        """Attributes down: the feed reads the whole process list every frame while a list
+        shows it (at the chosen interval, as every other figure), else every TASKS_IDLE_S."""
         cadence = getattr(self.feed, "tasks_cadence", None)
         if callable(cadence):
-            cadence(0.0 if self.view == "processes" else TASKS_IDLE_S)
+            cadence(0.0 if self._lists_tasks() else TASKS_IDLE_S)
 
     def on_unmount(self) -> None:
         if self.feed is not None:
@@ -322,17 +328,19 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
 
     def _draw_busiest(self, tree: TopologyTable) -> None:
         """The busiest processes under a tree that leaves room for them (htop's one-screen
-        overview). They come from the frame's process list, which the feed reads in full only
-        every TASKS_IDLE_S while the processes view is hidden (the title says so): the list
-        costs nothing more than the selected process's highlight already does."""
+        overview). They come from the frame's process list, which the feed reads in full
+        every frame while the list is shown (``_lists_tasks``), at the chosen interval."""
         table = self.query_one("#topo-procs", ProcessTable)
         n = self._busiest_lines(tree)
         fit = (len(tree.rows), n)
         if fit != self._busiest_fit:
+            shown_before = self._busiest_fit[1] > 0
             self._busiest_fit = fit
             tree.styles.height = len(tree.rows) + 1 if n else "1fr"
             table.styles.height = n or 1
             table.display = bool(n)
+            if shown_before != bool(n):
+                self._tell_feed_tasks()        # the list follows the interval while shown
         if not n:
             return
         tasks = self.frame.tasks if self.frame else []
@@ -355,8 +363,6 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         table.set_cpu_column(col, self.mem_total())
         title = Text(" busiest processes" + (f" by {col.label}" if col.kind != "cpu" else ""),
                      style="bold")
-        if callable(getattr(self.feed, "tasks_cadence", None)):
-            title.append(f" · every {TASKS_IDLE_S:g} s")
         if shown and shown[0].cpu_pct is None:
             # The first full read has nothing to measure against: rates come with the next.
             title.append(" · CPU % from the next read", style=NA_STYLE)

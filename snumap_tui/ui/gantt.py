@@ -27,6 +27,7 @@ from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilis
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.analysis.noderows import fold_bins
 from snumap_tui.analysis.region_timeline import SERIAL
+from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.ui import counter_rows
 from snumap_tui.ui.palette import level_glyph
 from snumap_tui.ui.replay_data import ReplayData, Series
@@ -193,11 +194,20 @@ def _node_label(data: ReplayData, i: int) -> tuple[str, Style]:
         text = f"▸ {lab.node} ({len(lab.members)} PUs)"
         return text.ljust(LABEL_W)[:LABEL_W], style + Style(bold=True)
     first = prev is None or prev.node != lab.node
-    name = f"▾{lab.node}"[:5] if first else ""
+    node = str(lab.node)
+    if first and len(node) > 4:
+        # A name too long for its 5 columns (node-a, cn0123) takes its first row whole (up
+        # to LABEL_W - 4, cut in the middle past that): `node` told two nodes apart from
+        # nothing. Its package and NUMA node go on the next row.
+        return f"{fit_name('▾' + node, LABEL_W - 4):<{LABEL_W - 4}}{lab.pu:>4}", style
+    # The row after a long name's: its package and NUMA node, as a node's first row has.
+    opened = first or (prev is not None and len(str(prev.node)) > 4 and (
+        i < 2 or data.labels[i - 2].node != lab.node))
+    name = f"▾{node}" if first else ""
     pk = f"P{lab.package}" if lab.package is not None and (
-        first or prev is None or prev.package != lab.package) else ""
+        opened or prev is None or prev.package != lab.package) else ""
     nd = f"N{lab.numa}" if lab.numa is not None and (
-        first or prev is None or prev.numa != lab.numa or pk) else ""
+        opened or prev is None or prev.numa != lab.numa or pk) else ""
     text = f"{name:<5}{pk:<3}{nd:<3}{lab.pu:>4}"
     return text.ljust(LABEL_W)[:LABEL_W], style
 

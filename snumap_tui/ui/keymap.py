@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from textual.binding import Binding
 
-APPS = ("top", "replay")
+APPS = ("top", "replay", "job")
+TITLES = {"top": "top", "replay": "replay", "job": "top --job"}
 
 
 @dataclass(frozen=True)
@@ -46,22 +47,24 @@ class Key:
     priority: bool = False      # before the focused widget's own bindings
     display: str | None = None  # the footer's key text, when not the first key
     footer_replay: str | None = None   # replay's footer label (None: as top's; "": none)
+    job: str | None = None      # the action in `snumap top --job`'s job view (its footer: top's)
 
     def action(self, app: str) -> str | None:
-        return self.top if app == "top" else self.replay if app == "replay" else None
+        return {"top": self.top, "replay": self.replay, "job": self.job}.get(app)
 
 
 KEYMAP: list[Key] = [
-    Key("question_mark,f1,h", "? F1 h", "this help", "help", "help", "Help", display="?"),
-    Key("q,f10", "q F10", "quit", "quit", "quit", "Quit", display="q"),
-    Key("ctrl+c", "ctrl+c", "quit", "quit", "quit", priority=True),
+    Key("question_mark,f1,h", "? F1 h", "this help", "help", "help", "Help", display="?",
+        job="help"),
+    Key("q,f10", "q F10", "quit", "quit", "quit", "Quit", display="q", job="quit"),
+    Key("ctrl+c", "ctrl+c", "quit", "quit", "quit", priority=True, job="quit"),
     Key("1", "1", "topology tree view", "view('topology')", "view('topology')"),
     Key("2", "2", "heatmap view", "view('heatmap')", "view('heatmap')"),
     Key("3", "3", "activity view: processes (top), core-vs-time (replay)",
         "view('processes')", "view('gantt')"),
     Key("tab", "tab", "next view", "next_view", "next_view", "View", priority=True),
     Key("space,Z", "space Z", "pause / go on (top: the live updates; replay: playback)",
-        "pause", "play", footer_replay="Play", display="space"),
+        "pause", "play", footer_replay="Play", display="space", job="pause"),
     Key("left_square_bracket", "[", "slower (top: longer interval; replay: playback speed)",
         "slower", "slower"),
     Key("right_square_bracket", "]", "faster (top: shorter interval; replay: playback speed)",
@@ -77,7 +80,8 @@ KEYMAP: list[Key] = [
     Key("escape", "esc", "cancel the open line; else clear the filter or selection",
         "clear_filter", "clear_filter"),
     # `snumap top` only: the process list, as in htop.
-    Key("s", "s", "sort by the next column", "sort(1)", footer="Sort"),
+    Key("s", "s", "sort by the next column (job view: nodes by name, busy, job CPU)",
+        "sort(1)", footer="Sort", job="sort"),
     Key("less_than_sign", "<", "sort by the column to the left", "sort(-1)"),
     Key("greater_than_sign", ">", "sort by the column to the right", "sort(1)"),
     Key("f6", "F6", "pick the sort column", "pick_sort"),
@@ -114,17 +118,20 @@ KEYMAP: list[Key] = [
         replay="pan(-0.25)"),
     Key("shift+right,ctrl+right", "shift+→ ctrl+→", "pan a quarter of a screen right",
         replay="pan(0.25)"),
-    Key("up", "↑", "row up (a PU, a topology row)", replay="row(-1)"),
-    Key("down", "↓", "row down", replay="row(1)"),
-    Key("pageup", "pgup", "ten rows up", replay="row(-10)"),
-    Key("pagedown", "pgdn", "ten rows down", replay="row(10)"),
-    Key("enter", "enter", "core-vs-time: only the selected cell's process (esc: all)",
-        replay="only_selected"),
+    Key("up", "↑", "row up (a PU, a topology row; a node)", replay="row(-1)", job="row(-1)"),
+    Key("down", "↓", "row down", replay="row(1)", job="row(1)"),
+    Key("pageup", "pgup", "ten rows up", replay="row(-10)", job="row(-10)"),
+    Key("pagedown", "pgdn", "ten rows down", replay="row(10)", job="row(10)"),
+    Key("enter", "enter", "open the selected thing: core-vs-time: only its process (esc: "
+        "all); job view: the node's full top view (q: back)", replay="only_selected",
+        job="open_node"),
     Key("c", "c", "colour by process, thread, process group or region", replay="colour"),
     Key("b", "b", "cursor to the next marker (▼ on the time axis)", replay="marker(1)"),
     Key("B", "B", "cursor to the previous marker", replay="marker(-1)"),
-    Key("n", "n", "a job's nodes: fold / open the selected row's node", replay="fold_node"),
-    Key("N", "N", "a job's nodes: fold / open every node", replay="fold_node(True)"),
+    Key("n", "n", "a job's nodes: fold / open the selected row's node", replay="fold_node",
+        job="fold_node"),
+    Key("N", "N", "a job's nodes: fold / open every node", replay="fold_node(True)",
+        job="fold_node(True)"),
     Key("colon", ":", "go to a time: 12.5, 250ms, 1:02.5 (wall clock: 10:42:07)",
         replay="goto", footer="Go to"),
     Key("w", "w", "axis and times: from the start / wall clock", replay="wall_clock"),
@@ -184,7 +191,8 @@ def markdown() -> str:
             rows[-1] = (f"{rows[-1][0]} {k.shown}", k.what, rows[-1][2] | apps)
         else:
             rows.append((k.shown, k.what, apps))
-    out = ["| keys | what | top | replay |", "|---|---|:-:|:-:|"]
+    out = ["| keys | what | " + " | ".join(TITLES[a] for a in APPS) + " |",
+           "|---|---|" + ":-:|" * len(APPS)]
     for shown, what, apps in rows:
         keys = " ".join(f"`{name}`" for name in shown.split())
         marks = " | ".join("✓" if a in apps else "" for a in APPS)

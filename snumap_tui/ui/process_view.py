@@ -23,7 +23,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from snumap_tui.analysis.counter_figures import Figure, ThreadSeries, columns, total_columns
-from snumap_tui.analysis.memory import node_kinds, timelines
+from snumap_tui.analysis.memory import node_kinds, timelines, topology_nodes
 from snumap_tui.analysis.process_view import (
     RSS_NODE,
     ProcessStrips,
@@ -80,6 +80,15 @@ def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
     if c.series is None or c.fig is None:
         return {}, f"counters: n/a ({c.why})"
     fig = c.fig
+    edges = ps.edges[cursor:cursor + 2]
+    total = float(total_columns(c.series, list(ps.threads), edges, fig)[0])
+    if fig.share:
+        # A time event (task-clock) counts each thread's time on a PU: what its CPU row
+        # already draws, so no second row of the same; the process's at the cursor in PUs,
+        # as the CPU figure is (a share of one column over several threads passed 100 %).
+        what = "n/a" if not math.isfinite(total) else f"{total:.2f} PUs"
+        return {}, (f"{fig.name.removesuffix(' share')} at cursor {what} "
+                    "(the CPU rows; X: next)")
     vals = {t: columns(c.series, t, ps.edges, fig) for t in tids}
     finite = [v[np.isfinite(v)] for v in vals.values()]
     top = 1.0 if fig.share else max((float(f.max()) for f in finite if len(f)), default=0.0)
@@ -90,8 +99,6 @@ def _counter_rows(ps: ProcessStrips, tids: list[int], c: Counters, cursor: int
         rows[t] = [Segment(label[:LABEL_W].ljust(LABEL_W), counter_rows.COUNTER_STYLE),
                    Segment(" ", PLAIN),
                    *(Segment(ch, st) for ch, st in counter_rows.heat_row(v, top, cursor))]
-    edges = ps.edges[cursor:cursor + 2]
-    total = float(total_columns(c.series, list(ps.threads), edges, fig)[0])
     return rows, f"{fig.name} at cursor {counter_rows.fmt(total, fig)} (X: next)"
 
 
@@ -220,7 +227,8 @@ class ProcessViewMixin:
             rec = d.recording
             rows = rec.process_memory() if rec is not None and hasattr(
                 rec, "process_memory") else None
-            mem = d.cache["process memory"] = timelines(rows) if rows is not None else {}
+            mem = d.cache["process memory"] = timelines(
+                rows, topology_nodes(rec.topology)) if rows is not None else {}
         ps = strips(d.intervals, pid, st.t0, st.t1, cols, mem.get(pid), threads)
         # Named by its main thread, as ps does; by a thread of it when that never ran.
         comm = d.names.get(pid) or next((d.names[t] for t in sorted(threads)

@@ -97,9 +97,12 @@ class GanttView(Widget, can_focus=True):
         self.refresh()
 
     def letters(self) -> bool:
-        """Colours cannot tell processes apart: NO_COLOR, or 16 colours or fewer."""
+        """Colours cannot tell processes apart: NO_COLOR, or 16 colours or fewer (never in
+        a screenshot: an SVG has every colour, ui/screenshot.py)."""
         if self.app.no_color or os.environ.get("NO_COLOR"):
             return True
+        if getattr(self.app, "svg_colours", False):
+            return False
         return self.app.console.color_system in (None, "standard", "windows")
 
     def on_resize(self) -> None:

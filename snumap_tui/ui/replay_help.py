@@ -38,7 +38,8 @@ class ReplayHelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         width = max(len(k) for k, _ in KEYS) + 2
-        body = Text("snumap replay — keys\n", style="bold")
+        body = Text("snumap replay — keys (↑ ↓ scroll; the same keys mean the same in "
+                    "snumap top)\n", style="bold")
         for k, what in KEYS:
             body.append(f" {k:<{width}}", style="bold cyan")
             body.append(f"{what}\n")

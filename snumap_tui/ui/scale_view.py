@@ -89,9 +89,12 @@ class ScaleViewApp(App):
     """The study viewer; rows are the aggregated rows, models {region: text lines}."""
 
     TITLE = "snumap scale view"
+    # The table keeps one line per configuration however narrow the terminal (80x24 wrapped
+    # each row onto two): it is as wide as its text, and the detail pane scrolls sideways.
     CSS = """
     #regions { width: 34; }
-    #detail { padding: 0 1; }
+    #detail { padding: 0 1; overflow-x: auto; }
+    #table { width: auto; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "quit"), Binding("j", "down", show=False),
                 Binding("k", "up", show=False), Binding("h", "help", "help"),
@@ -120,6 +123,14 @@ class ScaleViewApp(App):
     def on_mount(self) -> None:
         self.query_one("#regions", OptionList).highlighted = 0
         self._show(0)
+        self.on_resize()
+
+    def on_resize(self) -> None:
+        """The region list: 34 columns on a wide terminal, a quarter of a narrow one (the
+        detail pane needs the room)."""
+        w = self.size.width
+        self.query_one("#regions", OptionList).styles.width = 34 if w >= 120 else \
+            max(16, w // 4)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         self._show(event.option_index)

@@ -45,6 +45,9 @@ def save_screenshot(app: Any, out: str | Path, size: str, *, keys: Sequence[str]
         svg.append(pilot.app.export_screenshot())
         pilot.app.exit(0)
 
+    # An SVG holds 24-bit colour whatever TERM says (TERM=xterm over ssh, in scripts and CI):
+    # views that fall back to letters on a 16-colour terminal draw colours here.
+    app.svg_colours = True
     app.run(headless=True, size=(w, h), auto_pilot=pilot_fn)
     if not svg:
         return False

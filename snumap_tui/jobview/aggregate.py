@@ -1,0 +1,501 @@
+"""The login node's side of `top --job`: N nodes' frame streams -> one job snapshot (pure).
+
+``JobAggregator.feed(node_index, line)`` takes one line of one node's stream (wire.py) and
+keeps, per node, its topology (the ``T`` record) and its last frame (``F``), still encoded
+as arrays: nothing is derived per line. ``snapshot()`` turns each node whose frame changed
+since the last call into a ``NodeView`` (per PU, core, NUMA node and package utilisation, memory
+per NUMA node, GPUs, the job's ranks with their threads on the node's PUs) and keeps the others'
+as they were, so a tick at 1,000 nodes costs the nodes that moved, each a few numpy operations.
+
+``node_frame()`` rebuilds a node's last frame as a model Frame (metric arrays on its topology,
+the job's processes as rows), which the node's full `top` view draws.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snumap_tui.jobview import wire
+from snumap_tui.jobview.wire import Assembler, Record
+from snumap_tui.topology.model import Topology
+
+#: The states of a node's stream.
+WAITING, LIVE, ENDED, LOST = "waiting", "live", "ended", "lost"
+
+
+@dataclass
+class ThreadView:
+    tid: int
+    pu: int              # OS index of the PU it last ran on (-1: unknown)
+    cpu_pct: float | None
+
+
+@dataclass
+class RankView:
+    node: str
+    rank: int | None
+    pid: int
+    comm: str
+    step: str
+    cpu_pct: float | None
+    threads: list[ThreadView]
+    affinity: str                       # of its first thread, as a cpulist
+    numa_mem: dict[int, int]            # NUMA node OS index -> bytes
+    rss: int | None
+    run_numa: list[int]                 # NUMA nodes its threads last ran on
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "rank": self.rank, "pid": self.pid, "comm": self.comm,
+                "step": self.step, "cpu_pct": _num(self.cpu_pct), "affinity": self.affinity,
+                "rss": self.rss, "numa_mem": {str(k): v for k, v in self.numa_mem.items()},
+                "run_numa": self.run_numa,
+                "threads": [{"tid": t.tid, "pu": t.pu, "cpu_pct": _num(t.cpu_pct)}
+                            for t in self.threads]}
+
+
+@dataclass
+class NodeView:
+    """One node as the view and ``--batch --json`` show it."""
+    index: int
+    name: str
+    status: str
+    why: str = ""
+    host: str = ""
+    topology: Topology | None = None
+    wall_ns: int = 0
+    dt_s: float = 0.0
+    busy_pct: float | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    frames: int = 0
+    bytes_in: int = 0
+    launch: str | None = None           # the srun/mpirun line of the job's ranks seen there
+    alloc: str = ""                     # the job's PUs there (the sampler's own affinity)
+    pu_base: int = 0                    # a merged recording's first PU of this node
+    affinity_known: bool = True         # False: a recording's "affinity" is where it ran
+    # The job's threads as the stream's arrays (pid, PU, CPU %; the findings' vectorised
+    # first look), and what builds the rank rows when they are first asked for: at 1,000
+    # nodes a tick builds the rows of the nodes on screen only.
+    threads: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    pu_numa: dict[int, int] = field(default_factory=dict)
+    pu_core: dict[int, int] = field(default_factory=dict)     # PU -> its core's logical index
+    alloc_cores: frozenset[int] = frozenset()                 # cores whose PUs are all the job's
+    _ranks: list[RankView] | None = None
+    _make_ranks: Callable[[], list[RankView]] | None = None
+    _stats: ThreadStats | None = None
+    # utilisation per object and the topology's (ids, OS indexes) per type; used and total
+    # memory per object: the strips and memory rows are made from them when first asked for
+    _util: np.ndarray | None = None
+    _index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _mem: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+
+    @property
+    def strips(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, util %)."""
+        if self._util is None:
+            return {}
+        return {t: (os_, self._util[ids].astype(np.float64))
+                for t, (ids, os_) in self._index_of.items() if len(ids)}
+
+    @property
+    def numa_mem(self) -> list[tuple[int, float | None, float | None]]:
+        """(NUMA node OS index, used bytes, total bytes) per NUMA node."""
+        ids, os_ = self._index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
+        used, total = self._mem
+
+        def col(a: np.ndarray | None) -> list[float | None]:
+            if a is None or self._util is None or a.shape != self._util.shape:
+                return [None] * len(ids)
+            return [x if math.isfinite(x) else None for x in a[ids].tolist()]
+
+        return list(zip(os_.tolist(), col(used), col(total)))
+
+    @property
+    def ranks(self) -> list[RankView]:
+        if self._ranks is None:
+            self._ranks = self._make_ranks() if self._make_ranks is not None else []
+            self._make_ranks = None
+        return self._ranks
+
+    @ranks.setter
+    def ranks(self, rows: list[RankView]) -> None:
+        self._ranks, self._make_ranks = rows, None
+
+    @property
+    def job_cpu_pct(self) -> float:
+        """The job's CPU on the node, in % of one PU."""
+        return thread_stats(self).job_cpu
+
+    def to_dict(self) -> dict[str, Any]:
+        pu = self.strips.get("PU")
+        return {"node": self.name, "index": self.index, "status": self.status,
+                **({"why": self.why} if self.why else {}), "host": self.host,
+                "wall_ns": self.wall_ns, "dt_s": self.dt_s, "busy_pct": _num(self.busy_pct),
+                "job_cpu_pct": self.job_cpu_pct, "frames": self.frames, "alloc": self.alloc,
+                "bytes": self.bytes_in,
+                "pus": {} if pu is None else {str(int(o)): _num(float(v))
+                                              for o, v in zip(pu[0], pu[1])},
+                "numa": [{"node": n, "used": _num(u), "total": _num(t)}
+                         for n, u, t in self.numa_mem],
+                "gpus": self.gpus, "ranks": [r.to_dict() for r in self.ranks]}
+
+
+def _num(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 2)
+
+
+@dataclass
+class _Node:
+    index: int
+    name: str
+    asm: Assembler = field(default_factory=Assembler)
+    topology: Topology | None = None
+    head: dict[str, Any] = field(default_factory=dict)
+    last: Record | None = None
+    status: str = WAITING
+    why: str = ""
+    frames: int = 0
+    bytes_in: int = 0
+    first_frame_at: float | None = None
+    view: NodeView | None = None
+    dirty: bool = True
+    # per object type: (ids, OS indexes) of the topology, computed once
+    index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    pu_numa: dict[int, int] = field(default_factory=dict)
+    pu_core: dict[int, int] = field(default_factory=dict)
+    alloc_cores: frozenset[int] = frozenset()
+
+
+class JobAggregator:
+    """Frames of N node streams -> one snapshot of the job (module docstring)."""
+
+    def __init__(self, names: list[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._nodes: dict[int, _Node] = {}
+        self.clock = clock
+        self.started = clock()
+        self.events: list[str] = []           # one line per node lost or ended
+        for i, n in enumerate(names or []):
+            self._nodes[i] = _Node(i, n)
+
+    # ---- input -------------------------------------------------------------------------------
+    def _node(self, index: int) -> _Node:
+        n = self._nodes.get(index)
+        if n is None:
+            n = self._nodes[index] = _Node(index, f"task{index}")
+        return n
+
+    def feed(self, index: int, line: bytes) -> None:
+        n = self._node(index)
+        n.bytes_in += len(line)
+        rec = n.asm.feed(line)
+        if rec is None:
+            return
+        if rec.kind == "T":
+            self._topology(n, rec)
+        elif rec.kind == "F":
+            if n.topology is None:
+                return
+            n.last, n.dirty = rec, True
+            n.frames += 1
+            if n.first_frame_at is None:
+                n.first_frame_at = self.clock()
+            if n.status == WAITING:
+                n.status = LIVE
+        elif rec.kind == "E":
+            self.end(index, str(rec.header.get("why", "ended"))[:200], ENDED)
+
+    def _topology(self, n: _Node, rec: Record) -> None:
+        raw = rec.header.get("topology")
+        try:
+            if not isinstance(raw, dict):
+                raise TypeError("no topology")
+            topo = Topology.from_dict(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.end(n.index, f"its topology does not load ({str(exc)[:120]})", LOST)
+            return
+        n.topology, n.head, n.dirty = topo, rec.header, True
+        n.name = str(rec.header.get("node") or n.name)[:64]
+        for t in ("PU", "Core", "NUMANode", "Package"):
+            objs = topo.by_type(t)
+            n.index_of[t] = (np.array([o.id for o in objs], dtype=np.intp),
+                             np.array([-1 if o.os_index is None else o.os_index
+                                       for o in objs], dtype=np.int64))
+        n.pu_numa = {}
+        for pu in topo.pus:
+            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
+            if pu.os_index is not None and numa is not None and numa.os_index is not None:
+                n.pu_numa[pu.os_index] = numa.os_index
+        n.pu_core, n.alloc_cores = core_maps(topo, str(rec.header.get("alloc", ""))[:1000])
+
+    def end(self, index: int, why: str, status: str = LOST) -> None:
+        """A node's stream ended (``E`` record, its sampler or srun's task gone)."""
+        n = self._node(index)
+        if n.status in (ENDED, LOST):
+            return
+        n.status, n.why, n.dirty = status, why, True
+        self.events.append(f"{n.name}: {why}")
+
+    # ---- output ------------------------------------------------------------------------------
+    def nodes(self) -> list[NodeView]:
+        """Every node's view, by index; only nodes with a new frame are recomputed."""
+        out = []
+        for i in sorted(self._nodes):
+            n = self._nodes[i]
+            if n.dirty or n.view is None:
+                n.view = self._view(n)
+                n.dirty = False
+            else:
+                n.view.status, n.view.bytes_in = n.status, n.bytes_in
+            out.append(n.view)
+        return out
+
+    def all_reported(self) -> bool:
+        """Every node sent a frame (or ended)."""
+        return bool(self._nodes) and all(n.frames or n.status in (ENDED, LOST)
+                                         for n in self._nodes.values())
+
+    def first_frame_s(self) -> float | None:
+        """Seconds from the start to the first frame of the last node to send one."""
+        times = [n.first_frame_at for n in self._nodes.values()]
+        if not times or any(t is None for t in times):
+            return None
+        return max(t for t in times if t is not None) - self.started
+
+    def frames_of(self, index: int) -> int:
+        """How many frames node INDEX has sent (-1: no such node)."""
+        n = self._nodes.get(index)
+        return -1 if n is None else n.frames
+
+    def topology(self, index: int) -> Topology | None:
+        n = self._nodes.get(index)
+        return None if n is None else n.topology
+
+    def _view(self, n: _Node) -> NodeView:
+        v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
+                     topology=n.topology, frames=n.frames, bytes_in=n.bytes_in,
+                     alloc=str(n.head.get("alloc", ""))[:1000])
+        rec = n.last
+        if rec is None or n.topology is None:
+            return v
+        h, a = rec.header, rec.arrays
+        v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
+        nobj = len(n.topology)
+        rows = metric_rows(h, a, nobj)
+        util = rows.get("util_pct")
+        v._index_of = n.index_of
+        if util is not None:
+            v.busy_pct = float(util[n.topology.root.id])
+            v._util = util
+            v._mem = (rows.get("mem_used_bytes"), rows.get("mem_total_bytes"))
+        gpus = h.get("gpus")
+        v.gpus = [g for g in gpus if isinstance(g, dict)][:64] if isinstance(gpus, list) else []
+        t, c = a.get("t"), a.get("c")
+        if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
+                and c.shape == (len(t),):
+            v.threads = (t[:, wire.T_PID], t[:, wire.T_PU], c, t[:, wire.T_RANK])
+        v.pu_numa, v.pu_core, v.alloc_cores = n.pu_numa, n.pu_core, n.alloc_cores
+        name, pu_numa = n.name, n.pu_numa
+        v._make_ranks = lambda: _ranks(name, h, a, pu_numa)
+        launch = h.get("launch")
+        v.launch = launch[:1000] if isinstance(launch, str) and launch else None
+        return v
+
+    def snapshot(self) -> dict[str, Any]:
+        """The job as ``top --job --batch --json`` prints it (the findings are added there)."""
+        nodes = self.nodes()
+        return {"nodes": [v.to_dict() for v in nodes],
+                "imbalance": imbalance(nodes), "events": list(self.events)}
+
+
+def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int
+                ) -> dict[str, np.ndarray]:
+    """The F record's metrics: name -> value per topology object (none when they do not fit
+    the node's topology)."""
+    m, names = a.get("m"), h.get("m")
+    if m is None or not isinstance(names, list) or m.ndim != 2 \
+            or m.shape != (len(names), nobj):
+        return {}
+    return {str(k): m[i] for i, k in enumerate(names)}
+
+
+def _strs(h: dict[str, Any], key: str, n: int, cut: int) -> list[str]:
+    v = h.get(key)
+    out = [str(x)[:cut] for x in v] if isinstance(v, list) else []
+    return (out + [""] * n)[:n]
+
+
+def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
+           pu_numa: dict[int, int]) -> list[RankView]:
+    t, c, p = a.get("t"), a.get("c"), a.get("p")
+    affs = _strs(h, "affs", 0 if t is None or t.ndim != 2 else int(t[:, wire.T_AFF].max(
+        initial=-1)) + 1, 200)
+    threads: dict[int, list[ThreadView]] = {}
+    aff_of: dict[int, str] = {}
+    if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
+            and c.shape == (len(t),):
+        for (pid, tid, _rank, pu, aff), cpu in zip(t.tolist(), c.tolist()):
+            threads.setdefault(pid, []).append(
+                ThreadView(tid, pu, None if math.isnan(cpu) else cpu))
+            if 0 <= aff < len(affs):
+                aff_of.setdefault(pid, affs[aff])
+    out: list[RankView] = []
+    if p is None or p.ndim != 2 or p.shape[1] < 3:
+        return out
+    nodes = h.get("numa")
+    nodes = [int(x) for x in nodes if isinstance(x, int)] if isinstance(nodes, list) else []
+    if len(nodes) != p.shape[1] - 3:
+        nodes = []
+    comm, step = _strs(h, "comm", len(p), 64), _strs(h, "step", len(p), 32)
+    for i, row in enumerate(p.tolist()):
+        if math.isnan(row[wire.P_PID]):
+            continue
+        pid, rank = int(row[wire.P_PID]), row[wire.P_RANK]
+        th = threads.get(pid, [])
+        known = [x.cpu_pct for x in th if x.cpu_pct is not None]
+        numa = {n: int(b) for n, b in zip(nodes, row[3:]) if not math.isnan(b)}
+        out.append(RankView(node=node, rank=int(rank) if rank >= 0 else None, pid=pid,
+                            comm=comm[i], step=step[i],
+                            cpu_pct=sum(known) if known else None, threads=th,
+                            affinity=aff_of.get(pid, ""), numa_mem=numa,
+                            rss=None if math.isnan(row[wire.P_RSS]) else int(row[wire.P_RSS]),
+                            run_numa=sorted({pu_numa[x.pu] for x in th if x.pu in pu_numa})))
+    out.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid))
+    return out
+
+
+@dataclass
+class ThreadStats:
+    """One pass over a node's job threads (the findings and the imbalance all read it)."""
+    job_cpu: float                      # % of one PU, every thread of the job
+    rank_cpu: list[float]               # per rank process, its threads summed
+    core_cpu: dict[int, float]          # per core (logical index), its PUs' threads summed
+    busy_pus: list[int]                 # the PU of each thread at SHARE_MIN % or more
+
+
+#: What a thread must get of a PU to count as busy on it (the oversubscription finding's).
+SHARE_MIN = 10.0
+
+
+def thread_stats(v: NodeView) -> ThreadStats:
+    if v._stats is None:
+        v._stats = _thread_stats(v)
+    return v._stats
+
+
+def _thread_stats(v: NodeView) -> ThreadStats:
+    per: dict[int, float] = {}
+    core: dict[int, float] = {}
+    busy: list[int] = []
+    total = 0.0
+    pu_core = v.pu_core
+    if v._ranks is None and v.threads is not None:
+        # a node has a few dozen threads of the job: plain Python beats numpy's call costs
+        pid, pus, cpu, rank = v.threads
+        rows = zip(pid.tolist(), pus.tolist(), cpu.tolist(), rank.tolist())
+    else:
+        rows = ((r.pid, t.pu, math.nan if t.cpu_pct is None else t.cpu_pct,  # type: ignore[assignment]
+                 -1 if r.rank is None else r.rank) for r in v.ranks for t in r.threads)
+    for p, pu, c, r in rows:
+        if math.isnan(c):                       # not measured yet
+            continue
+        total += c
+        if r >= 0:
+            per[p] = per.get(p, 0.0) + c
+        k = pu_core.get(pu)
+        if k is not None:
+            core[k] = core.get(k, 0.0) + c
+        if c >= SHARE_MIN and pu >= 0:
+            busy.append(pu)
+    if v._ranks is not None:                    # a recording's ranks carry their own CPU
+        per = {r.pid: r.cpu_pct for r in v.ranks if r.rank is not None
+               and r.cpu_pct is not None}
+        total = sum(r.cpu_pct or 0.0 for r in v.ranks)
+    return ThreadStats(total, list(per.values()), core, busy)
+
+
+def rank_cpu(v: NodeView) -> list[float]:
+    """Each rank's CPU % on node V (its threads summed)."""
+    return thread_stats(v).rank_cpu
+
+
+def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
+    """How unequal the job is: per node its job CPU %, per rank its CPU % (max/mean and the
+    percent imbalance (max - mean) / max, as the report's job section)."""
+    def one(values: list[float]) -> dict[str, float] | None:
+        if len(values) < 2 or max(values) <= 0:
+            return None
+        mean = sum(values) / len(values)
+        return {"max_over_mean": round(max(values) / mean, 3) if mean else float("inf"),
+                "percent": round(100.0 * (max(values) - mean) / max(values), 1),
+                "min": round(min(values), 1), "max": round(max(values), 1)}
+
+    live = [v for v in nodes if v.status == LIVE]
+    ranks: list[float] = []
+    for v in live:
+        ranks += rank_cpu(v)
+    return {"nodes": one([v.job_cpu_pct for v in live]), "ranks": one(ranks)}
+
+
+def node_frame(agg: JobAggregator, index: int) -> Any:
+    """The node's last frame as a model Frame (its topology, every metric it sent, the job's
+    processes as rows, its sources), for the node's full `top` view; None before its first."""
+    from snumap_tui.model.frame import Frame, TaskRow
+    from snumap_tui.sources.base import SourceStatus
+
+    n = agg._nodes.get(index)
+    if n is None or n.topology is None or n.last is None:
+        return None
+    rec, nobj = n.last, len(n.topology)
+    values = {k: v.astype(np.float64)
+              for k, v in metric_rows(rec.header, rec.arrays, nobj).items()}
+    view = n.view if n.view is not None and not n.dirty else agg._view(n)
+    rows = []
+    for r in view.ranks:
+        pus = [t.pu for t in r.threads if t.pu >= 0]
+        rows.append(TaskRow(pid=r.pid, tid=r.pid, comm=r.comm, user="", state="R",
+                            cpu_pct=r.cpu_pct, last_cpu=pus[0] if pus else None,
+                            affinity=frozenset(cpus_of(r.affinity)), job=f"rank {r.rank}"
+                            if r.rank is not None else None, nthreads=max(1, len(r.threads)),
+                            rss_bytes=r.rss))
+    rows.sort(key=lambda t: -(t.cpu_pct or 0.0))
+    sources = {}
+    for k, d in (n.head.get("sources") or {}).items():
+        if isinstance(d, dict):
+            sources[str(k)] = SourceStatus(str(k), bool(d.get("available")),
+                                           str(d.get("reason") or "")[:300] or None)
+    h = rec.header
+    return Frame(t_ns=int(h.get("t", 0) or 0), wall_ns=int(h.get("wall", 0) or 0),
+                 dt_s=float(h.get("dt", 0) or 0), topology=n.topology, values=values,
+                 tasks=rows, sources=sources)
+
+
+def core_maps(topo: Topology, alloc: str) -> tuple[dict[int, int], frozenset[int]]:
+    """(PU OS index -> its core's logical index, the cores whose PUs are all in ALLOC (a
+    cpulist; every core when empty))."""
+    pu_core: dict[int, int] = {}
+    mine = set(cpus_of(alloc)) if alloc else None
+    cores = set()
+    for core in topo.by_type("Core"):
+        pus = [p.os_index for p in topo.pus[core.pu_range[0]:core.pu_range[1]]
+               if p.os_index is not None]
+        for p in pus:
+            pu_core[p] = core.logical_index
+        if pus and (mine is None or all(p in mine for p in pus)):
+            cores.add(core.logical_index)
+    return pu_core, frozenset(cores)
+
+
+def cpus_of(cl: str) -> list[int]:
+    """A cpulist another process sent -> OS indexes ([] when it is not one)."""
+    from snumap_tui.native.perf_pmu import parse_cpulist
+
+    try:
+        return parse_cpulist(cl)
+    except ValueError:
+        return []
