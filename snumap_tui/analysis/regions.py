@@ -17,8 +17,10 @@ wall time, each thread's time inside, load imbalance and waiting time.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -555,12 +557,19 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
     said = f"{100 * share:.2g}% of the traced processes' CPU time" if share is not None \
         else "share unknown"
     over = f" (!) above {100 * WARN_SHARE:g}%" if p.get("over_budget") else ""
-    lines = [f"  region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}"]
+    wrap = partial(textwrap.wrap, width=80, initial_indent="  ", subsequent_indent="    ",
+                   break_on_hyphens=False)
+    lines = wrap(f"region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}")
     if p.get("budget"):
-        lines.append(f"  (--probe-budget {100 * p['budget']:g}%: a function's probes are "
-                     "detached past that share of a thread)")
+        lines += wrap(f"(--probe-budget {100 * p['budget']:g}%: a function's probes are "
+                      "detached past that share of a thread)")
     for f in p["functions"][:top]:
         off = " detached" if f["detached_ns"] else ""
         lines.append(f"    {safe_text(f['name'])[:36]:<36} {f['hits']:>11,} hits "
                      f"~{f['call_ns']:,} ns{off}"[:80])
+    if any(f["detached_ns"] for f in p["functions"][:top]):
+        # The kernel cuts a function's records at the budget; its probes come off a drain
+        # later, and every call trapped until then is a hit (and a cost), not a count.
+        lines += wrap("(hits: every call trapped until the probes came off; the regions' "
+                      "COUNT stops at the budget, so it is smaller)")
     return lines
