@@ -382,6 +382,6 @@ def test_the_probe_lines_fit_80_columns_and_say_why_hits_exceed_the_count() -> N
     assert "10% of the traced processes' CPU time (!) above 5%" in text
     assert "--probe-budget 1%: a function's probes are detached past that share of a" \
         " thread" in text
-    assert "COUNT stops at the budget" in text
+    assert "CALLS stop at the budget" in text
     assert "COUNT" not in " ".join(format_probes(probe_section(
         {"main._omp_fn.0": costs["main._omp_fn.0"]}, 0.158, 0.01)))

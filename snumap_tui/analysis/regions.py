@@ -571,5 +571,5 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
         # The kernel cuts a function's records at the budget; its probes come off a drain
         # later, and every call trapped until then is a hit (and a cost), not a count.
         lines += wrap("(hits: every call trapped until the probes came off; the regions' "
-                      "COUNT stops at the budget, so it is smaller)")
+                      "CALLS stop at the budget, so they are fewer)")
     return lines
