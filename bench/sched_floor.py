@@ -47,9 +47,11 @@ struct {
 
 """
 _RESERVE = (r"__u32 me = bpf_get_smp_processor_id\(\);\n\s*void \*ring = "
-            r"bpf_map_lookup_elem\(&rings, &me\);\n\s*struct snumap_sched_event \*e = ring \? "
+            r"bpf_map_lookup_elem\(&rings, &me\);\n\s*\*ringp = ring;\n\s*"
+            r"struct snumap_sched_event \*e = ring \? "
             r"bpf_ringbuf_reserve\(ring, sizeof\(\*e\), 0\) : 0;")
 _SLOT = """__u32 slot0 = 0;
+    *ringp = 0;
     struct snumap_floor_slots *s = bpf_map_lookup_elem(&snumap_floor, &slot0);
     struct snumap_sched_event *e = s ? &s->ev[s->head++ & 255] : 0;"""
 

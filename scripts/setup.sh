@@ -100,8 +100,10 @@ fi
 # files `snumap scale` writes for it: its wheel pins numpy < 2 and pulls in Qt.
 if [ "$mode" = test ] && [ ! -x .venv-extrap/bin/python ]; then
   echo "setup: installing Extra-P into .venv-extrap (for one test of the files snumap writes for it)" >&2
-  python3 -m venv .venv-extrap.tmp && .venv-extrap.tmp/bin/python -m pip install -q extrap >/dev/null \
-    && mv .venv-extrap.tmp .venv-extrap || { rm -rf .venv-extrap.tmp; echo "setup: Extra-P not installed" >&2; }
+  # Made in place (a venv's scripts name its own path: a renamed one's `extrap` would not
+  # start); removed whole if the install fails, so a half venv is never taken for done.
+  python3 -m venv .venv-extrap && .venv-extrap/bin/python -m pip install -q extrap >/dev/null \
+    || { rm -rf .venv-extrap; echo "setup: Extra-P not installed" >&2; }
 fi
 
 case "$mode" in

@@ -377,3 +377,16 @@ def test_a_guest_ring_is_drained_by_the_hosts_thread_at_its_own_pace() -> None:
     finally:
         host.stop()
     assert threading.active_count() == before
+
+
+def test_the_report_says_what_each_set_up_step_took_not_a_raw_timestamp() -> None:
+    """Seen in a first-day try: "Steady at 4650101169327 ns (monotonic)" meant nothing."""
+    from snumap_tui.analysis.recorder_cost import format_recorder_cost
+
+    steps = [["sources", 4_675_109_223_118], ["tracer", 4_675_250_074_606],
+             ["region probes", 4_675_698_448_595], ["warm-up", 4_675_737_353_751]]
+    text = " ".join(x.strip() for x in format_recorder_cost(
+        {"recorder": {"steady_ns": 4_675_737_560_007, "setup_steps": steps}}))
+    assert "(monotonic)" not in text and "4675737560007" not in text
+    assert "Set-up after sources, until steady (0.628 s): tracer 0.141 s, region probes " \
+        "0.448 s, warm-up 0.039 s." in text

@@ -20,6 +20,7 @@ import pytest
 from snumap_tui.analysis.region_timeline import summed_key, thread_segments
 from snumap_tui.analysis.regions import (
     WARN_SHARE,
+    format_probes,
     most_calls,
     probe_costs,
     probe_findings,
@@ -366,3 +367,21 @@ def test_the_perf_path_detaches_past_the_budget_from_the_decoded_hits() -> None:
         "detached_ns"] == t
     assert costs["GOMP_barrier"] == {"hits": 100, "probe_ns": 155_000, "call_ns": 1550,
                                      "detached_ns": 0}
+
+
+def test_the_probe_lines_fit_80_columns_and_say_why_hits_exceed_the_count() -> None:
+    """Seen in a first-day try: the share line ran to 93 columns, and a detached critical
+    section showed 10,480 hits beside a COUNT of 1,303 with nothing saying why."""
+    costs = {"GOMP_critical_start": {"hits": 10_480, "probe_ns": 10_480 * 1550,
+                                     "call_ns": 1550, "detached_ns": 5 * MS},
+             "main._omp_fn.0": {"hits": 2, "probe_ns": 3100, "call_ns": 1550,
+                                "detached_ns": 0}}
+    lines = format_probes(probe_section(costs, 0.158, 0.01))
+    assert lines and all(len(line) <= 80 for line in lines), [len(x) for x in lines]
+    text = " ".join(x.strip() for x in lines)
+    assert "10% of the traced processes' CPU time (!) above 5%" in text
+    assert "--probe-budget 1%: a function's probes are detached past that share of a" \
+        " thread" in text
+    assert "CALLS stop at the budget" in text
+    assert "COUNT" not in " ".join(format_probes(probe_section(
+        {"main._omp_fn.0": costs["main._omp_fn.0"]}, 0.158, 0.01)))

@@ -178,9 +178,10 @@ def test_synthetic_study_numbers(tmp_path: Path) -> None:
     assert below == {"amdahl": 8, "serial": 4, "(program)": 4}
     assert rep["most_lost"]["region"] == "serial" and rep["most_lost"]["threads"] == 8
     texts = [f["text"] for f in rep["findings"]]
-    assert "serial does not scale: efficiency 0.53 at 2 threads, 0.27 at 4, 0.14 at 8; " \
-           "serial fraction 0.90" in texts
-    assert any(t.startswith("scales scales: efficiency 1.00 at 2 threads") for t in texts)
+    assert "serial [compact] does not scale: efficiency 0.53 at 2 threads, 0.27 at 4, 0.14 at " \
+           "8; serial fraction 0.90" in texts
+    assert any(t.startswith("scales [compact] scales: efficiency 1.00 at 2 threads")
+               for t in texts)
     tree = [(n["region"], n["depth"]) for n in rep["regions"]]
     assert tree[0] == ("(program)", 0) and ("serial", 1) in tree
     df = data.to_pandas()
@@ -192,7 +193,8 @@ def test_report_and_export_cli(tmp_path: Path) -> None:
     make_study(tmp_path / "s", threads=[1, 2], serial={"a": 0.5}, repeats=2)
     r = scale("report", str(tmp_path / "s"))
     assert r.returncode == 0, r.stderr
-    assert "a scales partly: efficiency 0.67 at 2 threads; serial fraction 0.50" in r.stdout
+    assert "a [compact] scales partly: efficiency 0.67 at 2 threads; serial fraction 0.50" \
+        in r.stdout
     j = json.loads(scale("report", str(tmp_path / "s"), "--json").stdout)
     assert j["runs"] == {"planned": 4, "ok": 4}
     out = tmp_path / "m.parquet"

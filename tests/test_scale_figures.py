@@ -135,7 +135,7 @@ def test_models_of_another_metric(tmp_path: Path) -> None:
     assert mo["models"]["b"]["at_predict"]["value"] == pytest.approx(8.5e9, rel=1e-6)
     assert mo["models"]["a"]["at_predict"]["value"] == pytest.approx(1e9, rel=1e-6)
     text = scale("report", str(st), "--metric", "memory").stdout
-    assert "Models (PMNF, memory bytes as a function of the thread count" in text
+    assert "Models (PMNF, memory bytes, median over repeats, as a function of the thread count" in text
     timed = json.loads(scale("report", str(st), "--json").stdout)["models"]
     assert timed["metric"] == "time" and "time_s" in timed["models"]["b"]["at_cores"]
     _refused(scale("report", str(st), "--metric", "LLC-load-misses"),

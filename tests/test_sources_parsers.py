@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from snumap_tui.sources._io import parse_cpulist, parse_cpumask
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
@@ -213,3 +214,15 @@ def test_cpu_model_per_architecture(tmp_path) -> None:  # type: ignore[no-untype
     (tmp_path / "proc/cpuinfo").write_text(CPUINFO_X86.replace("7763 64", "7763  64"))
     assert cpu_model(tmp_path) == "AMD EPYC 7763 64-Core Processor"
     assert cpu_model(tmp_path / "nowhere") is None
+
+
+def test_a_stat_field_past_int64_is_an_unreadable_line() -> None:
+    """A crafted --fsroot tree's stat number too large for the int64 columns is a bad line
+    (the thread is skipped), not an OverflowError when the columns are built (issue 30)."""
+    from snumap_tui.sources.tasks import parse_stat
+
+    line = ("12 (a b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 "
+            "27 28 29 30 31 32 33 34 35 36 37 38")
+    assert parse_stat(line)["utime"] == 11
+    with pytest.raises(ValueError):
+        parse_stat(line.replace(" 11 ", " 99999999999999999999 "))

@@ -55,7 +55,7 @@ def test_extrap_text_one_file(tmp_path):
     ms = _measurements()
     ms.append(dict(ms[0], region="only_at_1", parent=None))      # not at every point
     ms.append(dict(ms[0], status="failed", time_s=99.0))         # failed runs stay out
-    paths = extrap.write_extrap(tmp_path / "study.txt", ms)
+    paths = extrap.write_extrap(tmp_path / "study.txt", ms, measure="mean")
     assert paths == [tmp_path / "study.txt"]
     text = paths[0].read_text()
     params, points, regions = _parse_text(text)
@@ -67,6 +67,11 @@ def test_extrap_text_one_file(tmp_path):
     assert data == [[1.0, 1.01], [0.5, 0.505], [0.25, 0.2525]]
     assert "# left out (not measured at every point): program->only_at_1" in text
     assert "99.0" not in text
+    # --measure median: each point's median is its one repetition (Extra-P models means)
+    med = extrap.write_extrap(tmp_path / "median.txt", ms)[0].read_text()
+    assert _parse_text(med)[2][("time", "program->main._omp_fn.0")] == \
+        [[1.005], [0.5025], [0.25125]]
+    assert "--options allow_negative_exponents=True" in med.splitlines()[1]
 
 
 def test_extrap_files_per_placement_and_numeric_inputs(tmp_path):

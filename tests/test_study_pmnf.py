@@ -22,12 +22,17 @@ def _noisy(y, seed=7, rel=0.01):
     (lambda p: 0.5 + 0.02 * p ** 2, Fraction(2), 0),
 ])
 def test_known_exponents_are_recovered(func, exponent, log_exponent):
-    m = pmnf.fit({"p": P}, _noisy(func(P)))
+    # logarithmic terms only where every point is above 1 (Extra-P's rule: log2(1) = 0)
+    p = P[1:] if log_exponent else P
+    m = pmnf.fit({"p": p}, _noisy(func(p)))
     assert len(m.terms) == 1, m.formula
     (f,) = m.terms[0].factors
     assert (f.exponent, f.log_exponent) == (exponent, log_exponent), m.formula
     # and it extrapolates: 128 is outside the measured range
     assert m.predict(128) == pytest.approx(float(func(np.array([128.0]))[0]), rel=0.05)
+    if log_exponent:        # with one thread among the points: no logarithm, as Extra-P
+        assert all(f.log_exponent == 0 for t in pmnf.fit({"p": P}, _noisy(func(P))).terms
+                   for f in t.factors)
     assert m.cv_smape < 5
 
 
@@ -49,6 +54,30 @@ def test_noise_alone_gives_the_constant():
     m = pmnf.fit({"threads": P}, y)
     assert m.terms == () or abs(m.terms[0].coefficient) < 0.05, m.formula
     assert m.predict(1000) == pytest.approx(5.0, abs=0.1)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_constant_with_noise_stays_constant(seed):
+    """3 +- 1 % (issue 32 item 6: it got 2.996 + 0.040 * p^-1 * log2 p), with repeats and
+    without; and a flat region 1.8 + 0.2/p +- 2 % keeps its term."""
+    rng = np.random.default_rng(seed)
+    x = np.repeat(P, 5)
+    m = pmnf.fit({"threads": x}, 3.0 * (1 + rng.normal(0, 0.01, len(x))))
+    assert m.terms == (), m.formula
+    m = pmnf.fit({"threads": P}, 3.0 * (1 + rng.normal(0, 0.01, len(P))))
+    assert m.terms == (), m.formula
+    flat = pmnf.fit({"threads": x}, (1.8 + 0.2 / x) * (1 + rng.normal(0, 0.02, len(x))))
+    assert len(flat.terms) == 1 and flat.terms[0].factors[0].exponent < 0, flat.formula
+
+
+def test_f_survival_known_values():
+    from snumap_tui.study.pmnf_select import f_survival
+
+    # F tables: F(1, 3) at 5 % is 10.128, F(2, 10) at 5 % 4.1028, F(6, 28) at 0.1 % 5.24
+    assert f_survival(10.128, 1, 3) == pytest.approx(0.05, abs=1e-4)
+    assert f_survival(4.1028, 2, 10) == pytest.approx(0.05, abs=1e-4)
+    assert f_survival(5.24, 6, 28) == pytest.approx(0.001, abs=2e-5)
+    assert f_survival(0.0, 2, 10) == 1.0
 
 
 def test_repeats_and_two_values():
@@ -145,3 +174,12 @@ def test_one_term_hypotheses_cross_validated_at_once_as_one_by_one() -> None:
         one = [pmnf._cross_validate([x], y) for x in xs]
         assert many == pytest.approx(one, rel=1e-9, abs=1e-9)
     assert pmnf._cross_validate_many(np.zeros((0, 4)), np.ones(4)) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_parameter_noise_stays_constant(seed):
+    rng = np.random.default_rng(seed)
+    t, n = np.meshgrid([1, 2, 4, 8, 16], [10, 20, 40, 80, 160])
+    t, n = t.ravel().astype(float), n.ravel().astype(float)
+    m = pmnf.fit({"threads": t, "input": n}, 3.0 * (1 + rng.normal(0, 0.02, len(t))))
+    assert m.terms == (), m.formula

@@ -4,6 +4,7 @@ with its unit, page faults as integers."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,9 @@ def test_report_piped_keeps_long_region_names(tmp_path: Path) -> None:
     rec = write_recording(tmp_path / "r.rec", synthetic_topology(1, 1, 1, 1), ev,
                           tasks=[TaskInfo(101, 100, "p", 1, 1000)],
                           regions=(reg, [RegionName(LONG, "user", "call")]))
+    # Piped, and no COLUMNS asked for (pytest-textual-snapshot sets COLUMNS=80 here).
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     p = subprocess.run([sys.executable, "-m", "snumap_tui.cli", "report", str(rec)],
-                       capture_output=True, text=True, timeout=120, check=False)
+                       capture_output=True, text=True, timeout=120, check=False, env=env)
     assert p.returncode == 0, p.stderr
     assert LONG in p.stdout

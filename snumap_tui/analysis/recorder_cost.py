@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from typing import Any
 
 STEADY = "recorder steady"
@@ -68,6 +69,17 @@ def cost_line(c: Mapping[str, Any] | None) -> str:
             f"{c['rss_peak_bytes'] / 2**20:.0f} MiB peak")
 
 
+def steady_text(steady_ns: int, steps: list[list[Any]]) -> str:
+    """When the recorder was steady (a command is held until then), said as what each set-up
+    step took: a raw monotonic timestamp meant nothing to a reader (JSON keeps it)."""
+    if not steps:
+        return f"Steady at {steady_ns} ns (monotonic)."
+    parts = [f"{n} {(int(t) - int(p)) / 1e9:.3f} s" for (_, p), (n, t) in pairwise(steps)]
+    tail = f": {', '.join(parts)}" if parts else ""
+    return (f"Set-up after {steps[0][0]}, until steady "
+            f"({(steady_ns - int(steps[0][1])) / 1e9:.3f} s){tail}.")
+
+
 def format_recorder_cost(r: Mapping[str, Any]) -> list[str]:
     """The report's text section (nothing for a recording without the chunks)."""
     c = r.get("recorder")
@@ -87,8 +99,7 @@ def format_recorder_cost(r: Mapping[str, Any]) -> list[str]:
             text.append(f"BPF {name}: {b['calls']} calls, {b['ns_per_call']:.0f} ns a call, "
                         f"{b['run_s'] * 1e3:.1f} ms (in the traced tasks' time).")
     if c.get("steady_ns") is not None:
-        text.append(f"Steady at {c['steady_ns']} ns (monotonic), after "
-                    + ", ".join(n for n, _ in c.get("setup_steps", [])) + ".")
+        text.append(steady_text(int(c["steady_ns"]), c.get("setup_steps") or []))
     lines = ["", "Recorder (its own cost while the command ran):"]
     for t in text:
         lines += textwrap.wrap(t, 78, initial_indent="  ", subsequent_indent="    ")

@@ -17,8 +17,10 @@ wall time, each thread's time inside, load imbalance and waiting time.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -371,6 +373,10 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None,
                 threads = _less_probes(threads, per_tid, cost["call_ns"])
             marks_r = marks[np.concatenate([m_order[m_cuts[r]:m_cuts[r + 1]] for r in rids])]
             count += _most_per_thread(marks_r["tid"])
+            if not len(rest) and len(body):
+                # a parallel region seen by its threads' bodies only (attached mid-run): its
+                # runs are the most bodies a thread had, as CALLS counts a region's runs
+                calls = max(calls, count)
         # The kernel's union covers the exact calls too (the same clock readings): the larger
         # is the whole (the smaller only when a recording lost its last summaries).
         wall_ns = max(union_ns(inst.start[main], inst.end[main]),
@@ -443,8 +449,10 @@ def region_findings(regions: list[dict[str, Any]], limit: int = 3,
         out.append({"kind": "imbalanced_region", "region": r["name"],
                     "imbalance": r["imbalance"],
                     "text": f"{_what(r)} {r['name']} is imbalanced: max/mean "
-                            f"{r['imbalance']:.2f} over {len(busy)} threads ({r['count']} "
-                            f"runs); the slowest (tid {name(slow['tid'])}) was inside "
+                            f"{r['imbalance']:.2f} over {len(busy)} threads "
+                            f"({r.get('calls', r['count'])} "
+                            f"{'runs' if r['role'] == 'parallel' else 'calls'}); the slowest "
+                            f"(tid {name(slow['tid'])}) was inside "
                             f"{1e3 * max(busy):.1f} ms, the mean {1e3 * sum(busy) / len(busy):.1f}"
                             f" ms; the others waited {1e3 * r['imbalance_waste_s']:.1f} ms"})
     return out
@@ -483,11 +491,17 @@ def _what(r: dict[str, Any]) -> str:
     return {"mpi": "MPI call", "marker": "phase", "user": "function"}.get(r["kind"], "region")
 
 
+def _calls(n: int) -> str:
+    """A call count in 9 columns (16 M calls: '16000000'; beyond: '1.2e+10')."""
+    return str(n) if n < 10 ** 9 else f"{n:.2g}"
+
+
 def format_regions(r: dict[str, Any], top: int = 20, width: int = 80) -> list[str]:
     """The report's text section: the NAME column as wide as the longest name within WIDTH
     (textcols.output_width), a name past that cut in the middle, its (file:line) kept."""
     regs = r.get("regions") or []
-    lines = ["", "Regions (by wall time; IMBAL = max/mean of threads' time inside):"]
+    lines = ["", ("Regions (by wall time; CALLS = by all threads, a parallel region's = its "
+                  "runs;"), "  IMBAL = max/mean of threads' time inside):"]
     if r.get("attached") and r.get("regions_info"):
         lines += _wrap("attached to running processes (--pid): a region entered before the "
                        "recording began shows from its first record, clipped (<); one that "
@@ -498,20 +512,20 @@ def format_regions(r: dict[str, Any], top: int = 20, width: int = 80) -> list[st
         lines.append(f"  {safe_text(why)}"[:80])
         return lines
     names = [safe_text(g["name"]) for g in regs[:top]]
-    nw = max(39, min(max(len(n) + 2 * bool(g.get("partial")) for n, g in zip(names, regs)),
-                     width - 2 - 37 - 3))
-    lines.append(f"  {'NAME':<{nw}} {'KIND':<6} {'COUNT':>6} {'WALL s':>7} {'IMBAL':>5} "
+    nw = max(36, min(max(len(n) + 2 * bool(g.get("partial")) for n, g in zip(names, regs)),
+                     width - 2 - 40 - 3))
+    lines.append(f"  {'NAME':<{nw}} {'KIND':<6} {'CALLS':>9} {'WALL s':>7} {'IMBAL':>5} "
                  f"{'WAIT s':>7}")
     for g, name in zip(regs[:top], names):
         imb = f"{g['imbalance']:.2f}" if g["imbalance"] is not None else "-"
         star = " *" if g.get("partial") else ""
         shown = fit_name(name, nw - len(star)) + star
-        lines.append(f"  {shown:<{nw}} {g['kind']:<6} {g['count']:>6} "
+        lines.append(f"  {shown:<{nw}} {g['kind']:<6} {_calls(g.get('calls', g['count'])):>9} "
                      f"{g['wall_s']:>7.3f} {imb:>5} {g['wait_s']:>7.3f}{_clip_mark(g)}")
     clipped = [g for g in regs if g.get("clipped")]
     if clipped:
         lines += _wrap("< entered before the recording began, > still inside when it ended: "
-                       "shown clipped to the recording (its COUNT and WALL are what was "
+                       "shown clipped to the recording (its CALLS and WALL are what was "
                        "recorded)")
     if len(regs) > top:
         lines.append(f"  ... {len(regs) - top} more regions (--json has all)")
@@ -543,12 +557,19 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
     said = f"{100 * share:.2g}% of the traced processes' CPU time" if share is not None \
         else "share unknown"
     over = f" (!) above {100 * WARN_SHARE:g}%" if p.get("over_budget") else ""
-    lines = [f"  region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}"]
+    wrap = partial(textwrap.wrap, width=80, initial_indent="  ", subsequent_indent="    ",
+                   break_on_hyphens=False)
+    lines = wrap(f"region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}")
     if p.get("budget"):
-        lines.append(f"  (--probe-budget {100 * p['budget']:g}%: a function's probes are "
-                     "detached past that share of a thread)")
+        lines += wrap(f"(--probe-budget {100 * p['budget']:g}%: a function's probes are "
+                      "detached past that share of a thread)")
     for f in p["functions"][:top]:
         off = " detached" if f["detached_ns"] else ""
         lines.append(f"    {safe_text(f['name'])[:36]:<36} {f['hits']:>11,} hits "
                      f"~{f['call_ns']:,} ns{off}"[:80])
+    if any(f["detached_ns"] for f in p["functions"][:top]):
+        # The kernel cuts a function's records at the budget; its probes come off a drain
+        # later, and every call trapped until then is a hit (and a cost), not a count.
+        lines += wrap("(hits: every call trapped until the probes came off; the regions' "
+                      "CALLS stop at the budget, so they are fewer)")
     return lines

@@ -23,7 +23,7 @@ VERBS = ("report", "export", "view", "task")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("other forms: snumap scale report STUDY [--json] [--plot DIR] "
-                     "[--extrap FILE] [--predict N]; snumap scale export STUDY --format "
+                     "[--extrap FILE] [--measure median|mean] [--predict N]; snumap scale export STUDY --format "
                      "parquet|json|csv -o FILE; snumap scale view STUDY")
     parser.add_argument("-o", "--output", metavar="STUDY",
                         help="study directory (made; rerun the same command to resume it)")
@@ -220,12 +220,29 @@ def _study(args: argparse.Namespace, cmd: list[str]) -> int:
         except KeyboardInterrupt:
             say(f"interrupted; rerun the same command to resume {study.dir}")
             return 130
+    warning = _perturbation_warning(study.dir)
+    if warning:
+        say(f"warning: {warning}")
     failed = f", {counts['failed']} failed (kept, marked)" if counts.get("failed") else ""
     left = (f", {counts['other']} of configurations not asked for now left pending (give "
             "their options to record them)" if counts.get("other") else "")
     say(f"{counts.get('ok', 0)} runs recorded{failed}, {counts['skipped']} already complete"
         f"{left}; snumap scale report {study.dir}")
     return 0
+
+
+def _perturbation_warning(path: Path) -> str | None:
+    """The study's perturbation warning (scale report's), or None; a study that cannot be
+    read back here has its report say why."""
+    from snumap_tui.study import load
+    from snumap_tui.study.aggregate import PROGRAM
+    from snumap_tui.study.report import perturbation, unit_of
+
+    try:
+        agg = load(path).aggregated()
+    except (SnumapError, OSError, ValueError):
+        return None
+    return perturbation([a for a in agg if a["region"] == PROGRAM], unit_of(agg)).get("warning")
 
 
 def _say(text: str) -> None:
@@ -242,7 +259,8 @@ def _print_plan(confs: list[dict[str, Any]], repeat: int, as_json: bool) -> None
     if as_json:
         print(json.dumps({"configurations": confs, "repeat": repeat}, indent=1))
         return
-    print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs")
+    print(f"{len(confs)} configurations x {repeat} repeats = {len(confs) * repeat} runs "
+          "(each recorded, and run once untraced for the recorder's perturbation)")
     for c in confs:
         env = " ".join(f"{k}={v}" for k, v in (c["omp_env"] or {}).items())
         print(safe_text(f"  {c['key']:<32} cpus {c['cpuset'] or 'any':<12} {env}").rstrip())
@@ -260,6 +278,9 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
         p.add_argument("--force", action="store_true",
                        help="replace the --extrap file(s) and the --plot files")
+        p.add_argument("--measure", default="median", choices=["median", "mean"],
+                       help="the models' (and the --extrap file's) figure per configuration: "
+                            "the median (default) or the mean of its repeats")
         p.add_argument("--predict", type=int, metavar="P",
                        help="extrapolate the models to P threads too")
         p.add_argument("--metric", default="time", metavar="NAME",
@@ -299,14 +320,14 @@ def _report(data: Any, args: argparse.Namespace) -> int:
     from snumap_tui.study.report import format_report
     from snumap_tui.textsafe import safe_text
 
-    rep = data.report(args.predict, args.metric)
+    rep = data.report(args.predict, args.metric, args.measure)
     if args.plot:
         rep["plots"] = [str(x) for x in plots.write_plots(Path(args.plot), data.aggregated(),
                                                           force=args.force)]
     if args.extrap:
-        rep["extrap"] = [str(x) for x in extrap.write_extrap(Path(args.extrap),
-                                                              data.measurements,
-                                                              force=args.force)]
+        rep["extrap"] = [str(x) for x in extrap.write_extrap(
+            Path(args.extrap), data.measurements, force=args.force, measure=args.measure,
+            program_untraced=(rep["perturbation"].get("program_basis") == "untraced"))]
     if args.json:
         print(json.dumps(rep, indent=1, default=str))
     else:

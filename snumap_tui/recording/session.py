@@ -261,6 +261,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
                           (child is None and attached is None) or args.system_wide, root)
     if cmd:
         header["command"] = cmd
+    if child is not None:
+        header["command_pid"] = child.pid     # whose exit ends the program's run (scale)
     if cpus:
         header["cpus"] = sorted(cpus)
     if job is not None:

@@ -50,7 +50,15 @@ def parse_stat(text: str) -> dict[str, Any]:
     lp = text.index("(")
     rp = text.rindex(")")
     rest = text[rp + 2:].split()
-    # rest[0] is field 3 (state): field N is rest[N - 3]
+    # rest[0] is field 3 (state): field N is rest[N - 3]. Every field snumap keeps fits an
+    # int64 on any kernel (a crafted --fsroot tree's may not: unreadable, like a bad line).
+    out = _stat_fields(text, lp, rp, rest)
+    if any(isinstance(v, int) and not -(1 << 63) <= v < (1 << 63) for v in out.values()):
+        raise ValueError("a stat field out of range")
+    return out
+
+
+def _stat_fields(text: str, lp: int, rp: int, rest: list[str]) -> dict[str, Any]:
     return {"tid": int(text[:lp]), "comm": text[lp + 1:rp], "state": rest[0],
             "ppid": int(rest[1]), "flags": int(rest[6]), "utime": int(rest[11]), "stime": int(rest[12]),
             "nice": int(rest[16]), "num_threads": int(rest[17]), "starttime": int(rest[19]),
@@ -463,8 +471,22 @@ class TasksSource:
 def _arrays(cols: dict[str, list[Any]]) -> dict[str, Any]:
     """The threads' columns as the readings contract has them: int64 arrays, comm and state
     as lists of str."""
-    out: dict[str, Any] = {k: np.array(v, dtype=np.int64)
-                           for k, v in cols.items() if k not in ("comm", "state")}
-    out["comm"] = cols["comm"]
-    out["state"] = cols["state"]
+    try:
+        out: dict[str, Any] = {k: np.array(v, dtype=np.int64)
+                               for k, v in cols.items() if k not in ("comm", "state")}
+    except OverflowError:
+        pass
+    else:
+        out["comm"] = cols["comm"]
+        out["state"] = cols["state"]
+        return out
+    # A crafted --fsroot tree can name a pid or uid past int64: such a thread is dropped.
+    n = len(cols["tid"])
+    bad = {i for k, v in cols.items() if k not in ("comm", "state")
+           for i, x in enumerate(v) if not -(1 << 63) <= x < (1 << 63)}
+    keep = [i for i in range(n) if i not in bad]
+    out = {}
+    for k, v in cols.items():
+        vals = [v[i] for i in keep]
+        out[k] = vals if k in ("comm", "state") else np.array(vals, dtype=np.int64)
     return out

@@ -15,8 +15,8 @@ from snumap_tui.study.manifest import Study
 #: Parquet/DataFrame columns of the measurements, in this order (one row per run x region),
 #: then the counter and memory figures (study/figures.py FLAT) and ``event:NAME`` per event.
 COLUMNS = ("run", "config", "region", "parent", "kind", "wait", "threads", "ranks", "places",
-           "input", "input_value", "freq", "repeat", "time_s", "energy_j", "count", "status",
-           "recording")
+           "input", "input_value", "freq", "repeat", "time_s", "untraced_s", "energy_j", "calls",
+           "status", "recording")
 
 
 class StudyData:
@@ -33,15 +33,22 @@ class StudyData:
             self._agg = aggregate(self.measurements)
         return self._agg
 
-    def report(self, predict: int | None = None, metric: str = "time") -> dict[str, Any]:
+    def report(self, predict: int | None = None, metric: str = "time",
+               measure: str = "median") -> dict[str, Any]:
         """The report; METRIC: the figure the models fit (study/figures.py METRICS or an
-        event's name; SnumapError for another)."""
+        event's name; SnumapError for another); MEASURE: median or mean of a time's
+        repeats for the models."""
         from snumap_tui.study.figures import check_metric
         from snumap_tui.study.report import report_from
 
         check_metric(metric, self.aggregated())
+        if measure not in ("median", "mean"):
+            raise SnumapError(f"--measure {measure}: choose median or mean")
+        if measure == "mean" and metric != "time":
+            raise SnumapError("--measure mean goes with --metric time (the other figures are "
+                              "medians over the repeats)")
         return report_from(self.manifest, self.runs, self.measurements, self.aggregated(),
-                           predict, metric, damaged=self.study.damaged)
+                           predict, metric, measure, damaged=self.study.damaged)
 
     def to_json(self) -> dict[str, Any]:
         """Configurations, runs and per-region measurements, JSON-ready."""
@@ -85,8 +92,8 @@ class StudyData:
         except ImportError:
             raise SnumapError(f"Parquet needs pyarrow: {install_extra('parquet')}") from None
         types = {"threads": pa.int32(), "ranks": pa.int32(), "repeat": pa.int32(),
-                 "count": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
-                 "time_s": pa.float64(), "energy_j": pa.float64()}
+                 "calls": pa.int64(), "wait": pa.bool_(), "input_value": pa.float64(),
+                 "time_s": pa.float64(), "untraced_s": pa.float64(), "energy_j": pa.float64()}
         types |= {c: pa.float64() for c in (*FLAT, *self.column_names())
                   if c not in types and c not in COLUMNS and not c.endswith("_why")}
         types["mem_rss_max_bytes"] = pa.int64()

@@ -9,6 +9,13 @@ The format (Extra-P's `--text` reader) is line based:
     DATA 0.251 0.249                the repetitions at one point, one line per point in
                                     POINTS order, for each region
 
+Extra-P models these files as `snumap scale report` models the study only with the options
+in EXTRAP_OPTIONS (its default modeler leaves out the falling terms a strong-scaling series
+needs: an Amdahl series becomes 9.0 - 3.5 * p^(1/4)); each file's first lines say so. Extra-P
+4.2.5 models a one-parameter file on the mean of each point's repetitions whatever its
+``--measure`` says, so a file for ``--measure median`` holds each point's median as its one
+repetition: Extra-P's mean of it is snumap's median.
+
 Extra-P's parameters are numbers: placements and frequencies are not, so a study with several
 placements (or frequencies) gives one file per combination, named after it. A region must have
 a value at every point; one measured at only some of them is left out and named in a comment.
@@ -18,10 +25,14 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PROGRAM = "program"
+#: the options Extra-P needs (``extrap --text FILE --options ...``) to model as snumap does
+EXTRAP_OPTIONS = ("allow_negative_exponents=True",)
+MEASURES = ("median", "mean")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@<>\[\]-]")
 
 
@@ -48,11 +59,18 @@ def _fmt(v: float) -> str:
     return repr(float(v))
 
 
-def extrap_texts(measurements: Sequence[Mapping]) -> dict[str, str]:
-    """The Extra-P text files for these measurements: {file suffix: text}.
+def extrap_texts(measurements: Sequence[Mapping], measure: str = "median",
+                 program_untraced: bool = False) -> dict[str, str]:
+    """The Extra-P text files for these measurements: {file suffix: text}; MEASURE: what one
+    point of repetitions is (median: its median alone, mean: every repetition);
+    PROGRAM_UNTRACED: the program's times are its untraced runs' (where `scale report` takes
+    them, the recorder having perturbed it), said in the file.
 
     The suffix is '' when the study has one placement and one frequency, else
     '-<places>-<freq>' for each combination."""
+    if program_untraced:
+        measurements = [{**m, "time_s": m.get("untraced_s")} if m.get("region") == "(program)"
+                        else m for m in measurements]
     ok = [m for m in measurements
           if m.get("status", "ok") == "ok" and isinstance(m.get("time_s"), (int, float))
           and math.isfinite(float(m["time_s"])) and isinstance(m.get("threads"), int)]
@@ -68,12 +86,17 @@ def extrap_texts(measurements: Sequence[Mapping]) -> dict[str, str]:
         suffix = ""
         if several:
             suffix = "-" + "-".join(_clean(x) for x in (places, freq) if x)
-        out[suffix] = _one_file(ms, parents, numeric_input, places, freq)
+        text = _one_file(ms, parents, numeric_input, places, freq, measure)
+        if program_untraced:
+            head, rest = text.split("\n", 1)
+            text = (f"{head}\n# program: its untraced runs' times (the recorder slowed it by "
+                    "more than 3 %: snumap scale report models these)\n" + rest)
+        out[suffix] = text
     return out
 
 
 def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_input: bool,
-              places: str, freq: str) -> str:
+              places: str, freq: str, measure: str = "median") -> str:
     def point(m: Mapping) -> tuple[float, ...]:
         p = (float(m["threads"]),)
         return p + (float(m["input_value"]),) if numeric_input else p
@@ -86,7 +109,14 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
     by_region: dict[str, dict[tuple[float, ...], list[Mapping]]] = {}
     for m in ms:
         by_region.setdefault(_callpath(m, parents), {}).setdefault(point(m), []).append(m)
-    lines = [f"# snumap scale study; placement {places or '-'}, frequency {freq or '-'}"]
+    if measure not in MEASURES:
+        raise ValueError(f"measure {measure!r}: choose from {', '.join(MEASURES)}")
+    each = ("each point's median of its repetitions (Extra-P's mean of one value)"
+            if measure == "median" else "every repetition (Extra-P takes their mean)")
+    lines = [f"# snumap scale study; placement {places or '-'}, frequency {freq or '-'}",
+             (f"# for the models snumap scale report --measure {measure} prints: extrap --text "
+              f"FILE --options {' '.join(EXTRAP_OPTIONS)}"),
+             f"# (without them Extra-P fits no falling term); DATA: {each}"]
     complete = {r: v for r, v in by_region.items() if all(p in v for p in points)}
     for r in sorted(set(by_region) - set(complete)):
         lines.append(f"# left out (not measured at every point): {r}")
@@ -102,7 +132,10 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
             lines.append(f"REGION {region}")
             for p in points:
                 reps = sorted(complete[region][p], key=lambda m: m.get("repeat", 0))
-                lines.append("DATA " + " ".join(_fmt(m[key[metric]]) for m in reps))
+                vals = [float(m[key[metric]]) for m in reps]
+                if measure == "median":
+                    vals = [statistics.median(vals)]
+                lines.append("DATA " + " ".join(_fmt(v) for v in vals))
     return "\n".join(lines) + "\n"
 
 
@@ -115,7 +148,8 @@ def extrap_targets(path: str | Path, suffixes: Sequence[str]) -> list[Path]:
 
 
 def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
-                 force: bool = False) -> list[Path]:
+                 force: bool = False, measure: str = "median",
+                 program_untraced: bool = False) -> list[Path]:
     """Write the Extra-P text file(s) of a study: `path` itself, or one file per placement and
     frequency beside it (``extrap_targets``), each as every output of snumap is written
     (safeout: beside, renamed; replaced only with FORCE). Every name is checked before the
@@ -124,7 +158,7 @@ def write_extrap(path: str | Path, measurements: Sequence[Mapping], *,
     from ..errors import SnumapError
     from ..safeout import SafeOutput, check_output
 
-    texts = extrap_texts(measurements)
+    texts = extrap_texts(measurements, measure, program_untraced)
     if not texts:
         raise SnumapError("--extrap: no completed run to write for Extra-P")
     targets = extrap_targets(path, list(texts))

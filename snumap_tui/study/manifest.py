@@ -7,6 +7,8 @@ Layout::
     STUDY/runs/ID.json         one run's state and per-region measurements (its source of truth)
     STUDY/runs/ID.rec          its recording (snumap record)
     STUDY/runs/ID.log          the recorder's and the command's output
+    STUDY/runs/ID.untraced.log the command's output when run untraced (the state's
+                               ``untraced``: time_s, exit_status, order; study/untraced.py)
     STUDY/runs/ID.lock         held (flock) while the run is being recorded
     STUDY/.lock                held by a `snumap scale` running the study here
 

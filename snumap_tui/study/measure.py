@@ -17,18 +17,48 @@ import numpy as np
 
 from snumap_tui.study.aggregate import PROGRAM
 
+EXIT_LAG_NS = 2_000_000_000   # how long before the "command exit" marker its exit is looked for first
 CONTAINED = 0.9          # share of a region's instances inside another for it to be the parent
 
 
 def command_window(rec: Any) -> tuple[int, int]:
-    """The command's run in the recording: its start and exit markers (else the recording)."""
+    """The command's run in the recording: from its start marker to the program's exit --
+    the last exit event of the command's process (``command_pid`` in the header; in an older
+    recording, of any traced thread) before the ``command exit`` marker, which is written
+    later, once the recorder has noticed the exit and reaped it (70-150 ms later under
+    load). Without those markers, the recording's span."""
     t0, t1 = int(rec.t_start), int(rec.t_end)
+    exit_mark = None
     for t, text in rec.markers:
         if text.startswith("command start:"):
             t0 = int(t)
         elif text.startswith("command exit:"):
-            t1 = int(t)
+            t1 = exit_mark = int(t)
+    if exit_mark is not None:
+        t1 = program_exit(rec, t0, exit_mark) or t1
     return t0, t1
+
+
+def program_exit(rec: Any, t0: int, t1: int) -> int | None:
+    """The time of the command's last thread's exit event in [T0, T1], or None (none seen:
+    the proc backend misses short threads; a recording without the exit events)."""
+    from snumap_tui.trace import events as ev
+
+    pid = rec.header.get("command_pid")
+    # The exit is a moment before the marker: the last seconds are read first, the rest of
+    # the run only where they hold none.
+    for lo in (max(t0, t1 - EXIT_LAG_NS), t0):
+        last: int | None = None
+        for cols in rec.iter_event_columns(("kind", "pid"), lo, t1 + 1):
+            sel = cols["kind"] == ev.EXIT
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                sel &= cols["pid"] == pid
+            if sel.any():
+                t = int(cols["t_ns"][sel].max())
+                last = t if last is None else max(last, t)
+        if last is not None or lo == t0:
+            return last
+    return None
 
 
 def energy_j(rec: Any, t0: int, t1: int) -> tuple[float | None, str | None]:

@@ -4,16 +4,20 @@ A PMNF model of one parameter p is
 
     f(p) = c0 + sum_k c_k * p^(i_k) * log2(p)^(j_k)
 
-with exponents i_k from a small set of rationals and j_k in {0, 1, 2} (Calotoiu et al., the
-form Extra-P fits). As Extra-P's default single-parameter modeler does, a model here has one
-term besides the constant; each hypothesis (i, j) is fitted by least squares and the hypotheses
-are ranked by leave-one-out cross-validation (the mean SMAPE of each point predicted by the fit
-of the others), so a term that only follows the noise loses to the constant. Thread counts
-shrink times, so negative exponents are hypotheses too (Amdahl's law is c0 + c1 * p^-1).
+with exponents i_k from a small set of rationals and j_k integers (Calotoiu et al., the form
+Extra-P fits). With one parameter, the model is chosen as Extra-P 4.2.5's default modeler
+chooses it with ``allow_negative_exponents=True`` (`pmnf_select.select`: its hypotheses, one
+term besides the constant, the constant's in-sample SMAPE against each term's leave-one-out
+SMAPE), so the `--extrap` files give the same models in Extra-P; then a term is kept only
+where an F test says noise is unlikely to have given it (`pmnf_select.noise_p_value`), so a
+constant series stays constant. Thread counts shrink times, so falling terms are hypotheses
+too (Amdahl's law is
+c0 + c1 * p^-1).
 
 With two parameters (threads and a numeric input size), the best single-parameter term of each
-is found first, then the additive and multiplicative combinations compete by the same
-cross-validation, again as Extra-P's multi-parameter modeler does.
+is found first, then the additive and multiplicative combinations compete by leave-one-out
+cross-validation, a combination with more terms kept only where it cuts the error by
+PARSIMONY, as Extra-P's multi-parameter modeler combines its parameters' terms.
 
 Everything here is pure: lists of numbers in, `Model`s out.
 """
@@ -27,16 +31,16 @@ from fractions import Fraction
 
 import numpy as np
 
-# Extra-P's default exponent set for polynomial parts, and its negative mirror for strong
-# scaling (time falling with the thread count).
-_POSITIVE = ["1/4", "1/3", "1/2", "2/3", "3/4", "4/5", "1", "5/4", "4/3", "3/2", "5/3", "7/4",
-             "2", "9/4", "7/3", "5/2", "8/3", "11/4", "3"]
+from snumap_tui.study.pmnf_select import NOISE_ALPHA, POLY, noise_p_value, select, terms_p_value
+
+# The exponents the two-parameter search combines (each parameter's best term first).
 POLY_EXPONENTS: tuple[Fraction, ...] = tuple(
-    [Fraction(0)] + [Fraction(e) for e in _POSITIVE]
-    + [-Fraction(e) for e in _POSITIVE if Fraction(e) <= 2])
+    [Fraction(0)] + [Fraction(e) for e in POLY] + [-Fraction(e) for e in POLY
+                                                    if Fraction(e) <= 2])
 LOG_EXPONENTS: tuple[int, ...] = (0, 1, 2)
 
 PARSIMONY = 0.1       # a hypothesis with more factors must cut the CV error by 10 %
+MEASURES = ("median", "mean")   # what one point of repeats is, as Extra-P's --measure
 MIN_POINTS = 3          # distinct parameter values needed for a hypothesis search
 _EPS = 1e-300
 
@@ -329,6 +333,25 @@ def _best(hyps: Iterable[tuple[tuple[Factor, ...], ...]], values: Mapping[str, n
     return best, best_cv
 
 
+def _select_single(param: str, x: np.ndarray, y: np.ndarray
+                   ) -> tuple[tuple[tuple[Factor, ...], ...], float]:
+    """The one-term (or constant) model of one value per point, as pmnf_select chooses."""
+    h, smape = select(x, y)
+    return (((Factor(param, *h),),) if h is not None else ()), smape
+
+
+def _per_point(x: np.ndarray, y: np.ndarray, measure: str) -> tuple[np.ndarray, np.ndarray]:
+    """One value per distinct X: the MEASURE (median or mean) of its repeats."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure {measure!r}: choose from {', '.join(MEASURES)}")
+    xs = np.unique(x)
+    if len(xs) == len(x):
+        o = np.argsort(x, kind="stable")
+        return x[o], y[o]
+    agg = np.median if measure == "median" else np.mean
+    return xs, np.array([float(agg(y[x == v])) for v in xs])
+
+
 def _best_slice_term(name: str, values: Mapping[str, np.ndarray],
                      y: np.ndarray) -> Factor | None:
     """The one-parameter term of `name` that predicts best with the other parameters held
@@ -371,11 +394,13 @@ def fit_amdahl(threads: Sequence[float], times: Sequence[float]) -> tuple[float,
     return t1, s
 
 
-def fit(points: Mapping[str, Sequence[float]], times: Sequence[float]) -> Model:
+def fit(points: Mapping[str, Sequence[float]], times: Sequence[float],
+        measure: str = "median") -> Model:
     """Fit a PMNF model of one or two parameters.
 
     points: parameter name -> its value at each measurement (same length as times); several
-    measurements may share a point (repeats): all are used, as Extra-P uses each repetition.
+    measurements may share a point (repeats): with one parameter, as Extra-P does, each point
+    is its repeats' MEASURE (median or mean) and the model is chosen on those.
     """
     params = tuple(points)
     if not 1 <= len(params) <= 2:
@@ -404,8 +429,16 @@ def fit(points: Mapping[str, Sequence[float]], times: Sequence[float]) -> Model:
                                     f"for a PMNF search (needs {MIN_POINTS})")
             return _finish(params, [], values, y, math.nan,
                            note=f"constant: {distinct[p]} value(s) of {p}")
-        terms, cv = _best(((h,) for h in _single_hypotheses(p, x)), values, y)
-        return _finish(params, list(terms), values, y, cv)
+        xs, ys = _per_point(x, y, measure)
+        terms, cv = _select_single(p, xs, ys)
+        note = ""
+        if terms:
+            pv, alpha = noise_p_value(x, y, xs, ys, terms[0][0].evaluate(xs))
+            if pv > alpha:
+                terms, cv = (), math.nan
+                note = (f"constant: the term the search found is within the noise (F test, "
+                        f"p = {pv:.2g})")
+        return _finish(params, list(terms), {p: xs}, ys, cv, note=note)
 
     p, q = params
     singles: dict[str, Factor | None] = {}
@@ -427,7 +460,14 @@ def fit(points: Mapping[str, Sequence[float]], times: Sequence[float]) -> Model:
         return _finish(params, [], values, y, math.nan,
                        note=f"constant: fewer than {MIN_POINTS} values of {p} and {q}")
     terms, cv = _best(hyps, values, y)
-    return _finish(params, list(terms), values, y, cv)
+    note = ""
+    if terms:
+        cols = [Term(1.0, fs).basis(values) for fs in terms]
+        pv = terms_p_value(_design(cols, len(y)), y)
+        if pv > NOISE_ALPHA:
+            terms, cv = (), math.nan
+            note = f"constant: the terms the search found are within the noise (F test, p = {pv:.2g})"
+    return _finish(params, list(terms), values, y, cv, note=note)
 
 
 def fit_models(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),
@@ -449,9 +489,12 @@ SERIES_KEYS = ("places", "input", "freq")
 
 
 def fit_series(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),
-               value: str = "time_median_s") -> list[tuple[str, dict, Model]]:
+               value: str = "time_median_s", measure: str = "median"
+               ) -> list[tuple[str, dict, Model]]:
     """One model per region and per setting of the dimensions not in params (placement,
-    input, frequency): [(region, {places, input, freq}, Model)], ordered by region."""
+    input, frequency): [(region, {places, input, freq}, Model)], ordered by region. ROWS
+    may hold several repeats of a point (a study's runs): each point is then their MEASURE,
+    and the repeats tell the noise a term must stand out of (fit)."""
     params = tuple(params)
     fixed_keys = tuple(k for k in SERIES_KEYS
                        if not (k == "input" and "input_value" in params))
@@ -468,7 +511,7 @@ def fit_series(rows: Sequence[Mapping], params: Sequence[str] = ("threads",),
     for key in sorted(groups, key=lambda k: (k[0], -len(groups[k]), k[1:])):
         rs = groups[key]
         pts = {p: [float(r[p]) for r in rs] for p in params}
-        model = fit(pts, [float(r[value]) for r in rs])
+        model = fit(pts, [float(r[value]) for r in rs], measure)
         out.append((key[0], dict(zip(fixed_keys, key[1:])), model))
     return out
 

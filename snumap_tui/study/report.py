@@ -12,11 +12,13 @@ from collections import Counter
 from typing import Any
 
 from snumap_tui.study.aggregate import (
+    PERTURBED,
     PROGRAM,
     aggregate,
     finite,
     measurements,
     parallelism,
+    serial_text,
     series_key,
 )
 from snumap_tui.study.figures import format_figures
@@ -39,7 +41,8 @@ def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
                 rows: list[dict[str, Any]], agg: list[dict[str, Any]],
                 predict: int | None = None, metric: str = "time",
-                damaged: dict[str, str] | None = None) -> dict[str, Any]:
+                measure: str = "median", damaged: dict[str, str] | None = None
+                ) -> dict[str, Any]:
     """The report's content; DAMAGED: run files that could not be read (by run id: why),
     counted and named (their runs are redone on resume)."""
     status = Counter(s.get("status") for s in states.values())
@@ -51,7 +54,7 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
     for a in agg:
         by_region.setdefault(a["region"], []).append(a)
     tree = _tree(by_region, parent)
-    unit = _unit(agg)
+    unit = unit_of(agg)
     rep: dict[str, Any] = {
         "study": {k: manifest.get(k) for k in ("command", "host", "machine", "snumap_version",
                                                "actuators", "created", "updated")},
@@ -66,8 +69,9 @@ def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
         "first_below_half": _below_half(by_region),
         "most_lost": _most_lost(agg),
     }
+    rep["perturbation"] = perturbation(by_region.get(PROGRAM, []), unit)
     rep["findings"] = findings(by_region, tree, unit, manifest.get("configurations", []))
-    rep["models"] = models(agg, manifest, predict, metric)
+    rep["models"] = models(agg, manifest, predict, metric, measure, rows)
     rep["events"] = manifest.get("events")
     return rep
 
@@ -110,7 +114,8 @@ def _tree(by_region: dict[str, list[dict[str, Any]]], parent: dict[str, str | No
     return out
 
 
-def _unit(agg: list[dict[str, Any]]) -> str:
+def unit_of(agg: list[dict[str, Any]]) -> str:
+    """What the parallelism is counted in: threads, ranks, or p (threads x ranks)."""
     ranks = {a.get("ranks") for a in agg}
     threads = {a["threads"] for a in agg}
     if ranks == {None}:
@@ -163,9 +168,41 @@ def _most_lost(agg: list[dict[str, Any]]) -> dict[str, Any] | None:
     same = [w for w in regs if w.get("wait") and w.get("parent") == a["region"]
             and parallelism(w) == top_p and series_key(w)[1:] == series_key(a)[1:]]
     if same:
+        # The wait call's time is when at least one thread waited in it: a part of the
+        # region's time (clipped to it), not of the time above perfect scaling.
         w = max(same, key=lambda w: w["time_median_s"])
-        out["wait_inside"] = {"region": w["region"], "time_s": w["time_median_s"]}
+        out["wait_inside"] = {"region": w["region"],
+                              "time_s": min(w["time_median_s"], a["time_median_s"]),
+                              "of": "region time"}
     return out
+
+
+def perturbation(prog: list[dict[str, Any]], unit: str) -> dict[str, Any]:
+    """The recorder's perturbation of the program per configuration: its median time
+    recorded and untraced (study/runner.py runs each configuration both ways), the ratio
+    minus 1, and a warning where it passes PERTURBED."""
+    rows = [a for a in prog if a.get("untraced_n")]
+    if not rows:
+        return {"available": False, "threshold": PERTURBED,
+                "why": "no run of this study was also run untraced (made before snumap scale "
+                       "did that)"}
+    confs = [{"places": a["places"], "input": a["input"], "freq": a["freq"],
+              "threads": a["threads"], "ranks": a.get("ranks"),
+              "recorded_s": a["time_median_s"], "untraced_s": a["untraced_median_s"],
+              "n": a["untraced_n"], "perturbation": a["perturbation"],
+              "over": a["perturbation"] > PERTURBED} for a in rows]
+    over = [c for c in confs if c["over"]]
+    warning = None
+    if over:
+        w = max(over, key=lambda c: c["perturbation"])
+        warning = (f"the recorder slowed the program by more than {100 * PERTURBED:.0f} % in "
+                   f"{len(over)} of {len(confs)} configurations (up to "
+                   f"{100 * w['perturbation']:.1f} % at {_count(w, unit)} {unit}, {_label(w)}): "
+                   "the program's speedup, efficiency and serial fraction are computed from "
+                   "its untraced times; region times there are as recorded (marked *)")
+    return {"available": True, "threshold": PERTURBED, "configurations": confs,
+            "program_basis": "untraced" if any(a.get("basis") == "untraced" for a in prog)
+            else "recorded", "warning": warning}
 
 
 def _energy_note(agg: list[dict[str, Any]], states: dict[str, dict[str, Any]]
@@ -183,8 +220,20 @@ def _energy_note(agg: list[dict[str, Any]], states: dict[str, dict[str, Any]]
     return {"available": False, "why": why}
 
 
+def _finding_series(rs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The series a region's finding speaks of: its only one, else the one fastest at the
+    largest parallelism it reached (its placement, input and frequency are named, so each
+    figure is a row of the table)."""
+    sers = [v for v in _series(rs).values() if len(v) > 1]
+    if not sers:
+        return None
+    top = max(parallelism(v[-1]) for v in sers)
+    return min((v for v in sers if parallelism(v[-1]) == top),
+               key=lambda v: v[-1]["time_median_s"])
+
+
 def _by_p(rs: list[dict[str, Any]], key: str) -> dict[int, float]:
-    """Per parallelism, the median of KEY over the region's series (placements, inputs)."""
+    """Per parallelism, KEY of one series' rows (or the median of several)."""
     acc: dict[int, list[float]] = {}
     for a in rs:
         if finite(a.get(key)):
@@ -202,24 +251,32 @@ def findings(by_region: dict[str, list[dict[str, Any]]], tree: list[dict[str, An
         share = max(a["time_median_s"] for a in rs) / prog_t if prog_t > 0 else 1.0
         if (r != PROGRAM and share < MIN_SHARE) or node.get("wait"):
             continue
-        eff, sp, kf = _by_p(rs, "efficiency"), _by_p(rs, "speedup"), _by_p(rs, "karp_flatt")
+        ser = _finding_series(rs)
+        if ser is None:
+            continue
+        label, several = _label(ser[-1]), len(_series(rs)) > 1
+        eff, sp, kf = (_by_p(ser, k) for k in ("efficiency", "speedup", "karp_flatt"))
         ps = [p for p in eff if p != min(eff)]
         if not ps:
             continue
         top = ps[-1]
         effs = ", ".join(f"{eff[p]:.2f} at {p} {unit}" if i == 0 else f"{eff[p]:.2f} at {p}"
                          for i, p in enumerate(ps))
-        serial = f"; serial fraction {kf[top]:.2f}" if top in kf else ""
+        serial = f"; serial fraction {serial_text(kf[top])}" if top in kf else ""
+        basis = "; from its untraced times" if ser[-1].get("basis") == "untraced" else ""
+        where = f" [{label}{', its fastest placement' if several else ''}{basis}]"
+        base = {"region": r, "efficiency": eff[top], "series": label, "p": top,
+                "speedup": sp.get(top)}
         if eff[top] < NOT_SCALING:
             slower = (f" (slower at {top} {unit} than at {min(eff)}: speedup {sp[top]:.2f})"
                       if sp.get(top, 1.0) < SLOWER else "")
-            out.append({"kind": "does_not_scale", "region": r, "efficiency": eff[top],
-                        "text": f"{r} does not scale{slower}: efficiency {effs}{serial}"})
+            out.append({"kind": "does_not_scale", **base,
+                        "text": f"{r}{where} does not scale{slower}: efficiency {effs}{serial}"})
         else:
             kind, how = ("scales", "scales") if eff[top] >= SCALING else \
                 ("scales_partly", "scales partly")
-            out.append({"kind": kind, "region": r, "efficiency": eff[top],
-                        "text": f"{r} {how}: efficiency {effs}{serial}"})
+            out.append({"kind": kind, **base,
+                        "text": f"{r}{where} {how}: efficiency {effs}{serial}"})
         out.extend(_placement_finding(r, rs, unit, configs or []))
     return out
 
@@ -247,27 +304,42 @@ def _placement_finding(region: str, rs: list[dict[str, Any]], unit: str,
 
 
 def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | None,
-           metric: str = "time") -> dict[str, Any]:
+           metric: str = "time", measure: str = "median",
+           runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """PMNF models of each region's time (or METRIC: study/figures.py) (snumap_tui.study.pmnf)
     as a function of the thread count, at the series with the most configurations (its
     placement, input and frequency named), extrapolated to the machine's cores and to PREDICT;
     where the inputs are numbers (three values at least), also of threads and input size
-    together."""
+    together. MEASURE: a time's median or mean over the repeats (other figures: medians).
+    A time is fitted to RUNS (the measurements: each repeat, so that the noise they show
+    decides whether a term is needed); the program's, where the recorder perturbed it (its
+    series' ``basis``), to its untraced times."""
     from snumap_tui.study import pmnf
     from snumap_tui.study.figures import UNITS, metric_value
 
-    rows = [{**a, "value": metric_value(a, metric)} for a in agg]
-    rows = [a for a in rows if a["value"] is not None]
+    untraced = {series_key(a) for a in agg if a.get("basis") == "untraced"}
+
+    def raw(r: dict[str, Any]) -> Any:
+        return r.get("untraced_s") if series_key(r) in untraced else r.get("time_s")
+
+    if metric == "time" and runs is not None:
+        rows = [{**r, "value": raw(r)} for r in runs if r.get("status") == "ok"]
+    else:
+        rows = [{**a, "value": metric_value(a, metric) if metric != "time" else
+                 a.get(f"{'untraced' if series_key(a) in untraced else 'time'}_{measure}_s")}
+                for a in agg]
+    rows = [a for a in rows if finite(a["value"])]
     if not rows:
         return {"available": False, "metric": metric,
                 "why": f"no configuration has a figure for {metric}"}
     try:
-        series = pmnf.fit_series(rows, params=("threads",), value="value")
+        series = pmnf.fit_series(rows, params=("threads",), value="value", measure=measure)
         sizes = {a.get("input_value") for a in rows}
         numeric = len(sizes) >= pmnf.MIN_POINTS and all(
             isinstance(v, (int, float)) for v in sizes)
         with_input = {r: (fx, m) for r, fx, m in reversed(
-            pmnf.fit_series(rows, params=("threads", "input_value"), value="value"))} \
+            pmnf.fit_series(rows, params=("threads", "input_value"), value="value",
+                            measure=measure))} \
             if numeric else {}
     except ValueError as exc:
         return {"available": False, "metric": metric, "why": f"no model fitted: {exc}"}
@@ -283,6 +355,11 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         if m.note:      # two thread counts: c0 + c1/p, Amdahl's law only for a time
             item["note"] = m.note if metric == "time" else \
                 m.note.replace("Amdahl's law", "c0 + c1 * threads^(-1)")
+        named = tuple("" if v is None else str(v) for v in series_key({"region": region,
+                                                                      **fixed})[1:])
+        if metric == "time" and any(k[0] == region and tuple(
+                "" if v is None else str(v) for v in k[1:]) == named for k in untraced):
+            item["note"] = "; ".join(x for x in (item.get("note"), "of its untraced times") if x)
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
                 item[label] = {"p": p, key: float(m.predict(p))}
@@ -296,7 +373,7 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
                     "p": cores, "input": big, key: float(m2.predict(cores, big))}
         out[region] = item
     return {"available": True, "metric": metric, "unit": UNITS.get(metric, ""),
-            "models": out}
+            "measure": measure if metric == "time" else "median", "models": out}
 
 
 # ---- text -------------------------------------------------------------------------------------
@@ -339,17 +416,23 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
                    for i, (h, w) in enumerate(cols["head"]))
     lines += ["", "Time per region and configuration (s, median [min-max] over repeats);",
               f"speedup, efficiency and serial fraction (Karp-Flatt) vs the fewest {unit}:"]
+    pert = rep.get("perturbation") or {}
     for node in rep["regions"][:top]:
         ind = "  " * node["depth"]
         tag = " [wait]" if node.get("wait") else ""
         lines.append(f"{ind}{node['region']}{tag}")
+        if node["region"] == PROGRAM and pert.get("program_basis") == "untraced":
+            lines.append(f"{ind}  (speedup, efficiency, serial fraction from its untraced "
+                         "times: the recorder's perturbation, below)")
         lines.append(f"{ind}  {head}".rstrip())
         for a in node["rows"]:
-            lines.append(f"{ind}  {_row(a, cols, energy)}".rstrip())
+            mark = " *" if a.get("perturbed") else ""
+            lines.append(f"{ind}  {_row(a, cols, energy)}{mark}".rstrip())
     if len(rep["regions"]) > top:
         lines.append(f"... {len(rep['regions']) - top} more regions (--json has all)")
     if not energy:
         lines.append(f"Energy and EDP: n/a: {rep['energy']['why']}")
+    lines += _perturbation_lines(pert, cols["keys"], unit)
     lines += format_figures(rep["regions"], cols["keys"], top)
     lines += ["", "Efficiency first below 50 %:"]
     below = rep["first_below_half"]
@@ -367,15 +450,18 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
                       f"({ml['time_median_s']:.3f} s, efficiency {_f(ml['efficiency'], '.2f')})")]
         if ml.get("wait_inside"):
             w = ml["wait_inside"]
-            lines.append(f"  of which waiting in {w['region']}: {w['time_s']:.3f} s")
+            lines.append(f"  of its {ml['time_median_s']:.3f} s, some thread was waiting in "
+                         f"{w['region']} during {w['time_s']:.3f} s")
     lines += ["", "Findings:"]
     lines += [f"  - {f['text']}" for f in rep["findings"]] or ["  none"]
     mo = rep["models"]
     if mo.get("available"):
         what = {"time": "time in s"}.get(mo.get("metric", "time"),
                                          f"{safe_text(mo.get('metric'))} {mo.get('unit', '')}")
-        lines += ["", (f"Models (PMNF, {what.rstrip()} as a function of the thread count; "
-                       "hypotheses chosen by leave-one-out cross-validation):")]
+        lines += ["", (f"Models (PMNF, {what.rstrip()}, {mo.get('measure', 'median')} over "
+                       "repeats, as a function of the thread count; chosen as Extra-P "
+                       "chooses with --options allow_negative_exponents=True, a term kept "
+                       "only where the noise cannot explain it):")]
         for r, item in mo["models"].items():
             extra = "".join(f"; {_pred(v)} at {v['p']}" for k, v in item.items()
                             if k.startswith("at_"))
@@ -389,6 +475,26 @@ def format_report(rep: dict[str, Any], top: int = 30) -> str:
     else:
         lines += ["", f"Models: n/a: {mo.get('why')}"]
     return "\n".join(lines)
+
+
+def _perturbation_lines(pert: dict[str, Any], keys: list[str], unit: str) -> list[str]:
+    """The recorder's perturbation per configuration, and its warning."""
+    if not pert:
+        return []
+    if not pert.get("available"):
+        return ["", f"The recorder's perturbation: n/a: {pert.get('why')}"]
+    lines = ["", (f"The recorder's perturbation (the program's time recorded and run untraced, "
+                  f"median s over repeats; over {100 * pert['threshold']:.0f} % marked !):"),
+             "  " + "".join(f"{k.upper():<9}" for k in keys)
+             + f"{'THR' if unit == 'threads' else unit.upper()[:4]:>4}{'RECORDED':>10}{'UNTRACED':>10}{'PERTURB':>9}"]
+    for c in pert["configurations"]:
+        lines.append("  " + "".join(f"{str(c.get(k) if c.get(k) is not None else '-')[:8]:<9}"
+                                    for k in keys)
+                     + f"{_count(c, unit):>4}{c['recorded_s']:>10.4f}{c['untraced_s']:>10.4f}"
+                     + f"{100 * c['perturbation']:>+8.1f}%" + (" !" if c["over"] else ""))
+    if pert.get("warning"):
+        lines.append(f"warning: {pert['warning']}")
+    return lines
 
 
 def _pred(v: dict[str, Any]) -> str:
@@ -419,11 +525,8 @@ def _columns(rep: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serial(x: Any, width: int) -> str:
-    """Karp-Flatt's serial fraction; above 1 (slower than with fewer threads: a wait region,
-    contention) it is no fraction of anything, shown as '>1'."""
-    if finite(x) and x > 1:
-        return f"{'>1':>{width}}"
-    return _num(x, width)
+    """Karp-Flatt's serial fraction in WIDTH columns (aggregate.serial_text)."""
+    return f"{serial_text(x):>{width}}"
 
 
 def _num(x: Any, width: int) -> str:

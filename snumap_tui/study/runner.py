@@ -3,6 +3,10 @@ process of this interpreter), with the configuration applied -- OMP_NUM_THREADS,
 placement's CPUs as the command's affinity (``record --cpus``) and OMP_PLACES/OMP_PROC_BIND,
 the input substituted, the launcher's rank count, the CPU frequency set.
 
+Each run also runs the command once untraced (study/untraced.py), with the same environment
+and CPUs, before the recording in odd repeats and after it in even ones, so neither always
+comes first: the program's time without the observer, for its perturbation.
+
 The recorder gets PR_SET_PDEATHSIG=SIGTERM: if `snumap scale` is killed, its recorder ends
 the recording cleanly and the command with it, and the run is redone on resume.
 """
@@ -132,12 +136,16 @@ def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable
             "recording": f"runs/{rec.name}", "log": f"runs/{log.name}",
             "slurm": _slurm_ids()}
         study.write_run(run.id, state)
+        env = run_env(cfg, cpus, omp)
+        untraced_first = run.repeat % 2 == 1
+        if untraced_first:
+            _untraced(study, run, state, cpus, env, stop, "before")
         t0 = time.monotonic()
         # the program's own output: private as root, like every output (safeout)
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      study_mode())
         try:
-            proc = subprocess.Popen(argv, env=run_env(cfg, cpus, omp), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                     stdout=fd, stderr=fd,
                                     # scale runs no threads of its own
                                     preexec_fn=_die_with_parent)  # noqa: PLW1509
@@ -157,8 +165,25 @@ def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable
             state.update(status="interrupted", why=f"recorder killed by signal {-rc}")
         else:
             _finish(state, rec, rc, log)
+        if not untraced_first and state["status"] != "interrupted":
+            _untraced(study, run, state, cpus, env, stop, "after")
         study.write_run(run.id, state)
     return state
+
+
+def _untraced(study: Study, run: RunPlan, state: dict[str, Any], cpus: tuple[int, ...],
+              env: dict[str, str], stop: dict[str, int] | None, order: str) -> None:
+    """The run's untraced twin into STATE's ``untraced`` (interrupted: the run is)."""
+    from snumap_tui.study.untraced import run_untraced
+
+    try:
+        u = run_untraced(state["command"], env, cpus, study.run_file(run.id, "untraced.log"),
+                         stop)
+    except KeyboardInterrupt:
+        state.update(status="interrupted", end=_now(), why="stopped in its untraced run")
+        study.write_run(run.id, state)
+        raise
+    state["untraced"] = {**u, "order": order}
 
 
 def _finish(state: dict[str, Any], rec: Any, rc: int, log: Any) -> None:
@@ -227,6 +252,19 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def perturbation_warning(state: dict[str, Any]) -> str | None:
+    """A run's warning when the recorder slowed its program beyond PERTURBED, else None."""
+    from snumap_tui.study.aggregate import PERTURBED, untraced_time
+
+    u = untraced_time(state)
+    rec = ((state.get("measurements") or {}).get("program") or {}).get("time_s")
+    if u is None or not isinstance(rec, (int, float)) or rec / u - 1 <= PERTURBED:
+        return None
+    return (f"warning: the recorder slowed the program by {100 * (rec / u - 1):.1f} % "
+            f"(recorded {rec:.4f} s, untraced {u:.4f} s; over {100 * PERTURBED:.0f} %: "
+            "scale report takes the program's speedup from its untraced runs)")
+
+
 def _slurm_ids() -> dict[str, str] | None:
     keys = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME")
     got = {k: os.environ[k] for k in keys if k in os.environ}
@@ -259,6 +297,10 @@ def run_pending(study: Study, launch: Launch, topo: Any, say: Callable[[str], No
             counts[st["status"]] = counts.get(st["status"], 0) + 1
             if st["status"] != "ok":
                 say(f"  {run.id}: {st['status']}: {safe_text(st.get('why', ''))}".rstrip(": "))
+            else:
+                warn = perturbation_warning(st)
+                if warn:
+                    say(f"  {run.id}: {warn}")
             study.save()
             if stop["sig"]:
                 raise KeyboardInterrupt

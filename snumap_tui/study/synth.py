@@ -21,13 +21,16 @@ def amdahl(t1: float, serial: float, p: int) -> float:
 def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
                t1: dict[str, float] | None = None, repeats: int = 1, places: list[str] | None = None,
                noise: float = 0.0, seed: int = 1, machine: dict[str, Any] | None = None,
-               sizes: list[float] | None = None, figures: bool = False) -> Study:
+               sizes: list[float] | None = None, figures: bool = False,
+               slowdown: dict[int, float] | None = None) -> Study:
     """A study at PATH of ``prog {input}`` over THREADS × PLACES (× input SIZES, named
     n<size>), REPEATS each: region R takes ``amdahl(t1[R], serial[R], p)`` seconds, times the
     size where sizes are given (times a uniform noise of ±NOISE), the program their sum plus
     10 ms. With FIGURES, every row also has counters as ``--events cycles,instructions``
     would give them (cycles = 1e9 x time x threads, 2 instructions a cycle; ratios by
-    attribution's formulas) and a memory high-water mark of 64 MiB x threads."""
+    attribution's formulas) and a memory high-water mark of 64 MiB x threads. With SLOWDOWN
+    ({threads: share}), each run also ran untraced, the recorded program that share slower
+    than the untraced one (the recorder's perturbation)."""
     rnd = random.Random(seed)
     t1 = t1 or {r: 1.0 for r in serial}
     confs = []
@@ -54,10 +57,14 @@ def make_study(path: Path, *, threads: list[int], serial: dict[str, float],
         if figures:
             for x in [prog, *regs]:
                 x.update(_figures(x["time_s"], run.config.threads))
-        study.write_run(run.id, {
+        state: dict[str, Any] = {
             "id": run.id, "config": run.config.key, "repeat": run.repeat, "status": "ok",
             "exit_status": 0, "recording": f"runs/{run.id}.rec",
-            "measurements": {"program": prog, "regions": regs}})
+            "measurements": {"program": prog, "regions": regs}}
+        if slowdown is not None:
+            state["untraced"] = {"time_s": prog["time_s"] / (1 + slowdown.get(
+                run.config.threads, 0.0)), "exit_status": 0, "order": "before"}
+        study.write_run(run.id, state)
     study.save()
     return study
 

@@ -105,8 +105,8 @@ class BudgetMixin:
             rate = self.budget * 1e9 / site.call_ns
             text = (f"regions: {what}: probes detached after {calls:,} calls, past the budget "
                     f"({100 * self.budget:g}% of a thread's time at ~{site.call_ns:,} ns a "
-                    f"call: {rate:,.0f} calls/s per thread); its counts and times until then "
-                    "are exact, later calls are not seen")
+                    f"call: {rate:,.0f} calls/s per thread); its counts and times up to the "
+                    "budget are exact, later calls are not counted")
             self.notes.append((t_ns, text))
             self.problems.append(text.removeprefix("regions: "))
 

@@ -134,6 +134,7 @@ class BpfUprobes:
         self.over: list[tuple[int, int]] = []   # (tag, t_ns): probes past their budget
         self._closing: list[threading.Thread] = []  # links being closed (detach)
         self._exec_link: Any = None
+        self._guard: Any = None             # lets the held processes go if the recorder dies
         wide = roots is None if system_wide is None else system_wide
         # (path, ret, group, offsets, cookies) of every probe set added: what a process
         # joining the tree gets its own links for.
@@ -158,6 +159,9 @@ class BpfUprobes:
             self.obj.load()
             self.obj.program("region_fork").attach()
             if hold_exec:
+                from snumap_tui.trace.hold_guard import HoldGuard
+
+                self._guard = HoldGuard(roots or [])    # before the first hold
                 self._exec_link = self.obj.program("region_exec").attach()
             tracked = self.obj.map("tracked")
             for pid in roots or []:
@@ -169,6 +173,8 @@ class BpfUprobes:
             self._entry = self.obj.program("region_entry").fd
             self._return = self.obj.program("region_return").fd
         except BaseException:
+            if self._guard is not None:
+                self._guard.close()
             self.obj.close()
             raise
 
@@ -310,6 +316,8 @@ class BpfUprobes:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+        if self._guard is not None:
+            self._guard.resumed(pid)
 
     def take_over(self, raw: Any) -> Any:
         """RAW without its budget records, whose (tag, t_ns) go to ``over``."""
@@ -338,8 +346,12 @@ class BpfUprobes:
         execs = raw["tag"] == EXEC_TAG
         if not execs.any():
             return raw
-        self.held += [(int(r["pid"]), int(r["arg"]), int(r["ret"]), int(r["t_ns"]))
-                      for r in raw[execs]]
+        got = [(int(r["pid"]), int(r["arg"]), int(r["ret"]), int(r["t_ns"]))
+               for r in raw[execs]]
+        if self._guard is not None:
+            for pid, *_ in got:
+                self._guard.held(pid)
+        self.held += got
         return raw[~execs]
 
     def drain_sums(self) -> None:
@@ -413,6 +425,9 @@ class BpfUprobes:
         held, self.held = self.held, []
         for pid, ino, dev, _t in held:
             self.resume(pid, ino, dev, probe=False)
+        if self._guard is not None:
+            self._guard.close()             # none held any more, none to come
+            self._guard = None
 
     def close(self) -> None:
         self.release_all()

@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, OptionList, Static
 
+from ..study.aggregate import PERTURBED, serial_text
 from ..study.plots import config_label, efficiency_grid, regions_of, varying_dims
 from ..textsafe import safe_text
 
@@ -80,8 +81,35 @@ def table(rows: Sequence[Mapping], region: str) -> Text:
         e = num(eff, "{:.2f}")
         out.append(f"{e:>6}", style=_cell_style(float(eff)).split(" on ")[-1]
                    if isinstance(eff, (int, float)) and math.isfinite(eff) else "")
-        out.append(f"{num(r.get('karp_flatt'), '{:.2f}'):>7}"
-                   f"{num(r.get('energy_j'), '{:.1f}'):>10}\n")
+        out.append(f"{serial_text(r.get('karp_flatt')):>7}"
+                   f"{num(r.get('energy_j'), '{:.1f}'):>10}"
+                   f"{' *' if r.get('perturbed') else ''}\n")
+    out.append_text(perturbation_text(mine, dims))
+    return out
+
+
+def perturbation_text(mine: Sequence[Mapping], dims: Sequence[str]) -> Text:
+    """Under a region's table: the program's time untraced and the recorder's perturbation
+    per configuration, and what its speedup is computed from; a region's rows measured in
+    perturbed runs are marked * (the report's words)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    prog = [r for r in mine if r.get("untraced_n")]
+    if prog:
+        over = any(r.get("basis") == "untraced" for r in mine)
+        out.append("\nthe recorder's perturbation (program time recorded / untraced - 1):\n",
+                   style="bold")
+        for r in sorted(prog, key=lambda r: (config_label(r, dims), int(r["threads"]))):
+            p = float(r["perturbation"])
+            out.append(f"{safe_text(config_label(r, dims))[:17]:<18}{int(r['threads']):>4}"
+                       f"{float(r['untraced_median_s']):>9.4f} s untraced{100 * p:>+8.1f} %")
+            out.append(" !\n" if p > PERTURBED else "\n",
+                       style="bold red" if p > PERTURBED else "")
+        if over:
+            out.append(f"over {100 * PERTURBED:.0f} %: speedup, eff and serial are from the "
+                       "untraced times\n", style="italic")
+    elif any(r.get("perturbed") for r in mine):
+        out.append(f"\n* recorded in runs the recorder slowed by more than "
+                   f"{100 * PERTURBED:.0f} %: times as recorded\n", style="italic")
     return out
 
 
