@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -363,3 +364,17 @@ def test_report_findings_from_a_recordings_figures() -> None:
     assert "NUMA nodes 0, 1" in found[0]["text"] and "97%" in found[0]["text"]
     assert "over the recording" in found[0]["confidence"]
     assert found[1]["cores"] == [1, 3]            # the second core of each NUMA node
+
+
+def test_the_node_samplers_run_this_snumap_whatever_the_working_directory() -> None:
+    """srun starts the samplers through selfcmd's boot line (this package first on sys.path),
+    never `python -m`, which would import a working directory's snumap_tui (issue 30 item 13)."""
+    import snumap_tui
+    from snumap_tui.jobview.launch import srun_argv
+    from snumap_tui.selfcmd import BOOT
+
+    argv = srun_argv("42", 2, 1.0, python="/opt/py/bin/python3")
+    i = argv.index("/opt/py/bin/python3")
+    assert argv[i + 1:i + 3] == ["-c", BOOT] and "-m" not in argv
+    assert argv[i + 3] == str(Path(snumap_tui.__file__).resolve().parent.parent)
+    assert argv[i + 4:i + 7] == ["top", "--stream", "--job=42"]

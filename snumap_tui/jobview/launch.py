@@ -1,7 +1,7 @@
 """srun as the transport of `top --job`: one sampler per node of the job, frames over stdout.
 
 ``srun --overlap --jobid J --nodes=N --ntasks=N --ntasks-per-node=1 --label --input=all
-PYTHON -m snumap_tui.cli top --stream --job J`` runs this very snumap (the login node's
+PYTHON -c BOOT HOME top --stream --job J`` (selfcmd.py) runs this very snumap (the login node's
 interpreter path; the same installation is on every node of a cluster) as one more step of
 the user's job: Slurm's authentication, cgroups and accounting, no port, no daemon, no ssh.
 ``--label`` prefixes every line with the task number (= the node's index, one task a node);
@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.jobview.aggregate import ENDED, LOST, JobAggregator
+from snumap_tui.selfcmd import snumap_argv
 
 _LABEL = re.compile(rb"^\s*(\d+): ?")
 _TASK = re.compile(r"\btask (\d+): (.+)$")
@@ -76,8 +77,8 @@ def srun_argv(jobid: str, nodes: int, interval_s: float, python: str = sys.execu
     return ["srun", "--overlap", f"--jobid={jobid}", f"--nodes={nodes}", f"--ntasks={nodes}",
             "--ntasks-per-node=1", "--label", "--input=all", "--kill-on-bad-exit=0",
             "--cpu-bind=none", "--job-name=snumap-top",
-            python, "-m", "snumap_tui.cli", "top", "--stream", f"--job={jobid}",
-            f"--interval={interval_s:g}s", *extra]
+            *snumap_argv("top", "--stream", f"--job={jobid}", f"--interval={interval_s:g}s",
+                         *extra, python=python)]
 
 
 class SrunStreams:

@@ -19,13 +19,12 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from snumap_tui.selfcmd import snumap_argv
 from snumap_tui.study.configs import Config, cpulist, placement, substitute
 from snumap_tui.study.files import study_mode
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
@@ -79,23 +78,6 @@ def run_env(cfg: Config, cpus: tuple[int, ...], omp: dict[str, str],
     if cfg.ranks is None or cfg.ranks == 1:
         env.update({k: str(v) for k, v in omp.items() if k in OMP_KEYS})
     return env
-
-
-# The child runs the parent's own snumap, whatever the working directory holds: `python -m`
-# would put the working directory first on sys.path (a checkout's snumap_tui, or anyone's).
-BOOT = ("import sys; d = sys.argv.pop(1); "
-        "sys.path[:] = [p for p in sys.path if p not in ('', '.')]; sys.path.insert(0, d); "
-        "import snumap_tui; sys.path.remove(d); sys.argv[0] = 'snumap'; "
-        "from snumap_tui.cli import main; sys.exit(main())")
-
-
-def snumap_argv(*args: str) -> list[str]:
-    """The command line that runs this very snumap (this interpreter, this package) with
-    ARGS."""
-    import snumap_tui
-
-    home = str(Path(snumap_tui.__file__).resolve().parent.parent)
-    return [sys.executable, "-c", BOOT, home, *args]
 
 
 def record_argv(study: Study, launch: Launch, run: RunPlan, cpus: tuple[int, ...]

@@ -18,9 +18,9 @@ from typing import Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.safeout import dir_mode
+from snumap_tui.selfcmd import snumap_argv
 from snumap_tui.study.files import make_dir, read_bytes, study_mode
 from snumap_tui.study.manifest import RunPlan, Study, write_atomic
-from snumap_tui.study.runner import snumap_argv
 from snumap_tui.textsafe import safe_text
 from snumap_tui.threadpools import user_environ
 
