@@ -285,7 +285,9 @@ def test_kernel_sums_equal_the_records_of_the_same_calls(tmp_path: Path) -> None
         assert len(bt) == len(et) == int(s["count"].sum()) + len(xbt) == n // 2
         exact = int((et - bt).sum())
         got = int(s["sum_ns"].sum()) + int((xet - xbt).sum())
-        assert abs(got - exact) <= 0.01 * exact
+        # Each call's two readings are one BPF program's run apart (the summing program runs
+        # first at the entry, last at the return): 1 %, or 25 ns a call on a short section.
+        assert abs(got - exact) <= max(0.01 * exact, 25 * len(bt)), (got, exact, len(bt))
     union = union_ns(b["t_ns"].astype(np.int64), e["t_ns"].astype(np.int64))
     assert abs(int(sums["wall_ns"].max()) - union) <= 0.01 * union
 
