@@ -273,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             "round's untraced run.\n\n")
     body += table(["mode", "program wall s (median)", "critical phase s",
                    "overhead (median ratio)", "ratio range", "critical phase overhead"], rows)
+    # The file's temporary directory is this machine's: named by its base name only.
+    last = re.sub(r"to /\S*/(r\.rec)", r"to \1", last)
     body += f"\nLast line of the last `snumap record`: `{last}`\n\n"
     body += ("What a probe hit costs the thread that makes it: a call probed vs unprobed "
              f"({args.hits:,} calls, best of 3 each), and the BPF programs' own time per hit "
