@@ -39,7 +39,7 @@ from typing import Any
 from snumap_tui.errors import SnumapError
 from snumap_tui.study import files
 from snumap_tui.study.configs import Config
-from snumap_tui.study.files import make_dir, trusted_dir, write_text
+from snumap_tui.study.files import make_dir, read_json, trusted_dir, write_text
 from snumap_tui.study.schema import check_manifest, check_run
 from snumap_tui.textsafe import safe_text
 
@@ -50,18 +50,6 @@ DONE = ("ok", "failed")          # states a resume keeps
 
 
 # ---- files ------------------------------------------------------------------------------------
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write TEXT as PATH: through safeout (a fresh temporary file beside it, renamed; no link
-    followed; 0600 as root)."""
-    write_text(path, text)
-
-
-def read_json(path: Path, *, trust: bool = False) -> Any:
-    """A JSON file of the study: regular, bounded, not followed through a link (with TRUST:
-    owned by the invoking user or root, writable by no one else); SnumapError otherwise."""
-    return files.read_json(path, trust=trust)
-
 
 def _lock_fd(path: Path) -> int:
     """PATH opened (created) for a flock: never through a link, a regular file, 0600 as
@@ -190,7 +178,7 @@ class Study:
     def write_run(self, run_id: str, state: dict[str, Any]) -> None:
         """The run's state file; a number that is not finite is written as null (the reader
         refuses NaN and Infinity: study/schema.py)."""
-        write_atomic(self.run_file(run_id, "json"), json.dumps(_finite(state), indent=1))
+        write_text(self.run_file(run_id, "json"), json.dumps(_finite(state), indent=1))
 
     def save(self, keys: tuple[str, ...] | None = ()) -> None:
         """manifest.json: the study with every run's state merged in (measurements left in
@@ -222,7 +210,7 @@ class Study:
                                 if k not in ("measurements", "id")}})
             base["runs"] = runs
             base["updated"] = _now()
-            write_atomic(path, json.dumps(base, indent=1))
+            write_text(path, json.dumps(base, indent=1))
             self.manifest = base
 
 
