@@ -12,7 +12,7 @@ A study directory sits on a shared node (a shared file system, under a Slurm arr
   is not followed), at most ``MAX_BYTES``, decoded within a budget of items and nesting, with
   no NaN or Infinity (``topology/jsonlimits.py``); then the caller checks it against its
   schema (study/schema.py).
-- **Writes** (``write_text``, ``make_dir``): through ``safeout`` -- a fresh temporary file
+- **Writes** (``write_text``, ``make_dir``, ``open_log`` for a command's output): through ``safeout`` -- a fresh temporary file
   beside the target, renamed over it, no link followed, 0600 as root (directories 0700).
 """
 
@@ -154,6 +154,17 @@ def write_bytes(path: Path, data: bytes, *, force: bool) -> None:
     """DATA as PATH through safeout (replacing PATH only with FORCE)."""
     with SafeOutput(path, force=force) as sink, sink.open() as f:
         f.write(data)
+
+
+def open_log(path: Path) -> int:
+    """PATH made afresh (a killed run's file removed) for a command's output, and its fd: never
+    through a link, ``study_mode`` (private as root, like every output: safeout)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   study_mode())
 
 
 def make_dir(path: Path) -> None:
