@@ -29,13 +29,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .aggregate import PERTURBED
+from .aggregate import MEASURES, PERTURBED
 from .aggregate import PROGRAM as PROGRAM_ROW
 
 PROGRAM = "program"
 #: the options Extra-P needs (``extrap --text FILE --options ...``) to model as snumap does
 EXTRAP_OPTIONS = ("allow_negative_exponents=True",)
-MEASURES = ("median", "mean")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@<>\[\]-]")
 
 
