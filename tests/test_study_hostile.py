@@ -617,3 +617,22 @@ def test_what_the_fuzzer_found_stays_found(tmp_path: Path) -> None:
     for _ in range(2):
         said = restore_leftover(study.dir, tmp_path / "no-sysfs")
         assert any("not a regular file" in x for x in said), said
+
+
+def test_a_lone_surrogate_is_refused_wherever_it_is_and_a_pair_is_text(tmp_path: Path) -> None:
+    """study/files.py read_json: a lone surrogate (only a JSON escape can make one) in a key
+    or a value, in either case of hex digits, is refused; an escaped pair (an emoji, as
+    json.dumps writes it) and escaped backslashes are text."""
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.study.files import read_json
+
+    f = tmp_path / "x.json"
+    for text in ('{"\\udcff": 1}', '{"a": ["\\uD800"]}', '{"a": {"b": "x\\uDfFf"}}'):
+        f.write_text(text)
+        with pytest.raises(SnumapError, match="lone surrogate"):
+            read_json(f)
+    for text, value in (('{"a": "\\ud83d\\ude00"}', {"a": "\U0001F600"}),
+                        ('{"a": "\\\\ud800"}', {"a": "\\ud800"}),
+                        ('{"\\u00e9": "\\ud7ff"}', {"\u00e9": "\ud7ff"})):
+        f.write_text(text)
+        assert read_json(f) == value
