@@ -636,3 +636,38 @@ def test_a_lone_surrogate_is_refused_wherever_it_is_and_a_pair_is_text(tmp_path:
                         ('{"\\u00e9": "\\ud7ff"}', {"\u00e9": "\ud7ff"})):
         f.write_text(text)
         assert read_json(f) == value
+
+
+def test_run_states_reads_a_run_file_again_only_once_it_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each save reads every run's state: a file read before is taken from memory until it
+    is replaced (a new state written), rewritten in place, or made writable by others (then
+    refused in a trusted study, as on its first read)."""
+    import snumap_tui.study.manifest as M
+    from snumap_tui.study import files
+
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2], serial={"a": 0.1})
+    study = M.open_study(st, trust=True)
+    first = study.run_states()
+    rid = min(first)
+    f = study.run_file(rid, "json")
+    reads: list[str] = []
+
+    def counting(path: Any, **kw: Any) -> Any:
+        reads.append(Path(path).name)
+        return files.read_json(path, **kw)
+
+    monkeypatch.setattr(M, "read_json", counting)
+    assert study.run_states() == first and reads == []
+    study.write_run(rid, {**first[rid], "why": "again"})        # replaced by rename
+    assert study.run_states()[rid]["why"] == "again" and reads == [f.name]
+    data = json.loads(f.read_text())
+    data["why"] = "rewritten in place"
+    with open(f, "r+", encoding="utf-8") as w:                   # same inode, new content
+        w.write(json.dumps(data))
+        w.truncate()
+    assert study.run_states()[rid]["why"] == "rewritten in place"
+    f.chmod(0o666)
+    with pytest.raises(files.TrustError):
+        study.run_states()

@@ -121,6 +121,10 @@ class Study:
     manifest: dict[str, Any] = field(default_factory=dict)
     trusted: bool = False
     damaged: dict[str, str] = field(default_factory=dict)
+    # run id -> (its file's identity when read, its checked state): run_states reads a file
+    # again only once it was replaced or changed (each save reads every run's state)
+    _read: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def runs_dir(self) -> Path:
@@ -144,11 +148,27 @@ class Study:
     def run_states(self) -> dict[str, dict[str, Any]]:
         """Every run's state file, by run id. One that is missing is pending; a damaged one
         is named in ``damaged`` and skipped (the run is redone). In a trusted study a run
-        file another user may have written is refused (SnumapError)."""
+        file another user may have written is refused (SnumapError). A file read before is
+        read again only when it changed (its inode, size, mtime or ctime: snumap replaces a
+        run file by rename, and a chmod or chown changes the ctime)."""
         out: dict[str, dict[str, Any]] = {}
         self.damaged = {}
         for p in self.plan():
             f = self.run_file(p.id, "json")
+            try:
+                st = os.lstat(f)
+            except FileNotFoundError:
+                self._read.pop(p.id, None)
+                continue
+            except OSError:
+                st = None
+            ident = None if st is None else (st.st_dev, st.st_ino, st.st_size,
+                                             st.st_mtime_ns, st.st_ctime_ns)
+            known = self._read.get(p.id)
+            if known is not None and known[0] == ident:
+                out[p.id] = known[1]
+                continue
+            self._read.pop(p.id, None)
             try:
                 out[p.id] = check_run(read_json(f, trust=self.trusted), f"runs/{f.name}")
             except FileNotFoundError:
@@ -157,6 +177,9 @@ class Study:
                 raise
             except SnumapError as exc:
                 self.damaged[p.id] = str(exc)
+                continue
+            if ident is not None:
+                self._read[p.id] = (ident, out[p.id])
         return out
 
     def pending(self, retry_failed: bool = False) -> list[RunPlan]:
