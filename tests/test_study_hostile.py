@@ -671,3 +671,25 @@ def test_run_states_reads_a_run_file_again_only_once_it_changed(
     f.chmod(0o666)
     with pytest.raises(files.TrustError):
         study.run_states()
+
+
+def test_a_running_run_is_pending_only_when_its_lock_is_free(tmp_path: Path) -> None:
+    """A run left ``running`` is being recorded elsewhere (a Slurm task) while its lock is
+    held, and redone once it is free; a lock file that is a FIFO or a link holds nothing."""
+    import snumap_tui.study.manifest as M
+
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2], serial={"a": 0.1})
+    study = M.open_study(st, trust=True)
+    rid = min(study.run_states())
+    study.write_run(rid, {**study.run_states()[rid], "status": "running"})
+    lock = study.run_file(rid, "lock")
+    with M.flocked(lock, f"run {rid}"):
+        assert rid not in {p.id for p in study.pending()}
+    assert rid in {p.id for p in study.pending()}
+    lock.unlink()
+    os.mkfifo(lock)
+    assert rid in {p.id for p in study.pending()}
+    lock.unlink()
+    lock.symlink_to(tmp_path / "elsewhere")
+    assert rid in {p.id for p in study.pending()}

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import is_locked
 from snumap_tui.study import files
 from snumap_tui.study.configs import Config
 from snumap_tui.study.files import make_dir, read_json, trusted_dir, write_text
@@ -77,23 +78,6 @@ def flocked(path: Path, what: str) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
-
-
-def is_locked(path: Path) -> bool:
-    """Whether someone holds PATH's flock (a run being recorded right now)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # ---- the study --------------------------------------------------------------------------------
