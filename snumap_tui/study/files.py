@@ -146,10 +146,11 @@ def study_mode() -> int:
     return default_mode() & ~0o022
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, *, executable: bool = False) -> None:
     """TEXT as PATH, a file of the study, replaced whole (safeout: beside, renamed; no link
-    followed; ``study_mode``)."""
-    with SafeOutput(path, force=True, mode=study_mode()) as sink, sink.open(text=True) as f:
+    followed; ``study_mode``, searchable where readable when EXECUTABLE: a script)."""
+    mode = dir_mode(study_mode()) if executable else study_mode()
+    with SafeOutput(path, force=True, mode=mode) as sink, sink.open(text=True) as f:
         f.write(text)
 
 
