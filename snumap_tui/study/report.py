@@ -14,9 +14,7 @@ from typing import Any
 from snumap_tui.study.aggregate import (
     PERTURBED,
     PROGRAM,
-    aggregate,
     finite,
-    measurements,
     parallelism,
     serial_text,
     series_key,
@@ -30,12 +28,6 @@ SCALING = 0.8
 MIN_SHARE = 0.01         # regions under this share of the program's time get no finding
 SLOWER = 0.95            # speedup under which more threads made a region slower
 PLACE_GAP = 1.1          # best vs worst placement ratio worth a finding
-
-
-def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
-    rows = measurements(study)
-    agg = aggregate(rows)
-    return report_from(study.manifest, study.run_states(), rows, agg, predict)
 
 
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
