@@ -99,7 +99,7 @@ class BudgetMixin:
             if group in self.detached:
                 continue
             self.uprobes.detach(group, wait=False)
-            calls = self.uprobes.hits_by_tag(tag + 1).get(tag, 0)
+            calls = self.uprobes.hits_of(tag)
             self.detached[group] = (t_ns, calls)
             what = "parallel-region bodies" if group == "body" else site.entry.symbol
             rate = self.budget * 1e9 / site.call_ns

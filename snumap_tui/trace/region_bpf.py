@@ -85,6 +85,12 @@ def object_path() -> Path:
     return bpf_dir() / "regions.bpf.o"
 
 
+def _cpu_sum(per_cpu: Any, key: int) -> int:
+    """A per-CPU u64 array map's value at KEY, summed over the CPUs (0 when absent)."""
+    v = per_cpu.lookup(struct.pack("<I", key))
+    return int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+
+
 def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: list[int],
                        ret: bool, pid: int = 0) -> int:
     """A uprobe_multi link of PROG_FD on OFFSETS of PATH, in process PID only (0: every
@@ -332,14 +338,12 @@ class BpfUprobes:
     def hits_by_tag(self, n: int) -> dict[int, int]:
         """The traced tree's hits per probe tag (of the first N tags), from the kernel's
         counts (every hit, summed or written, detached or not since)."""
-        m = self.obj.map("counts")
-        out = {}
-        for tag in range(min(n, LOST_TAGS)):
-            v = m.lookup(struct.pack("<I", tag))
-            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
-            if got:
-                out[tag] = got
-        return out
+        return self._per_tag("counts", n)
+
+    def hits_of(self, tag: int) -> int:
+        """``hits_by_tag`` of TAG alone (one map lookup: what the budget's detach says,
+        without reading every tag below it)."""
+        return _cpu_sum(self.obj.map("counts"), tag) if 0 <= tag < LOST_TAGS else 0
 
     def take_execs(self, raw: np.ndarray) -> np.ndarray:
         """RAW without its held execs, which go to ``held``."""
@@ -372,11 +376,15 @@ class BpfUprobes:
     def lost_by_tag(self, n: int) -> dict[int, int]:
         """Records lost per probe tag (of the first N tags; those past LOST_TAGS count only in
         ``lost``)."""
-        m = self.obj.map("lost")
+        return self._per_tag("lost", n, first=1)
+
+    def _per_tag(self, name: str, n: int, first: int = 0) -> dict[int, int]:
+        """Per-CPU array NAME summed per tag, the first N tags (tag t at key FIRST + t),
+        the tags with a count only."""
+        m = self.obj.map(name)
         out = {}
         for tag in range(min(n, LOST_TAGS)):
-            v = m.lookup(struct.pack("<I", 1 + tag))
-            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+            got = _cpu_sum(m, first + tag)
             if got:
                 out[tag] = got
         return out
