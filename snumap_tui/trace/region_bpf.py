@@ -95,9 +95,6 @@ def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: l
                        ret: bool, pid: int = 0) -> int:
     """A uprobe_multi link of PROG_FD on OFFSETS of PATH, in process PID only (0: every
     process mapping PATH); its fd. OSError when refused (ESRCH: PID is gone)."""
-    nr = BPF_SYSCALL.get(platform.machine())
-    if nr is None:
-        raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
     n = len(offsets)
     c_path = ctypes.create_string_buffer(path)
     c_offs = (ctypes.c_uint64 * n)(*offsets)
@@ -106,13 +103,24 @@ def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: l
     struct.pack_into("<IIII", attr, 0, prog_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
     struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(c_path), ctypes.addressof(c_offs),
                      0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, pid)
-    fd = libc().syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
-                      ctypes.c_uint(64))
-    if fd < 0:
+    try:
+        return bpf_syscall(BPF_LINK_CREATE, attr, 64)
+    except OSError as e:
+        raise OSError(e.errno, f"uprobe_multi link on {path.decode(errors='replace')}: "
+                               f"{e.strerror}") from None
+
+
+def bpf_syscall(cmd: int, attr: Any, size: int) -> int:
+    """bpf(2) command CMD on ATTR (a ctypes buffer of SIZE bytes): its result (a new fd for
+    most commands), or OSError with the errno."""
+    nr = BPF_SYSCALL.get(platform.machine())
+    if nr is None:
+        raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
+    r = libc().syscall(ctypes.c_long(nr), ctypes.c_long(cmd), attr, ctypes.c_uint(size))
+    if r < 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"uprobe_multi link on {path.decode(errors='replace')}: "
-                           f"{os.strerror(err)}")
-    return int(fd)
+        raise OSError(err, os.strerror(err))
+    return int(r)
 
 
 class BpfUprobes:
