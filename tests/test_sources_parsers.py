@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from snumap_tui.sources._io import parse_cpulist, parse_cpumask
+from snumap_tui.sources._io import count_of, parse_cpulist, parse_cpumask
+from snumap_tui.sources.jobprocs import rank_of
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
 from snumap_tui.sources.numa import (
     parse_distance,
@@ -13,6 +14,7 @@ from snumap_tui.sources.numa import (
     parse_node_meminfo,
     parse_numastat,
 )
+from snumap_tui.sources.procmem import parse_statm_resident, parse_vmhwm
 from snumap_tui.sources.procstat import busy_fraction, parse_proc_stat
 from snumap_tui.sources.rapl import domain_of
 from snumap_tui.sources.tasks import parse_numa_maps, parse_stat, parse_status
@@ -123,6 +125,22 @@ def test_node_meminfo_and_numastat() -> None:
     assert ns["numa_hit"] == 1538612 and ns["interleave_hit"] == 1118
     assert parse_distance("10 16 16 22\n") == [10, 16, 16, 22]
     assert parse_hugepagesize("MemTotal: 1 kB\nHugepagesize:       2048 kB\n") == 2048 * 1024
+
+
+@pytest.mark.parametrize("bad", ["\u00b2", "\ufffd\ufffd", "-5", "1e999", "nan", "9" * 30, "", "0x10"])
+def test_numa_numbers_that_are_not_counts(bad: str) -> None:
+    """A crafted --fsroot (CI's fuzz found '\ufffd\ufffd' in Hugepagesize, a traceback): a
+    field that is not a kernel count is unknown, never a traceback and never negative.
+    '\u00b2' passes str.isdigit, which int() refuses."""
+    assert count_of(bad) is None
+    assert parse_hugepagesize(f"Hugepagesize: {bad} kB\n") is None
+    assert parse_distance(f"10 {bad} 20") == (None if bad else [10, 20])
+    ns = parse_numastat(f"numa_hit {bad}\nnuma_miss 7\n")
+    assert ns == {"numa_miss": 7}
+    assert rank_of({"SLURM_PROCID": bad, "PMI_RANK": "3"}) == (3, "PMI_RANK")
+    with pytest.raises(ValueError):
+        parse_statm_resident(f"12 {bad}")
+    assert parse_vmhwm(f"VmHWM: {bad} kB\n") is None
 
 
 def test_stat_with_hostile_comm() -> None:

@@ -87,6 +87,17 @@ def read_name_text(path: Path) -> str:
         return decode_name(f.read())
 
 
+def count_of(s: str, digits: int = 20) -> int | None:
+    """A count written by the kernel (ASCII digits, no sign, at most ``digits`` of them, below
+    2**64) as an int; None for anything else. ``str.isdigit`` alone lets '²' through, which
+    ``int`` refuses, and a crafted file or environment may hold it."""
+    s = s.strip()
+    if not s.isascii() or not s.isdigit() or len(s) > digits:
+        return None
+    n = int(s)
+    return n if n < 1 << 64 else None
+
+
 def read_optional(reader: Reader, path: Path) -> str | None:
     """A file that may legitimately be missing (an optional kernel feature): None if absent."""
     try:

@@ -31,6 +31,7 @@ from snumap_tui.native import perf_pmu as pmus
 from snumap_tui.sources._io import (
     READ_FLAGS,
     Reader,
+    count_of,
     is_live,
     parse_cpulist,
     read_optional,
@@ -83,12 +84,10 @@ class FreqSource:
         self._cur_at = np.full(len(self.cpus), -np.inf)
         self._cur_fds: dict[int, int] = {}
         for i, c in enumerate(self.cpus):
-            t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq")
-            if t and t.strip().isdigit():
-                self._max_khz[i] = float(t)
-            t = read_optional(reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/base_frequency")
-            if t and t.strip().isdigit():
-                self._base_khz[i] = float(t)
+            self._max_khz[i] = _khz(read_optional(
+                reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/cpuinfo_max_freq"), self._max_khz[i])
+            self._base_khz[i] = _khz(read_optional(
+                reader, self.root / CPU_DIR / f"cpu{c}/cpufreq/base_frequency"), self._base_khz[i])
         # Per PU: (aperf, mperf, tsc or None) readers.
         self._msr: list[tuple[Callable[[], int], Callable[[], int],
                               Callable[[], int] | None]] = []
@@ -201,7 +200,7 @@ class FreqSource:
         if not allows_fast(self._reader):
             for i in due.tolist():
                 t = read_optional(self._reader, Path(self._cur_paths[i]))
-                cur[i] = float(t) if t and t.strip().isdigit() else np.nan
+                cur[i] = _khz(t, np.nan)
         else:
             # Each file stays open and is re-read with pread at offset 0, which makes sysfs
             # produce the value anew: one syscall per PU instead of open+read+close.
@@ -212,7 +211,7 @@ class FreqSource:
                     if fd is None:
                         fd = fds[i] = open_checked(paths[i], top_of(self._reader),
                                                    READ_FLAGS)
-                    cur[i] = float(os.pread(fd, 32, 0))
+                    cur[i] = _khz(os.pread(fd, 32, 0).decode("ascii", "replace"), np.nan)
                 except (OSError, ValueError):
                     cur[i] = np.nan       # could not be read: not available, never 0
                     if fd is not None:    # e.g. ENODEV after the PU went offline: reopen later
@@ -231,6 +230,13 @@ class FreqSource:
         self._msr = []
         self._status = None
 
+
+
+def _khz(text: str | None, default: float) -> float:
+    """A cpufreq file's kHz (ASCII digits); ``default`` for anything else: a crafted tree's
+    "nan", "-5" or "1e999" is not a frequency."""
+    n = count_of(text, 12) if text else None
+    return float(n) if n is not None else default
 
 
 def _close(reader: Callable[[], int]) -> None:

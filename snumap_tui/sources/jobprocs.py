@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from snumap_tui.sources._io import decode_name, read_name_text
+from snumap_tui.sources._io import count_of, decode_name, read_name_text
 from snumap_tui.sources.jobs import detect_job, parse_cgroup
 
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
@@ -45,9 +45,9 @@ def parse_environ(data: bytes) -> dict[str, str]:
 def rank_of(env: dict[str, str]) -> tuple[int, str] | None:
     """(rank, the variable it came from), the first of RANK_VARS that holds an integer."""
     for var in RANK_VARS:
-        v = env.get(var, "").strip()
-        if v.isdigit():
-            return int(v), var
+        n = count_of(env.get(var, ""), 9)
+        if n is not None:
+            return n, var
     return None
 
 

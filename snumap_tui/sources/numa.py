@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import READ_FLAGS, Reader, read_optional, read_text, reason_of
+from snumap_tui.sources._io import READ_FLAGS, Reader, count_of, read_optional, read_text, reason_of
 from snumap_tui.sources.base import SourceStatus
 from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 
@@ -51,25 +51,42 @@ def parse_node_meminfo(text: str) -> dict[str, int]:
 def parse_numastat(text: str) -> dict[str, int]:
     """``numa_hit 1234`` lines (one key and one number each) -> {key: pages}."""
     tok = text.split()
-    if len(tok) % 2 == 0 and all(t.isdigit() for t in tok[1::2]):
-        return dict(zip(tok[::2], map(int, tok[1::2])))
     out: dict[str, int] = {}
+    if len(tok) % 2 == 0:
+        for key, val in zip(tok[::2], tok[1::2]):
+            n = count_of(val)
+            if n is None:
+                break
+            out[key] = n
+        else:
+            return out
+        out = {}
     for line in text.splitlines():     # a line that does not fit: skip it, keep the rest
         key, _, val = line.partition(" ")
-        if val.strip().isdigit():
-            out[key] = int(val)
+        n = count_of(val)
+        if n is not None:
+            out[key] = n
     return out
 
 
-def parse_distance(text: str) -> list[int]:
-    return [int(x) for x in text.split()]
+def parse_distance(text: str) -> list[int] | None:
+    """One row of the SLIT matrix; None when a field is not a distance (0-255)."""
+    row = []
+    for x in text.split():
+        d = count_of(x, 3)
+        if d is None or d > 255:
+            return None
+        row.append(d)
+    return row
 
 
 def parse_hugepagesize(meminfo_text: str) -> int | None:
     """Default huge page size in bytes from /proc/meminfo (``Hugepagesize: 2048 kB``)."""
     for line in meminfo_text.splitlines():
         if line.startswith("Hugepagesize:"):
-            return int(line.split()[1]) * 1024
+            parts = line.split()
+            kb = count_of(parts[1], 12) if len(parts) > 1 else None
+            return kb * 1024 if kb else None
     return None
 
 
@@ -113,9 +130,10 @@ class NumaSource:
             rows = []
             for _, d in self.nodes:
                 text = read_optional(self._reader, d / "distance")
-                if text is None:
+                row = parse_distance(text) if text is not None else None
+                if row is None:
                     return None
-                rows.append(parse_distance(text))
+                rows.append(row)
             self._distance = rows
         return self._distance
 

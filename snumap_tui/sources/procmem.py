@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from snumap_tui.sources._io import parse_cpulist, reason_of
+from snumap_tui.sources._io import count_of, parse_cpulist, reason_of
 from snumap_tui.sources.numa import node_dirs
 from snumap_tui.sources.tasks import parse_numa_maps
 
@@ -45,11 +45,12 @@ def parse_statm_resident(text: str) -> int:
     pages; ValueError when it is not that, ProcessLookupError for a process without memory
     (a zombie's statm is all zeros)."""
     parts = text.split()
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+    size, resident = (count_of(parts[0]), count_of(parts[1])) if len(parts) >= 2 else (None, None)
+    if size is None or resident is None:
         raise ValueError(f"not a statm line: {text[:40]!r}")
-    if parts[0] == "0":
+    if size == 0:
         raise ProcessLookupError("no address space (exited)")   # a zombie: all zeros
-    return int(parts[1])
+    return resident
 
 
 def memory_nodes(root: Path) -> list[int]:
@@ -71,8 +72,9 @@ def parse_vmhwm(status: str) -> int | None:
     for line in status.splitlines():
         if line.startswith("VmHWM:"):
             parts = line.split()
-            if len(parts) >= 2 and parts[1].isdigit():
-                return int(parts[1]) * 1024
+            kb = count_of(parts[1]) if len(parts) >= 2 else None
+            if kb is not None:
+                return kb * 1024
     return None
 
 

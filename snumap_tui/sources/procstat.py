@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.sources._io import Reader, read_text, reason_of, user_hz
+from snumap_tui.sources._io import Reader, count_of, read_text, reason_of, user_hz
 from snumap_tui.sources.base import SourceStatus
 
 COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
@@ -47,7 +47,7 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
     for line in text[end:].splitlines():
         key, _, val = line.partition(" ")
         if key in ("ctxt", "procs_running", "procs_blocked", "btime", "processes"):
-            n = _count(val)
+            n = count_of(val)
             if n is not None:          # not a count (a damaged or crafted file): unknown
                 out[key] = n
     ncols = max(ncols, 0)
@@ -56,14 +56,6 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
     out["ticks"] = ticks
     out["columns"] = ncols
     return out
-
-
-def _count(s: str) -> int | None:
-    s = s.strip()
-    if not s.isascii() or not s.isdigit() or len(s) > 20:
-        return None
-    n = int(s)
-    return n if n < 1 << 64 else None
 
 
 def _cpu_block(block: str, nlines: int, ncols: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,8 +81,8 @@ def _cpu_block(block: str, nlines: int, ncols: int) -> tuple[np.ndarray, np.ndar
         parts = line.split()
         if not parts or not parts[0].startswith("cpu"):
             continue
-        cpu = _count(parts[0][3:])
-        vals = [_count(v) for v in parts[1:ncols + 1]]
+        cpu = count_of(parts[0][3:])
+        vals = [count_of(v) for v in parts[1:ncols + 1]]
         if cpu is None or cpu >= 1 << 31 or len(vals) < ncols or None in vals:
             continue
         cpus.append(cpu)
