@@ -105,6 +105,7 @@ class NodeStream:
         self.encoder = wire.Encoder()
         self._ticks: dict[int, tuple[int, float]] = {}     # tid -> (ticks, when)
         self._procs: dict[int, Any] = {}                   # pid -> JobProc
+        self._launch: dict[int, str] = {}                  # launcher pid -> its command line
         self.clock = clock
         self.bytes_out = 0
 
@@ -140,6 +141,7 @@ class NodeStream:
         live = set(alive)
         for pid in [p for p in self._procs if p not in live]:
             del self._procs[pid]
+            self._launch.pop(pid, None)
         self.memory.watch(live)
         return alive
 
@@ -169,7 +171,9 @@ class NodeStream:
                                 cpulist(affinity_of(t["tid"]))))
             procs.append({"pid": pid, "rank": jp.rank, "comm": jp.comm, "step": jp.step})
             if jp.comm in LAUNCHERS and launch is None:
-                launch = launch_line(pid) or None
+                if pid not in self._launch:         # read once: it does not change
+                    self._launch[pid] = launch_line(pid)
+                launch = self._launch[pid] or None
         self._ticks = seen
         mem: dict[int, dict[int, int]] = {}
         for pid, n, b, _exact in self.memory.read():
