@@ -241,6 +241,11 @@ class JobAggregator:
         n.status, n.why, n.dirty = status, why, True
         self.events.append(f"{n.name}: {why}")
 
+    def end_all(self, why: str, status: str = ENDED) -> None:
+        """Every node's stream that has not ended ends (srun is gone)."""
+        for i in sorted(self._nodes):
+            self.end(i, why, status)
+
     # ---- output ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeView]:
         """Every node's view, by index; only nodes with a new frame are recomputed."""
@@ -275,6 +280,10 @@ class JobAggregator:
     def topology(self, index: int) -> Topology | None:
         n = self._nodes.get(index)
         return None if n is None else n.topology
+
+    def name(self, index: int) -> str:
+        n = self._nodes.get(index)
+        return "?" if n is None else n.name
 
     def _view(self, n: _Node) -> NodeView:
         v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
