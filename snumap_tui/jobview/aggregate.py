@@ -13,6 +13,7 @@ the job's processes as rows), which the node's full `top` view draws.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -90,11 +91,12 @@ class NodeView:
     _stats: ThreadStats | None = None
     # utilisation per object and the topology's (ids, OS indexes) per type; used and total
     # memory per object: the strips and memory rows are made from them when first asked for
+    # (once: a frame's view is drawn, its findings made and its JSON written from them)
     _util: np.ndarray | None = None
     _index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     _mem: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
-    @property
+    @functools.cached_property
     def strips(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, util %)."""
         if self._util is None:
@@ -102,7 +104,7 @@ class NodeView:
         return {t: (os_, self._util[ids].astype(np.float64))
                 for t, (ids, os_) in self._index_of.items() if len(ids)}
 
-    @property
+    @functools.cached_property
     def numa_mem(self) -> list[tuple[int, float | None, float | None]]:
         """(NUMA node OS index, used bytes, total bytes) per NUMA node."""
         ids, os_ = self._index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
