@@ -1,8 +1,9 @@
 """The login node's side of `top --job`: N nodes' frame streams -> one job snapshot (pure).
 
 ``JobAggregator.feed(node_index, line)`` takes one line of one node's stream (wire.py) and
-keeps, per node, its topology (the ``T`` record) and its last frame (``F``), still encoded
-as arrays: nothing is derived per line. ``snapshot()`` turns each node whose frame changed
+keeps, per node, its topology (the ``T`` record; nodes of the same hardware share one, with
+what is derived from it alone) and its last frame (``F``), still encoded as arrays: nothing
+is derived per line. ``snapshot()`` turns each node whose frame changed
 since the last call into a ``NodeView`` (per PU, core, NUMA node and package utilisation, memory
 per NUMA node, GPUs, the job's ranks with their threads on the node's PUs) and keeps the others'
 as they were, so a tick at 1,000 nodes costs the nodes that moved, each a few numpy operations.
@@ -14,6 +15,7 @@ the job's processes as rows), which the node's full `top` view draws.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 from collections.abc import Callable
@@ -166,11 +168,43 @@ class _Node:
     first_frame_at: float | None = None
     view: NodeView | None = None
     dirty: bool = True
-    # per object type: (ids, OS indexes) of the topology, computed once
+    # the topology's (shared by the nodes of one shape, _Shape)
     index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     pu_numa: dict[int, int] = field(default_factory=dict)
     pu_core: dict[int, int] = field(default_factory=dict)
     alloc_cores: frozenset[int] = frozenset()
+
+
+def _shape_key(raw: dict[str, Any]) -> str:
+    """A T record's topology as a key that nodes of the same hardware share: all of it but
+    what names the host (the tree's meta and its Machine's infos: HostName, serials), which
+    the view takes from the T header (``node``, ``host``), never from the topology."""
+    root = raw.get("root")
+    if isinstance(root, dict):
+        root = {k: v for k, v in root.items() if k != "infos"}
+    return json.dumps({**raw, "meta": None, "root": root}, separators=(",", ":"))
+
+
+@dataclass
+class _Shape:
+    """One hardware shape: its topology and what the views derive from it alone."""
+    topology: Topology
+    index_of: dict[str, tuple[np.ndarray, np.ndarray]]     # per type: (ids, OS indexes)
+    pu_numa: dict[int, int]                                # PU OS index -> NUMA OS index
+
+    @classmethod
+    def of(cls, topo: Topology) -> _Shape:
+        index_of = {t: (np.array([o.id for o in objs], dtype=np.intp),
+                        np.array([-1 if o.os_index is None else o.os_index for o in objs],
+                                 dtype=np.int64))
+                    for t in ("PU", "Core", "NUMANode", "Package")
+                    for objs in (topo.by_type(t),)}
+        pu_numa = {}
+        for pu in topo.pus:
+            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
+            if pu.os_index is not None and numa is not None and numa.os_index is not None:
+                pu_numa[pu.os_index] = numa.os_index
+        return cls(topo, index_of, pu_numa)
 
 
 class JobAggregator:
@@ -182,6 +216,9 @@ class JobAggregator:
         self.clock = clock
         self.started = clock()
         self.events: list[str] = []           # one line per node lost or ended
+        # The nodes' hardware, each shape once (_shape_key): a job's nodes are mostly alike,
+        # and 1,000 copies of a topology were 430,000 objects for every full GC to walk.
+        self._shapes: dict[str, _Shape] = {}
         for i, n in enumerate(names or []):
             self._nodes[i] = _Node(i, n)
 
@@ -217,23 +254,20 @@ class JobAggregator:
         try:
             if not isinstance(raw, dict):
                 raise TypeError("no topology")
-            topo = Topology.from_dict(raw)
-        except (ValueError, TypeError, KeyError) as exc:
+            key = _shape_key(raw)
+            shape = self._shapes.get(key)
+            if shape is None:
+                shape = self._shapes[key] = _Shape.of(Topology.from_dict(raw))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
             self.end(n.index, f"its topology does not load ({str(exc)[:120]})", LOST)
             return
-        n.topology, n.head, n.dirty = topo, rec.header, True
+        # the header without its topology (its parsed JSON is the shape's, once)
+        n.head = {k: v for k, v in rec.header.items() if k != "topology"}
+        n.topology, n.dirty = shape.topology, True
         n.name = str(rec.header.get("node") or n.name)[:64]
-        for t in ("PU", "Core", "NUMANode", "Package"):
-            objs = topo.by_type(t)
-            n.index_of[t] = (np.array([o.id for o in objs], dtype=np.intp),
-                             np.array([-1 if o.os_index is None else o.os_index
-                                       for o in objs], dtype=np.int64))
-        n.pu_numa = {}
-        for pu in topo.pus:
-            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
-            if pu.os_index is not None and numa is not None and numa.os_index is not None:
-                n.pu_numa[pu.os_index] = numa.os_index
-        n.pu_core, n.alloc_cores = core_maps(topo, str(rec.header.get("alloc", ""))[:1000])
+        n.index_of, n.pu_numa = shape.index_of, shape.pu_numa
+        n.pu_core, n.alloc_cores = core_maps(shape.topology,
+                                             str(rec.header.get("alloc", ""))[:1000])
 
     def end(self, index: int, why: str, status: str = LOST) -> None:
         """A node's stream ended (``E`` record, its sampler or srun's task gone)."""
