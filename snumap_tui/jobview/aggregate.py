@@ -331,7 +331,7 @@ class JobAggregator:
         h, a = rec.header, rec.arrays
         v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
         nobj = len(n.topology)
-        rows = metric_rows(h, a, nobj)
+        rows = metric_rows(h, a, nobj, VIEW_METRICS)
         util = rows.get("util_pct")
         v._index_of = n.index_of
         if util is not None:
@@ -358,14 +358,20 @@ class JobAggregator:
                 "imbalance": imbalance(nodes), "events": list(self.events)}
 
 
-def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int
-                ) -> dict[str, np.ndarray]:
-    """The F record's metrics: name -> value per topology object (none when they do not fit
-    the node's topology)."""
+#: The metrics a node's view reads (of the dozens a frame carries, for the node's `top`).
+VIEW_METRICS = ("util_pct", "mem_used_bytes", "mem_total_bytes")
+
+
+def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int,
+                only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The F record's metrics (those named in ONLY, when given): name -> value per topology
+    object (none when they do not fit the node's topology)."""
     m, names = a.get("m"), h.get("m")
     if m is None or not isinstance(names, list) or m.ndim != 2 \
             or m.shape != (len(names), nobj):
         return {}
+    if only is not None:
+        return {k: m[names.index(k)] for k in only if k in names}
     return {str(k): m[i] for i, k in enumerate(names)}
 
 
