@@ -154,9 +154,12 @@ def aggregator_child(nodes: int, ticks: int) -> None:
     for row in Path("/proc/self/status").read_text().splitlines():
         if row.startswith("VmHWM:"):
             hwm = int(row.split()[1]) // 1024
-    # the first tick builds every node's view from scratch: the steady state is the median
+    # the first tick builds every node's view from scratch: the steady state is the ticks
+    # after it, their mean (a full garbage collection every few ticks is CPU too)
     print(json.dumps({"feed_ms": 1000 * statistics.median(feed_s),
                       "snapshot_ms": 1000 * statistics.median(snap_s),
+                      "mean_tick_ms": 1000 * statistics.mean(
+                          f + s for f, s in list(zip(feed_s, snap_s))[1:]),
                       "max_tick_ms": 1000 * max(f + s for f, s in zip(feed_s, snap_s)),
                       "hwm_mb": hwm, "maxrss_mb":
                       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
@@ -232,15 +235,16 @@ def main() -> int:
         out = subprocess.run([sys.executable, __file__, "--child", str(n), "--ticks",
                               str(args.ticks)], capture_output=True, text=True, check=True)
         r = json.loads(out.stdout)
-        tick = r["feed_ms"] + r["snapshot_ms"]
         agg_rows.append([n, f"{r['feed_ms']:.1f}", f"{r['snapshot_ms']:.1f}",
-                         f"{tick / 10:.2f} %", f"{r['max_tick_ms']:.0f}", r["hwm_mb"]])
+                         f"{r['mean_tick_ms'] / 10:.2f} %", f"{r['max_tick_ms']:.0f}",
+                         r["hwm_mb"]])
         print(n, r)
     body += ("### The aggregator at N synthetic node streams (1 s interval)\n\n"
              "Each node: 32 PUs (2 packages, 4 NUMA nodes, 16 cores), 16 ranks pinned one per "
              "core, one of them slower (analysis/jobsynth.py).\n\n"
-             + table(["nodes", "feed ms/tick", "snapshot + findings ms/tick",
-                      "CPU, % of one core", "slowest tick (ms, the first)", "peak RSS (MB)"],
+             + table(["nodes", "feed ms/tick (median)", "snapshot + findings ms/tick (median)",
+                      "CPU, % of one core (mean tick after the first)",
+                      "slowest tick (ms)", "peak RSS (MB)"],
                      agg_rows)
              + "\nTargets: 1,000 nodes at 1 s <= 5 % of one core and <= 300 MB.\n\n")
     if not args.no_slurm:

@@ -23,8 +23,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from snumap_tui.sources.jobprocs import parse_environ
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
 
@@ -45,6 +48,21 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def processes(comm: bytes) -> Iterator[tuple[int, dict[str, str]]]:
+    """(pid, environment) of this host's processes named COMM (those that end meanwhile or
+    cannot be read left out)."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if (p / "comm").read_bytes().strip() != comm:
+                continue
+            env = parse_environ((p / "environ").read_bytes())
+        except OSError:
+            continue
+        yield int(p.name), env
 
 
 class SlurmCluster:
@@ -174,19 +192,8 @@ class SlurmCluster:
 
     def _stepds(self) -> list[int]:
         """slurmstepd processes of this cluster (slurmd passes its environment on to them)."""
-        conf = f"SLURM_CONF={self.dir / 'slurm.conf'}".encode()
-        out = []
-        for p in Path("/proc").iterdir():
-            if not p.name.isdigit():
-                continue
-            try:
-                if (p / "comm").read_bytes().strip() != b"slurmstepd":
-                    continue
-                if conf in (p / "environ").read_bytes().split(b"\0"):
-                    out.append(int(p.name))
-            except OSError:
-                continue
-        return out
+        conf = str(self.dir / "slurm.conf")
+        return [pid for pid, env in processes(b"slurmstepd") if env.get("SLURM_CONF") == conf]
 
     def _remove_cgroups(self) -> None:
         if self.proctrack != "cgroup":

@@ -378,3 +378,32 @@ def test_the_node_samplers_run_this_snumap_whatever_the_working_directory() -> N
     assert argv[i + 1:i + 3] == ["-c", BOOT] and "-m" not in argv
     assert argv[i + 3] == str(Path(snumap_tui.__file__).resolve().parent.parent)
     assert argv[i + 4:i + 7] == ["top", "--stream", "--job=42"]
+
+
+def test_nodes_of_one_hardware_share_its_topology() -> None:
+    """Identical nodes (their host names apart) hold one Topology; another shape its own;
+    each node keeps its own name, host and allocation."""
+    from snumap_tui.analysis.jobsynth import SyntheticNode
+    from snumap_tui.analysis.synth import synthetic_topology
+
+    def topo(host: str, cores: int) -> object:
+        t = synthetic_topology(2, 2, cores, 2).to_dict()
+        t["meta"]["HostName"] = host
+        t["root"]["infos"] = [["HostName", host]]
+        return t
+
+    agg = JobAggregator()
+    nodes = [SyntheticNode(i, ranks=4) for i in range(3)]
+    for n, cores in zip(nodes, (4, 4, 2)):
+        head = {"node": n.name, "host": f"h{n.index}", "alloc": f"0-{n.index + 1}",
+                "topology": topo(f"h{n.index}", cores), "sources": {}}
+        for line in wire.encode("T", 1, head).splitlines(keepends=True):
+            agg.feed(n.index, line)
+    t0, t1, t2 = (agg.topology(i) for i in range(3))
+    assert t0 is not None and t0 is t1 and t2 is not None and t2 is not t0
+    assert len(t0.pus) == 32 and len(t2.pus) == 16
+    views = agg.nodes()
+    assert [(v.name, v.host, v.alloc) for v in views] == [
+        ("node0000", "h0", "0-1"), ("node0001", "h1", "0-2"), ("node0002", "h2", "0-3")]
+    assert [sorted(agg._nodes[i].alloc_cores) for i in range(3)] == [[0], [0], [0, 1]]
+    assert all("topology" not in agg._nodes[i].head for i in range(3))

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import SlurmCluster, SlurmUnavailable
+from slurm_cluster import SlurmCluster, SlurmUnavailable, processes
 
 SPIN = r"""
 #include <mpi.h>
@@ -82,19 +82,8 @@ def wait_ranks(cl: SlurmCluster, jid: str, n: int = 4, timeout: float = 30.0) ->
     """rank -> pid of the job's spinning ranks, once all N run (from their environment)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        found = {}
-        for p in Path("/proc").iterdir():
-            if not p.name.isdigit():
-                continue
-            try:
-                if (p / "comm").read_bytes().strip() != b"spin":
-                    continue
-                env = dict(x.split(b"=", 1) for x in (p / "environ").read_bytes().split(b"\0")
-                           if b"=" in x)
-            except OSError:
-                continue
-            if env.get(b"SLURM_JOB_ID") == jid.encode() and b"PMI_RANK" in env:
-                found[int(env[b"PMI_RANK"])] = int(p.name)
+        found = {int(env["PMI_RANK"]): pid for pid, env in processes(b"spin")
+                 if env.get("SLURM_JOB_ID") == jid and "PMI_RANK" in env}
         if len(found) == n:
             return found
         time.sleep(0.2)

@@ -196,14 +196,15 @@ def idle(nodes: Sequence[NodeView]) -> list[dict[str, Any]]:
     return out
 
 
-def idle_cores(v: NodeView) -> list[dict[str, Any]]:
+def idle_cores(v: NodeView, shared: bool) -> list[dict[str, Any]]:
     """Cores of the job's allocation on V where the job ran < IDLE_MAX % while its ranks ran
-    there (and none of them shares a PU: that is ``oversubscribed``'s, with its fix)."""
+    there (and none of them shares a PU: that is ``oversubscribed``'s, with its fix). SHARED:
+    whether ``oversubscribed`` found some on V (its result, not computed twice)."""
     if v.status != LIVE or v.frames < 2 or not v.alloc_cores or v.job_cpu_pct < 50.0:
         return []
     on_core = thread_stats(v).core_cpu
     used = [k for k, c in on_core.items() if c >= IDLE_MAX]
-    if len(used) >= len(v.alloc_cores) or oversubscribed(v):
+    if len(used) >= len(v.alloc_cores) or shared:
         return []
     idle = sorted(k for k in v.alloc_cores if on_core.get(k, 0.0) < IDLE_MAX)
     if not idle:
@@ -250,10 +251,11 @@ def live_findings(nodes: Sequence[NodeView], launch: str | None = None
     out: list[dict[str, Any]] = []
     launch = launch or next((v.launch for v in nodes if v.launch), None)
     for v in nodes:
-        out += oversubscribed(v, launch)
+        over = oversubscribed(v, launch)
+        out += over
         out += numa_spread(v)
         out += memory_far(v)
-        out += idle_cores(v)
+        out += idle_cores(v, bool(over))
     out += idle(nodes)
     out += slow_node(nodes)
     return out

@@ -1,8 +1,9 @@
 """The login node's side of `top --job`: N nodes' frame streams -> one job snapshot (pure).
 
 ``JobAggregator.feed(node_index, line)`` takes one line of one node's stream (wire.py) and
-keeps, per node, its topology (the ``T`` record) and its last frame (``F``), still encoded
-as arrays: nothing is derived per line. ``snapshot()`` turns each node whose frame changed
+keeps, per node, its topology (the ``T`` record; nodes of the same hardware share one, with
+what is derived from it alone) and its last frame (``F``), still encoded as arrays: nothing
+is derived per line. ``snapshot()`` turns each node whose frame changed
 since the last call into a ``NodeView`` (per PU, core, NUMA node and package utilisation, memory
 per NUMA node, GPUs, the job's ranks with their threads on the node's PUs) and keeps the others'
 as they were, so a tick at 1,000 nodes costs the nodes that moved, each a few numpy operations.
@@ -13,6 +14,8 @@ the job's processes as rows), which the node's full `top` view draws.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import time
 from collections.abc import Callable
@@ -90,11 +93,12 @@ class NodeView:
     _stats: ThreadStats | None = None
     # utilisation per object and the topology's (ids, OS indexes) per type; used and total
     # memory per object: the strips and memory rows are made from them when first asked for
+    # (once: a frame's view is drawn, its findings made and its JSON written from them)
     _util: np.ndarray | None = None
     _index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     _mem: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
-    @property
+    @functools.cached_property
     def strips(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per object type ("PU", "Core", "NUMANode", "Package"): (OS indexes, util %)."""
         if self._util is None:
@@ -102,7 +106,7 @@ class NodeView:
         return {t: (os_, self._util[ids].astype(np.float64))
                 for t, (ids, os_) in self._index_of.items() if len(ids)}
 
-    @property
+    @functools.cached_property
     def numa_mem(self) -> list[tuple[int, float | None, float | None]]:
         """(NUMA node OS index, used bytes, total bytes) per NUMA node."""
         ids, os_ = self._index_of.get("NUMANode", (np.empty(0, np.intp), np.empty(0, np.int64)))
@@ -164,11 +168,43 @@ class _Node:
     first_frame_at: float | None = None
     view: NodeView | None = None
     dirty: bool = True
-    # per object type: (ids, OS indexes) of the topology, computed once
+    # the topology's (shared by the nodes of one shape, _Shape)
     index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     pu_numa: dict[int, int] = field(default_factory=dict)
     pu_core: dict[int, int] = field(default_factory=dict)
     alloc_cores: frozenset[int] = frozenset()
+
+
+def _shape_key(raw: dict[str, Any]) -> str:
+    """A T record's topology as a key that nodes of the same hardware share: all of it but
+    what names the host (the tree's meta and its Machine's infos: HostName, serials), which
+    the view takes from the T header (``node``, ``host``), never from the topology."""
+    root = raw.get("root")
+    if isinstance(root, dict):
+        root = {k: v for k, v in root.items() if k != "infos"}
+    return json.dumps({**raw, "meta": None, "root": root}, separators=(",", ":"))
+
+
+@dataclass
+class _Shape:
+    """One hardware shape: its topology and what the views derive from it alone."""
+    topology: Topology
+    index_of: dict[str, tuple[np.ndarray, np.ndarray]]     # per type: (ids, OS indexes)
+    pu_numa: dict[int, int]                                # PU OS index -> NUMA OS index
+
+    @classmethod
+    def of(cls, topo: Topology) -> _Shape:
+        index_of = {t: (np.array([o.id for o in objs], dtype=np.intp),
+                        np.array([-1 if o.os_index is None else o.os_index for o in objs],
+                                 dtype=np.int64))
+                    for t in ("PU", "Core", "NUMANode", "Package")
+                    for objs in (topo.by_type(t),)}
+        pu_numa = {}
+        for pu in topo.pus:
+            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
+            if pu.os_index is not None and numa is not None and numa.os_index is not None:
+                pu_numa[pu.os_index] = numa.os_index
+        return cls(topo, index_of, pu_numa)
 
 
 class JobAggregator:
@@ -180,6 +216,9 @@ class JobAggregator:
         self.clock = clock
         self.started = clock()
         self.events: list[str] = []           # one line per node lost or ended
+        # The nodes' hardware, each shape once (_shape_key): a job's nodes are mostly alike,
+        # and 1,000 copies of a topology were 430,000 objects for every full GC to walk.
+        self._shapes: dict[str, _Shape] = {}
         for i, n in enumerate(names or []):
             self._nodes[i] = _Node(i, n)
 
@@ -215,23 +254,20 @@ class JobAggregator:
         try:
             if not isinstance(raw, dict):
                 raise TypeError("no topology")
-            topo = Topology.from_dict(raw)
-        except (ValueError, TypeError, KeyError) as exc:
+            key = _shape_key(raw)
+            shape = self._shapes.get(key)
+            if shape is None:
+                shape = self._shapes[key] = _Shape.of(Topology.from_dict(raw))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
             self.end(n.index, f"its topology does not load ({str(exc)[:120]})", LOST)
             return
-        n.topology, n.head, n.dirty = topo, rec.header, True
+        # the header without its topology (its parsed JSON is the shape's, once)
+        n.head = {k: v for k, v in rec.header.items() if k != "topology"}
+        n.topology, n.dirty = shape.topology, True
         n.name = str(rec.header.get("node") or n.name)[:64]
-        for t in ("PU", "Core", "NUMANode", "Package"):
-            objs = topo.by_type(t)
-            n.index_of[t] = (np.array([o.id for o in objs], dtype=np.intp),
-                             np.array([-1 if o.os_index is None else o.os_index
-                                       for o in objs], dtype=np.int64))
-        n.pu_numa = {}
-        for pu in topo.pus:
-            numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
-            if pu.os_index is not None and numa is not None and numa.os_index is not None:
-                n.pu_numa[pu.os_index] = numa.os_index
-        n.pu_core, n.alloc_cores = core_maps(topo, str(rec.header.get("alloc", ""))[:1000])
+        n.index_of, n.pu_numa = shape.index_of, shape.pu_numa
+        n.pu_core, n.alloc_cores = core_maps(shape.topology,
+                                             str(rec.header.get("alloc", ""))[:1000])
 
     def end(self, index: int, why: str, status: str = LOST) -> None:
         """A node's stream ended (``E`` record, its sampler or srun's task gone)."""
@@ -240,6 +276,11 @@ class JobAggregator:
             return
         n.status, n.why, n.dirty = status, why, True
         self.events.append(f"{n.name}: {why}")
+
+    def end_all(self, why: str, status: str = ENDED) -> None:
+        """Every node's stream that has not ended ends (srun is gone)."""
+        for i in sorted(self._nodes):
+            self.end(i, why, status)
 
     # ---- output ------------------------------------------------------------------------------
     def nodes(self) -> list[NodeView]:
@@ -276,6 +317,10 @@ class JobAggregator:
         n = self._nodes.get(index)
         return None if n is None else n.topology
 
+    def name(self, index: int) -> str:
+        n = self._nodes.get(index)
+        return "?" if n is None else n.name
+
     def _view(self, n: _Node) -> NodeView:
         v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
                      topology=n.topology, frames=n.frames, bytes_in=n.bytes_in,
@@ -286,7 +331,7 @@ class JobAggregator:
         h, a = rec.header, rec.arrays
         v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
         nobj = len(n.topology)
-        rows = metric_rows(h, a, nobj)
+        rows = metric_rows(h, a, nobj, VIEW_METRICS)
         util = rows.get("util_pct")
         v._index_of = n.index_of
         if util is not None:
@@ -313,14 +358,20 @@ class JobAggregator:
                 "imbalance": imbalance(nodes), "events": list(self.events)}
 
 
-def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int
-                ) -> dict[str, np.ndarray]:
-    """The F record's metrics: name -> value per topology object (none when they do not fit
-    the node's topology)."""
+#: The metrics a node's view reads (of the dozens a frame carries, for the node's `top`).
+VIEW_METRICS = ("util_pct", "mem_used_bytes", "mem_total_bytes")
+
+
+def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int,
+                only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The F record's metrics (those named in ONLY, when given): name -> value per topology
+    object (none when they do not fit the node's topology)."""
     m, names = a.get("m"), h.get("m")
     if m is None or not isinstance(names, list) or m.ndim != 2 \
             or m.shape != (len(names), nobj):
         return {}
+    if only is not None:
+        return {k: m[names.index(k)] for k in only if k in names}
     return {str(k): m[i] for i, k in enumerate(names)}
 
 

@@ -155,9 +155,7 @@ class SrunStreams:
                                                    if code and self.messages else "") + ")"
                               if code else "")
         with self._lock:
-            for v in self.agg.nodes():
-                if v.status not in (ENDED, LOST):
-                    self.agg.end(v.index, why, ENDED)
+            self.agg.end_all(why, ENDED)
         self.done.set()
 
     def locked(self) -> threading.Lock:

@@ -32,6 +32,7 @@ from snumap_tui.model.frame import Frame
 from snumap_tui.sources.jobprocs import JobScanner, node_name
 from snumap_tui.sources.tasks import parse_stat
 from snumap_tui.topology.model import Topology
+from snumap_tui.topology.render import format_cpulist
 
 TICKS = os.sysconf("SC_CLK_TCK")
 #: Processes whose command line is sent: the line that started the ranks (a fix rewrites it).
@@ -75,12 +76,6 @@ def affinity_of(tid: int) -> list[int]:
         return []
 
 
-def cpulist(cpus: list[int]) -> str:
-    from snumap_tui.topology.render import format_cpulist
-
-    return format_cpulist(cpus)
-
-
 class NodeStream:
     """Samples this node and encodes its records (``write`` sends them)."""
 
@@ -105,6 +100,7 @@ class NodeStream:
         self.encoder = wire.Encoder()
         self._ticks: dict[int, tuple[int, float]] = {}     # tid -> (ticks, when)
         self._procs: dict[int, Any] = {}                   # pid -> JobProc
+        self._launch: dict[int, str] = {}                  # launcher pid -> its command line
         self.clock = clock
         self.bytes_out = 0
 
@@ -117,7 +113,7 @@ class NodeStream:
         head = {"node": self.node, "job": self.jobid, "interval_s": self.interval_s,
                 "pid": os.getpid(), "step": os.environ.get("SLURM_STEP_ID"),
                 # srun --cpu-bind=none: this step may run on the job's PUs of this node
-                "alloc": cpulist(sorted(os.sched_getaffinity(0))),
+                "alloc": format_cpulist(sorted(os.sched_getaffinity(0))),
                 "topology": self.topo.to_dict(), **facts,
                 "sources": {k: s.to_dict() for k, s in self.sampler.statuses().items()}}
         return self._emit("T", head, {})
@@ -140,6 +136,7 @@ class NodeStream:
         live = set(alive)
         for pid in [p for p in self._procs if p not in live]:
             del self._procs[pid]
+            self._launch.pop(pid, None)
         self.memory.watch(live)
         return alive
 
@@ -166,10 +163,12 @@ class NodeStream:
                 if prev is not None and now > prev[1]:
                     pct = 100.0 * (t["ticks"] - prev[0]) / TICKS / (now - prev[1])
                 threads.append((pid, t["tid"], rank, t["pu"], pct,
-                                cpulist(affinity_of(t["tid"]))))
+                                format_cpulist(affinity_of(t["tid"]))))
             procs.append({"pid": pid, "rank": jp.rank, "comm": jp.comm, "step": jp.step})
             if jp.comm in LAUNCHERS and launch is None:
-                launch = launch_line(pid) or None
+                if pid not in self._launch:         # read once: it does not change
+                    self._launch[pid] = launch_line(pid)
+                launch = self._launch[pid] or None
         self._ticks = seen
         mem: dict[int, dict[int, int]] = {}
         for pid, n, b, _exact in self.memory.read():

@@ -102,10 +102,41 @@ class Encoder:
         return _lines("F", seq, head, blobs, level)
 
 
+#: A record's arrays as decoded from its header's ``_a``: (name, dtype, items, shape) each.
+Layout = list[tuple[str, np.dtype, int, tuple[int, ...]]]
+
+
+def _layout(specs: Any) -> Layout | None:
+    """The header's array specs, checked (None when they are not the format's)."""
+    if not isinstance(specs, list):
+        return None
+    out: Layout = []
+    for spec in specs:
+        try:
+            name, dt, shape = spec
+            if dt not in DTYPES or not isinstance(name, str):
+                return None
+            shape = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            return None
+        if any(s < 0 for s in shape) or len(shape) > 2:
+            return None
+        out.append((name, _DTYPES[dt], math.prod(shape), shape))
+    return out
+
+
+@dataclass
+class Static:
+    """The last full F header's static part (STATIC) and its arrays' layout, checked once:
+    what a header saying ``"=": 1`` takes."""
+    header: dict[str, Any]
+    layout: Layout
+
+
 def decode_body(kind: str, seq: int, b64: bytes,
-                static: dict[str, Any] | None = None) -> Record | None:
-    """A whole record's base64 body -> Record, or None when it is not one. STATIC: the last
-    full F header's static part, which a header saying ``"=": 1`` takes."""
+                static: Static | None = None) -> tuple[Record, Static | None] | None:
+    """A whole record's base64 body -> (Record, the static part an F record gives the next
+    ones), or None when it is not one. STATIC: the last full F record's (``"=": 1``)."""
     try:
         raw = base64.b64decode(b64, validate=True)
         d = zlib.decompressobj()
@@ -121,32 +152,27 @@ def decode_body(kind: str, seq: int, b64: bytes,
     if header.pop("=", None) is not None:
         if static is None or kind != "F":
             return None
-        header.update(static)
-    specs = header.pop("_a", [])
+        header.pop("_a", None)
+        header.update(static.header)
+        layout = static.layout
+    else:
+        got = _layout(header.pop("_a", []))
+        if got is None:
+            return None
+        layout = got
+        if kind == "F":
+            static = Static({k: header[k] for k in STATIC if k in header}, layout)
     arrays: dict[str, np.ndarray] = {}
     pos = head_end + 1
-    if not isinstance(specs, list):
-        return None
-    for spec in specs:
-        try:
-            name, dt, shape = spec
-            if dt not in DTYPES or not isinstance(name, str):
-                return None
-            shape = tuple(int(s) for s in shape)
-            if any(s < 0 for s in shape) or len(shape) > 2:
-                return None
-            dtype = _DTYPES[dt]
-            size = dtype.itemsize * math.prod(shape)
-        except (TypeError, ValueError):
-            return None
+    for name, dtype, count, shape in layout:
+        size = dtype.itemsize * count
         if pos + size > len(data):
             return None
-        arrays[name] = np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize,
-                                     offset=pos).reshape(shape)
+        arrays[name] = np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(shape)
         pos += size
     if pos != len(data):
         return None             # arrays that do not fill the record: not what was written
-    return Record(kind, seq, header, arrays)
+    return Record(kind, seq, header, arrays), static
 
 
 def parse_line(line: bytes) -> tuple[str, int, int, int, bytes] | None:
@@ -174,7 +200,7 @@ class Assembler:
         self._key: tuple[str, int, int] | None = None
         self._pieces: list[bytes] = []
         self.bad = 0              # lines or records that did not parse
-        self._static: dict[str, Any] | None = None
+        self._static: Static | None = None
         self.other: list[bytes] = []   # the last few lines that were not the format's
 
     def feed(self, line: bytes) -> Record | None:
@@ -197,13 +223,12 @@ class Assembler:
         if len(self._pieces) < n:
             return None
         self._key = None
-        rec = decode_body(kind, seq, b"".join(self._pieces), self._static)
+        got = decode_body(kind, seq, b"".join(self._pieces), self._static)
         self._pieces = []
-        if rec is None:
+        if got is None:
             self.bad += 1
-        elif kind == "F":
-            self._static = {k: rec.header[k] for k in STATIC if k in rec.header}
-            self._static["_a"] = [[n, a.dtype.str, list(a.shape)] for n, a in rec.arrays.items()]
+            return None
+        rec, self._static = got
         return rec
 
 

@@ -381,7 +381,7 @@ def run_job_view(agg: JobAggregator, streams: Any, jobid: str, interval_s: float
         topo = agg.topology(index)
         if topo is None:
             continue
-        name = agg.nodes()[index].name
+        name = agg.name(index)
         host = HostInfo(name, "via srun", "")
 
         def facts(host: HostInfo = host) -> HostInfo:
