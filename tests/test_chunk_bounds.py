@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import crafted_chunks as K
 
 from snumap_tui.analysis import attribution, memory
+from snumap_tui.analysis.caps import MAX_ROWS
 
 PY = sys.executable
 
@@ -68,20 +69,20 @@ def test_300k_pids_report_lists_the_traced_ones_and_counts_the_rest(tmp_path: Pa
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(p.stdout)
     assert r["memory"]["left_out"] == [
-        (f"{20_000 - memory.MAX_PROCESSES} more processes past the first "
-        f"{memory.MAX_PROCESSES} (by memory): left out")]
+        (f"{20_000 - MAX_ROWS} more processes past the first "
+        f"{MAX_ROWS} (by memory): left out")]
     traced = {x["pid"]: x["memory"] for x in r["processes"]}
     assert traced[1]["rss_bytes"] == 1 << 12 and traced[2]["nodes"] == {"0": 2 << 12}
 
 
 def test_a_flood_of_tids_and_pu_numbers_is_capped_with_the_rest_summed(tmp_path: Path) -> None:
-    n = attribution.MAX_ROWS + 1000
+    n = MAX_ROWS + 1000
     rec = K.counter_tids(tmp_path / "t.rec", tids=n, cpus=n)
     p = snumap("report", str(rec), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     c = json.loads(p.stdout)["counters"]
-    assert len(c["threads"]) == attribution.MAX_ROWS
-    assert len(c["cpus"]) == attribution.MAX_ROWS
+    assert len(c["threads"]) == MAX_ROWS
+    assert len(c["cpus"]) == MAX_ROWS
     rest = c["threads_left_out"]
     assert rest["count"] == 1000 and rest["intervals"] == 1000
     # Nothing lost: the listed threads and the rest sum to every interval's task-clock.

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.caps import MAX_ROWS, ranked
 from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.analysis.regions import pair
 from snumap_tui.store.counters import ThreadCounters
@@ -123,12 +124,6 @@ def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
     return out, why
 
 
-# Rows of the report's tables (threads, processes, PUs) at most: a crafted chunk may name
-# 200,000 tids or PU numbers; past the cap (by on-CPU time) they are summed into one ``rest``
-# row with their count (issue 30).
-MAX_ROWS = 4096
-
-
 @dataclass
 class Groups:
     """Sums per distinct key (sorted): intervals, on-CPU ns, event sums, migrations."""
@@ -155,7 +150,7 @@ class Groups:
             else:
                 i = event_index(events, TASK_CLOCK)
                 busy = self.sums[:, i] if i is not None else np.zeros(len(self.keys))
-        order = np.lexsort((self.keys, -busy))
+        order = ranked(self.keys, busy)
         if len(order) <= n:
             return order, None
         rest = order[n:]
@@ -306,7 +301,7 @@ def _per_cpu(s: Scaled, top: int = MAX_ROWS) -> list[dict[str, Any]]:
     total = np.zeros((len(cpus), len(s.events)))
     np.add.at(traced, inv[tr], s.values[tr])
     np.add.at(total, inv, s.values)
-    keep = np.sort(np.lexsort((cpus, -n))[:top])
+    keep = np.sort(ranked(cpus, n)[:top])
     return [{"cpu": int(cpus[i]), "traced": dict(zip(s.events, traced[i].tolist())),
              "other": dict(zip(s.events, (total[i] - traced[i]).tolist())),
              "total": dict(zip(s.events, total[i].tolist()))} for i in keep.tolist()]

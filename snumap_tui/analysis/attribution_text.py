@@ -51,7 +51,7 @@ def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str]
                      f" {_ratio(r.get('mpki'), 1):>5} {_num(r.get('migrations')):>4}")
     if len(rows) > top:
         lines.append(f"  ... {len(rows) - top} more")
-    if rest:        # past the report's cap (attribution.MAX_ROWS): counted and summed
+    if rest:        # past the report's cap (caps.MAX_ROWS): counted and summed
         lines += _wrapped(f"... and {rest['count']} more, not listed (--json neither): "
                           f"{rest['on_cpu_s']:.3f} s on-CPU together")
     return lines

@@ -120,7 +120,7 @@ def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
 
 def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
     if args.format == "perfetto":
-        from snumap_tui.analysis.attribution import MAX_ROWS
+        from snumap_tui.analysis.caps import MAX_ROWS
         from snumap_tui.export.perfetto import write_perfetto
 
         assert sink is not None

@@ -27,10 +27,11 @@ def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None
                           ) -> tuple[int, int, int]:
     """(counter values, tracks, threads and processes left out) written; a merged job's on
     each node's machine. Tracks for the MAX_ROWS threads and processes with the most on-CPU
-    time (attribution's cap; a crafted chunk may name 200,000 tids): the rest are counted."""
+    time (analysis/caps.py; a crafted chunk may name 200,000 tids): the rest are counted."""
     if not hasattr(rec, "thread_counters"):
         return 0, 0, 0
-    from snumap_tui.analysis.attribution import MAX_ROWS, scaled
+    from snumap_tui.analysis.attribution import scaled
+    from snumap_tui.analysis.caps import MAX_ROWS, ranked
     from snumap_tui.trace.events import OUTSIDE
 
     s = scaled(rec.thread_counters())
@@ -46,7 +47,7 @@ def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None
         keys, at = np.unique(ids[order], return_index=True)
         bounds = np.append(at, len(order))
         busy = np.add.reduceat(dur[order], at) if len(at) else np.zeros(0)
-        chosen = np.sort(np.lexsort((keys, -busy))[:MAX_ROWS])
+        chosen = np.sort(ranked(keys, busy)[:MAX_ROWS])
         left_out += len(keys) - len(chosen)
         for j in chosen.tolist():
             k = int(keys[j])
