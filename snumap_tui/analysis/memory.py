@@ -100,7 +100,11 @@ def timelines(rows: np.ndarray, nodes: Iterable[int] | None = None,
     """MEMORY_DTYPE rows (time ordered) -> a timeline per process, for the processes and
     nodes ``bounded`` keeps (NODES: the topology's NUMA nodes); one sort, then each
     process's own rows."""
-    rows = bounded(rows, nodes, max_pids).rows
+    return bounded_timelines(bounded(rows, nodes, max_pids).rows)
+
+
+def bounded_timelines(rows: np.ndarray) -> dict[int, MemoryTimeline]:
+    """``timelines`` of rows ``bounded`` already kept (not bounded again)."""
     out: dict[int, MemoryTimeline] = {}
     if not len(rows):
         return out
@@ -260,7 +264,7 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     report["memory"] = {"source": hdr.get("source"), "why": why,
                         "kinds": {str(k): v for k, v in sorted(node_kinds(topology).items())},
                         "left_out": b.notes()}
-    tls = timelines(b.rows)
+    tls = bounded_timelines(b.rows)
     per = process_memory(b.rows, topology, tls, kernel_peaks(rec))
     for p in report.get("processes", []):
         p["memory"] = per.get(p["pid"]) or {"why": why or "no sample: it exited before one, "
