@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 from typing import TextIO
 
 #: Events counted in nanoseconds (analysis/counter_figures.py's TIME_EVENTS).
@@ -37,6 +38,13 @@ def output_width(stream: TextIO | None = None) -> int:
     if not tty:
         return WIDE
     return max(shutil.get_terminal_size((80, 24)).columns, 40)
+
+
+def wrapped(text: str, indent: str = "  ", width: int = 80) -> list[str]:
+    """A note of a text report in lines of WIDTH, at INDENT, its later lines two further in;
+    never broken at a hyphen (``--probe-budget`` stays whole)."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)
 
 
 def fit_name(name: str, width: int) -> str:
