@@ -320,7 +320,19 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
             cum_tid[t] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
         return cum_tid.get(t)
 
-    cum_cpu: dict[tuple[int, int], Cumulative] = {}
+    by_pid = _split(ts.pid)
+    of_pid: dict[int, tuple[list[int], list[Cumulative]]] = {}
+
+    def pid_cums(p: int) -> tuple[list[int], list[Cumulative]]:
+        """P's threads and its rows' sums per PU (every traced row where P <= 0: a phase
+        of no known process); once per process, however many phases name it."""
+        if p not in of_pid:
+            rows = by_pid.get(p, np.zeros(0, np.int64)) if p > 0 else np.arange(len(ts.tid))
+            of_pid[p] = (np.unique(ts.tid[rows]).tolist(),
+                         [Cumulative(ts.start[rows[i]], ts.end[rows[i]], ts.values[rows[i]])
+                          for i in _split(ts.cpu[rows]).values()])
+        return of_pid[p]
+
     regions: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
     for name, (kind, tid, pid, a, b) in _instances(reg).items():
@@ -330,14 +342,10 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
         if kind == "marker":
             # A phase: every traced interval in its time, of its process when known.
             for p, m in sorted(_split(pid).items()):
-                sel = (ts.pid == p) if p > 0 else np.ones(len(ts.tid), bool)
-                threads.update(np.unique(ts.tid[sel]).tolist())
-                for cpu, i in _split(ts.cpu[sel]).items():
-                    key = (p, cpu)
-                    if key not in cum_cpu:
-                        i = np.flatnonzero(sel)[i]
-                        cum_cpu[key] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
-                    v, n = _span_sums(cum_cpu[key], a[m], b[m])
+                tids, cums = pid_cums(p)
+                threads.update(tids)
+                for per_pu in cums:
+                    v, n = _span_sums(per_pu, a[m], b[m])
                     sums += v
                     ns += float(n)
         else:
