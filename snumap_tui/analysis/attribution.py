@@ -142,15 +142,8 @@ class Groups:
             ) -> tuple[np.ndarray, dict[str, Any] | None]:
         """(indexes of the N keys with the most on-CPU time, in that order; the rest summed,
         or None). RUNS: as ``_row`` takes on-CPU time (the rows' lengths, or the counts)."""
-        busy = self.on_cpu_ns.astype(np.float64)
-        if not runs:
-            if "proc:utime-ns" in events:
-                busy = (self.sums[:, events.index("proc:utime-ns")]
-                        + self.sums[:, events.index("proc:stime-ns")])
-            else:
-                i = event_index(events, TASK_CLOCK)
-                busy = self.sums[:, i] if i is not None else np.zeros(len(self.keys))
-        order = ranked(self.keys, busy)
+        busy = self.on_cpu_ns if runs else counted_on_cpu(events, self.sums)
+        order = ranked(self.keys, busy if busy is not None else np.zeros(len(self.keys)))
         if len(order) <= n:
             return order, None
         rest = order[n:]
@@ -186,13 +179,21 @@ def _moves(s: Scaled, order_key: np.ndarray) -> np.ndarray:
     return moved
 
 
-def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
-    """On-CPU ns when the rows are reads, not runs (perf, /proc backends): task-clock, or
-    /proc's utime + stime; None without either."""
+def counted_on_cpu(events: list[str], sums: np.ndarray) -> np.ndarray | None:
+    """On-CPU ns when the rows are reads, not runs (perf, /proc backends), from the event
+    sums along SUMS' last axis (one row's, or a table's): task-clock, or /proc's utime +
+    stime; None without either."""
     if "proc:utime-ns" in events:
-        return int(sums[events.index("proc:utime-ns")] + sums[events.index("proc:stime-ns")])
+        return (sums[..., events.index("proc:utime-ns")]
+                + sums[..., events.index("proc:stime-ns")])
     i = event_index(events, TASK_CLOCK)
-    return None if i is None else int(sums[i])
+    return None if i is None else sums[..., i]
+
+
+def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
+    """``counted_on_cpu`` of one row's sums, in whole ns."""
+    v = counted_on_cpu(events, sums)
+    return None if v is None else int(v)
 
 
 def _row(events: list[str], g: dict[str, Any], runs: bool = True, **extra: Any
