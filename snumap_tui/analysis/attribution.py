@@ -183,9 +183,9 @@ def counted_on_cpu(events: list[str], sums: np.ndarray) -> np.ndarray | None:
     """On-CPU ns when the rows are reads, not runs (perf, /proc backends), from the event
     sums along SUMS' last axis (one row's, or a table's): task-clock, or /proc's utime +
     stime; None without either."""
-    if "proc:utime-ns" in events:
-        return (sums[..., events.index("proc:utime-ns")]
-                + sums[..., events.index("proc:stime-ns")])
+    proc = [events.index(e) for e in ("proc:utime-ns", "proc:stime-ns") if e in events]
+    if proc:            # both from /proc; a damaged header may name one (then that one)
+        return sum((sums[..., j] for j in proc[1:]), start=sums[..., proc[0]])
     i = event_index(events, TASK_CLOCK)
     return None if i is None else sums[..., i]
 
