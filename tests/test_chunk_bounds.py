@@ -73,6 +73,11 @@ def test_300k_pids_report_lists_the_traced_ones_and_counts_the_rest(tmp_path: Pa
         f"{MAX_ROWS} (by memory): left out")]
     traced = {x["pid"]: x["memory"] for x in r["processes"]}
     assert traced[1]["rss_bytes"] == 1 << 12 and traced[2]["nodes"] == {"0": 2 << 12}
+    # The Perfetto export keeps as many memory tracks and says so (never dropped silently).
+    p = snumap("export", str(rec), "--format", "perfetto", "-o", str(tmp_path / "m.pftrace"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (f"memory tracks for the {MAX_ROWS} processes with the most memory, "
+            f"{20_000 - MAX_ROWS} more left out") in p.stderr, p.stderr
 
 
 def test_a_flood_of_tids_and_pu_numbers_is_capped_with_the_rest_summed(tmp_path: Path) -> None:
