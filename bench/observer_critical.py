@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -68,14 +67,9 @@ RUN_TIME_AT = 192           # struct bpf_prog_info: run_time_ns, run_cnt
 
 
 def _bpf(cmd: int, attr: bytes) -> int:
-    from snumap_tui.native.libc import libc
+    from snumap_tui.trace.region_bpf import bpf_syscall
 
-    nr = {"x86_64": 321, "aarch64": 280}[platform.machine()]
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc().syscall(ctypes.c_long(nr), ctypes.c_long(cmd), buf, ctypes.c_uint(128))
-    if r < 0:
-        raise OSError(ctypes.get_errno(), "bpf")
-    return int(r)
+    return bpf_syscall(cmd, ctypes.create_string_buffer(attr, 128), 128)
 
 
 def prog_run(fd: int) -> tuple[int, int]:

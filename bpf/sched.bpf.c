@@ -579,17 +579,7 @@ int BPF_PROG(sched_exit_tp, bool is_switch)
     return 0;
 }
 
-/* A task's name from now on (events.py COMM): the 16 bytes go where a name record has room. */
-static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
-{
-    __s64 head;
-    __s32 mid, tail;
-    __builtin_memcpy(&head, comm, 8);
-    __builtin_memcpy(&mid, comm + 8, 4);
-    __builtin_memcpy(&tail, comm + 12, 4);
-    emit_at(bpf_ktime_get_ns(), SNUMAP_COMM, bpf_get_smp_processor_id(), tid, mid, tgid, tail,
-            head);
-}
+#include "sched_comm.h"
 
 /* __set_task_comm(): prctl(PR_SET_NAME), pthread_setname_np (the comm file of /proc), and
  * exec (before sched_process_exec). The task renamed need not be the current one. */

@@ -162,17 +162,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     return PASS;
 }
 
-/* A task's name from now on (sched_event.h SNUMAP_COMM): its 16 bytes in arg, tid2, pid2. */
-static __always_inline void emit_comm(__u32 tid, __s32 tgid, const char *comm)
-{
-    __s64 head;
-    __s32 mid, tail;
-    __builtin_memcpy(&head, comm, 8);
-    __builtin_memcpy(&mid, comm + 8, 4);
-    __builtin_memcpy(&tail, comm + 12, 4);
-    emit_at(bpf_ktime_get_ns(), SNUMAP_COMM, bpf_get_smp_processor_id(), tid, mid, tgid, tail,
-            head);
-}
+#include "sched_comm.h"
 
 /* Whether TID is traced (everything is system-wide), with its tgid in *TGID when known. */
 static __always_inline int traced(__u32 tid, __s32 *tgid)

@@ -36,10 +36,6 @@ def pin() -> None:
         os.environ[k] = "1"
 
 
-def pinned() -> bool:
-    return _original is not None
-
-
 def user_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """BASE (default: this process's environment) with the PINNED variables as the user had
     them before ``pin()``: unset where they were unset."""

@@ -274,7 +274,7 @@ def test_the_end_of_a_recording_keeps_the_run_intervals_begun_before_it() -> Non
     command that ended before the first drain lost every counter)."""
     import numpy as np
 
-    from snumap_tui.commands.record import _until
+    from snumap_tui.recording.session import _until
     from snumap_tui.trace.counters import counter_dtype
     from snumap_tui.trace.events import EVENT_DTYPE, EventBatch
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from snumap_tui import store
-from snumap_tui.commands.record import _until
+from snumap_tui.recording.session import _until
 from snumap_tui.trace.events import EventBatch, TaskInfo, empty_events
 
 

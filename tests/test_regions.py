@@ -206,3 +206,27 @@ def test_body_probes_detached_above_the_budget() -> None:
             tr._budget(part)
         assert (fake.detached == ["body"]) == off
         assert (tr.bodies_off_at is not None) == off and (len(tr.notes) == 1) == off
+
+
+def test_probe_budget_0_keeps_the_body_probes_at_any_rate() -> None:
+    """--probe-budget 0 "never detaches": not the bodies' hit-rate rule either."""
+    from snumap_tui.trace import region_catalog as C
+    from snumap_tui.trace.probe_budget import BODY_BUDGET
+    from snumap_tui.trace.regions import RegionTracer, Site
+    from snumap_tui.trace.uprobes import HIT
+
+    class Fake:
+        def detach(self, group: str) -> None:
+            raise AssertionError(f"{group} detached with --probe-budget 0")
+
+    n = int(BODY_BUDGET * 3 * 1.2)
+    h = np.zeros(n, HIT)
+    h["t_ns"] = 10**9 + (np.arange(n) * (1e9 / (BODY_BUDGET * 3))).astype(np.int64)
+    tr = RegionTracer("omp", [], RegionNames(), lambda s: None)
+    tr.budget = 0
+    tr.sites = [Site(C.EntryPoint("main._omp_fn.0", "omp", "body"), False, 0, "/x")]
+    tr._body_tags = np.array([0])
+    tr.uprobes = Fake()
+    for part in np.array_split(h, 6):
+        tr._budget(part)
+    assert tr.bodies_off_at is None and not tr.notes and not tr.detached

@@ -110,6 +110,9 @@ def test_a_function_past_its_budget_is_detached_once_and_said() -> None:
         def hits_by_tag(self, n: int) -> dict[int, int]:
             return {0: 12_345, 1: 12_345}
 
+        def hits_of(self, tag: int) -> int:
+            return self.hits_by_tag(tag + 1).get(tag, 0)
+
     names = RegionNames()
     rid = names.intern("GOMP_critical_start", "omp", "call", True)
     crit = next(e for e in C.GNU_OMP if e.symbol == "GOMP_critical_start")

@@ -33,14 +33,7 @@ from snumap_tui.recording.job import JobWatch, add_job_argument
 from snumap_tui.recording.output import OutputFile
 from snumap_tui.recording.runtime import Cleanup
 from snumap_tui.recording.selfcost import COST, STEADY, SelfCost
-from snumap_tui.recording.session import (  # noqa: F401  (re-exported for tests and scale)
-    POLL_S,
-    _until,
-    backend_statuses,
-    build_header,
-    make_sampler,
-    record_session,
-)
+from snumap_tui.recording.session import record_session
 from snumap_tui.recording.status import LiveStatus, summary
 
 DEFAULT_OUTPUT = "snumap.rec"

@@ -18,8 +18,8 @@ import numpy as np
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
+from snumap_tui.trace.probe_budget import BUDGET_SHARE  # numpy only, not elftools
 
-BUDGET_SHARE = 0.01         # trace/regions.py's default, without importing it (and elftools)
 # Said (last line, marker) when the region probes cost more than this share of the program's
 # CPU time in all (analysis/regions.py WARN_SHARE, the report's).
 WARN_SHARE = 0.05

@@ -158,14 +158,6 @@ class Cleanup:
 
 # ---- the run ------------------------------------------------------------------------------------
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 class Drainer:
     """A thread that empties the tracer's kernel buffers every ``DRAIN_S`` (at once again
     when a drain was large or stopped at its budget: ``drain_capped()``, which the tracer --

@@ -299,10 +299,12 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         watch.update(batch)
         regions.follow(batch)
 
-    def sample_now() -> None:
+    def sample_now() -> int:
+        """One sample written (its process memory rows too); its time."""
         sample = sampler.sweep()
         writer.add_sample(_kept(sample, keep))
         memory.sample(writer, sample.t_ns)
+        return int(sample.t_ns)
 
     # The first sample (the full /proc sweep of a recording of a command), then one pass of
     # the loop's work on what the buffers hold so far: its imports and first numpy and zstd
@@ -329,6 +331,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     next_sample = t_start + interval
     clock = time.thread_time_ns
     threads_at = time.monotonic()
+    if status_line is not None:
+        status_line.backend = tracer.name
     while True:
         now = time.monotonic()
         if now >= next_sample:
@@ -360,7 +364,6 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         if duration is not None and now - t_start >= duration:
             break
         if status_line is not None:
-            status_line.backend = tracer.name
             status_line.update(now - t_start, writer)
         drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
@@ -370,10 +373,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     cost.stop()
     if status_line is not None:
         status_line.clear()
-    sample = sampler.sweep()
-    writer.add_sample(_kept(sample, keep))
-    memory.sample(writer, sample.t_ns)
-    memory.finish(writer, sample.t_ns)
+    memory.finish(writer, sample_now())
     t_stop_ns = time.monotonic_ns()
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))

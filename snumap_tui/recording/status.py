@@ -15,10 +15,17 @@ import sys
 import time
 from typing import Any, TextIO
 
-from snumap_tui.recording.runtime import _size
 from snumap_tui.textsafe import safe_lines, safe_text
 
 REFRESH_S = 0.5
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
 
 
 def status_text(elapsed_s: float, events: int, lost: int, size: int, backend: str,

@@ -275,11 +275,8 @@ class Writer:
         with self._lock:
             self._check()
             self.flush()
-            with self._io:
-                at = self._offset
-                self._write(blob, kind=kind)
-                self._index.append((at, kind, count, t_min, t_max))
-                self.events_written += events
+            self._append(blob, kind, count, t_min, t_max)
+            self.events_written += events
 
     def flush_if_due(self) -> None:
         """Flush when the oldest buffered item is ``flush_interval`` old (the events' and
@@ -526,6 +523,10 @@ class Writer:
         """BULK: from a ChunkQueue job (the flusher thread's compressor)."""
         blob = C.pack_chunk(kind, payload, count=count, t_min=t_min, t_max=t_max,
                             compress=self._bulk_cctx if bulk else self._cctx)
+        self._append(blob, kind, count, t_min, t_max)
+
+    def _append(self, blob: bytes, kind: int, count: int, t_min: int, t_max: int) -> None:
+        """Chunk BLOB written at the file's end and entered in the time index."""
         with self._io:
             at = self._offset
             self._write(blob, kind=kind)

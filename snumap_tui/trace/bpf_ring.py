@@ -25,6 +25,8 @@ import os
 
 import numpy as np
 
+from snumap_tui.trace.bpf_layout import to_events
+from snumap_tui.trace.events import empty_events
 from snumap_tui.trace.rows import concat_rows
 
 BUSY_BIT = 1 << 31
@@ -121,8 +123,6 @@ def ring_events(buf: bytes | memoryview, rec_dtype: np.dtype) -> np.ndarray:
     EVENT_DTYPE: one strided copy per field straight from the ring's layout (the payload
     copy ``decode_fixed`` makes first is skipped). Discarded records and records of another
     size are left out, as ``decode_fixed`` does."""
-    from snumap_tui.trace.events import EVENT_DTYPE
-
     stride = record_stride(rec_dtype.itemsize)
     n = len(buf) // stride
     framed = np.dtype({"names": ["len", "rec"], "formats": ["<u4", rec_dtype],
@@ -133,10 +133,7 @@ def ring_events(buf: bytes | memoryview, rec_dtype: np.dtype) -> np.ndarray:
         src = recs
     else:
         src = arr["rec"]
-    out = np.empty(len(src), dtype=EVENT_DTYPE)
-    for name in EVENT_DTYPE.names or ():
-        out[name] = src[name]
-    return out
+    return to_events(src)
 
 
 def rings_events(raws: list[bytes], rec_dtype: np.dtype) -> np.ndarray:
@@ -144,22 +141,14 @@ def rings_events(raws: list[bytes], rec_dtype: np.dtype) -> np.ndarray:
     order: each ring decoded (``ring_events``), then their runs merged by a stable sort --
     the order today's decoder gave the rings' records joined and sorted (equal times: ring
     order, then ring position)."""
-    from snumap_tui.trace.events import EVENT_DTYPE
-
     parts = [ring_events(raw, rec_dtype) for raw in raws if raw]
     if not parts:
-        return np.empty(0, dtype=EVENT_DTYPE)
+        return empty_events()
     out = parts[0] if len(parts) == 1 else concat_rows(parts)
     t = out["t_ns"]
     if len(t) > 1 and not bool(np.all(t[1:] >= t[:-1])):
         out = np.take(out, np.argsort(t, kind="stable"))
     return out
-
-
-def ring_records(buf: bytes | memoryview, rec_dtype: np.dtype) -> np.ndarray:
-    """The records of ring bytes BUF (``read_raw``) as REC_DTYPE (a copy), as ``read`` gives."""
-    recs, _ = decode_fixed(buf, rec_dtype)
-    return recs
 
 
 # Bytes after the end of the ring joined to the record that straddles it: more than any record.

@@ -19,7 +19,8 @@ Fields per kind:
             timehist's rule, which recordings made before this rule used alone).
             arg = -2: a switch-in the kernel's sched_switch did not report, seen where the
             switch completed (the sched_exit_tp tracepoint, Linux >= 6.16), at that time.
-            Both are marked in the run intervals (analysis/intervals.py: ``inferred``).
+            Only -1 is marked in the run intervals (analysis/intervals.py: ``inferred_ns``);
+            -2 is seen, at the time the switch completed.
 - WAKEUP / WAKEUP_NEW: cpu = target cpu; tid = woken tid; pid = its tgid (or -1).
 - MIGRATE:  cpu = dest cpu; tid; arg = orig cpu.
 - FORK:     cpu; tid = parent tid; tid2 = child tid; pid = parent tgid; pid2 = child tgid.

@@ -99,6 +99,7 @@ class _Decoder:
     name: str
     id: int
     dtype: np.dtype
+    system: str = "sched"       # the tracepoint's group in tracefs (perf's "sched:NAME")
 
 
 class PerfTracer(Tracer):
@@ -160,8 +161,8 @@ class PerfTracer(Tracer):
             "sched_process_fork": ["parent_pid", "child_pid", "child_comm"],
             "sched_process_exec": ["pid", "filename"],
             "sched_process_exit": ["pid", "comm"],
+            "task_rename": ["pid", "newcomm"],
         }
-        want["task_rename"] = ["pid", "newcomm"]
         for system, tp in [*(("sched", t) for t in TRACEPOINTS), RENAME]:
             try:
                 fmt = read_format(system, tp)
@@ -170,7 +171,7 @@ class PerfTracer(Tracer):
                     raise
                 continue                    # a kernel without it: names from fork/exec only
             names = [n for n in want[tp] if n in fmt.fields]
-            self._dec[fmt.id] = _Decoder(tp, fmt.id, sample_dtype(fmt, names))
+            self._dec[fmt.id] = _Decoder(tp, fmt.id, sample_dtype(fmt, names), system)
             raw = max((f.offset + f.size for f in fmt.fields.values()), default=0)
             self._record_max = max(self._record_max, (RAW_AT + raw + 7) & ~7)
 
@@ -232,9 +233,8 @@ class PerfTracer(Tracer):
                 attr.clockid = CLOCK_MONOTONIC
                 attr.watermark = 1
                 attr.wakeup_watermark = self.pages * os.sysconf("SC_PAGE_SIZE") // 2
-                tp = self._dec[tp_id].name
-                fd = pe.perf_event_open(attr, pid=-1, cpu=cpu,
-                                        event=f"{RENAME[0] if tp == RENAME[1] else 'sched'}:{tp}")
+                dec = self._dec[tp_id]
+                fd = pe.perf_event_open(attr, pid=-1, cpu=cpu, event=f"{dec.system}:{dec.name}")
                 self._fds.append(fd)
                 if leader < 0:
                     leader = fd

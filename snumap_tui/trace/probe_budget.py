@@ -99,7 +99,7 @@ class BudgetMixin:
             if group in self.detached:
                 continue
             self.uprobes.detach(group, wait=False)
-            calls = self.uprobes.hits_by_tag(tag + 1).get(tag, 0)
+            calls = self.uprobes.hits_of(tag)
             self.detached[group] = (t_ns, calls)
             what = "parallel-region bodies" if group == "body" else site.entry.symbol
             rate = self.budget * 1e9 / site.call_ns
@@ -174,9 +174,10 @@ class BudgetMixin:
             self.problems.append(text.removeprefix("regions: "))
 
     def _budget(self, rec: np.ndarray) -> None:
-        """Detach the body probes when they hit more than BODY_BUDGET times a second."""
-        if self.bodies_off_at is not None or not len(self._body_tags) or not len(rec) or \
-                "body" in self.detached:
+        """Detach the body probes when they hit more than BODY_BUDGET times a second (not
+        with ``--probe-budget 0``, which never detaches)."""
+        if not self.budget or self.bodies_off_at is not None or not len(self._body_tags) or \
+                not len(rec) or "body" in self.detached:
             return
         n = int(np.isin(rec["tag"], self._body_tags).sum())
         t0, hits = self._window

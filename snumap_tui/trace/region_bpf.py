@@ -85,13 +85,16 @@ def object_path() -> Path:
     return bpf_dir() / "regions.bpf.o"
 
 
+def _cpu_sum(per_cpu: Any, key: int) -> int:
+    """A per-CPU u64 array map's value at KEY, summed over the CPUs (0 when absent)."""
+    v = per_cpu.lookup(struct.pack("<I", key))
+    return int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+
+
 def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: list[int],
                        ret: bool, pid: int = 0) -> int:
     """A uprobe_multi link of PROG_FD on OFFSETS of PATH, in process PID only (0: every
     process mapping PATH); its fd. OSError when refused (ESRCH: PID is gone)."""
-    nr = BPF_SYSCALL.get(platform.machine())
-    if nr is None:
-        raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
     n = len(offsets)
     c_path = ctypes.create_string_buffer(path)
     c_offs = (ctypes.c_uint64 * n)(*offsets)
@@ -100,13 +103,24 @@ def _link_create_multi(prog_fd: int, path: bytes, offsets: list[int], cookies: l
     struct.pack_into("<IIII", attr, 0, prog_fd, 0, BPF_TRACE_UPROBE_MULTI, 0)
     struct.pack_into("<QQQQIII", attr, 16, ctypes.addressof(c_path), ctypes.addressof(c_offs),
                      0, ctypes.addressof(c_cook), n, BPF_F_UPROBE_MULTI_RETURN if ret else 0, pid)
-    fd = libc().syscall(ctypes.c_long(nr), ctypes.c_long(BPF_LINK_CREATE), attr,
-                      ctypes.c_uint(64))
-    if fd < 0:
+    try:
+        return bpf_syscall(BPF_LINK_CREATE, attr, 64)
+    except OSError as e:
+        raise OSError(e.errno, f"uprobe_multi link on {path.decode(errors='replace')}: "
+                               f"{e.strerror}") from None
+
+
+def bpf_syscall(cmd: int, attr: Any, size: int) -> int:
+    """bpf(2) command CMD on ATTR (a ctypes buffer of SIZE bytes): its result (a new fd for
+    most commands), or OSError with the errno."""
+    nr = BPF_SYSCALL.get(platform.machine())
+    if nr is None:
+        raise OSError(38, f"no bpf syscall number known for {platform.machine()}")
+    r = libc().syscall(ctypes.c_long(nr), ctypes.c_long(cmd), attr, ctypes.c_uint(size))
+    if r < 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"uprobe_multi link on {path.decode(errors='replace')}: "
-                           f"{os.strerror(err)}")
-    return int(fd)
+        raise OSError(err, os.strerror(err))
+    return int(r)
 
 
 class BpfUprobes:
@@ -332,14 +346,12 @@ class BpfUprobes:
     def hits_by_tag(self, n: int) -> dict[int, int]:
         """The traced tree's hits per probe tag (of the first N tags), from the kernel's
         counts (every hit, summed or written, detached or not since)."""
-        m = self.obj.map("counts")
-        out = {}
-        for tag in range(min(n, LOST_TAGS)):
-            v = m.lookup(struct.pack("<I", tag))
-            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
-            if got:
-                out[tag] = got
-        return out
+        return self._per_tag("counts", n)
+
+    def hits_of(self, tag: int) -> int:
+        """``hits_by_tag`` of TAG alone (one map lookup: what the budget's detach says,
+        without reading every tag below it)."""
+        return _cpu_sum(self.obj.map("counts"), tag) if 0 <= tag < LOST_TAGS else 0
 
     def take_execs(self, raw: np.ndarray) -> np.ndarray:
         """RAW without its held execs, which go to ``held``."""
@@ -372,11 +384,15 @@ class BpfUprobes:
     def lost_by_tag(self, n: int) -> dict[int, int]:
         """Records lost per probe tag (of the first N tags; those past LOST_TAGS count only in
         ``lost``)."""
-        m = self.obj.map("lost")
+        return self._per_tag("lost", n, first=1)
+
+    def _per_tag(self, name: str, n: int, first: int = 0) -> dict[int, int]:
+        """Per-CPU array NAME summed per tag, the first N tags (tag t at key FIRST + t),
+        the tags with a count only."""
+        m = self.obj.map(name)
         out = {}
         for tag in range(min(n, LOST_TAGS)):
-            v = m.lookup(struct.pack("<I", 1 + tag))
-            got = int(np.frombuffer(v, dtype="<u8").sum()) if v else 0
+            got = _cpu_sum(m, first + tag)
             if got:
                 out[tag] = got
         return out
