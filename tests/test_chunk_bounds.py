@@ -160,3 +160,46 @@ def test_a_null_cpu_base_reads_as_absent() -> None:
     got, _notes = validate(K_HEADER, {"nodes": [{"cpu_base": None, "tid_base": 5,
                                                 "node": None}]}, 1)
     assert got["nodes"] == [{"tid_base": 5, "node": None}]
+
+
+@pytest.mark.parametrize(("source", "kept"), [("libbpf: x", 1001), ("perf: x", 1002)])
+def test_perfetto_keeps_the_threads_the_report_ranks_first(tmp_path: Path, source: str,
+                                                           kept: int,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Past the cap the Perfetto export keeps the threads with the most on-CPU time as the
+    report takes it: the runs' lengths (libbpf), the counted task-clock for reads (perf)."""
+    import io
+
+    from snumap_tui import store
+    from snumap_tui.analysis import caps
+    from snumap_tui.analysis.synth import write_recording
+    from snumap_tui.export.perfetto import PerfettoWriter
+    from snumap_tui.export.perfetto_counters import write_thread_counters
+    from snumap_tui.trace.counters import counter_dtype
+
+    rows = np.zeros(2, counter_dtype(len(K.EVENTS)))
+    rows["tid"], rows["pid"] = [1001, 1002], 1000
+    rows["t_start"] = K.T0
+    rows["t_end"] = [K.T0 + 10**6, K.T0 + 10]            # 1001: the longer row ...
+    rows["value"][:, 0] = [10, 10**6]                    # ... 1002: the more task-clock
+    rows["enabled"] = rows["running"] = 10
+    rows["n"] = len(K.EVENTS)
+    ev, tasks = K._base_events([1000])
+    path = write_recording(tmp_path / "r.rec", K.TOPOLOGY, ev, tasks=tasks,
+                           counters=(rows, K.EVENTS),
+                           header={"counters": {"source": source, "events": K.EVENTS}})
+    monkeypatch.setattr(caps, "MAX_ROWS", 1)
+    w = PerfettoWriter(io.BytesIO())
+    names: list[str] = []
+    track = w.track
+    monkeypatch.setattr(w, "track",
+                        lambda name, *a, **k: names.append(name) or track(name, *a, **k))
+    with store.open(path) as rec:
+        _values, _tracks, left_out = write_thread_counters(w, rec)
+    assert left_out == 1
+    assert f"task-clock (thread {kept})" in names and \
+        f"task-clock (thread {2003 - kept})" not in names
+    with store.open(path) as rec:
+        c = attribution.counter_section(rec)
+    assert c["threads"][0]["tid"] == kept

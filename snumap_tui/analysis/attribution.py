@@ -387,6 +387,13 @@ def why_no_counters(info: dict[str, Any]) -> str:
     return "no traced thread ran while counting"
 
 
+def rows_are_runs(rec: Any) -> bool:
+    """Whether REC's counter rows are run intervals, their lengths on-CPU time (libbpf), not
+    reads at each poll (perf, /proc): ``attribute``'s RUNS."""
+    info = dict((getattr(rec, "header", {}) or {}).get("counters") or {})
+    return str(info.get("source") or "").startswith("libbpf")
+
+
 def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:
     """The report's ``counters``: ``available`` False with ``why`` when the recording has no
     counters per run interval, else ``attribute``'s tables with where they came from and the
@@ -398,5 +405,5 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
         return {"available": False, "why": why_no_counters(info), "dropped": dropped}
     source = str(info.get("source") or "")
     out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
-                    runs=source.startswith("libbpf"))
+                    runs=rows_are_runs(rec))
     return {"available": True, "source": source, "dropped": dropped, **out}
