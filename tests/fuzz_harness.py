@@ -593,6 +593,51 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def limit(memory_mib: int) -> None:
+    """This process's address space limited to MEMORY_MIB (a bomb that inflates fails) and
+    SIGALRM made a Hang (run_one's per-run alarm)."""
+    soft = memory_mib << 20
+    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    signal.signal(signal.SIGALRM, _alarm)
+
+
+# ---- a fuzzer of several targets, a Tally each (tests/fuzz_inputs.py, tests/fuzz_study.py) ----
+def targets_parser(doc: str, seconds: float, seed: int) -> argparse.ArgumentParser:
+    """--seconds, --seed, --memory-mib and --json, with these defaults."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=seconds)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--memory-mib", type=int, default=3072)
+    ap.add_argument("--json", metavar="OUT")
+    return ap
+
+
+def targets_main(ap: argparse.ArgumentParser, argv: list[str] | None, prefix: str, width: int,
+                 fuzz: Callable[[argparse.Namespace, Path, dict[str, Tally]], None]) -> int:
+    """Parse ARGV, limit(), run FUZZ (its arguments, a private temporary directory and the
+    tallies by target), print a line per target and its first failures, write --json; 1 when
+    a run ended in a traceback, a hang or several lines."""
+    args = ap.parse_args(argv)
+    limit(args.memory_mib)
+    tallies: dict[str, Tally] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}-{os.getpid()}-") as tmp:
+        fuzz(args, Path(tmp), tallies)
+    for target, t in tallies.items():
+        print(f"{target + ':':{width}s}{t.line()}")
+        for f in t.failures[:10]:
+            print(f"  {f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "seed": args.seed, "seconds": round(time.monotonic() - started, 1),
+            **{k: {x: v for x, v in vars(t).items() if x != "kinds"}
+               for k, t in tallies.items()},
+            "traceback_kinds": {k: dict(t.kinds) for k, t in tallies.items()}},
+            indent=1, default=str))
+    bad = sum(t.tracebacks + t.hangs + t.multi_line_errors for t in tallies.values())
+    return 1 if bad else 0
+
+
 # ---- main ----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     from fuzz_formulas import fuzz_formulas
@@ -605,9 +650,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="address-space limit of this process (a bomb that inflates fails)")
     ap.add_argument("--json", metavar="OUT", help="write the counts as JSON")
     args = ap.parse_args(argv)
-    soft = args.memory_mib << 20
-    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    signal.signal(signal.SIGALRM, _alarm)
+    limit(args.memory_mib)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"snumap-fuzz-{os.getpid()}-") as tmp:
         work = Path(tmp)

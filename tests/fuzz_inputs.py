@@ -42,7 +42,6 @@ import resource
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -631,33 +630,15 @@ def run_one(t: H.Tally, what: str, fn: Callable[[], str | None], label: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=25)
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--memory-mib", type=int, default=3072)
-    ap.add_argument("--json", metavar="OUT")
+    ap = H.targets_parser(__doc__, 25, 3)
     ap.add_argument("--keep", metavar="DIR", help="copy inputs that crashed a child here")
-    args = ap.parse_args(argv)
-    global KEEP
-    KEEP = Path(args.keep) if args.keep else None
-    soft = args.memory_mib << 20
-    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    signal.signal(signal.SIGALRM, H._alarm)
-    tallies: dict[str, H.Tally] = {}
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"snumap-fuzz-inputs-{os.getpid()}-") as tmp:
-        fuzz_inputs(args.seconds, args.seed, Path(tmp), tallies)
-    for fam, t in tallies.items():
-        print(f"{fam + ':':12s}{t.line()}")
-        for f in t.failures[:10]:
-            print(f"  {f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({
-            "seed": args.seed, "seconds": round(time.monotonic() - started, 1),
-            **{fam: {k: v for k, v in vars(t).items() if k != "kinds"}
-               for fam, t in tallies.items()}}, indent=1, default=str))
-    bad = sum(t.tracebacks + t.hangs + t.multi_line_errors for t in tallies.values())
-    return 1 if bad else 0
+
+    def run(args: argparse.Namespace, work: Path, tallies: dict[str, H.Tally]) -> None:
+        global KEEP
+        KEEP = Path(args.keep) if args.keep else None
+        fuzz_inputs(args.seconds, args.seed, work, tallies)
+
+    return H.targets_main(ap, argv, "snumap-fuzz-inputs", 12, run)
 
 
 if __name__ == "__main__":

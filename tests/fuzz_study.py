@@ -30,15 +30,11 @@ terminal UI drawn headless) every PLOT_EVERY cases (each takes a second or two).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import resource
 import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -303,33 +299,9 @@ def fuzz_studies(seconds: float, seed: int, work: Path, tallies: dict[str, H.Tal
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--seed", type=int, default=5)
-    ap.add_argument("--memory-mib", type=int, default=3072)
-    ap.add_argument("--json", metavar="OUT")
-    args = ap.parse_args(argv)
-    soft = args.memory_mib << 20
-    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    signal.signal(signal.SIGALRM, H._alarm)
-    tallies: dict[str, H.Tally] = {}
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"snumap-fuzz-study-{os.getpid()}-") as tmp:
-        os.chmod(tmp, 0o700)
-        fuzz_studies(args.seconds, args.seed, Path(tmp), tallies)
-    for target, t in tallies.items():
-        print(f"{target + ':':15s}{t.line()}")
-        for f in t.failures[:10]:
-            print(f"  {f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({
-            "seed": args.seed, "seconds": round(time.monotonic() - started, 1),
-            **{k: {x: v for x, v in vars(t).items() if x != "kinds"}
-               for k, t in tallies.items()},
-            "traceback_kinds": {k: dict(t.kinds) for k, t in tallies.items()}},
-            indent=1, default=str))
-    bad = sum(t.tracebacks + t.hangs + t.multi_line_errors for t in tallies.values())
-    return 1 if bad else 0
+    return H.targets_main(H.targets_parser(__doc__, 30, 5), argv, "snumap-fuzz-study", 15,
+                          lambda args, work, tallies: fuzz_studies(args.seconds, args.seed,
+                                                                   work, tallies))
 
 
 if __name__ == "__main__":

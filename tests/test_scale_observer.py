@@ -123,6 +123,20 @@ def test_untraced_run_gets_the_environment_and_cpus(tmp_path: Path) -> None:
     assert gone["exit_status"] is None and "not found" in gone["why"]
 
 
+def test_untraced_log_is_never_group_writable(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user whose umask is 002: the untraced run's log is made as the recorded run's (and
+    every file of the study: study/files.py study_mode), writable by no one else."""
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    old = os.umask(0o002)
+    try:
+        u = run_untraced(["true"], dict(os.environ), (), tmp_path / "u.log")
+    finally:
+        os.umask(old)
+    assert u["exit_status"] == 0
+    assert (tmp_path / "u.log").stat().st_mode & 0o022 == 0
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="recording needs root")
 def test_a_study_runs_each_configuration_untraced_too(tmp_path: Path) -> None:
     r = subprocess.run([*SNUMAP, "scale", "--threads", "1", "--repeat", "2", "--regions",

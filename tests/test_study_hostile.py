@@ -617,3 +617,79 @@ def test_what_the_fuzzer_found_stays_found(tmp_path: Path) -> None:
     for _ in range(2):
         said = restore_leftover(study.dir, tmp_path / "no-sysfs")
         assert any("not a regular file" in x for x in said), said
+
+
+def test_a_lone_surrogate_is_refused_wherever_it_is_and_a_pair_is_text(tmp_path: Path) -> None:
+    """study/files.py read_json: a lone surrogate (only a JSON escape can make one) in a key
+    or a value, in either case of hex digits, is refused; an escaped pair (an emoji, as
+    json.dumps writes it) and escaped backslashes are text."""
+    from snumap_tui.errors import SnumapError
+    from snumap_tui.study.files import read_json
+
+    f = tmp_path / "x.json"
+    for text in ('{"\\udcff": 1}', '{"a": ["\\uD800"]}', '{"a": {"b": "x\\uDfFf"}}'):
+        f.write_text(text)
+        with pytest.raises(SnumapError, match="lone surrogate"):
+            read_json(f)
+    for text, value in (('{"a": "\\ud83d\\ude00"}', {"a": "\U0001F600"}),
+                        ('{"a": "\\\\ud800"}', {"a": "\\ud800"}),
+                        ('{"\\u00e9": "\\ud7ff"}', {"\u00e9": "\ud7ff"})):
+        f.write_text(text)
+        assert read_json(f) == value
+
+
+def test_run_states_reads_a_run_file_again_only_once_it_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each save reads every run's state: a file read before is taken from memory until it
+    is replaced (a new state written), rewritten in place, or made writable by others (then
+    refused in a trusted study, as on its first read)."""
+    import snumap_tui.study.manifest as M
+    from snumap_tui.study import files
+
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2], serial={"a": 0.1})
+    study = M.open_study(st, trust=True)
+    first = study.run_states()
+    rid = min(first)
+    f = study.run_file(rid, "json")
+    reads: list[str] = []
+
+    def counting(path: Any, **kw: Any) -> Any:
+        reads.append(Path(path).name)
+        return files.read_json(path, **kw)
+
+    monkeypatch.setattr(M, "read_json", counting)
+    assert study.run_states() == first and reads == []
+    study.write_run(rid, {**first[rid], "why": "again"})        # replaced by rename
+    assert study.run_states()[rid]["why"] == "again" and reads == [f.name]
+    data = json.loads(f.read_text())
+    data["why"] = "rewritten in place"
+    with open(f, "r+", encoding="utf-8") as w:                   # same inode, new content
+        w.write(json.dumps(data))
+        w.truncate()
+    assert study.run_states()[rid]["why"] == "rewritten in place"
+    f.chmod(0o666)
+    with pytest.raises(files.TrustError):
+        study.run_states()
+
+
+def test_a_running_run_is_pending_only_when_its_lock_is_free(tmp_path: Path) -> None:
+    """A run left ``running`` is being recorded elsewhere (a Slurm task) while its lock is
+    held, and redone once it is free; a lock file that is a FIFO or a link holds nothing."""
+    import snumap_tui.study.manifest as M
+
+    st = tmp_path / "s"
+    make_study(st, threads=[1, 2], serial={"a": 0.1})
+    study = M.open_study(st, trust=True)
+    rid = min(study.run_states())
+    study.write_run(rid, {**study.run_states()[rid], "status": "running"})
+    lock = study.run_file(rid, "lock")
+    with M.flocked(lock, f"run {rid}"):
+        assert rid not in {p.id for p in study.pending()}
+    assert rid in {p.id for p in study.pending()}
+    lock.unlink()
+    os.mkfifo(lock)
+    assert rid in {p.id for p in study.pending()}
+    lock.unlink()
+    lock.symlink_to(tmp_path / "elsewhere")
+    assert rid in {p.id for p in study.pending()}

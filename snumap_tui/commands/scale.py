@@ -278,7 +278,9 @@ def _verb(verb: str, argv: list[str]) -> int:
         p.add_argument("--extrap", metavar="FILE", help="write the study for Extra-P")
         p.add_argument("--force", action="store_true",
                        help="replace the --extrap file(s) and the --plot files")
-        p.add_argument("--measure", default="median", choices=["median", "mean"],
+        from snumap_tui.study.aggregate import MEASURES
+
+        p.add_argument("--measure", default=MEASURES[0], choices=MEASURES,
                        help="the models' (and the --extrap file's) figure per configuration: "
                             "the median (default) or the mean of its repeats")
         p.add_argument("--predict", type=int, metavar="P",

@@ -27,6 +27,7 @@ from typing import Any
 PROGRAM = "(program)"     # the whole program's row, the root of the regions' tree
 CONFIG_KEYS = ("threads", "ranks", "places", "input", "input_value", "freq")
 PERTURBED = 0.03          # the recorder's slowdown of the program beyond which it is said
+MEASURES = ("median", "mean")   # a time's figure over its repeats (--measure; Extra-P's too)
 
 
 def untraced_time(state: dict[str, Any]) -> float | None:

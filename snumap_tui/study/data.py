@@ -8,7 +8,7 @@ from typing import Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.extras import install_extra
-from snumap_tui.study.aggregate import aggregate, measurements
+from snumap_tui.study.aggregate import MEASURES, aggregate, measurements
 from snumap_tui.study.figures import FLAT, event_names, flat
 from snumap_tui.study.manifest import Study
 
@@ -42,8 +42,8 @@ class StudyData:
         from snumap_tui.study.report import report_from
 
         check_metric(metric, self.aggregated())
-        if measure not in ("median", "mean"):
-            raise SnumapError(f"--measure {measure}: choose median or mean")
+        if measure not in MEASURES:
+            raise SnumapError(f"--measure {measure}: choose {' or '.join(MEASURES)}")
         if measure == "mean" and metric != "time":
             raise SnumapError("--measure mean goes with --metric time (the other figures are "
                               "medians over the repeats)")

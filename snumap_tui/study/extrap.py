@@ -29,21 +29,23 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .aggregate import MEASURES, PERTURBED
+from .aggregate import PROGRAM as PROGRAM_ROW
+
 PROGRAM = "program"
 #: the options Extra-P needs (``extrap --text FILE --options ...``) to model as snumap does
 EXTRAP_OPTIONS = ("allow_negative_exponents=True",)
-MEASURES = ("median", "mean")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@<>\[\]-]")
 
 
 def _callpath(row: Mapping, parents: Mapping[str, str | None]) -> str:
     region = str(row["region"])
-    if region == "(program)":
+    if region == PROGRAM_ROW:
         return PROGRAM
     chain = [region]
     seen = {region}
     parent = parents.get(region)
-    while parent and parent != "(program)" and parent not in seen:
+    while parent and parent != PROGRAM_ROW and parent not in seen:
         chain.append(parent)
         seen.add(parent)
         parent = parents.get(parent)
@@ -69,7 +71,7 @@ def extrap_texts(measurements: Sequence[Mapping], measure: str = "median",
     The suffix is '' when the study has one placement and one frequency, else
     '-<places>-<freq>' for each combination."""
     if program_untraced:
-        measurements = [{**m, "time_s": m.get("untraced_s")} if m.get("region") == "(program)"
+        measurements = [{**m, "time_s": m.get("untraced_s")} if m.get("region") == PROGRAM_ROW
                         else m for m in measurements]
     ok = [m for m in measurements
           if m.get("status", "ok") == "ok" and isinstance(m.get("time_s"), (int, float))
@@ -86,17 +88,14 @@ def extrap_texts(measurements: Sequence[Mapping], measure: str = "median",
         suffix = ""
         if several:
             suffix = "-" + "-".join(_clean(x) for x in (places, freq) if x)
-        text = _one_file(ms, parents, numeric_input, places, freq, measure)
-        if program_untraced:
-            head, rest = text.split("\n", 1)
-            text = (f"{head}\n# program: its untraced runs' times (the recorder slowed it by "
-                    "more than 3 %: snumap scale report models these)\n" + rest)
-        out[suffix] = text
+        out[suffix] = _one_file(ms, parents, numeric_input, places, freq, measure,
+                                program_untraced)
     return out
 
 
 def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_input: bool,
-              places: str, freq: str, measure: str = "median") -> str:
+              places: str, freq: str, measure: str = "median",
+              program_untraced: bool = False) -> str:
     def point(m: Mapping) -> tuple[float, ...]:
         p = (float(m["threads"]),)
         return p + (float(m["input_value"]),) if numeric_input else p
@@ -117,6 +116,9 @@ def _one_file(ms: Sequence[Mapping], parents: Mapping[str, str | None], numeric_
              (f"# for the models snumap scale report --measure {measure} prints: extrap --text "
               f"FILE --options {' '.join(EXTRAP_OPTIONS)}"),
              f"# (without them Extra-P fits no falling term); DATA: {each}"]
+    if program_untraced:
+        lines.insert(1, "# program: its untraced runs' times (the recorder slowed it by more "
+                        f"than {100 * PERTURBED:.0f} %: snumap scale report models these)")
     complete = {r: v for r, v in by_region.items() if all(p in v for p in points)}
     for r in sorted(set(by_region) - set(complete)):
         lines.append(f"# left out (not measured at every point): {r}")

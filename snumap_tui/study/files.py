@@ -12,7 +12,7 @@ A study directory sits on a shared node (a shared file system, under a Slurm arr
   is not followed), at most ``MAX_BYTES``, decoded within a budget of items and nesting, with
   no NaN or Infinity (``topology/jsonlimits.py``); then the caller checks it against its
   schema (study/schema.py).
-- **Writes** (``write_text``, ``make_dir``): through ``safeout`` -- a fresh temporary file
+- **Writes** (``write_text``, ``make_dir``, ``open_log`` for a command's output): through ``safeout`` -- a fresh temporary file
   beside the target, renamed over it, no link followed, 0600 as root (directories 0700).
 """
 
@@ -32,6 +32,7 @@ from snumap_tui.textsafe import safe_text
 MAX_BYTES = 16 << 20     # a manifest of 100,000 runs is ~10 MB; a run file a few hundred kB
 MAX_DEPTH = 32           # what snumap writes nests 6 deep
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 class TrustError(SnumapError):
@@ -113,7 +114,9 @@ def read_json(path: Path | str, *, trust: bool = False, what: str = "file") -> A
         value = loads(data, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
     except JsonLimitError as exc:
         raise SnumapError(f"{_name(path)}: not JSON snumap wrote ({exc})") from None
-    if _has_lone_surrogate(value):
+    # Strict UTF-8 has no surrogates: only a \uD800-\uDFFF escape makes one, so the walk
+    # (a third of a decode's time) is for texts that hold such an escape.
+    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
         raise SnumapError(f"{_name(path)}: not JSON snumap wrote (text with a lone surrogate, "
                           "which is no character)")
     return value
@@ -143,10 +146,11 @@ def study_mode() -> int:
     return default_mode() & ~0o022
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, *, executable: bool = False) -> None:
     """TEXT as PATH, a file of the study, replaced whole (safeout: beside, renamed; no link
-    followed; ``study_mode``)."""
-    with SafeOutput(path, force=True, mode=study_mode()) as sink, sink.open(text=True) as f:
+    followed; ``study_mode``, searchable where readable when EXECUTABLE: a script)."""
+    mode = dir_mode(study_mode()) if executable else study_mode()
+    with SafeOutput(path, force=True, mode=mode) as sink, sink.open(text=True) as f:
         f.write(text)
 
 
@@ -154,6 +158,17 @@ def write_bytes(path: Path, data: bytes, *, force: bool) -> None:
     """DATA as PATH through safeout (replacing PATH only with FORCE)."""
     with SafeOutput(path, force=force) as sink, sink.open() as f:
         f.write(data)
+
+
+def open_log(path: Path) -> int:
+    """PATH made afresh (a killed run's file removed) for a command's output, and its fd: never
+    through a link, ``study_mode`` (private as root, like every output: safeout)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   study_mode())
 
 
 def make_dir(path: Path) -> None:

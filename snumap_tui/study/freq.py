@@ -116,8 +116,15 @@ class CpuFreq:
 
     def _save(self) -> None:
         for c in self.cpus():
-            self.saved[str(c)] = {f: _read(c / f) for f in FILES if (c / f).exists()
-                                  and _read(c / f) not in ("", "<unsupported>")}
+            vals = {}
+            for f in FILES:
+                try:
+                    v = _read(c / f)
+                except FileNotFoundError:
+                    continue
+                if v not in ("", "<unsupported>"):
+                    vals[f] = v
+            self.saved[str(c)] = vals
         if self.restore_file is not None:
             from snumap_tui.study.files import write_text
 
@@ -235,7 +242,6 @@ def restore_leftover(study_dir: Path, root: Path = SYSFS) -> list[str]:
     from the study's restore files that are this host's and this boot's; returns one line
     per file applied (and per CPU that could not be). A restore file another user may have
     written is refused (SnumapError)."""
-    from snumap_tui.errors import SnumapError
     from snumap_tui.study.files import TrustError, read_json
 
     said = []

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.safeout import is_locked
 from snumap_tui.study import files
 from snumap_tui.study.configs import Config
-from snumap_tui.study.files import make_dir, trusted_dir, write_text
+from snumap_tui.study.files import make_dir, read_json, trusted_dir, write_text
 from snumap_tui.study.schema import check_manifest, check_run
 from snumap_tui.textsafe import safe_text
 
@@ -50,18 +51,6 @@ DONE = ("ok", "failed")          # states a resume keeps
 
 
 # ---- files ------------------------------------------------------------------------------------
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write TEXT as PATH: through safeout (a fresh temporary file beside it, renamed; no link
-    followed; 0600 as root)."""
-    write_text(path, text)
-
-
-def read_json(path: Path, *, trust: bool = False) -> Any:
-    """A JSON file of the study: regular, bounded, not followed through a link (with TRUST:
-    owned by the invoking user or root, writable by no one else); SnumapError otherwise."""
-    return files.read_json(path, trust=trust)
-
 
 def _lock_fd(path: Path) -> int:
     """PATH opened (created) for a flock: never through a link, a regular file, 0600 as
@@ -91,23 +80,6 @@ def flocked(path: Path, what: str) -> Iterator[int]:
         os.close(fd)
 
 
-def is_locked(path: Path) -> bool:
-    """Whether someone holds PATH's flock (a run being recorded right now)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 # ---- the study --------------------------------------------------------------------------------
 
 @dataclass
@@ -133,6 +105,10 @@ class Study:
     manifest: dict[str, Any] = field(default_factory=dict)
     trusted: bool = False
     damaged: dict[str, str] = field(default_factory=dict)
+    # run id -> (its file's identity when read, its checked state): run_states reads a file
+    # again only once it was replaced or changed (each save reads every run's state)
+    _read: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def runs_dir(self) -> Path:
@@ -156,11 +132,27 @@ class Study:
     def run_states(self) -> dict[str, dict[str, Any]]:
         """Every run's state file, by run id. One that is missing is pending; a damaged one
         is named in ``damaged`` and skipped (the run is redone). In a trusted study a run
-        file another user may have written is refused (SnumapError)."""
+        file another user may have written is refused (SnumapError). A file read before is
+        read again only when it changed (its inode, size, mtime or ctime: snumap replaces a
+        run file by rename, and a chmod or chown changes the ctime)."""
         out: dict[str, dict[str, Any]] = {}
         self.damaged = {}
         for p in self.plan():
             f = self.run_file(p.id, "json")
+            try:
+                st = os.lstat(f)
+            except FileNotFoundError:
+                self._read.pop(p.id, None)
+                continue
+            except OSError:
+                st = None
+            ident = None if st is None else (st.st_dev, st.st_ino, st.st_size,
+                                             st.st_mtime_ns, st.st_ctime_ns)
+            known = self._read.get(p.id)
+            if known is not None and known[0] == ident:
+                out[p.id] = known[1]
+                continue
+            self._read.pop(p.id, None)
             try:
                 out[p.id] = check_run(read_json(f, trust=self.trusted), f"runs/{f.name}")
             except FileNotFoundError:
@@ -169,6 +161,9 @@ class Study:
                 raise
             except SnumapError as exc:
                 self.damaged[p.id] = str(exc)
+                continue
+            if ident is not None:
+                self._read[p.id] = (ident, out[p.id])
         return out
 
     def pending(self, retry_failed: bool = False) -> list[RunPlan]:
@@ -190,7 +185,7 @@ class Study:
     def write_run(self, run_id: str, state: dict[str, Any]) -> None:
         """The run's state file; a number that is not finite is written as null (the reader
         refuses NaN and Infinity: study/schema.py)."""
-        write_atomic(self.run_file(run_id, "json"), json.dumps(_finite(state), indent=1))
+        write_text(self.run_file(run_id, "json"), json.dumps(_finite(state), indent=1))
 
     def save(self, keys: tuple[str, ...] | None = ()) -> None:
         """manifest.json: the study with every run's state merged in (measurements left in
@@ -222,7 +217,7 @@ class Study:
                                 if k not in ("measurements", "id")}})
             base["runs"] = runs
             base["updated"] = _now()
-            write_atomic(path, json.dumps(base, indent=1))
+            write_text(path, json.dumps(base, indent=1))
             self.manifest = base
 
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import SnumapError
+from .aggregate import PROGRAM
 
 DIMS = ("input", "places", "freq")
-PROGRAM = "(program)"
 
 
 def varying_dims(rows: Sequence[Mapping]) -> list[str]:

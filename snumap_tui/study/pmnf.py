@@ -31,6 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from snumap_tui.study.aggregate import MEASURES
 from snumap_tui.study.pmnf_select import NOISE_ALPHA, POLY, noise_p_value, select, terms_p_value
 
 # The exponents the two-parameter search combines (each parameter's best term first).
@@ -40,7 +41,6 @@ POLY_EXPONENTS: tuple[Fraction, ...] = tuple(
 LOG_EXPONENTS: tuple[int, ...] = (0, 1, 2)
 
 PARSIMONY = 0.1       # a hypothesis with more factors must cut the CV error by 10 %
-MEASURES = ("median", "mean")   # what one point of repeats is, as Extra-P's --measure
 MIN_POINTS = 3          # distinct parameter values needed for a hypothesis search
 _EPS = 1e-300
 

@@ -14,9 +14,7 @@ from typing import Any
 from snumap_tui.study.aggregate import (
     PERTURBED,
     PROGRAM,
-    aggregate,
     finite,
-    measurements,
     parallelism,
     serial_text,
     series_key,
@@ -30,12 +28,6 @@ SCALING = 0.8
 MIN_SHARE = 0.01         # regions under this share of the program's time get no finding
 SLOWER = 0.95            # speedup under which more threads made a region slower
 PLACE_GAP = 1.1          # best vs worst placement ratio worth a finding
-
-
-def build_report(study: Any, predict: int | None = None) -> dict[str, Any]:
-    rows = measurements(study)
-    agg = aggregate(rows)
-    return report_from(study.manifest, study.run_states(), rows, agg, predict)
 
 
 def report_from(manifest: dict[str, Any], states: dict[str, dict[str, Any]],
@@ -345,6 +337,7 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         return {"available": False, "metric": metric, "why": f"no model fitted: {exc}"}
     key = "time_s" if metric == "time" else "value"
     cores = int((manifest.get("machine") or {}).get("cores") or 0)
+    untraced_fits = {_as_text(k) for k in untraced}     # as fit_series names its series
     out: dict[str, Any] = {}
     for region, fixed, m in series:
         if region in out:
@@ -355,10 +348,8 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         if m.note:      # two thread counts: c0 + c1/p, Amdahl's law only for a time
             item["note"] = m.note if metric == "time" else \
                 m.note.replace("Amdahl's law", "c0 + c1 * threads^(-1)")
-        named = tuple("" if v is None else str(v) for v in series_key({"region": region,
-                                                                      **fixed})[1:])
-        if metric == "time" and any(k[0] == region and tuple(
-                "" if v is None else str(v) for v in k[1:]) == named for k in untraced):
+        if metric == "time" and _as_text(series_key({"region": region, **fixed})) in \
+                untraced_fits:
             item["note"] = "; ".join(x for x in (item.get("note"), "of its untraced times") if x)
         for label, p in (("at_cores", cores), ("at_predict", predict)):
             if p:
@@ -374,6 +365,11 @@ def models(agg: list[dict[str, Any]], manifest: dict[str, Any], predict: int | N
         out[region] = item
     return {"available": True, "metric": metric, "unit": UNITS.get(metric, ""),
             "measure": measure if metric == "time" else "median", "models": out}
+
+
+def _as_text(key: tuple[Any, ...]) -> tuple[str, ...]:
+    """A series key as pmnf.fit_series gives its settings: strings, '' for None."""
+    return tuple("" if v is None else str(v) for v in key)
 
 
 # ---- text -------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 from snumap_tui.selfcmd import snumap_argv
 from snumap_tui.study.configs import Config, cpulist, placement, substitute
-from snumap_tui.study.files import study_mode
+from snumap_tui.study.files import open_log
 from snumap_tui.study.manifest import RunPlan, Study, _now, flocked
 from snumap_tui.textsafe import safe_text
 from snumap_tui.threadpools import user_environ
@@ -105,11 +105,10 @@ def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable
     rec = study.run_file(run.id, "rec")
     log = study.run_file(run.id, "log")
     with flocked(study.run_file(run.id, "lock"), f"run {run.id}"):
-        for f in (rec, log):
-            try:
-                os.unlink(f)            # a killed run's partial files: this run is redone
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(rec)              # a killed run's partial recording: this run is redone
+        except FileNotFoundError:
+            pass
         argv = record_argv(study, launch, run, cpus)
         state: dict[str, Any] = {
             "id": run.id, "config": cfg.key, "repeat": run.repeat, "status": "running",
@@ -123,9 +122,7 @@ def execute(study: Study, launch: Launch, run: RunPlan, topo: Any, say: Callable
         if untraced_first:
             _untraced(study, run, state, cpus, env, stop, "before")
         t0 = time.monotonic()
-        # the program's own output: private as root, like every output (safeout)
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     study_mode())
+        fd = open_log(log)              # the program's own output
         try:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                     stdout=fd, stderr=fd,

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.safeout import dir_mode
 from snumap_tui.selfcmd import snumap_argv
-from snumap_tui.study.files import make_dir, read_bytes, study_mode
-from snumap_tui.study.manifest import RunPlan, Study, write_atomic
+from snumap_tui.study.files import make_dir, read_bytes, write_text
+from snumap_tui.study.manifest import RunPlan, Study
 from snumap_tui.textsafe import safe_text
 from snumap_tui.threadpools import user_environ
 
@@ -46,12 +45,11 @@ def submit(study: Study, runs: list[RunPlan], sbatch_opts: str, wait: bool = Fal
     make_dir(sdir)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     listf = sdir / f"job-{stamp}.runs"
-    write_atomic(listf, "".join(f"{r.id}\n" for r in runs))
+    write_text(listf, "".join(f"{r.id}\n" for r in runs))
     script = sdir / f"job-{stamp}.sh"
     # this very snumap (study/runner.py snumap_argv), whatever directory sbatch starts it in
     task = snumap_argv("scale", "task", str(d), "--list", str(listf))
-    write_atomic(script, SCRIPT.format(n=len(runs), snumap=shlex.join(task)))
-    os.chmod(script, dir_mode(study_mode()))
+    write_text(script, SCRIPT.format(n=len(runs), snumap=shlex.join(task)), executable=True)
     argv = ["sbatch", "--parsable", f"--array=0-{len(runs) - 1}", "-J", "snumap-scale",
             "-o", str(sdir / "%A_%a.out"), *opts, *(["--wait"] if wait else []), str(script)]
     # the array's tasks inherit this environment: the user's, not snumap's pinned pools

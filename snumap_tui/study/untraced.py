@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from snumap_tui.safeout import default_mode
+from snumap_tui.study.files import open_log
 
 POLL_MS = 200          # how often a wait looks at the stop flag
 
@@ -34,13 +34,7 @@ def run_untraced(cmd: Sequence[str], env: dict[str, str], cpus: Sequence[int], l
     if exe is None:
         return {"time_s": None, "exit_status": None, "why": f"{cmd[0]}: not found",
                 "log": log.name}
-    try:
-        os.unlink(log)
-    except FileNotFoundError:
-        pass
-    # the program's own output: private as root, like every output (safeout)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 default_mode())
+    fd = open_log(log)          # the program's own output, as the recorded run's
     null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     old = os.sched_getaffinity(0)
     try:
