@@ -261,6 +261,22 @@ def test_proc_counters_parse_and_rows() -> None:
     c = attribute(ThreadCounters(PROC_EVENTS, rows), runs=False)
     (t,) = c["threads"]
     assert t["faults"] == 21 and t["on_cpu_s"] == pytest.approx(150e-9)
+    # A damaged header naming utime without stime: that one is the on-CPU time, no traceback.
+    only = ThreadCounters(PROC_EVENTS[:1], _one_event(rows))
+    (t,) = attribute(only, runs=False)["threads"]
+    assert t["on_cpu_s"] == pytest.approx(100e-9)
+
+
+def _one_event(rows: np.ndarray) -> np.ndarray:
+    """ROWS with their first event only."""
+    out = np.zeros(len(rows), counter_dtype(1))
+    for f in ("tid", "pid", "cpu", "t_start", "t_end"):
+        out[f] = rows[f]
+    out["value"][:, 0] = rows["value"][:, 0]
+    out["enabled"][:, 0] = rows["enabled"][:, 0]
+    out["running"][:, 0] = rows["running"][:, 0]
+    out["n"] = 1
+    return out
 
 
 @pytest.mark.parametrize("backend", ["proc", "perf"])

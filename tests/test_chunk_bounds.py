@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import crafted_chunks as K
 
 from snumap_tui.analysis import attribution, memory
+from snumap_tui.analysis.caps import MAX_ROWS
 
 PY = sys.executable
 
@@ -68,20 +69,25 @@ def test_300k_pids_report_lists_the_traced_ones_and_counts_the_rest(tmp_path: Pa
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(p.stdout)
     assert r["memory"]["left_out"] == [
-        (f"{20_000 - memory.MAX_PROCESSES} more processes past the first "
-        f"{memory.MAX_PROCESSES} (by memory): left out")]
+        (f"{20_000 - MAX_ROWS} more processes past the first "
+        f"{MAX_ROWS} (by memory): left out")]
     traced = {x["pid"]: x["memory"] for x in r["processes"]}
     assert traced[1]["rss_bytes"] == 1 << 12 and traced[2]["nodes"] == {"0": 2 << 12}
+    # The Perfetto export keeps as many memory tracks and says so (never dropped silently).
+    p = snumap("export", str(rec), "--format", "perfetto", "-o", str(tmp_path / "m.pftrace"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (f"memory tracks for the {MAX_ROWS} processes with the most memory, "
+            f"{20_000 - MAX_ROWS} more left out") in p.stderr, p.stderr
 
 
 def test_a_flood_of_tids_and_pu_numbers_is_capped_with_the_rest_summed(tmp_path: Path) -> None:
-    n = attribution.MAX_ROWS + 1000
+    n = MAX_ROWS + 1000
     rec = K.counter_tids(tmp_path / "t.rec", tids=n, cpus=n)
     p = snumap("report", str(rec), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     c = json.loads(p.stdout)["counters"]
-    assert len(c["threads"]) == attribution.MAX_ROWS
-    assert len(c["cpus"]) == attribution.MAX_ROWS
+    assert len(c["threads"]) == MAX_ROWS
+    assert len(c["cpus"]) == MAX_ROWS
     rest = c["threads_left_out"]
     assert rest["count"] == 1000 and rest["intervals"] == 1000
     # Nothing lost: the listed threads and the rest sum to every interval's task-clock.
@@ -154,3 +160,46 @@ def test_a_null_cpu_base_reads_as_absent() -> None:
     got, _notes = validate(K_HEADER, {"nodes": [{"cpu_base": None, "tid_base": 5,
                                                 "node": None}]}, 1)
     assert got["nodes"] == [{"tid_base": 5, "node": None}]
+
+
+@pytest.mark.parametrize(("source", "kept"), [("libbpf: x", 1001), ("perf: x", 1002)])
+def test_perfetto_keeps_the_threads_the_report_ranks_first(tmp_path: Path, source: str,
+                                                           kept: int,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Past the cap the Perfetto export keeps the threads with the most on-CPU time as the
+    report takes it: the runs' lengths (libbpf), the counted task-clock for reads (perf)."""
+    import io
+
+    from snumap_tui import store
+    from snumap_tui.analysis import caps
+    from snumap_tui.analysis.synth import write_recording
+    from snumap_tui.export.perfetto import PerfettoWriter
+    from snumap_tui.export.perfetto_counters import write_thread_counters
+    from snumap_tui.trace.counters import counter_dtype
+
+    rows = np.zeros(2, counter_dtype(len(K.EVENTS)))
+    rows["tid"], rows["pid"] = [1001, 1002], 1000
+    rows["t_start"] = K.T0
+    rows["t_end"] = [K.T0 + 10**6, K.T0 + 10]            # 1001: the longer row ...
+    rows["value"][:, 0] = [10, 10**6]                    # ... 1002: the more task-clock
+    rows["enabled"] = rows["running"] = 10
+    rows["n"] = len(K.EVENTS)
+    ev, tasks = K._base_events([1000])
+    path = write_recording(tmp_path / "r.rec", K.TOPOLOGY, ev, tasks=tasks,
+                           counters=(rows, K.EVENTS),
+                           header={"counters": {"source": source, "events": K.EVENTS}})
+    monkeypatch.setattr(caps, "MAX_ROWS", 1)
+    w = PerfettoWriter(io.BytesIO())
+    names: list[str] = []
+    track = w.track
+    monkeypatch.setattr(w, "track",
+                        lambda name, *a, **k: names.append(name) or track(name, *a, **k))
+    with store.open(path) as rec:
+        _values, _tracks, left_out = write_thread_counters(w, rec)
+    assert left_out == 1
+    assert f"task-clock (thread {kept})" in names and \
+        f"task-clock (thread {2003 - kept})" not in names
+    with store.open(path) as rec:
+        c = attribution.counter_section(rec)
+    assert c["threads"][0]["tid"] == kept

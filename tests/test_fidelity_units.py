@@ -4,6 +4,8 @@ inferred switch-ins marked (tests/test_fidelity.py has the same-run comparisons)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from snumap_tui.analysis.intervals import build_intervals
@@ -55,3 +57,30 @@ def test_run_time_after_an_inferred_switch_in_is_marked() -> None:
     b.feed(e[:2])
     b.feed(e[2:])
     assert b.finish(100).inferred_ns == {7: 20}
+
+
+def test_the_reports_inferred_note_is_wrapped_not_cut(tmp_path: Path) -> None:
+    """The note on run time after inferred switch-ins says its count of threads and their
+    time whole (cut at 80 columns it lost "threads," to "th")."""
+    from snumap_tui import store
+    from snumap_tui.analysis.report import build_report, format_report
+    from snumap_tui.analysis.synth import synthetic_topology, write_recording
+    from snumap_tui.trace.events import TaskInfo
+
+    t0 = 10**9
+    rows = [(10, 5, 0, 0), (30, 0, 7, -1), (50, 7, 0, 1), (60, 0, 8, -2), (70, 8, 9, 1)]
+    e = ev.empty_events(len(rows))
+    for i, (t, a, b, arg) in enumerate(rows):
+        e[i]["t_ns"], e[i]["kind"], e[i]["arg"] = t0 + t * 1000, ev.SWITCH, arg
+        e[i]["tid"], e[i]["tid2"], e[i]["pid"], e[i]["pid2"] = a, b, a, b
+    path = write_recording(tmp_path / "inferred.rec", synthetic_topology(1, 1, 1, 1), e,
+                           tasks=[TaskInfo(tid=t, pid=t, comm=f"c{t}", t_ns=t0)
+                                  for t in (5, 7, 8, 9)])
+    with store.open(path) as rec:
+        text = format_report(build_report(rec))
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "RUN s includes" in ln)
+    note = lines[at:at + 2]
+    assert "inferred: 1 threads, 0.000020 s in all (--json: inferred_s per thread)" in \
+        " ".join(ln.strip() for ln in note)
+    assert all(len(ln) <= 80 for ln in note)

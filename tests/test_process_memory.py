@@ -124,6 +124,27 @@ def test_a_zombie_or_a_bad_statm_is_not_a_zero_row(tmp_path: Path) -> None:
     assert src.read() == [] and not src.errors
 
 
+def test_the_recorders_rss_and_peak_come_from_one_status_read(tmp_path: Path) -> None:
+    """With peaks (the recorder), /proc/PID/status alone gives the RSS (VmRSS) and the
+    kernel's peak (VmHWM): no statm read beside it; a zombie (no VmRSS) is gone, no row."""
+    d = tmp_path / "proc" / "7"
+    d.mkdir(parents=True)
+    (d / "status").write_text("Name:\tx\nVmHWM:\t  8000 kB\nVmRSS:\t  1200 kB\n")
+    (tmp_path / "proc" / "8").mkdir()
+    (tmp_path / "proc" / "8" / "status").write_text("Name:\tz\nState:\tZ (zombie)\n")
+    n = tmp_path / "sys/devices/system/node"
+    n.mkdir(parents=True)
+    (n / "has_memory").write_text("0\n")
+    src = ProcessMemory(tmp_path, page_bytes=4096, peaks=True)
+    src.watch([7, 8])
+    assert src.read() == [(7, RSS_NODE, 1200 << 10, True), (7, 0, 1200 << 10, True)]
+    assert src.peaks == {7: 8000 << 10} and not src.errors
+    (d / "status").write_text("Name:\tx\nVmHWM:\t  6000 kB\nVmRSS:\t  900 kB\n")
+    src.read()
+    assert src.peaks == {7: 8000 << 10}           # the largest read (clear_refs resets it)
+    assert "status (VmRSS, VmHWM)" in src.describe()
+
+
 def test_region_high_water_mark_is_over_the_samples_inside_its_instances() -> None:
     rows = np.concatenate([rows_at(t, [(5, RSS_NODE, b, True), (5, 0, b, True)])
                            for t, b in ((100, 10 * MIB), (200, 50 * MIB), (300, 20 * MIB),

@@ -35,6 +35,14 @@ def test_figures_have_units_and_counts_are_whole() -> None:
     assert event_text("instructions", None) == "n/a"
 
 
+def test_a_count_rounding_up_to_1000_takes_the_next_unit() -> None:
+    """999,999 reads 1M, never 1e+03k (the unit picked before the rounding was)."""
+    assert event_text("page-faults", 999_999) == "1M"
+    assert event_text("instructions", 999_600_000) == "1G"
+    assert event_text("instructions", 999_400_000) == "999M"
+    assert event_text("instructions", 2.5e12) == "2.5T"
+
+
 def test_piped_output_is_wide() -> None:
     import io
     assert output_width(io.StringIO()) >= 1000

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.caps import MAX_ROWS, ranked
 from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.analysis.regions import pair
 from snumap_tui.store.counters import ThreadCounters
@@ -123,12 +124,6 @@ def derived(events: list[str], sums: np.ndarray, on_cpu_ns: int,
     return out, why
 
 
-# Rows of the report's tables (threads, processes, PUs) at most: a crafted chunk may name
-# 200,000 tids or PU numbers; past the cap (by on-CPU time) they are summed into one ``rest``
-# row with their count (issue 30).
-MAX_ROWS = 4096
-
-
 @dataclass
 class Groups:
     """Sums per distinct key (sorted): intervals, on-CPU ns, event sums, migrations."""
@@ -147,15 +142,8 @@ class Groups:
             ) -> tuple[np.ndarray, dict[str, Any] | None]:
         """(indexes of the N keys with the most on-CPU time, in that order; the rest summed,
         or None). RUNS: as ``_row`` takes on-CPU time (the rows' lengths, or the counts)."""
-        busy = self.on_cpu_ns.astype(np.float64)
-        if not runs:
-            if "proc:utime-ns" in events:
-                busy = (self.sums[:, events.index("proc:utime-ns")]
-                        + self.sums[:, events.index("proc:stime-ns")])
-            else:
-                i = event_index(events, TASK_CLOCK)
-                busy = self.sums[:, i] if i is not None else np.zeros(len(self.keys))
-        order = np.lexsort((self.keys, -busy))
+        busy = self.on_cpu_ns if runs else counted_on_cpu(events, self.sums)
+        order = ranked(self.keys, busy if busy is not None else np.zeros(len(self.keys)))
         if len(order) <= n:
             return order, None
         rest = order[n:]
@@ -191,13 +179,21 @@ def _moves(s: Scaled, order_key: np.ndarray) -> np.ndarray:
     return moved
 
 
-def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
-    """On-CPU ns when the rows are reads, not runs (perf, /proc backends): task-clock, or
-    /proc's utime + stime; None without either."""
-    if "proc:utime-ns" in events:
-        return int(sums[events.index("proc:utime-ns")] + sums[events.index("proc:stime-ns")])
+def counted_on_cpu(events: list[str], sums: np.ndarray) -> np.ndarray | None:
+    """On-CPU ns when the rows are reads, not runs (perf, /proc backends), from the event
+    sums along SUMS' last axis (one row's, or a table's): task-clock, or /proc's utime +
+    stime; None without either."""
+    proc = [events.index(e) for e in ("proc:utime-ns", "proc:stime-ns") if e in events]
+    if proc:            # both from /proc; a damaged header may name one (then that one)
+        return sum((sums[..., j] for j in proc[1:]), start=sums[..., proc[0]])
     i = event_index(events, TASK_CLOCK)
-    return None if i is None else int(sums[i])
+    return None if i is None else sums[..., i]
+
+
+def on_cpu_from_counts(events: list[str], sums: np.ndarray) -> int | None:
+    """``counted_on_cpu`` of one row's sums, in whole ns."""
+    v = counted_on_cpu(events, sums)
+    return None if v is None else int(v)
 
 
 def _row(events: list[str], g: dict[str, Any], runs: bool = True, **extra: Any
@@ -306,7 +302,7 @@ def _per_cpu(s: Scaled, top: int = MAX_ROWS) -> list[dict[str, Any]]:
     total = np.zeros((len(cpus), len(s.events)))
     np.add.at(traced, inv[tr], s.values[tr])
     np.add.at(total, inv, s.values)
-    keep = np.sort(np.lexsort((cpus, -n))[:top])
+    keep = np.sort(ranked(cpus, n)[:top])
     return [{"cpu": int(cpus[i]), "traced": dict(zip(s.events, traced[i].tolist())),
              "other": dict(zip(s.events, (total[i] - traced[i]).tolist())),
              "total": dict(zip(s.events, total[i].tolist()))} for i in keep.tolist()]
@@ -325,7 +321,19 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
             cum_tid[t] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
         return cum_tid.get(t)
 
-    cum_cpu: dict[tuple[int, int], Cumulative] = {}
+    by_pid = _split(ts.pid)
+    of_pid: dict[int, tuple[list[int], list[Cumulative]]] = {}
+
+    def pid_cums(p: int) -> tuple[list[int], list[Cumulative]]:
+        """P's threads and its rows' sums per PU (every traced row where P <= 0: a phase
+        of no known process); once per process, however many phases name it."""
+        if p not in of_pid:
+            rows = by_pid.get(p, np.zeros(0, np.int64)) if p > 0 else np.arange(len(ts.tid))
+            of_pid[p] = (np.unique(ts.tid[rows]).tolist(),
+                         [Cumulative(ts.start[rows[i]], ts.end[rows[i]], ts.values[rows[i]])
+                          for i in _split(ts.cpu[rows]).values()])
+        return of_pid[p]
+
     regions: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
     for name, (kind, tid, pid, a, b) in _instances(reg).items():
@@ -335,14 +343,10 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
         if kind == "marker":
             # A phase: every traced interval in its time, of its process when known.
             for p, m in sorted(_split(pid).items()):
-                sel = (ts.pid == p) if p > 0 else np.ones(len(ts.tid), bool)
-                threads.update(np.unique(ts.tid[sel]).tolist())
-                for cpu, i in _split(ts.cpu[sel]).items():
-                    key = (p, cpu)
-                    if key not in cum_cpu:
-                        i = np.flatnonzero(sel)[i]
-                        cum_cpu[key] = Cumulative(ts.start[i], ts.end[i], ts.values[i])
-                    v, n = _span_sums(cum_cpu[key], a[m], b[m])
+                tids, cums = pid_cums(p)
+                threads.update(tids)
+                for per_pu in cums:
+                    v, n = _span_sums(per_pu, a[m], b[m])
                     sums += v
                     ns += float(n)
         else:
@@ -383,6 +387,13 @@ def why_no_counters(info: dict[str, Any]) -> str:
     return "no traced thread ran while counting"
 
 
+def rows_are_runs(rec: Any) -> bool:
+    """Whether REC's counter rows are run intervals, their lengths on-CPU time (libbpf), not
+    reads at each poll (perf, /proc): ``attribute``'s RUNS."""
+    info = dict((getattr(rec, "header", {}) or {}).get("counters") or {})
+    return str(info.get("source") or "").startswith("libbpf")
+
+
 def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, Any]:
     """The report's ``counters``: ``available`` False with ``why`` when the recording has no
     counters per run interval, else ``attribute``'s tables with where they came from and the
@@ -394,5 +405,5 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
         return {"available": False, "why": why_no_counters(info), "dropped": dropped}
     source = str(info.get("source") or "")
     out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
-                    runs=source.startswith("libbpf"))
+                    runs=rows_are_runs(rec))
     return {"available": True, "source": source, "dropped": dropped, **out}

@@ -6,10 +6,15 @@ with their unit, counts as integers (the first three events get columns, all of 
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
-from snumap_tui.analysis.textcols import count_text, event_head, event_text, fit_name
+from snumap_tui.analysis.textcols import (
+    count_text,
+    event_head,
+    event_text,
+    fit_name,
+    wrapped,
+)
 from snumap_tui.textsafe import safe_text
 
 EVENT_COLUMNS = 3
@@ -51,15 +56,10 @@ def _table(title: str, rows: list[dict[str, Any]], label: Any, events: list[str]
                      f" {_ratio(r.get('mpki'), 1):>5} {_num(r.get('migrations')):>4}")
     if len(rows) > top:
         lines.append(f"  ... {len(rows) - top} more")
-    if rest:        # past the report's cap (attribution.MAX_ROWS): counted and summed
-        lines += _wrapped(f"... and {rest['count']} more, not listed (--json neither): "
+    if rest:        # past the report's cap (caps.MAX_ROWS): counted and summed
+        lines += wrapped(f"... and {rest['count']} more, not listed (--json neither): "
                           f"{rest['on_cpu_s']:.3f} s on-CPU together")
     return lines
-
-
-def _wrapped(text: str, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False)
 
 
 def format_counters(c: dict[str, Any] | None, top: int = 20, width: int = WIDTH
@@ -68,25 +68,25 @@ def format_counters(c: dict[str, Any] | None, top: int = 20, width: int = WIDTH
     if not c:
         return []
     if not c.get("available"):
-        return ["", *_wrapped(f"Counters per thread: n/a ({safe_text(c.get('why', '?'))})",
+        return ["", *wrapped(f"Counters per thread: n/a ({safe_text(c.get('why', '?'))})",
                               "")]
     ev = list(c["events"])
     lines = ["", "Counters per thread, region and phase:"]
-    lines += _wrapped("events: " + ", ".join(safe_text(e) for e in ev))
-    lines += _wrapped(f"source: {safe_text(c.get('source') or '?')}")
+    lines += wrapped("events: " + ", ".join(safe_text(e) for e in ev))
+    lines += wrapped(f"source: {safe_text(c.get('source') or '?')}")
     if len(ev) > EVENT_COLUMNS:
-        lines += _wrapped(f"(columns for the first {EVENT_COLUMNS}; all in --json)")
+        lines += wrapped(f"(columns for the first {EVENT_COLUMNS}; all in --json)")
     for d in c.get("dropped") or []:
-        lines += _wrapped(f"not counted: {safe_text(d)}")
+        lines += wrapped(f"not counted: {safe_text(d)}")
     if c.get("multiplexed"):
-        lines += _wrapped("multiplexed (scaled by enabled/running): "
+        lines += wrapped("multiplexed (scaled by enabled/running): "
                           + ", ".join(safe_text(e) for e in c["multiplexed"]))
     na: dict[str, str] = {}
     for group in ("threads", "processes", "regions", "phases"):
         for r in c.get(group) or []:
             na.update(r.get("na") or {})
     for key, why in sorted(na.items()):
-        lines += _wrapped(f"{key}: n/a ({why})")
+        lines += wrapped(f"{key}: n/a ({why})")
     lines += _table("  per process", c.get("processes") or [],
                     lambda r: f"{r.get('label') or r['pid']} {r['comm']}", ev, top,
                     c.get("processes_left_out"), width)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from snumap_tui.analysis.caps import MAX_ROWS, ranked
 from snumap_tui.store.procmem import empty
 from snumap_tui.topology.model import Topology
 from snumap_tui.topology.render import memory_kind
@@ -42,10 +43,9 @@ class MemoryTimeline:
 
 
 # Bounds a crafted or damaged chunk cannot push past (issue 30): memory per node only for the
-# nodes the recording's topology has, timelines for at most MAX_PROCESSES processes (those
+# nodes the recording's topology has, timelines for at most MAX_ROWS processes (caps.py: those
 # with the largest memory), at most MAX_NODES_PER_PROCESS nodes each; what is left out is
-# counted (``Bounded.left_out``), never allocated.
-MAX_PROCESSES = 4096
+# counted (``Bounded.notes``), never allocated.
 MAX_NODES_PER_PROCESS = 64
 
 
@@ -65,12 +65,12 @@ class Bounded:
                        "lacks: left out")
         if self.processes_left_out:
             out.append(f"{self.processes_left_out} more processes past the first "
-                       f"{MAX_PROCESSES} (by memory): left out")
+                       f"{MAX_ROWS} (by memory): left out")
         return out
 
 
 def bounded(rows: np.ndarray, nodes: Iterable[int] | None,
-            max_pids: int = MAX_PROCESSES, keep: Iterable[int] = ()) -> Bounded:
+            max_pids: int = MAX_ROWS, keep: Iterable[int] = ()) -> Bounded:
     """ROWS on NODES (and the RSS row; None: any node) of the MAX_PIDS processes with the most
     memory at any sample, the processes in KEEP first (those a report lists); linear in
     rows (one sort)."""
@@ -88,7 +88,7 @@ def bounded(rows: np.ndarray, nodes: Iterable[int] | None,
             np.maximum.at(peak, inv.reshape(-1), rows["bytes"].astype(np.float64))
             peak[np.isin(pids, np.fromiter(keep, dtype=np.int64))] = np.inf
             kept = np.zeros(len(pids), dtype=bool)
-            kept[np.argsort(-peak, kind="stable")[:max_pids]] = True
+            kept[ranked(pids, peak)[:max_pids]] = True
             out.processes_left_out = int(len(pids) - max_pids)
             rows = rows[kept[inv.reshape(-1)]]
     out.rows = rows
@@ -96,11 +96,15 @@ def bounded(rows: np.ndarray, nodes: Iterable[int] | None,
 
 
 def timelines(rows: np.ndarray, nodes: Iterable[int] | None = None,
-              max_pids: int = MAX_PROCESSES) -> dict[int, MemoryTimeline]:
+              max_pids: int = MAX_ROWS) -> dict[int, MemoryTimeline]:
     """MEMORY_DTYPE rows (time ordered) -> a timeline per process, for the processes and
     nodes ``bounded`` keeps (NODES: the topology's NUMA nodes); one sort, then each
     process's own rows."""
-    rows = bounded(rows, nodes, max_pids).rows
+    return bounded_timelines(bounded(rows, nodes, max_pids).rows)
+
+
+def bounded_timelines(rows: np.ndarray) -> dict[int, MemoryTimeline]:
+    """``timelines`` of rows ``bounded`` already kept (not bounded again)."""
     out: dict[int, MemoryTimeline] = {}
     if not len(rows):
         return out
@@ -260,7 +264,7 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
     report["memory"] = {"source": hdr.get("source"), "why": why,
                         "kinds": {str(k): v for k, v in sorted(node_kinds(topology).items())},
                         "left_out": b.notes()}
-    tls = timelines(b.rows)
+    tls = bounded_timelines(b.rows)
     per = process_memory(b.rows, topology, tls, kernel_peaks(rec))
     for p in report.get("processes", []):
         p["memory"] = per.get(p["pid"]) or {"why": why or "no sample: it exited before one, "

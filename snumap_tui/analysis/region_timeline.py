@@ -10,8 +10,9 @@ Calls the kernel summed (critical sections: no record a call, ``Regions.sums``) 
 from each summary's first entry to its last return in a summed key (``summed_key``) whose
 level says how much of that stretch the thread spent inside (the summary's time inside over
 its span: a density, hatched lighter to denser), so a phase that waits in a critical section
-does not draw as the region's solid colour. Pieces of work outside the traced tree keep their negative tid, so the view shows them as
-"other" as in the other modes; ``tids`` keeps who ran each piece, for the typed filter.
+does not draw as the region's solid colour. Pieces of work outside the traced tree keep their
+negative tid, so the view shows them as "other" as in the other modes; ``tids`` keeps who ran
+each piece, for the typed filter.
 """
 
 from __future__ import annotations

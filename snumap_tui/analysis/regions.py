@@ -20,12 +20,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.textcols import fit_name
+from snumap_tui.analysis.textcols import fit_name, wrapped
 from snumap_tui.store.regions import Regions
 from snumap_tui.textsafe import safe_text
 from snumap_tui.trace.region_catalog import BEGIN, END, MARK, RegionName
@@ -481,7 +480,6 @@ def _clip_mark(g: dict[str, Any]) -> str:
 
 
 def _wrap(text: str) -> list[str]:
-    import textwrap
     return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="  ")
 
 
@@ -557,11 +555,9 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
     said = f"{100 * share:.2g}% of the traced processes' CPU time" if share is not None \
         else "share unknown"
     over = f" (!) above {100 * WARN_SHARE:g}%" if p.get("over_budget") else ""
-    wrap = partial(textwrap.wrap, width=80, initial_indent="  ", subsequent_indent="    ",
-                   break_on_hyphens=False)
-    lines = wrap(f"region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}")
+    lines = wrapped(f"region probes cost ~{1e3 * p['probe_s']:.1f} ms (estimated): {said}{over}")
     if p.get("budget"):
-        lines += wrap(f"(--probe-budget {100 * p['budget']:g}%: a function's probes are "
+        lines += wrapped(f"(--probe-budget {100 * p['budget']:g}%: a function's probes are "
                       "detached past that share of a thread)")
     for f in p["functions"][:top]:
         off = " detached" if f["detached_ns"] else ""
@@ -570,6 +566,6 @@ def format_probes(p: dict[str, Any] | None, top: int = 5) -> list[str]:
     if any(f["detached_ns"] for f in p["functions"][:top]):
         # The kernel cuts a function's records at the budget; its probes come off a drain
         # later, and every call trapped until then is a hit (and a cost), not a count.
-        lines += wrap("(hits: every call trapped until the probes came off; the regions' "
+        lines += wrapped("(hits: every call trapped until the probes came off; the regions' "
                       "CALLS stop at the budget, so they are fewer)")
     return lines

@@ -44,6 +44,7 @@ from snumap_tui.analysis.regions import (
     wait_findings,
 )
 from snumap_tui.analysis.stats import percentiles
+from snumap_tui.analysis.textcols import wrapped
 from snumap_tui.model.iorates import IO_KINDS
 from snumap_tui.model.sample import Sample
 from snumap_tui.textsafe import safe_text
@@ -305,10 +306,11 @@ def format_report(r: dict[str, Any], top: int = TOP_TASKS, width: int = 80) -> s
         lines.append(f"  ... {len(r['tasks']) - top} more threads (--json has all)")
     inferred = [t for t in r["tasks"] if t.get("inferred_s")]
     if inferred:
-        lines.append(f"  RUN s includes time after switch-ins the kernel did not trace, "
-                     f"inferred: {len(inferred)} threads,"[:80])
-        lines.append(f"  {sum(t['inferred_s'] for t in inferred):.6f} s in all "
-                     "(--json: inferred_s per thread)")
+        # wrapped, not cut: at [:80] the first line lost "threads," to "th" at any count
+        lines += wrapped(f"RUN s includes time after switch-ins the kernel did not trace, "
+                         f"inferred: {len(inferred)} threads, "
+                         f"{sum(t['inferred_s'] for t in inferred):.6f} s in all "
+                         "(--json: inferred_s per thread)")
     u = r.get("untraced")
     if u:
         lines.append(f"  {'':>7} {'other':<15} {_fmt_s(u['runtime_s']):>8}  "

@@ -7,7 +7,7 @@ a long name is shortened, and how an event's figure is written.
   (``phase_critical._omp_fn.0 (twophase.c:212)`` loses letters of its function name, never
   its line number).
 - Figures: an event counted in nanoseconds (task-clock, cpu-clock, /proc's utime and stime)
-  as a time with its unit, as `top` writes it (``991ms``, ``6.90s``); every other event as a
+  as a time with its unit (``991ms``, ``6.90s``); every other event as a
   count, an integer (page faults are whole), with k/M/G past 99,999.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 from typing import TextIO
 
 #: Events counted in nanoseconds (analysis/counter_figures.py's TIME_EVENTS).
@@ -39,6 +40,13 @@ def output_width(stream: TextIO | None = None) -> int:
     return max(shutil.get_terminal_size((80, 24)).columns, 40)
 
 
+def wrapped(text: str, indent: str = "  ", width: int = 80) -> list[str]:
+    """A note of a text report in lines of WIDTH, at INDENT, its later lines two further in;
+    never broken at a hyphen (``--probe-budget`` stays whole)."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)
+
+
 def fit_name(name: str, width: int) -> str:
     """NAME in at most WIDTH characters: whole if it fits, else cut in the middle (an
     ellipsis where letters went), a trailing ``(...)`` (file:line) kept whole if it leaves
@@ -56,7 +64,9 @@ def fit_name(name: str, width: int) -> str:
 
 
 def time_text(ns: float) -> str:
-    """Nanoseconds as `top` writes a time: ``850us``, ``991ms``, ``6.90s``, ``412s``."""
+    """Nanoseconds in whole units below a second (``850us``, ``991ms``; top's thread table
+    says ms throughout, replay's spans keep decimals: ui/gantt.fmt_time), ``6.90s``,
+    ``412s``."""
     a = abs(ns)
     if a >= 100e9:
         return f"{ns / 1e9:.0f}s"
@@ -74,10 +84,11 @@ def count_text(v: float) -> str:
     a = abs(v)
     if a < 100_000:
         return f"{round(v):d}"
-    for div, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
+    # The unit the figure still reads under 1000 in once rounded (999,999: 1M, not 1e+03k).
+    for div, suf in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        if a < 999.5 * div:
             return f"{v / div:.3g}{suf}"
-    return f"{round(v):d}"      # pragma: no cover - a >= 1e3 above
+    return f"{v / 1e12:.3g}T"
 
 
 def event_text(event: str, v: float | None) -> str:

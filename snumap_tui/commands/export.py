@@ -120,7 +120,7 @@ def _dir_kw(args: argparse.Namespace) -> dict[str, Any]:
 
 def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
     if args.format == "perfetto":
-        from snumap_tui.analysis.attribution import MAX_ROWS
+        from snumap_tui.analysis.caps import MAX_ROWS
         from snumap_tui.export.perfetto import write_perfetto
 
         assert sink is not None
@@ -132,6 +132,9 @@ def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
         if st["thread_counter_owners_left_out"]:
             what += (f"; counter tracks for the {MAX_ROWS} threads and processes with the "
                      f"most on-CPU time, {st['thread_counter_owners_left_out']} more left out")
+        if st["memory_processes_left_out"]:
+            what += (f"; memory tracks for the {MAX_ROWS} processes with the most memory, "
+                     f"{st['memory_processes_left_out']} more left out")
         return st["switches"] + st["wakings"], what
     if args.format == "parquet":
         from snumap_tui.export.parquet import write_parquet

@@ -66,7 +66,7 @@ def writing(where: str) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snumap_tui.analysis.jobreport import format_job, job_section, label_nodes
+    from snumap_tui.analysis.jobreport import format_job, job_section
     from snumap_tui.analysis.report import build_report, format_report
     from snumap_tui.analysis.textcols import output_width
 
@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
             from snumap_tui.analysis.jobfindings import report_findings
 
             job["findings"] = report_findings(rec, report, job)
-        label_nodes(rec, report)
     if job is not None:
         report["job"] = job
     # JSON escapes every control itself; the text form is escaped for the terminal (names

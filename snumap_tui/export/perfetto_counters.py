@@ -27,10 +27,12 @@ def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None
                           ) -> tuple[int, int, int]:
     """(counter values, tracks, threads and processes left out) written; a merged job's on
     each node's machine. Tracks for the MAX_ROWS threads and processes with the most on-CPU
-    time (attribution's cap; a crafted chunk may name 200,000 tids): the rest are counted."""
+    time, as the report ranks them (analysis/caps.py; a crafted chunk may name 200,000
+    tids): the rest are counted."""
     if not hasattr(rec, "thread_counters"):
         return 0, 0, 0
-    from snumap_tui.analysis.attribution import MAX_ROWS, scaled
+    from snumap_tui.analysis.attribution import counted_on_cpu, rows_are_runs, scaled
+    from snumap_tui.analysis.caps import MAX_ROWS, ranked
     from snumap_tui.trace.events import OUTSIDE
 
     s = scaled(rec.thread_counters())
@@ -39,14 +41,19 @@ def write_thread_counters(w: PerfettoWriter, rec: Any, machines: Machines | None
         return 0, 0, 0
     tid, pid, end, first, vals = s.tid[m], s.pid[m], s.end[m], s.start[m], s.values[m]
     dur = (end - first).clip(min=0)
+    runs = rows_are_runs(rec)
     n_values = n_tracks = left_out = 0
     for key in ("tid", "pid"):
         ids = tid if key == "tid" else pid
         order = np.lexsort((end, ids))              # each key's rows, in time order
         keys, at = np.unique(ids[order], return_index=True)
         bounds = np.append(at, len(order))
-        busy = np.add.reduceat(dur[order], at) if len(at) else np.zeros(0)
-        chosen = np.sort(np.lexsort((keys, -busy))[:MAX_ROWS])
+        # on-CPU time as the report takes it: the runs' lengths, or counted (perf, /proc)
+        busy = np.add.reduceat(dur[order], at) if runs else \
+            counted_on_cpu(s.events, np.add.reduceat(vals[order], at, axis=0))
+        if busy is None:
+            busy = np.zeros(len(keys))
+        chosen = np.sort(ranked(keys, busy)[:MAX_ROWS])
         left_out += len(keys) - len(chosen)
         for j in chosen.tolist():
             k = int(keys[j])

@@ -9,22 +9,31 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from snumap_tui.analysis.memory import RSS_NODE, node_kinds, timelines, topology_nodes
+from snumap_tui.analysis.memory import (
+    RSS_NODE,
+    bounded,
+    bounded_timelines,
+    node_kinds,
+    topology_nodes,
+)
 
 if TYPE_CHECKING:
     from snumap_tui.export.perfetto import Machines, PerfettoWriter
 
 
-def write_memory(w: PerfettoWriter, rec: Any, machines: Machines | None = None) -> int:
-    """The counter values written (0 for a recording without process memory); a merged
-    job's on each node's machine, with the node's own pids."""
+def write_memory(w: PerfettoWriter, rec: Any, machines: Machines | None = None
+                 ) -> tuple[int, int]:
+    """(counter values written, processes left out past the cap: analysis/memory.py
+    ``bounded``); (0, 0) for a recording without process memory. A merged job's on each
+    node's machine, with the node's own pids."""
     from snumap_tui.export.perfetto_counters import node_local
 
     if not hasattr(rec, "process_memory"):
-        return 0
-    tls = timelines(rec.process_memory(), topology_nodes(rec.topology))    # bounded
+        return 0, 0
+    kept = bounded(rec.process_memory(), topology_nodes(rec.topology))
+    tls = bounded_timelines(kept.rows)
     if not tls:
-        return 0
+        return 0, kept.processes_left_out
     kinds = node_kinds(rec.topology)
     n = 0
     for pid, tl in sorted(tls.items()):
@@ -40,4 +49,4 @@ def write_memory(w: PerfettoWriter, rec: Any, machines: Machines | None = None) 
             for t, b in zip(tl.t_ns[keep].tolist(), v[keep].tolist()):
                 w.counter(track, int(t), float(b), m)
                 n += 1
-    return n
+    return n, kept.processes_left_out

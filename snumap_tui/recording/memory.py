@@ -16,10 +16,9 @@ class MemoryRecorder:
     def __init__(self, root: Path, say: Any) -> None:
         from snumap_tui.sources.procmem import ProcessMemory
 
-        self.source = ProcessMemory(root)
+        self.source = ProcessMemory(root, peaks=True)     # VmHWM with each RSS read
         self.say = say
         self._said: set[int] = set()
-        self.peaks: dict[int, int] = {}      # pid -> the largest VmHWM read
 
     def watch(self, pids: set[int]) -> None:
         self.source.watch(pids)
@@ -31,10 +30,6 @@ class MemoryRecorder:
         if not self.source.pids:
             return
         writer.add_process_memory(rows_at(t_ns, self.source.read()))
-        for pid in self.source.pids:
-            hwm = self.source.peak(pid)
-            if hwm is not None:
-                self.peaks[pid] = max(hwm, self.peaks.get(pid, 0))
         for pid, why in self.source.errors.items():
             if pid not in self._said:
                 self._said.add(pid)
@@ -44,11 +39,12 @@ class MemoryRecorder:
         """The kernel's peak of each process, as last read (at the last sample it was still
         there: a process that exited has no VmHWM any more), as an info chunk ("process
         peaks", docs/format.md)."""
-        if self.peaks:
+        peaks = self.source.peaks
+        if peaks:
             writer.add_info(t_ns, PEAKS_INFO, {
                 "source": "VmHWM of /proc/PID/status, read at every sample",
-                "pids": [int(p) for p in self.peaks],
-                "bytes": [int(b) for b in self.peaks.values()]})
+                "pids": [int(p) for p in peaks],
+                "bytes": [int(b) for b in peaks.values()]})
 
     def header(self) -> dict[str, Any]:
         return {"source": self.source.describe(), "nodes": self.source.nodes}

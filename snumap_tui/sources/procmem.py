@@ -6,9 +6,11 @@ pages; docs/benchmarks.md "Process memory"):
 - ``/proc/PID/numa_maps``: pages per node of every mapping -- exact, but a page-table walk of
   the whole address space: ~80 ms at 1 GiB (``smaps_rollup`` is a walk too, ~67 ms).
 - ``/proc/PID/statm``: resident pages (RSS), a counter the kernel keeps: ~0.01 ms.
+- ``/proc/PID/status``: the same RSS (VmRSS) beside the kernel's peak (VmHWM), ~0.03 ms.
 
-So every interval reads ``statm``; the split over nodes comes from ``numa_maps``, read again
-only when the RSS moved by more than ``MOVED`` (a 1/32nd, at least 2 MiB) since the last walk,
+So every interval reads ``statm``, or ``status`` where the peaks are wanted (``peaks``: the
+recorder; one file a process either way); the split over nodes comes from ``numa_maps``, read
+again only when the RSS moved by more than ``MOVED`` (a 1/32nd, at least 2 MiB) since the last walk,
 or ``REFRESH_S`` passed (pages migrate without the RSS changing), and never sooner than
 ``COST_FACTOR`` times what the last walk of that process took (a walk of 80 ms waits 0.8 s:
 the walks cost at most a tenth of a CPU, whatever the interval). Between walks the RSS is
@@ -66,16 +68,35 @@ def memory_nodes(root: Path) -> list[int]:
     return [n for n, _ in node_dirs(root)] or [0]
 
 
+def _status_bytes(status: str, key: str) -> int | None:
+    """Bytes of the ``KEY`` line of /proc/PID/status text ("VmHWM:  1234 kB"); None when
+    there is none (a zombie, a kernel thread) or it is not a count of kB."""
+    at = status.find("\n" + key)
+    if at < 0 and not status.startswith(key):
+        return None
+    at += 1
+    end = status.find("\n", at)
+    parts = status[at + len(key):end if end >= 0 else len(status)].split()
+    kb = count_of(parts[0]) if parts else None
+    return None if kb is None else kb * 1024
+
+
 def parse_vmhwm(status: str) -> int | None:
-    """Bytes of the ``VmHWM:`` line of /proc/PID/status text ("VmHWM:  1234 kB"); None when
-    there is none (a zombie, a kernel thread)."""
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            parts = line.split()
-            kb = count_of(parts[1]) if len(parts) >= 2 else None
-            if kb is not None:
-                return kb * 1024
-    return None
+    """Bytes of the ``VmHWM:`` line of /proc/PID/status text: the kernel's peak RSS; None
+    when there is none (a zombie, a kernel thread)."""
+    return _status_bytes(status, "VmHWM:")
+
+
+def parse_status_memory(status: str) -> tuple[int, int | None]:
+    """(RSS, VmHWM) in bytes from /proc/PID/status text: VmRSS is statm's resident pages
+    (the same counters, in kB), so one read gives both; ProcessLookupError for a process
+    without memory (a zombie has neither line)."""
+    rss = _status_bytes(status, "VmRSS:")
+    if rss is None:
+        if "VmRSS:" not in status:
+            raise ProcessLookupError("no address space (exited)")
+        raise ValueError("not a VmRSS line in /proc/PID/status")
+    return rss, parse_vmhwm(status)
 
 
 @dataclass
@@ -94,7 +115,7 @@ class ProcessMemory:
     name = "process memory"
 
     def __init__(self, root: Path = Path("/"), *, clock: Callable[[], float] = time.perf_counter,
-                 page_bytes: int | None = None) -> None:
+                 page_bytes: int | None = None, peaks: bool = False) -> None:
         self.root = Path(root)
         self._proc = str(self.root / "proc")
         self.clock = clock
@@ -106,6 +127,12 @@ class ProcessMemory:
         self.walks = 0                  # numa_maps reads so far
         self.walk_s = 0.0               # and their total time
         self.errors: dict[int, str] = {}
+        # PEAKS: the RSS from /proc/PID/status instead of statm, which has the kernel's own
+        # high-water mark (VmHWM, proc(5)) beside it: the true peak so far, which samples
+        # miss when it is shorter than their interval; pid -> the largest read (one file a
+        # sample either way).
+        self.track_peaks = peaks
+        self.peaks: dict[int, int] = {}
 
     def watch(self, pids: Iterable[int]) -> None:
         self.pids = set(pids)
@@ -134,7 +161,12 @@ class ProcessMemory:
     def read_pid(self, pid: int) -> list[tuple[int, int, int, bool]]:
         """This process's rows (empty once it is gone); raises OSError when it cannot be read
         (another user's process without the capability)."""
-        rss = parse_statm_resident(self._file(pid, "statm")) * self.page
+        if self.track_peaks:
+            rss, hwm = parse_status_memory(self._file(pid, "status"))
+            if hwm is not None:
+                self.peaks[pid] = max(hwm, self.peaks.get(pid, 0))
+        else:
+            rss = parse_statm_resident(self._file(pid, "statm")) * self.page
         rows = [(pid, RSS_NODE, rss, True)]
         if self.one_node:
             rows.append((pid, self.nodes[0], rss, True))
@@ -168,19 +200,11 @@ class ProcessMemory:
                 self.errors[pid] = reason_of(exc) if isinstance(exc, OSError) else str(exc)
         return out
 
-    def peak(self, pid: int) -> int | None:
-        """The kernel's own high-water mark of PID's resident memory (VmHWM in
-        /proc/PID/status, proc(5)), in bytes: the true peak so far, which samples of the RSS
-        miss when it is shorter than their interval. None once it is gone or a zombie."""
-        try:
-            return parse_vmhwm(self._file(pid, "status"))
-        except OSError:
-            return None
-
     def describe(self) -> str:
+        rss = "/proc/PID/status (VmRSS, VmHWM)" if self.track_peaks else "/proc/PID/statm"
         if self.one_node:
-            return (f"/proc/PID/statm every interval; one node with memory (node "
+            return (f"{rss} every interval; one node with memory (node "
                     f"{self.nodes[0]}): exact")
-        return ("/proc/PID/statm every interval, split over nodes by /proc/PID/numa_maps "
+        return (f"{rss} every interval, split over nodes by /proc/PID/numa_maps "
                 f"(read again when the RSS moves by 1/32 or every {REFRESH_S:g} s, at most a "
                 f"{1 / COST_FACTOR:.0%} of a CPU; rows between walks are scaled: estimates)")

@@ -26,7 +26,7 @@ from rich.style import Style
 from snumap_tui.analysis.binning import IDLE, OTHER, GanttBins, bin_rows, utilisation
 from snumap_tui.analysis.intervals import UNTRACED, Intervals
 from snumap_tui.analysis.noderows import fold_bins
-from snumap_tui.analysis.region_timeline import SERIAL
+from snumap_tui.analysis.region_timeline import DENSITY_LEVELS, SERIAL
 from snumap_tui.analysis.textcols import fit_name
 from snumap_tui.ui import counter_rows
 from snumap_tui.ui.palette import level_glyph
@@ -488,8 +488,9 @@ def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
         wait = " (wait)" if k in data.regions.wait else ""
         level = data.regions.summed.get(k)
         if level:
-            wait = (f" (calls summed in the kernel, {100 * (level - 1) // 3}-"
-                    f"{100 * level // 3}% of the stretch inside; not drawn one by one)")
+            wait = (f" (calls summed in the kernel, {100 * (level - 1) // DENSITY_LEVELS}-"
+                    f"{100 * level // DENSITY_LEVELS}% of the stretch inside; not drawn one "
+                    "by one)")
         parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
     busy = float(ns.sum()) / max(b - a, 1)
     fig = counter_rows.cell_figure(data, st, r, a, b) if counter_rows.region_on(data, st) \
