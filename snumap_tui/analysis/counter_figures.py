@@ -133,7 +133,7 @@ def region_figures(rt: RegionTimeline, reg: Regions, series: ThreadSeries,
     lies in (its thread's innermost-region segment, or the stretch between two of them for
     serial work), over the thread's on-CPU time there (rates per on-CPU ms). NaN for work
     outside the traced tree and where the thread has no counts there."""
-    segs, _names, _wait = thread_segments(reg)
+    segs, _names, _wait = thread_segments(reg, (rt.intervals.t0, rt.intervals.t1))
     iv = rt.intervals
     rows = [np.full(len(s), np.nan) for s in iv.start]
     if not len(series):

@@ -12,7 +12,10 @@ level says how much of that stretch the thread spent inside (the summary's time 
 its span: a density, hatched lighter to denser), so a phase that waits in a critical section
 does not draw as the region's solid colour. Pieces of work outside the traced tree keep their
 negative tid, so the view shows them as "other" as in the other modes; ``tids`` keeps who ran
-each piece, for the typed filter.
+each piece, for the typed filter. An instance open at the recording's start or end counts
+clipped to it, as in the report (``regions.instances``): its thread's time up to the edge is
+the region's, and ``clipped`` marks its region "<" (entered before the recording began) or ">"
+(still inside when it ended).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from snumap_tui.analysis.intervals import Intervals
-from snumap_tui.analysis.regions import Instances, closing_barriers, pair
+from snumap_tui.analysis.regions import Instances, closing_barriers, instances
 from snumap_tui.store.regions import Regions
 from snumap_tui.trace.region_catalog import BEGIN, MARK
 
@@ -37,6 +40,7 @@ class RegionTimeline:
     marks: list[tuple[int, str]] = field(default_factory=list)   # user marker ticks
     tids: list[np.ndarray] = field(default_factory=list)   # per row: who ran each piece
     summed: dict[int, int] = field(default_factory=dict)  # summed keys: their density level
+    clipped: dict[int, str] = field(default_factory=dict)  # region key: "<", ">" or "<>"
 
     def key_name(self, key: int) -> str:
         """A region's name; a wait or summed key (``wait_key``, ``summed_key``) is its
@@ -50,6 +54,11 @@ class RegionTimeline:
         """The region key of ``key``: itself, or the region a wait or summed key is of."""
         n = len(self.names)
         return (key - 1) % n + 1 if n and key > n else key
+
+    def clip_mark(self, key: int) -> str:
+        """"<" when an instance of ``key``'s region was open at the recording's start, ">"
+        at its end (both: "<>"), "" when none."""
+        return self.clipped.get(self.base(key), "") if key > SERIAL else ""
 
 
 def wait_key(key: np.ndarray | int, n_names: int) -> np.ndarray | int:
@@ -149,11 +158,22 @@ def end_waits(inst: Instances, key_of_rid: np.ndarray, reg: Regions, n_names: in
     return Instances(*(np.concatenate(c) for c in zip(*out)))
 
 
-def thread_segments(reg: Regions) -> tuple[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
-                                           list[str], set[int]]:
+Segments = dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def thread_segments(reg: Regions, bounds: tuple[int, int] | None = None
+                    ) -> tuple[Segments, list[str], set[int]]:
     """Per tid: (start, end, key) of its innermost-region segments, non-overlapping, sorted;
-    the region names (key k is names[k - 1]) and the keys drawn as waiting."""
-    inst = pair(reg.rows)
+    the region names (key k is names[k - 1]) and the keys drawn as waiting. BOUNDS: the
+    recording's (start, end), to which instances open at either are clipped."""
+    segs, names, wait, _clipped = _segments(reg, bounds)
+    return segs, names, wait
+
+
+def _segments(reg: Regions, bounds: tuple[int, int] | None
+              ) -> tuple[Segments, list[str], set[int], dict[int, str]]:
+    """``thread_segments`` and per region key its clip mark (``RegionTimeline.clipped``)."""
+    inst, cut = instances(reg.rows, bounds)
     names: list[str] = []
     index: dict[str, int] = {}
     wait_names: set[int] = set()
@@ -167,10 +187,13 @@ def thread_segments(reg: Regions) -> tuple[dict[int, tuple[np.ndarray, np.ndarra
             wait_names.add(index[n.name] + 1)
     nn = len(names)
     wait = wait_names | {int(wait_key(k, nn)) for k in range(1, nn + 1)}
-    out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    clipped: dict[int, str] = {}
+    for k, c in set(zip(key_of_rid[inst.rid[cut != 0]].tolist(), cut[cut != 0].tolist())):
+        clipped[k] = "".join(sorted(clipped.get(k, "") + ("<" if c < 0 else ">")))
+    out: Segments = {}
     sp = summed_pieces(reg, key_of_rid, nn)
     if not len(inst) and not len(sp):
-        return out, names, wait
+        return out, names, wait, clipped
     ew = end_waits(inst, key_of_rid, reg, nn) if len(inst) else _none()
     tid = np.concatenate([inst.tid, ew.tid, sp.tid])
     st = np.concatenate([inst.start, ew.start, sp.start])
@@ -190,14 +213,14 @@ def thread_segments(reg: Regions) -> tuple[dict[int, tuple[np.ndarray, np.ndarra
         best = last_open(s, e, (ps + pe) // 2)
         keep = best >= 0
         out[int(tid[a])] = (ps[keep], pe[keep], k[best[keep]])
-    return out, names, wait
+    return out, names, wait, clipped
 
 
 def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
     """The run intervals cut and keyed by region (None when the recording has no regions)."""
     if not len(reg) and not len(reg.sums):
         return None
-    segs, names, wait = thread_segments(reg)
+    segs, names, wait, clipped = _segments(reg, (iv.t0, iv.t1))
     starts, ends, keys, owners = [], [], [], []
     for r in range(len(iv.cpus)):
         s, e, t = iv.start[r], iv.end[r], iv.tid[r].astype(np.int64)
@@ -242,4 +265,4 @@ def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
     nn = len(names)
     summed = {int(summed_key(k, lv, nn)): lv for k in range(1, nn + 1)
               for lv in range(1, DENSITY_LEVELS + 1)}
-    return RegionTimeline(riv, names, wait, sorted(marks), owners, summed)
+    return RegionTimeline(riv, names, wait, sorted(marks), owners, summed, clipped)

@@ -94,6 +94,23 @@ def _joined(a: Instances, b: Instances) -> Instances:
                        for f in ("rid", "tid", "pid", "start", "end")))
 
 
+#: How ``instances`` says where an instance was cut, as the exports and views name it.
+CUT_NAMES = {-1: "at_start", 1: "at_end"}
+
+
+def instances(rows: np.ndarray, bounds: tuple[int, int] | None) -> tuple[Instances, np.ndarray]:
+    """Every instance of ROWS and per instance where it was cut (0: whole; -1, 1: at the
+    recording's start or end, ``CUT_NAMES``): the whole ones (``pair``) and, with the
+    recording's BOUNDS (start, end), those still open at either, clipped to it
+    (``open_ends``). The report, the exports and replay's region view all count the same."""
+    inst = pair(rows)
+    cut = np.zeros(len(inst), np.int64)
+    if bounds is None:
+        return inst, cut
+    opened, where = open_ends(rows, *bounds)
+    return _joined(inst, opened), np.concatenate([cut, where])
+
+
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of intervals."""
     if not len(start):
@@ -294,12 +311,7 @@ def region_stats(reg: Regions, comm: dict[int, str] | None = None,
     to it, and its region says how many were (``clipped``: {"at_start", "at_end"})."""
     comm = comm or {}
     probes = probes or {}
-    inst = pair(reg.rows)
-    cut = np.zeros(len(inst), np.int64)
-    if bounds is not None:
-        opened, where = open_ends(reg.rows, *bounds)
-        inst = _joined(inst, opened)
-        cut = np.concatenate([cut, where])
+    inst, cut = instances(reg.rows, bounds)
     names: list[RegionName] = reg.names
     by_name: dict[str, list[int]] = {}
     for rid, n in enumerate(names):

@@ -139,12 +139,14 @@ def chrome_events(iv: Intervals, tasks: Mapping[int, TaskInfo],
         yield {"ph": "i", "s": "g", "name": text, "pid": CPU_PID, "tid": 0, "ts": t / 1e3}
 
 
-def region_events(reg: Regions, tasks: Mapping[int, TaskInfo]) -> Iterator[dict[str, Any]]:
+def region_events(reg: Regions, tasks: Mapping[int, TaskInfo],
+                  bounds: tuple[int, int] | None = None) -> Iterator[dict[str, Any]]:
     """Region instances as slices on their threads' tracks, marks as instants (times on the
-    recording's clock, as every other event)."""
-    from snumap_tui.analysis.regions import pair
+    recording's clock, as every other event). With the recording's BOUNDS, an instance open
+    at its start or end is clipped to it, ``args.clipped`` saying where."""
+    from snumap_tui.analysis.regions import CUT_NAMES, instances
 
-    inst = pair(reg.rows)
+    inst, cut = instances(reg.rows, bounds)
     named: set[tuple[int, int]] = set()
     for pid, tid in sorted(set(zip(inst.pid.tolist(), inst.tid.tolist()))):
         if tid <= 0:
@@ -157,12 +159,13 @@ def region_events(reg: Regions, tasks: Mapping[int, TaskInfo]) -> Iterator[dict[
         info = tasks.get(tid)
         yield {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                "args": {"name": f"{info.comm if info else '?'} {tid}"}}
-    for rid, tid, pid, s, e in zip(inst.rid.tolist(), inst.tid.tolist(), inst.pid.tolist(),
-                                   inst.start.tolist(), inst.end.tolist()):
+    for rid, tid, pid, s, e, c in zip(inst.rid.tolist(), inst.tid.tolist(), inst.pid.tolist(),
+                                      inst.start.tolist(), inst.end.tolist(), cut.tolist()):
         n = reg.names[rid]
         where = {"pid": pid, "tid": tid} if tid > 0 else {"pid": CPU_PID, "tid": 0}
+        args = {"role": n.role, "clipped": CUT_NAMES[c]} if c else {"role": n.role}
         yield {"ph": "X", "name": n.name, "cat": n.kind + (",wait" if n.wait else ""),
-               **where, "ts": s / 1e3, "dur": (e - s) / 1e3, "args": {"role": n.role}}
+               **where, "ts": s / 1e3, "dur": (e - s) / 1e3, "args": args}
     for r in reg.rows[reg.rows["op"] == MARK]:
         tid, pid = int(r["tid"]), int(r["pid"])
         ev: dict[str, Any] = {"ph": "i", "name": reg.names[int(r["rid"])].name, "cat": "marker",
@@ -189,7 +192,7 @@ def write_chrome(out: IO[str], iv: Intervals, tasks: Mapping[int, TaskInfo],
     evs: Iterator[dict[str, Any]] = chrome_events(iv, tasks, markers, host, counters, nodes,
                                                   label)
     if regions is not None and len(regions):
-        evs = itertools.chain(evs, region_events(regions, tasks))
+        evs = itertools.chain(evs, region_events(regions, tasks, (iv.t0, iv.t1)))
     for ev in evs:
         if n:
             out.write(",\n")

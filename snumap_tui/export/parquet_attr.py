@@ -3,7 +3,8 @@
 start_ns, end_ns, then per event its count and its enabled and running nanoseconds, so a
 multiplexed count can be scaled as perf does: count * enabled / running) and ``regions`` (one
 row per region instance -- a thread inside a parallel region's body, a call, a marker pair --
-and one per ``mark`` line)."""
+and one per ``mark`` line; an instance open at the recording's start or end clipped to it,
+``clipped`` saying where)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.analysis.regions import pair
+from snumap_tui.analysis.regions import CUT_NAMES, instances
 from snumap_tui.trace.region_catalog import MARK
 
 
@@ -37,7 +38,7 @@ def write_thread_counters(pa: Any, pq: Any, path: Path, rec: Any) -> int:
 
 def write_regions(pa: Any, pq: Any, path: Path, rec: Any) -> int:
     reg = rec.regions()
-    inst = pair(reg.rows)
+    inst, cut = instances(reg.rows, (int(rec.t_start), int(rec.t_end)))
     marks = reg.rows[reg.rows["op"] == MARK]
     rid = np.concatenate([inst.rid, marks["rid"]]).astype(np.int64)
     start = np.concatenate([inst.start, marks["t_ns"]]).astype(np.int64)
@@ -57,5 +58,8 @@ def write_regions(pa: Any, pq: Any, path: Path, rec: Any) -> int:
         "tid": pa.array(np.concatenate([inst.tid, marks["tid"]]).astype(np.int32)),
         "pid": pa.array(np.concatenate([inst.pid, marks["pid"]]).astype(np.int32)),
         "start_ns": pa.array(start), "end_ns": pa.array(end),
-        "dur_ns": pa.array(end - start)}), path, compression="zstd")
+        "dur_ns": pa.array(end - start),
+        # An instance open at the recording's start or end: clipped to it (null: whole).
+        "clipped": pa.array([CUT_NAMES.get(c) for c in cut.tolist()] + [None] * len(marks),
+                            pa.string()).dictionary_encode()}), path, compression="zstd")
     return len(rid)

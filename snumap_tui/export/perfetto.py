@@ -83,7 +83,8 @@ TD_THREAD, TDT_PID, TDT_TID = 4, 1, 2          # TrackDescriptor.thread: ThreadD
 TD_PROCESS, TDP_PID = 3, 1                      # TrackDescriptor.process: ProcessDescriptor
 CD_UNIT_NAME = 6
 TE_TYPE, TE_TRACK_UUID, TE_NAME, TE_DOUBLE_VALUE = 9, 11, 23, 44
-TE_CATEGORIES = 22
+TE_CATEGORIES, TE_DEBUG_ANNOTATIONS = 22, 4
+DA_NAME, DA_STRING_VALUE = 10, 6                 # DebugAnnotation (debug_annotation.proto)
 TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 # ClockSnapshot (clock_snapshot.proto), SystemInfo (system_info.proto)
 CS_CLOCKS, CLOCK_ID, CLOCK_TS = 1, 1, 2
@@ -176,12 +177,17 @@ class PerfettoWriter:
                           + f_str(TE_NAME, name), machine_id)
 
     def slice(self, track: int, t0_ns: int, t1_ns: int, name: str,
-              categories: tuple[str, ...] = (), machine_id: int | None = None) -> None:
-        """A slice [t0, t1) on ``track`` (regions of a parallel program, for one)."""
+              categories: tuple[str, ...] = (), machine_id: int | None = None,
+              args: Mapping[str, str] | None = None) -> None:
+        """A slice [t0, t1) on ``track`` (regions of a parallel program, for one); ARGS: its
+        debug annotations (trace_processor's ``args``, ``debug.NAME``)."""
         self._track_event(t0_ns, f_varint(TE_TYPE, TYPE_SLICE_BEGIN)
                           + f_varint(TE_TRACK_UUID, track)
                           + b"".join(f_str(TE_CATEGORIES, c) for c in categories)
-                          + f_str(TE_NAME, name), machine_id)
+                          + f_str(TE_NAME, name)
+                          + b"".join(f_bytes(TE_DEBUG_ANNOTATIONS, f_str(DA_NAME, k)
+                                             + f_str(DA_STRING_VALUE, v))
+                                     for k, v in (args or {}).items()), machine_id)
         self._track_event(t1_ns, f_varint(TE_TYPE, TYPE_SLICE_END)
                           + f_varint(TE_TRACK_UUID, track), machine_id)
 

@@ -5,7 +5,9 @@ Perfetto shows a track whose TrackDescriptor names a thread (``thread {pid, tid}
 thread, beside its scheduling; slices of one thread nest as the calls did. Categories carry the
 region's kind (``omp``, ``mpi``, ``user``, ``marker``) and ``wait`` for the calls a thread waits in
 (barriers, MPI waits), so the UI's filters and trace_processor's ``slice.category`` find them.
-A region without a thread (a marker line without ``@TID``) goes on one global track.
+A region without a thread (a marker line without ``@TID``) goes on one global track. An
+instance still open at the recording's start or end is clipped to it, its slice annotated
+``clipped`` = ``at_start`` or ``at_end`` (trace_processor: ``args`` key ``debug.clipped``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None) -> tup
     """Every region instance and mark of ``rec``; (slices, instants) written."""
     if not hasattr(rec, "regions"):
         return 0, 0
-    from snumap_tui.analysis.regions import pair
+    from snumap_tui.analysis.regions import CUT_NAMES, instances
     from snumap_tui.trace.region_catalog import MARK
 
     reg = rec.regions()
@@ -49,13 +51,16 @@ def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None) -> tup
 
     names = reg.names
     cats = [(n.kind, "wait") if n.wait else (n.kind,) for n in names]
-    inst = pair(reg.rows)
+    # An instance open at the recording's start or end: clipped to it, and said so.
+    inst, cut = instances(reg.rows, (int(rec.t_start), int(rec.t_end)))
     # Outer before inner at one start (the longer first), so begins and ends nest.
     order = np.lexsort((-(inst.end - inst.start), inst.start))
     for i in order.tolist():
         rid, tid, pid = int(inst.rid[i]), int(inst.tid[i]), int(inst.pid[i])
         track, m = track_of(pid, tid)
-        w.slice(track, int(inst.start[i]), int(inst.end[i]), names[rid].name, cats[rid], m)
+        c = int(cut[i])
+        w.slice(track, int(inst.start[i]), int(inst.end[i]), names[rid].name, cats[rid], m,
+                {"clipped": CUT_NAMES[c]} if c else None)
     marks = reg.rows[reg.rows["op"] == MARK]
     for r in marks:
         rid = int(r["rid"])

@@ -165,6 +165,14 @@ def _summed(data: ReplayData, st: GanttState, key: int) -> str | None:
     return SUMMED_GLYPHS[level - 1] if level else None
 
 
+def _clip_mark(data: ReplayData, st: GanttState, key: int) -> str:
+    """By region: "<" / ">" / "<>" when ``key``'s region had an instance open at the
+    recording's start / end (drawn clipped to it), "" otherwise."""
+    if st.mode != "region" or data.regions is None or counter_rows.region_on(data, st):
+        return ""
+    return data.regions.clip_mark(key)
+
+
 def _is_wait(data: ReplayData, st: GanttState, key: int) -> bool:
     return st.mode == "region" and data.regions is not None and key in data.regions.wait \
         and not counter_rows.region_on(data, st)
@@ -320,6 +328,9 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
             got = combos[key] = sty + extra
         return got
     lines: list[list[Segment]] = [_axis(st, data, cols)]
+    # A region open at the recording's start or end runs to the chart's edge: marked there.
+    edge = {c: m for c, m, on in ((0, "<", st.t0 <= data.t0), (cols - 1, ">", st.t1 >= data.t1))
+            if on}
     for i in range(g.key.shape[0]):
         r = st.row0 + i
         text, lsty = _label(data, r)
@@ -349,6 +360,8 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
                     ch = ch if b >= 0.5 else ch.lower() if b > 0 else " "
                 else:
                     ch = busy_glyph(b)
+                if c in edge and edge[c] in _clip_mark(data, st, k):
+                    ch = edge[c]
             if c == cur_col:
                 sty = plus(sty, CURSOR)
             if r == st.sel_row and c == st.sel_col:
@@ -386,6 +399,8 @@ def render_gantt(data: ReplayData, st: GanttState, width: int, height: int,
         mark = hatch or (WAIT_GLYPH if _is_wait(data, st, k) else letter.get(k, "█"))
         # A hatch: calls summed in the kernel, drawn as their density (the detail says more).
         name = name[:room] + (" summed" if hatch is not None else "")
+        clip = _clip_mark(data, st, k)      # open at the recording's start / end: clipped
+        name += f" {clip}" if clip else ""
         piece = f"{mark} {name}  "
         if used + len(piece) > width:
             break
@@ -491,7 +506,9 @@ def region_detail(data: ReplayData, st: GanttState, r: int, a: int, b: int,
             wait = (f" (calls summed in the kernel, {100 * (level - 1) // DENSITY_LEVELS}-"
                     f"{100 * level // DENSITY_LEVELS}% of the stretch inside; not drawn one "
                     "by one)")
-        parts.append(f"{name}{wait} {fmt_time(float(ns[j]))}")
+        clip = data.regions.clip_mark(k)
+        clip = f" ({clip} clipped to the recording)" if clip else ""
+        parts.append(f"{name}{wait}{clip} {fmt_time(float(ns[j]))}")
     busy = float(ns.sum()) / max(b - a, 1)
     fig = counter_rows.cell_figure(data, st, r, a, b) if counter_rows.region_on(data, st) \
         else ""

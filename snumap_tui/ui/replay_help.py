@@ -25,7 +25,9 @@ KEYS: list[tuple[str, str]] = [*help_rows("replay"),
 
 NOTES = ("Cells: █▓▒░ busy ≥75/50/25/>0 %, blank idle, colour: who ran most; a blank column "
          "is a synchronisation point; by region, ┄ is time waiting (a barrier, a critical section's "
-         "entry, an MPI wait, a region's closing barrier). Strips: mem N<n> is a node's memory used without the page "
+         "entry, an MPI wait, a region's closing barrier); a region open at the recording's start "
+         "(<) or end (>) is drawn clipped to it, the mark at the chart's edge and after its name "
+         "in the legend. Strips: mem N<n> is a node's memory used without the page "
          "cache, as in the tree. Tree and heatmap: the samples at the cursor.")
 
 
