@@ -108,3 +108,17 @@ def test_last_open_matches_a_plain_scan_for_any_overlaps() -> None:
         for q, x in enumerate(t.tolist()):
             hit = [j for j in range(n) if s[j] <= x < e[j]]
             assert got[q] == (max(hit) if hit else -1)
+
+
+def test_a_thread_whose_instances_all_have_no_length_is_serial() -> None:
+    """Begin and end at one time (marker lines read in one drain are stamped alike): no
+    segment to draw, the thread's run time is serial (this indexed an empty array)."""
+    names = RegionNames()
+    bar = names.intern("GOMP_barrier", "omp", "call", wait=True)
+    reg = Regions(_rows([(1000 * MS + k, 101, 100, op, bar) for k in (10, 20)
+                         for op in (BEGIN, END)]), names.items)
+    iv = Intervals(np.array([0]), [np.array([1000 * MS])], [np.array([1001 * MS])],
+                   [np.array([101], np.int32)], 1000 * MS, 1001 * MS)
+    rt = region_timeline(iv, reg)
+    assert rt is not None and rt.intervals.tid[0].tolist() == [SERIAL]
+    assert rt.intervals.end[0].tolist() == [1001 * MS] and rt.tids[0].tolist() == [101]

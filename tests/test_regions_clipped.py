@@ -74,3 +74,103 @@ def test_attached_recording_says_what_it_cannot_see(tmp_path: Path) -> None:
     with open_recording(recording(tmp_path, {"attached": [{"pid": 100}]})) as rec:
         r = build_report(rec)
     assert "attached to running processes (--pid)" in " ".join(format_report(r).split())
+
+
+# The same instances in every other view of the recording's regions: (name, tid, start ms,
+# end ms, where clipped): thread 101 still inside the region and a barrier at the end, 102 in
+# the region's body from before the recording began; the whole barriers unmarked.
+CLIPPED = [("GOMP_barrier", 101, 78, 100, "at_end"), ("main._omp_fn.0", 101, 20, 100, "at_end"),
+           ("main._omp_fn.0", 101, 20, 100, "at_end"), ("main._omp_fn.0", 102, 0, 30, "at_start")]
+WHOLE = sorted(("GOMP_barrier", 101, 40 + k, 40 + k, None) for k in range(0, 38, 2))
+
+
+def test_perfetto_has_the_clipped_slices_annotated(tmp_path: Path) -> None:
+    from collections import defaultdict
+    from typing import Any
+
+    import pytest
+
+    from snumap_tui.cli import main
+
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    out = tmp_path / "r.pftrace"
+    assert main(["export", str(recording(tmp_path)), "--format", "perfetto", "-o", str(out)]) == 0
+    trace = pb.Trace()
+    trace.ParseFromString(out.read_bytes())
+    tid_of = {p.track_descriptor.uuid: p.track_descriptor.thread.tid for p in trace.packet
+              if p.HasField("track_descriptor") and p.track_descriptor.HasField("thread")}
+    # Slices rebuilt as trace_processor does: events of a track by time (stable), an end
+    # closing the innermost open slice.
+    events: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
+    for i, p in enumerate(trace.packet):
+        if p.HasField("track_event") and p.track_event.track_uuid in tid_of:
+            events[tid_of[p.track_event.track_uuid]].append((p.timestamp, i, p.track_event))
+    got = []
+    for tid, evs in events.items():
+        stack: list[tuple[int, Any]] = []
+        for ts, _i, te in sorted(evs, key=lambda e: e[:2]):
+            if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+                stack.append((ts, te))
+            elif te.type == pb.TrackEvent.TYPE_SLICE_END:
+                t0, b = stack.pop()
+                args = {a.name: a.string_value for a in b.debug_annotations}
+                got.append((b.name, tid, (t0 - T0) // MS, (ts - T0) // MS, args.get("clipped")))
+                assert set(args) <= {"clipped"}
+        assert not stack, "a slice left open"
+    assert sorted(x for x in got if x[4]) == CLIPPED
+    assert sorted(x for x in got if not x[4]) == WHOLE
+
+
+def test_chrome_and_parquet_have_the_clipped_instances(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    from snumap_tui.cli import main
+    from snumap_tui.export.parquet import write_parquet
+
+    path = recording(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["export", str(path), "--format", "chrome", "-o", str(out)]) == 0
+    xs = [e for e in json.loads(out.read_text())["traceEvents"]
+          if e["ph"] == "X" and e.get("cat", "").startswith("omp")]
+    got = sorted((e["name"], e["tid"], round((e["ts"] * 1e3 - T0) / MS),
+                  round(((e["ts"] + e["dur"]) * 1e3 - T0) / MS), e["args"].get("clipped"))
+                 for e in xs)
+    assert [x for x in got if x[4]] == CLIPPED and [x for x in got if not x[4]] == WHOLE
+    pq = pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "pq").mkdir()
+    with open_recording(path) as rec:
+        write_parquet(tmp_path / "pq", rec)
+    rows = pq.read_table(tmp_path / "pq" / "regions.parquet").to_pylist()
+    got = sorted((r["name"], r["tid"], (r["start_ns"] - T0) // MS, (r["end_ns"] - T0) // MS,
+                  r["clipped"]) for r in rows)
+    assert [x for x in got if x[4]] == CLIPPED and [x for x in got if not x[4]] == WHOLE
+
+
+def test_replay_draws_a_clipped_region_to_the_edge_and_marks_it(tmp_path: Path) -> None:
+    from snumap_tui.ui.gantt import LABEL_W, GanttState, cell_detail, render_gantt
+    from snumap_tui.ui.replay_data import load_replay
+
+    data = load_replay(open_recording(recording(tmp_path)))
+    # 20 columns of 5 ms; row 0 is PU 0 (thread 101), row 1 PU 1 (thread 102).
+    st = GanttState(data.t0, data.t1, mode="region", sel_row=1, sel_col=0)
+    r = render_gantt(data, st, LABEL_W + 1 + 20, 12)
+    name = [[data.key_name("region", k) if k > 0 else k for k in row] for row in
+            r.bins.key.tolist()]
+    # 101 is inside the region from 20 ms to the end (not serial), in a barrier from 78 ms;
+    # 102 is in the region's body from the start to 30 ms.
+    assert name[0][4:15] == ["main._omp_fn.0"] * 11 and name[0][16:] == ["GOMP_barrier"] * 4
+    assert name[1][:6] == ["main._omp_fn.0"] * 6
+    cells = ["".join(seg.text for seg in line)[LABEL_W + 1:] for line in r.lines[1:3]]
+    assert cells[0][-1] == ">" and cells[0][0] != "<"
+    assert cells[1][0] == "<" and cells[1][-1] != ">"
+    assert "(<> clipped to the recording)" in cell_detail(data, st, r.bins)
+    # Zoomed away from the edges, no edge mark: the legend still says so.
+    st = GanttState(data.t0 + 10 * MS, data.t1 - 10 * MS, mode="region")
+    r = render_gantt(data, st, 100, 12)
+    cells = ["".join(seg.text for seg in line)[LABEL_W + 1:] for line in r.lines[1:3]]
+    assert "<" not in "".join(cells) and ">" not in "".join(cells)
+    legend = "".join(seg.text for seg in r.lines[-1])
+    assert "main._omp_fn.0 <>" in legend and "GOMP_barrier >" in legend
+    assert "no region <" not in legend and "no region >" not in legend

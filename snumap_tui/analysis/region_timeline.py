@@ -230,7 +230,7 @@ def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
             m = t == tid
             S, E = s[m], e[m]
             seg = segs.get(int(tid))
-            if seg is None:
+            if seg is None or not len(seg[0]):     # none, or only instances of no length
                 ps.append(S)
                 pe.append(E)
                 pk.append(np.full(len(S), SERIAL, np.int64))
