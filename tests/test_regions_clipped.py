@@ -34,7 +34,7 @@ RECS = [(20, 101, BEGIN, 0), (20, 101, BEGIN, 1), (30, 102, END, 1),
         *[(40 + k, 101, op, 2) for k in range(0, 40, 2) for op in (BEGIN, END)][:-1]]
 
 
-def recording(tmp_path: Path, header: dict | None = None) -> Path:
+def recording(tmp_path: Path, header: dict | None = None, **kw: object) -> Path:
     ev = np.zeros(4, dtype=EVENT_DTYPE)
     ev[0] = (T0, 0, SWITCH, 0, 101, 0, 100, 0)
     ev[1] = (T0, 1, SWITCH, 0, 102, 0, 100, 0)
@@ -44,7 +44,7 @@ def recording(tmp_path: Path, header: dict | None = None) -> Path:
                            tasks=[TaskInfo(101, 100, "prog", 1, T0),
                                   TaskInfo(102, 100, "prog", 1, T0)],
                            regions=(_rows(RECS), NAMES),
-                           header={"regions": {"mode": "auto"}, **(header or {})})
+                           header={"regions": {"mode": "auto"}, **(header or {})}, **kw)
 
 
 def test_open_ends_are_clipped_to_the_recording() -> None:
@@ -174,3 +174,24 @@ def test_replay_draws_a_clipped_region_to_the_edge_and_marks_it(tmp_path: Path) 
     legend = "".join(seg.text for seg in r.lines[-1])
     assert "main._omp_fn.0 <>" in legend and "GOMP_barrier >" in legend
     assert "no region <" not in legend and "no region >" not in legend
+
+
+def test_report_counters_and_windows_take_the_clipped_instances(tmp_path: Path) -> None:
+    """The report's per-region counters (and memory and energy windows) count the same
+    clipped instances as its region rows: 101 in the body from 20 ms to the end, 102 from the
+    start to 30 ms."""
+    from snumap_tui.analysis.memory import region_windows
+    from tests.test_attribution import EVENTS, _rows
+
+    ms = MS
+    counters = _rows([(101, 100, 0, T0, T0 + 100 * ms, [100 * ms, 1000, 0, 0]),
+                      (102, 100, 1, T0, T0 + 100 * ms, [100 * ms, 1000, 0, 0])])
+    with open_recording(recording(tmp_path, counters=(counters, EVENTS))) as rec:
+        r = build_report(rec)
+        wins = region_windows(rec.regions(), (rec.t_start, rec.t_end))
+    (body,) = [g for g in r["counters"]["regions"] if g["name"] == "main._omp_fn.0"]
+    assert body["events"]["page-faults"] == 800 + 300
+    assert abs(body["on_cpu_s"] - 0.110) < 1e-12 and body["threads"] == 2
+    got = sorted((tid, (a - T0) // ms, (b - T0) // ms) for _, tid, a, b in
+                 wins["main._omp_fn.0"])
+    assert got == [(101, 20, 100), (101, 20, 100), (102, 0, 30)]

@@ -23,7 +23,7 @@ import numpy as np
 
 from snumap_tui.analysis.caps import MAX_ROWS, ranked
 from snumap_tui.analysis.cumulative import Cumulative
-from snumap_tui.analysis.regions import pair
+from snumap_tui.analysis.regions import instances, recording_bounds
 from snumap_tui.store.counters import ThreadCounters
 from snumap_tui.store.regions import Regions
 from snumap_tui.trace.events import OUTSIDE
@@ -218,11 +218,12 @@ def _span_sums(cum: Cumulative, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarra
 Inst = tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _instances(reg: Regions) -> dict[str, Inst]:
+def _instances(reg: Regions, bounds: tuple[int, int] | None = None) -> dict[str, Inst]:
     """Per region name: (kind, tid, pid, start, end) of the instances that say where its
     threads were inside (a parallel region's bodies, else its calls or marker pairs, else
-    its master's spans; as analysis/regions.py counts time inside)."""
-    inst = pair(reg.rows)
+    its master's spans; as analysis/regions.py counts time inside, those open at the
+    recording's BOUNDS clipped to them)."""
+    inst, _cut = instances(reg.rows, bounds)
     by: dict[str, dict[str, list[int]]] = {}
     for rid, n in enumerate(reg.names):
         by.setdefault(n.name, {}).setdefault(n.role, []).append(rid)
@@ -241,10 +242,12 @@ def _instances(reg: Regions) -> dict[str, Inst]:
 
 
 def attribute(tc: ThreadCounters, reg: Regions | None = None,
-              comm: dict[int, str] | None = None, runs: bool = True) -> dict[str, Any]:
+              comm: dict[int, str] | None = None, runs: bool = True,
+              bounds: tuple[int, int] | None = None) -> dict[str, Any]:
     """The report's ``counters`` section: per thread, process, region, phase and PU. RUNS:
     the rows are run intervals (libbpf); else reads between polls (perf, /proc), whose
-    on-CPU time is task-clock's or /proc's, and whose migrations are not known."""
+    on-CPU time is task-clock's or /proc's, and whose migrations are not known. BOUNDS: the
+    recording's, to which region instances open at either end are clipped."""
     comm = comm or {}
     s = scaled(tc)
     ev = s.events
@@ -278,7 +281,7 @@ def attribute(tc: ThreadCounters, reg: Regions | None = None,
             out[key] = {"count": rest["count"],
                         **_row(ev, rest, runs)}
     if reg is not None and len(reg.rows):
-        out["regions"], out["phases"] = _regions(ts, reg, runs)
+        out["regions"], out["phases"] = _regions(ts, reg, runs, bounds)
     if not runs:
         for r in (*out["threads"], *out["processes"]):
             r["migrations"] = None
@@ -308,7 +311,8 @@ def _per_cpu(s: Scaled, top: int = MAX_ROWS) -> list[dict[str, Any]]:
              "total": dict(zip(s.events, total[i].tolist()))} for i in keep.tolist()]
 
 
-def _regions(ts: Scaled, reg: Regions, runs: bool = True
+def _regions(ts: Scaled, reg: Regions, runs: bool = True,
+             bounds: tuple[int, int] | None = None
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per region and per phase, from TS: the traced rows only."""
     s = ts
@@ -336,7 +340,7 @@ def _regions(ts: Scaled, reg: Regions, runs: bool = True
 
     regions: list[dict[str, Any]] = []
     phases: list[dict[str, Any]] = []
-    for name, (kind, tid, pid, a, b) in _instances(reg).items():
+    for name, (kind, tid, pid, a, b) in _instances(reg, bounds).items():
         sums = np.zeros(len(s.events))
         ns = 0.0
         threads: set[int] = set()
@@ -405,5 +409,5 @@ def counter_section(rec: Any, comm: dict[int, str] | None = None) -> dict[str, A
         return {"available": False, "why": why_no_counters(info), "dropped": dropped}
     source = str(info.get("source") or "")
     out = attribute(tc, rec.regions() if hasattr(rec, "regions") else None, comm,
-                    runs=rows_are_runs(rec))
+                    runs=rows_are_runs(rec), bounds=recording_bounds(rec))
     return {"available": True, "source": source, "dropped": dropped, **out}

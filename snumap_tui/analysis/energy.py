@@ -388,8 +388,9 @@ def add_energy(report: dict[str, Any], iv: Intervals, samples: list[Sample], top
         p["energy_j"] = sum(v for k, v in p["energy"].items() if k in counted)
     if report.get("regions") and hasattr(rec, "regions"):
         from snumap_tui.analysis.memory import region_windows
+        from snumap_tui.analysis.regions import recording_bounds
 
-        wins = region_windows(rec.regions())
+        wins = region_windows(rec.regions(), recording_bounds(rec))
         mine_cs = [c for c in cs if c.domain in counted]
         for r in report["regions"]:
             w = [(t, a, b) for _, t, a, b in wins.get(r["name"], [])]

@@ -241,12 +241,13 @@ def recording_memory(rec: Any, topology: Topology) -> tuple[np.ndarray, str | No
 SUMMED_WHY = "calls summed in the kernel: no instance to attribute to"
 
 
-def region_windows(reg: Any) -> dict[str, list[tuple[int, int, int, int]]]:
+def region_windows(reg: Any, bounds: tuple[int, int] | None = None
+                   ) -> dict[str, list[tuple[int, int, int, int]]]:
     """Region (or phase) name -> (pid, tid, start, end) of each of its instances on any
-    thread."""
-    from snumap_tui.analysis.regions import pair
+    thread; with the recording's BOUNDS, those open at either end clipped to it."""
+    from snumap_tui.analysis.regions import instances
 
-    inst = pair(reg.rows)
+    inst, _cut = instances(reg.rows, bounds)
     out: dict[str, list[tuple[int, int, int, int]]] = {}
     for rid, pid, tid, s, e in zip(inst.rid.tolist(), inst.pid.tolist(), inst.tid.tolist(),
                                    inst.start.tolist(), inst.end.tolist()):
@@ -271,7 +272,9 @@ def add_memory(report: dict[str, Any], rec: Any, topology: Topology) -> None:
                                                           "or was unreadable"}
     if not report.get("regions"):
         return
-    wins = region_windows(rec.regions())
+    from snumap_tui.analysis.regions import recording_bounds
+
+    wins = region_windows(rec.regions(), recording_bounds(rec))
     for r in report["regions"]:
         spans = [(p, a, b) for p, _, a, b in wins.get(r["name"], [])]
         if r.get("summed_calls") and not why:     # its windows are a few exact calls

@@ -98,6 +98,12 @@ def _joined(a: Instances, b: Instances) -> Instances:
 CUT_NAMES = {-1: "at_start", 1: "at_end"}
 
 
+def recording_bounds(rec: Any) -> tuple[int, int] | None:
+    """A recording's (start, end), to which ``instances`` clips (None: not a recording)."""
+    t0, t1 = getattr(rec, "t_start", None), getattr(rec, "t_end", None)
+    return (int(t0), int(t1)) if t0 is not None and t1 is not None else None
+
+
 def instances(rows: np.ndarray, bounds: tuple[int, int] | None) -> tuple[Instances, np.ndarray]:
     """Every instance of ROWS and per instance where it was cut (0: whole; -1, 1: at the
     recording's start or end, ``CUT_NAMES``): the whole ones (``pair``) and, with the
