@@ -84,7 +84,7 @@ CLIPPED = [("GOMP_barrier", 101, 78, 100, "at_end"), ("main._omp_fn.0", 101, 20,
 WHOLE = sorted(("GOMP_barrier", 101, 40 + k, 40 + k, None) for k in range(0, 38, 2))
 
 
-def test_perfetto_has_the_clipped_slices_annotated(tmp_path: Path) -> None:
+def test_perfetto_has_the_clipped_slices_annotated(tmp_path: Path, capsys) -> None:
     from collections import defaultdict
     from typing import Any
 
@@ -95,6 +95,9 @@ def test_perfetto_has_the_clipped_slices_annotated(tmp_path: Path) -> None:
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     out = tmp_path / "r.pftrace"
     assert main(["export", str(recording(tmp_path)), "--format", "perfetto", "-o", str(out)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "23 region slices, 0 region marks (4 slices of regions open at the recording's " \
+        "start or end, clipped to it)" in said
     trace = pb.Trace()
     trace.ParseFromString(out.read_bytes())
     tid_of = {p.track_descriptor.uuid: p.track_descriptor.thread.tid for p in trace.packet

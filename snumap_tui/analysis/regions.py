@@ -6,7 +6,8 @@ wall time, each thread's time inside, load imbalance and waiting time.
   at the recording's start (its thread's first record of it is an END: entered before the
   probes were attached) or end (its last is a BEGIN) counts clipped to the recording, and
   its region says so (``clipped``; "<" and ">" in the text form): only with the recording's
-  bounds given (``region_stats``); ``pair`` alone keeps whole instances.
+  bounds given (``instances``, which the report, the exports and replay's region view all
+  take); ``pair`` alone keeps whole instances.
 - A parallel region (an OpenMP ``span``) counts its master's GOMP_parallel calls; each thread's
   time inside is its time running the region's outlined body; imbalance is max/mean of those
   per-thread times; its waiting time is, per thread, the span's wall time not spent in the

@@ -129,6 +129,9 @@ def _write_to(args: argparse.Namespace, rec: Any, sink: Any) -> tuple[int, str]:
         what = "sched_switch and sched_waking events"
         if st["region_slices"] or st["region_marks"]:
             what += f", {st['region_slices']} region slices, {st['region_marks']} region marks"
+            if st["region_slices_clipped"]:
+                what += (f" ({st['region_slices_clipped']} slices of regions open at the "
+                         "recording's start or end, clipped to it)")
         if st["thread_counter_owners_left_out"]:
             what += (f"; counter tracks for the {MAX_ROWS} threads and processes with the "
                      f"most on-CPU time, {st['thread_counter_owners_left_out']} more left out")

@@ -518,7 +518,7 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
                 u = uuids[i] = w.track(tr.name, parent=g, unit=tr.spec.unit)
             w.counter(u, t_ns, v)
             n_counters += 1
-    n_regions, n_marks = write_regions(w, rec, machines)
+    n_regions, n_marks, n_clipped = write_regions(w, rec, machines)
     # A merged job's (machines) tids and pids are node-qualified: their tracks go to the node.
     n_memory, n_memory_left = write_memory(w, rec, machines)
     n_tc, n_tc_tracks, n_tc_left = write_thread_counters(w, rec, machines)
@@ -531,6 +531,7 @@ def write_perfetto(out: IO[bytes], rec: Any, *, machine_id: int = 0,
     return {"packets": w.packets, "switches": enc.switches, "wakings": enc.wakings,
             "counter_values": n_counters, "counter_tracks": len(uuids),
             "markers": len(markers), "region_slices": n_regions, "region_marks": n_marks,
+            "region_slices_clipped": n_clipped,
             "memory_values": n_memory, "memory_processes_left_out": n_memory_left,
             "thread_counter_values": n_tc, "thread_counter_tracks": n_tc_tracks,
             "thread_counter_owners_left_out": n_tc_left}

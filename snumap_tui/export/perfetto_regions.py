@@ -22,16 +22,18 @@ if TYPE_CHECKING:
 NO_THREAD_TRACK = "snumap regions (no thread)"
 
 
-def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None) -> tuple[int, int]:
-    """Every region instance and mark of ``rec``; (slices, instants) written."""
+def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None
+                  ) -> tuple[int, int, int]:
+    """Every region instance and mark of ``rec``; (slices, instants, slices clipped to the
+    recording) written."""
     if not hasattr(rec, "regions"):
-        return 0, 0
+        return 0, 0, 0
     from snumap_tui.analysis.regions import CUT_NAMES, instances
     from snumap_tui.trace.region_catalog import MARK
 
     reg = rec.regions()
     if not len(reg.rows):
-        return 0, 0
+        return 0, 0, 0
     tracks: dict[tuple[int, int], tuple[int, int | None]] = {}
 
     def track_of(pid: int, tid: int) -> tuple[int, int | None]:
@@ -66,4 +68,4 @@ def write_regions(w: PerfettoWriter, rec: Any, machines: Machines | None) -> tup
         rid = int(r["rid"])
         track, m = track_of(int(r["pid"]), int(r["tid"]))
         w.instant(track, int(r["t_ns"]), names[rid].name, cats[rid], m)
-    return len(order), len(marks)
+    return len(order), len(marks), int(np.count_nonzero(cut))
