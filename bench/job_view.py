@@ -129,6 +129,7 @@ def aggregator_child(nodes: int, ticks: int) -> None:
     from snumap_tui.analysis.jobfindings import live_findings
     from snumap_tui.analysis.jobsynth import synthetic_job
     from snumap_tui.jobview.aggregate import JobAggregator, imbalance
+    from snumap_tui.jobview.launch import freeze_long_lived
 
     job = synthetic_job(nodes, slow=(nodes // 2,))
     frames = [[n.frame_lines(t).splitlines(keepends=True) for n in job] for t in range(ticks)]
@@ -143,6 +144,8 @@ def aggregator_child(nodes: int, ticks: int) -> None:
         for i, lines in enumerate(frames[t]):
             for line in lines:
                 agg.feed(i, line)
+        if t == 0 and agg.all_reported():
+            freeze_long_lived()       # as SrunStreams does once every node has reported
         c1 = time.process_time()
         views = agg.nodes()
         live_findings(views)

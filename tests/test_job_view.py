@@ -407,3 +407,31 @@ def test_nodes_of_one_hardware_share_its_topology() -> None:
         ("node0000", "h0", "0-1"), ("node0001", "h1", "0-2"), ("node0002", "h2", "0-3")]
     assert [sorted(agg._nodes[i].alloc_cores) for i in range(3)] == [[0], [0], [0, 1]]
     assert all("topology" not in agg._nodes[i].head for i in range(3))
+
+
+def test_all_reported_counts_each_node_once() -> None:
+    """``all_reported`` (what `--batch` waits for, and when the stream reader freezes the
+    long-lived objects for the collector) is a count kept as frames and ends arrive: a node
+    that ends before its first frame counts once, a frame after it or a second end does not."""
+    job = synthetic_job(3)
+    agg = JobAggregator(["a", "b", "c"])
+    for i in range(3):
+        for line in job[i].topology_lines().splitlines(keepends=True):
+            agg.feed(i, line)
+
+    def frame(i: int, t: int) -> None:
+        for line in job[i].frame_lines(t).splitlines(keepends=True):
+            agg.feed(i, line)
+
+    frame(0, 0)
+    frame(0, 1)
+    assert not agg.all_reported()
+    agg.end(1, "its sampler died", LOST)
+    agg.end(1, "again", LOST)
+    frame(1, 0)                      # a node that ended sends no more (or is not counted)
+    assert not agg.all_reported()
+    agg.end(0, "done")               # had frames: already counted
+    assert not agg.all_reported()
+    frame(2, 0)
+    assert agg.all_reported()
+    assert [agg.frames_of(i) for i in range(3)] == [2, 1, 1]

@@ -219,6 +219,7 @@ class JobAggregator:
         # The nodes' hardware, each shape once (_shape_key): a job's nodes are mostly alike,
         # and 1,000 copies of a topology were 430,000 objects for every full GC to walk.
         self._shapes: dict[str, _Shape] = {}
+        self._reported = 0                    # nodes that sent a frame or ended (all_reported)
         for i, n in enumerate(names or []):
             self._nodes[i] = _Node(i, n)
 
@@ -244,6 +245,7 @@ class JobAggregator:
             n.frames += 1
             if n.first_frame_at is None:
                 n.first_frame_at = self.clock()
+                self._reported += n.status == WAITING
             if n.status == WAITING:
                 n.status = LIVE
         elif rec.kind == "E":
@@ -274,6 +276,7 @@ class JobAggregator:
         n = self._node(index)
         if n.status in (ENDED, LOST):
             return
+        self._reported += n.frames == 0
         n.status, n.why, n.dirty = status, why, True
         self.events.append(f"{n.name}: {why}")
 
@@ -298,8 +301,7 @@ class JobAggregator:
 
     def all_reported(self) -> bool:
         """Every node sent a frame (or ended)."""
-        return bool(self._nodes) and all(n.frames or n.status in (ENDED, LOST)
-                                         for n in self._nodes.values())
+        return bool(self._nodes) and self._reported >= len(self._nodes)
 
     def first_frame_s(self) -> float | None:
         """Seconds from the start to the first frame of the last node to send one."""
@@ -452,15 +454,17 @@ def _thread_stats(v: NodeView) -> ThreadStats:
     else:
         rows = ((r.pid, t.pu, math.nan if t.cpu_pct is None else t.cpu_pct,  # type: ignore[assignment]
                  -1 if r.rank is None else r.rank) for r in v.ranks for t in r.threads)
+    core_of, per_get, core_get = pu_core.get, per.get, core.get   # bound once: ~16 rows a node
+    isnan = math.isnan
     for p, pu, c, r in rows:
-        if math.isnan(c):                       # not measured yet
+        if isnan(c):                            # not measured yet
             continue
         total += c
         if r >= 0:
-            per[p] = per.get(p, 0.0) + c
-        k = pu_core.get(pu)
+            per[p] = per_get(p, 0.0) + c
+        k = core_of(pu)
         if k is not None:
-            core[k] = core.get(k, 0.0) + c
+            core[k] = core_get(k, 0.0) + c
         if c >= SHARE_MIN and pu >= 0:
             busy.append(pu)
     if v._ranks is not None:                    # a recording's ranks carry their own CPU

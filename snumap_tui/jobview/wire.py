@@ -36,6 +36,7 @@ MAX_RECORD = 16 << 20               # what one record may inflate to
 KINDS = frozenset("TFE")
 DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "<i2", "<u2", "<u1", "|u1", "<u4"})
 _DTYPES = {d: np.dtype(d) for d in DTYPES}
+_JSON = json.JSONDecoder()
 
 
 @dataclass
@@ -144,7 +145,10 @@ def decode_body(kind: str, seq: int, b64: bytes,
         if d.unconsumed_tail:
             return None
         head_end = data.index(b"\n")
-        header = json.loads(data[:head_end])
+        text = data[:head_end].decode("utf-8")
+        header, end = _JSON.raw_decode(text)      # json.loads' detection of bytes costs more
+        if end != len(text):
+            return None
     except (binascii.Error, zlib.error, ValueError, RecursionError):
         return None
     if not isinstance(header, dict):
@@ -168,7 +172,8 @@ def decode_body(kind: str, seq: int, b64: bytes,
         size = dtype.itemsize * count
         if pos + size > len(data):
             return None
-        arrays[name] = np.frombuffer(data, dtype=dtype, count=count, offset=pos).reshape(shape)
+        # one constructor call: a view of the inflated bytes (read-only, as frombuffer's)
+        arrays[name] = np.ndarray(shape, dtype, data, pos)
         pos += size
     if pos != len(data):
         return None             # arrays that do not fill the record: not what was written
