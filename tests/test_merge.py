@@ -259,3 +259,18 @@ def test_job_scanner_follows_the_step_daemons_of_a_single_slurmd(tmp_path: Path)
     (tmp_path / "7").mkdir()
     (tmp_path / "7" / "comm").write_text("slurmd\n")
     assert JobScanner("slurm", "5", proc=tmp_path).stepd_prefix is None   # two slurmd
+
+
+def test_node_lookup_whatever_the_order_of_the_headers_nodes() -> None:
+    """A merged header whose nodes are not in the order of their bases (edited, or written by
+    another tool) still maps each PU and task to its own node; below every base is no node."""
+    from snumap_tui.store.nodes import NodeTable
+
+    t = NodeTable([{"node": "b", "cpu_base": 4, "tid_base": 1 << 22},
+                   {"node": "a", "cpu_base": 0, "tid_base": 0},
+                   {"node": "c", "cpu_base": 8, "tid_base": 2 << 22}])
+    assert [t.node_of_cpu(c) for c in (0, 3, 4, 7, 8, 100)] == [1, 1, 0, 0, 2, 2]
+    assert [t.split_tid(x) for x in (5, (1 << 22) + 5, (2 << 22) + 9)] == \
+        [("a", 5), ("b", 5), ("c", 9)]
+    assert t.node_of_tid(0) is None
+    assert NodeTable([{"cpu_base": 2}]).node_of_cpu(1) is None

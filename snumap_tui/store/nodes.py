@@ -123,15 +123,23 @@ class NodeTable:
         """Each node's first merged CPU, in node order (read-only)."""
         return self._cpu_bases
 
+    @cached_property
+    def _by_tid(self) -> tuple[np.ndarray, np.ndarray]:
+        return _ordered(self._tid_bases)
+
+    @cached_property
+    def _by_cpu(self) -> tuple[np.ndarray, np.ndarray]:
+        return _ordered(self._cpu_bases)
+
     def node_of_tid(self, tid: int) -> int | None:
         if tid <= 0 or not self.nodes:
             return None
-        return int(np.searchsorted(self._tid_bases, tid, side="right") - 1)
+        return _node_of(self._by_tid, tid)
 
     def node_of_cpu(self, cpu: int) -> int | None:
         if not self.nodes:
             return None
-        return int(np.searchsorted(self._cpu_bases, cpu, side="right") - 1)
+        return _node_of(self._by_cpu, cpu)
 
     def split_tid(self, tid: int) -> tuple[str | None, int]:
         """(node name, the tid on that node) of a merged tid."""
@@ -143,6 +151,20 @@ class NodeTable:
     def label(self, tid: int) -> str:
         node, local = self.split_tid(tid)
         return f"{node}:{local}" if node is not None else str(tid)
+
+
+def _ordered(bases: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the bases sorted, each one's node): merge writes them in node order, but a header
+    edited or written by another tool need not be, and a lookup that assumed it named the
+    wrong node for every PU and task."""
+    order = np.argsort(bases, kind="stable")
+    return bases[order], order
+
+
+def _node_of(by: tuple[np.ndarray, np.ndarray], value: int) -> int | None:
+    """The node whose base is the largest at or below VALUE (None: below every base)."""
+    i = int(np.searchsorted(by[0], value, side="right")) - 1
+    return int(by[1][i]) if i >= 0 else None
 
 
 def _bases(nodes: list[dict[str, Any]], key: str) -> np.ndarray:
