@@ -179,8 +179,11 @@ def test_critical_flood_at_two_threads_loses_nothing(tmp_path: Path) -> None:
     serial = next(g for g in regs.values() if g["name"].startswith("serialised._omp_fn"))
     # Waiting in the critical is inside the serialised region, and fits in its wall time.
     assert 0 < crit["wall_s"] <= serial["wall_s"] * 1.01
-    for p in crit["threads"]:
-        assert 0 < p["wait_s"] <= serial["wall_s"] * 1.01
+    # A thread that took the lock without waiting (GOMP's mutex is not fair: the holder
+    # often takes it again) has only the probes' own cost inside, which the report takes out
+    # (probe cost per call): 0, never below it. The other waited for it.
+    waits = [p["wait_s"] for p in crit["threads"]]
+    assert all(0 <= w <= serial["wall_s"] * 1.01 for w in waits) and max(waits) > 0, waits
     # The calls were summed in the kernel: a few summaries, not a record per call.
     from snumap_tui import store
     from snumap_tui.trace.region_bpf import AGG_EXACT, AGG_NS
