@@ -207,6 +207,31 @@ def test_job_scanner_sees_a_task_after_its_exec(tmp_path: Path) -> None:
     assert sorted(alive) == [11, 13] and sc.steps_alive() == {"0", "batch"}
 
 
+def test_job_scanner_reads_a_young_process_again_only_after_its_exec(tmp_path: Path) -> None:
+    """A process not of the job is classified again in its first RECHECK_S only when its
+    comm changed (its exec): its environment and cgroup are not read every scan (the scan ran
+    every 50 ms over every young process of the node: 21 % of a core in a two-node test)."""
+    from snumap_tui.sources.jobprocs import JobScanner
+
+    d = tmp_path / "30"
+    d.mkdir()
+    (d / "comm").write_text("slurmstepd\n")
+    (d / "environ").write_bytes(b"HOME=/\0")
+    (d / "cgroup").write_text("0::/\n")
+    sc = JobScanner("slurm", "5", proc=tmp_path)
+    seen: list[int] = []
+    real = sc.classify
+    sc.classify = lambda pid: (seen.append(pid), real(pid))[1]  # type: ignore[method-assign]
+    for _ in range(4):
+        assert sc.scan() == ([], [])
+    assert seen == [30]
+    (d / "environ").write_bytes(b"SLURM_JOB_ID=5\0PMI_RANK=4\0")
+    (d / "comm").write_text("app\n")                     # its exec
+    new, alive = sc.scan()
+    assert seen == [30, 30] and [(p.pid, p.comm, p.rank) for p in new] == [(30, "app", 4)]
+    assert alive == [30] and sc._comms == {}
+
+
 def test_job_scanner_in_a_cgroup_waits_for_the_exec(tmp_path: Path) -> None:
     """Under proctrack/cgroup a task is in the job's cgroup from its fork, while it is still
     slurmstepd (no rank, no node in its environment): the scanner must not settle on that,

@@ -132,6 +132,7 @@ class JobScanner:
         self._seen: dict[int, JobProc | None] = {}
         self._young: dict[int, float] = {}       # pid -> when first seen, while re-checked
         self._pending: set[int] = set()          # job's cgroup, not exec'd yet: look again
+        self._comms: dict[int, bytes | None] = {}  # young pids: their comm when last classified
         self._own = {os.getpid(), os.getppid()}
         # A host with one slurmd: the job's step daemons ("slurmstepd: [J.S]") are this node's,
         # and following them follows every task they fork from its first event.
@@ -184,20 +185,35 @@ class JobScanner:
                 del self._seen[pid]
                 self._young.pop(pid, None)
                 self._pending.discard(pid)
+                self._comms.pop(pid, None)
         now = time.monotonic()
         for pid, born in list(self._young.items()):
             if now - born >= RECHECK_S:
                 del self._young[pid]   # a pending one is classified once more, as it is
+                if pid not in self._pending:
+                    self._comms.pop(pid, None)
         for pid in pids:
             if pid in self._own:
                 continue
             # A process is classified once, except in its first RECHECK_S: a task slurmstepd
             # forked is slurmstepd (name, environment, cgroup) until its exec, which a read
             # may straddle.
-            if pid not in self._seen or (self._seen[pid] is None
-                                         and (recheck or pid in self._young
-                                              or pid in self._pending)):
-                if pid not in self._seen and self._is_stepd(pid):
+            first = pid not in self._seen
+            again = not first and self._seen[pid] is None and (
+                recheck or pid in self._young or pid in self._pending)
+            if first or again:
+                # What makes a process the job's (its environment, its cgroup, its name)
+                # changes at its exec, which changes its comm: a young process is read again
+                # only when its comm did (one small read a scan, not three). Read before
+                # classifying: an exec between the two is seen at the next scan.
+                comm = self._comm(pid)
+                if again and not recheck and pid in self._young and comm is not None \
+                        and comm == self._comms.get(pid):
+                    again = False
+                else:
+                    self._comms[pid] = comm
+            if first or again:
+                if first and self._is_stepd(pid):
                     self.stepds.append(pid)
                 jp = self.classify(pid)
                 if pid not in self._seen:
@@ -213,10 +229,17 @@ class JobScanner:
                 self._seen[pid] = jp
                 if jp is not None:
                     self._young.pop(pid, None)
+                    self._comms.pop(pid, None)
                     new.append(jp)
             if self._seen[pid] is not None:
                 alive.append(pid)
         return new, alive
+
+    def _comm(self, pid: int) -> bytes | None:
+        try:
+            return (self.proc / str(pid) / "comm").read_bytes()
+        except OSError:
+            return None
 
     def _is_stepd(self, pid: int) -> bool:
         if self.stepd_prefix is None:
