@@ -176,7 +176,7 @@ class JobScanner:
         alive: list[int] = []
         self.stepds = []
         try:
-            pids = [int(p.name) for p in self.proc.iterdir() if p.name.isdigit()]
+            pids = [int(p) for p in os.listdir(self.proc) if p.isdigit()]   # names: no Paths
         except OSError:
             return new, alive
         live = set(pids)
@@ -237,9 +237,15 @@ class JobScanner:
 
     def _comm(self, pid: int) -> bytes | None:
         try:
-            return (self.proc / str(pid) / "comm").read_bytes()
+            fd = os.open(f"{self.proc}/{pid}/comm", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
+        try:
+            return os.read(fd, 64)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def _is_stepd(self, pid: int) -> bool:
         if self.stepd_prefix is None:
