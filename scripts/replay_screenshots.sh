@@ -31,6 +31,10 @@ COLORTERM=truecolor $S replay "$tmp/omp.rec" --force --screenshot screenshots/re
   --size 120x24 --by region
 COLORTERM=truecolor $S replay "$tmp/critical.rec" --by region --size 120x24 \
   --force --screenshot screenshots/replay-regions-critical.svg
+# A recording that ends inside a parallel region: the region drawn to the edge, clipped (>).
+(cd "$tmp" && "$here/$S" record -o clipped.rec --duration 0.28s -- ./demo_omp_imbalance)
+COLORTERM=truecolor $S replay "$tmp/clipped.rec" --by region --size 120x24 \
+  --force --screenshot screenshots/replay-regions-clipped.svg
 NO_COLOR=1 $S replay "$tmp/real.rec" --force --screenshot screenshots/gantt-real-no-color.svg --size 120x24
 $S replay "$tmp/real.rec" --force --screenshot screenshots/gantt-real-filter.svg --size 120x24 \
   --keys "slash,d,e,m,o,enter,plus,plus,plus"
