@@ -137,7 +137,7 @@ def test_numa_numbers_that_are_not_counts(bad: str) -> None:
     assert parse_distance(f"10 {bad} 20") == (None if bad else [10, 20])
     ns = parse_numastat(f"numa_hit {bad}\nnuma_miss 7\n")
     assert ns == {"numa_miss": 7}
-    assert rank_of({"SLURM_PROCID": bad, "PMI_RANK": "3"}) == (3, "PMI_RANK")
+    assert rank_of({"PMI_RANK": bad, "SLURM_PROCID": "3"}) == (3, "SLURM_PROCID")
     with pytest.raises(ValueError):
         parse_statm_resident(f"12 {bad}")
     assert parse_vmhwm(f"VmHWM: {bad} kB\n") is None
