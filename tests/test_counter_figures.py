@@ -84,9 +84,9 @@ def _timeline() -> tuple[Regions, RegionTimeline]:
 
 
 def test_region_intervals_take_the_ipc_of_their_region_interval() -> None:
-    reg, rt = _timeline()
+    _reg, rt = _timeline()
     ipc = figures(EVENTS, "on-CPU ms")[0]
-    rows = region_figures(rt, reg, _series(), ipc)
+    rows = region_figures(rt, _series(), ipc)
     pieces = [list(zip(rt.intervals.start[r].tolist(), rt.intervals.end[r].tolist()))
               for r in range(2)]
     assert pieces == [[(0, 50), (50, 100), (100, 200)], [(0, 200), (200, 250), (250, 300)]]
@@ -101,11 +101,11 @@ def test_region_intervals_take_the_ipc_of_their_region_interval() -> None:
     assert levels(rows[1], top, 4).tolist() == [0, 4, 2]      # 1.5 -> step 4 of 4, 0.5 -> 2
     # A rate per on-CPU ms: page-faults in loop (5 + 10) over 100 ns of running.
     faults = figures(EVENTS, "on-CPU ms")[2]
-    assert region_figures(rt, reg, _series(), faults)[0][1] == pytest.approx(15 / 100e-6)
+    assert region_figures(rt, _series(), faults)[0][1] == pytest.approx(15 / 100e-6)
 
 
 def test_no_counters_gives_no_figures() -> None:
-    reg, rt = _timeline()
+    _reg, rt = _timeline()
     empty = ThreadSeries(ThreadCounters(EVENTS, _rows([])))
     assert len(empty) == 0
-    assert all(np.isnan(v).all() for v in region_figures(rt, reg, empty, figures(EVENTS)[0]))
+    assert all(np.isnan(v).all() for v in region_figures(rt, empty, figures(EVENTS)[0]))

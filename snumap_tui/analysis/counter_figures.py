@@ -17,10 +17,9 @@ import numpy as np
 
 from snumap_tui.analysis.attribution import CYCLES, INSTRUCTIONS, Scaled, event_index, scaled
 from snumap_tui.analysis.cumulative import Cumulative
-from snumap_tui.analysis.region_timeline import RegionTimeline, thread_segments
+from snumap_tui.analysis.region_timeline import RegionTimeline
 from snumap_tui.analysis.textcols import TIME_EVENTS  # ns: shown as a share of the time
 from snumap_tui.store.counters import ThreadCounters
-from snumap_tui.store.regions import Regions
 from snumap_tui.trace.events import OUTSIDE
 
 
@@ -127,13 +126,12 @@ def total_columns(series: ThreadSeries, tids: list[int], edges: np.ndarray,
     return fig.of(tot, np.diff(edges).astype(np.float64))
 
 
-def region_figures(rt: RegionTimeline, reg: Regions, series: ThreadSeries,
-                   fig: Figure) -> list[np.ndarray]:
+def region_figures(rt: RegionTimeline, series: ThreadSeries, fig: Figure) -> list[np.ndarray]:
     """Per PU row of ``rt.intervals``, each piece's figure: that of the region interval it
     lies in (its thread's innermost-region segment, or the stretch between two of them for
     serial work), over the thread's on-CPU time there (rates per on-CPU ms). NaN for work
     outside the traced tree and where the thread has no counts there."""
-    segs, _names, _wait = thread_segments(reg, (rt.intervals.t0, rt.intervals.t1))
+    segs = rt.segments
     iv = rt.intervals
     rows = [np.full(len(s), np.nan) for s in iv.start]
     if not len(series):

@@ -41,6 +41,9 @@ class RegionTimeline:
     tids: list[np.ndarray] = field(default_factory=list)   # per row: who ran each piece
     summed: dict[int, int] = field(default_factory=dict)  # summed keys: their density level
     clipped: dict[int, str] = field(default_factory=dict)  # region key: "<", ">" or "<>"
+    # per tid: its innermost-region segments (``thread_segments``), which the counter figures
+    # read again: kept, not made again from the recording's regions
+    segments: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def key_name(self, key: int) -> str:
         """A region's name; a wait or summed key (``wait_key``, ``summed_key``) is its
@@ -265,4 +268,4 @@ def region_timeline(iv: Intervals, reg: Regions) -> RegionTimeline | None:
     nn = len(names)
     summed = {int(summed_key(k, lv, nn)): lv for k in range(1, nn + 1)
               for lv in range(1, DENSITY_LEVELS + 1)}
-    return RegionTimeline(riv, names, wait, sorted(marks), owners, summed, clipped)
+    return RegionTimeline(riv, names, wait, sorted(marks), owners, summed, clipped, segs)

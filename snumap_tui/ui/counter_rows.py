@@ -104,13 +104,12 @@ def region_levels(data: ReplayData, st: GanttState) -> tuple[Intervals, Figure, 
     fig = figure(data, st, "on-CPU ms")
     s = series(data)
     rt = data.regions
-    rec = data.recording
-    if fig is None or s is None or rt is None or rec is None or not hasattr(rec, "regions"):
+    if fig is None or s is None or rt is None:
         return None
     key = ("region levels", fig)
     got = data.kept.get(key)
     if got is None:
-        vals = region_figures(rt, rec.regions(), s, fig)
+        vals = region_figures(rt, s, fig)
         top = scale_top(vals, fig)
         iv = rt.intervals
         keys = [np.where(t < 0, t, levels(v, top, STEPS)).astype(np.int32)
