@@ -4,6 +4,7 @@ with node streams in the wire format (analysis/jobsynth.py), and the aggregator 
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 
@@ -304,7 +305,10 @@ def test_srun_lines_are_routed_by_label() -> None:
     streams.proc.stdin.write(out)
     streams.proc.stdin.close()
     assert streams.done.wait(30)
+    # every node reported: what lived then left the collector's generations, until stop
+    assert streams._frozen and gc.get_freeze_count() > 0
     streams.stop()
+    assert not streams._frozen and gc.get_freeze_count() == 0
     a, b = agg.nodes()
     assert (a.name, a.frames, a.status) == ("node0000", 2, "ended")
     assert (b.name, b.status, b.why) == ("node0001", "lost", "Killed")

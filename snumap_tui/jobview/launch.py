@@ -106,6 +106,7 @@ class SrunStreams:
         self._threads: list[threading.Thread] = []
         self.done = threading.Event()
         self._err_done = threading.Event()
+        self._frozen = False         # freeze_long_lived done: undone by stop
 
     def start(self) -> None:
         try:
@@ -122,15 +123,14 @@ class SrunStreams:
             t.start()
 
     def _read_out(self, stream: IO[bytes]) -> None:
-        settled = False
         for line in stream:
             m = _LABEL.match(line)
             if m is None:
                 continue
             with self._lock:
                 self.agg.feed(int(m.group(1)), line[m.end():])
-                if not settled and self.agg.all_reported():
-                    settled = True
+                if not self._frozen and self.agg.all_reported():
+                    self._frozen = True
                     freeze_long_lived()
         self._srun_ended()
 
@@ -198,3 +198,6 @@ class SrunStreams:
                 p.wait(timeout=timeout)
         for t in self._threads:
             t.join(timeout=2)
+        if self._frozen:             # the view is over: what it kept may be collected again
+            gc.unfreeze()
+            self._frozen = False
