@@ -221,7 +221,7 @@ def test_job_scanner_reads_a_young_process_again_only_after_its_exec(tmp_path: P
     sc = JobScanner("slurm", "5", proc=tmp_path)
     seen: list[int] = []
     real = sc.classify
-    sc.classify = lambda pid: (seen.append(pid), real(pid))[1]  # type: ignore[method-assign]
+    sc.classify = lambda pid, *a: (seen.append(pid), real(pid, *a))[1]  # type: ignore[method-assign]
     for _ in range(4):
         assert sc.scan() == ([], [])
     assert seen == [30]

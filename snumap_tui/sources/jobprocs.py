@@ -140,7 +140,9 @@ class JobScanner:
             if system == "slurm" and count_comm("slurmd", proc) == 1 else None
         self.stepds: list[int] = []              # step daemons found by the last scan
 
-    def classify(self, pid: int) -> JobProc | None:
+    def classify(self, pid: int, comm: bytes | None = None) -> JobProc | None:
+        """The process as the job's (None: not the job's, or gone). COMM: its comm file's
+        bytes when the caller has just read them."""
         base = self.proc / str(pid)
         try:
             groups = parse_cgroup(read_name_text(base / "cgroup"))
@@ -158,14 +160,17 @@ class JobScanner:
         step = step_of(groups, env)
         if step in self.exclude_steps:
             return None
-        try:
-            comm = read_name_text(base / "comm").strip()
-        except OSError:
-            comm = "?"
+        if comm is not None:
+            name = decode_name(comm).strip()
+        else:
+            try:
+                name = read_name_text(base / "comm").strip()
+            except OSError:
+                name = "?"
         r = rank_of(env)
         if r and r[1] == "SLURM_PROCID" and step in ("batch", "extern"):
             r = None        # the batch script is task 0 of no MPI job
-        return JobProc(pid, comm, step, node, r[0] if r else None, r[1] if r else None)
+        return JobProc(pid, name, step, node, r[0] if r else None, r[1] if r else None)
 
     def scan(self, recheck: bool = False) -> tuple[list[JobProc], list[int]]:
         """(job processes not seen before, job pids alive now). With RECHECK, every process
@@ -215,7 +220,7 @@ class JobScanner:
             if first or again:
                 if first and self._is_stepd(pid):
                     self.stepds.append(pid)
-                jp = self.classify(pid)
+                jp = self.classify(pid, comm)
                 if pid not in self._seen:
                     self._young[pid] = now
                 if jp is not None and jp.comm == "slurmstepd" and pid in self._young \
