@@ -50,14 +50,14 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def processes(comm: bytes) -> Iterator[tuple[int, dict[str, str]]]:
-    """(pid, environment) of this host's processes named COMM (those that end meanwhile or
-    cannot be read left out)."""
+def processes(comm: bytes | None) -> Iterator[tuple[int, dict[str, str]]]:
+    """(pid, environment) of this host's processes named COMM (any name: None; those that
+    end meanwhile or cannot be read left out)."""
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
-            if (p / "comm").read_bytes().strip() != comm:
+            if comm is not None and (p / "comm").read_bytes().strip() != comm:
                 continue
             env = parse_environ((p / "environ").read_bytes())
         except OSError:
@@ -188,12 +188,27 @@ class SlurmCluster:
             except OSError:
                 pass
         self._stop_daemons()
+        # a step daemon killed leaves its tasks running (an MPI rank spinning for minutes,
+        # with the job ids and ranks the next cluster's jobs will have): they carry this
+        # cluster's SLURM_CONF in their environment, as every process its jobs started
+        for pid in self.strays():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         self._remove_cgroups()
+
+    @property
+    def conf(self) -> str:
+        return str(self.dir / "slurm.conf")
+
+    def strays(self) -> list[int]:
+        """Processes of this cluster's jobs (its SLURM_CONF in their environment) other than
+        this test process."""
+        return [pid for pid, env in processes(None)
+                if env.get("SLURM_CONF") == self.conf and pid != os.getpid()]
 
     def _stepds(self) -> list[int]:
         """slurmstepd processes of this cluster (slurmd passes its environment on to them)."""
-        conf = str(self.dir / "slurm.conf")
-        return [pid for pid, env in processes(b"slurmstepd") if env.get("SLURM_CONF") == conf]
+        return [pid for pid, env in processes(b"slurmstepd") if env.get("SLURM_CONF") == self.conf]
 
     def _remove_cgroups(self) -> None:
         if self.proctrack != "cgroup":
