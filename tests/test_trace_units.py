@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -363,3 +364,52 @@ def test_sort_rows_moves_rows_in_place_as_numpy_indexing_would() -> None:
         sort_rows(e[::2], np.arange(200))           # not contiguous
     with pytest.raises(ValueError):
         sort_rows(copy_rows(e), np.arange(10))
+
+
+def _perf_tracer_tracking(tmp_path, tracked: set[int], lag_ns: int):
+    from snumap_tui.trace.perf import PerfTracer, _Decoder
+    from snumap_tui.trace.tasks import TaskTable
+
+    fmt = parse_format(SWITCH_FORMAT)
+    tr = PerfTracer()
+    tr._tasks = TaskTable(proc=tmp_path)
+    tr._dec[fmt.id] = _Decoder("sched_switch", fmt.id, sample_dtype(
+        fmt, ["prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid"]))
+    tr._tracked = set(tracked)
+    tr.follow_lag_ns = lag_ns
+    return tr
+
+
+@pytest.mark.parametrize("lag_s", [0.0, 0.5])
+def test_perf_holds_events_back_for_a_process_found_late(tmp_path, lag_s: float) -> None:
+    """`record --job` with perf: a rank (B) that ran 0.1 s before the job's rescan found it
+    keeps those events when the tracer holds back the last follow_lag_ns (without it, the tree
+    filter had dropped them at the read before the rescan)."""
+    a, b, other = 3_999_901, 3_999_902, 3_999_903      # pids no process of this host has
+    tr = _perf_tracer_tracking(tmp_path, {a}, int(lag_s * 1e9))
+    now = time.monotonic_ns()
+    ring = (_switch_sample(other, b, now - 450_000_000, 0)      # B starts running
+            + _switch_sample(b, a, now - 350_000_000, 0))       # B -> A (A is tracked)
+    first = tr.decode({0: ring}).events
+    tr.follow([b])                                  # the rescan finds B after that read
+    time.sleep(0.2)                                 # both events now older than the lag
+    second = tr.decode({}).events
+    got = [(int(t), int(p), int(n)) for t, p, n in zip(
+        np.concatenate([first["t_ns"], second["t_ns"]]),
+        np.concatenate([first["tid"], second["tid"]]),
+        np.concatenate([first["tid2"], second["tid2"]]))]
+    if lag_s:
+        assert len(first) == 0                      # held back at the first read
+        assert got == [(now - 450_000_000, other, b), (now - 350_000_000, b, a)]
+    else:
+        assert got == [(now - 350_000_000, b, a)]   # only the switch into tracked A
+
+
+def test_perf_stop_gives_what_it_held_back(tmp_path) -> None:
+    a = 3_999_911
+    tr = _perf_tracer_tracking(tmp_path, {a}, 500_000_000)
+    now = time.monotonic_ns()
+    held = tr.decode({0: _switch_sample(0, a, now - 100_000_000, 0)}).events
+    assert len(held) == 0
+    last = tr.stop().events                         # the recording's end: nothing held back
+    assert last["t_ns"].tolist() == [now - 100_000_000] and last["tid2"].tolist() == [a]

@@ -33,6 +33,9 @@ from snumap_tui.sources.clocksync import clock_reading
 from snumap_tui.sources.jobprocs import JobProc, JobScanner, current_job, node_name
 
 SCAN_S = 0.05
+#: How long a user-space tree filter (perf) holds events back for the rescan: a rank that
+#: lives 0.15 s and is found 0.3 s late (a loaded node) still has its run time from its start
+FOLLOW_LAG_S = 0.5
 STEP_GAP_S = 3.0
 START_WAIT_S = 5.0          # from outside the job: how long to look for its first process
 START_SCAN_S = 0.2
@@ -97,6 +100,7 @@ class JobWatch:
         self._thread: threading.Thread | None = None
         self.own_step = own_step
         self.cannot_follow = False
+        self.follow_lag_ns = int(FOLLOW_LAG_S * 1e9)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, say: Any = None,

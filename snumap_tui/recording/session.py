@@ -229,6 +229,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     tracer, choice = start_tracer(args.backend, pids, say=say, buffer_bytes=buffer_bytes,
                                   counters=specs)
     counters = record_counters.started(tracer, specs, say)
+    if job is not None:
+        tracer.follow_lag_ns = job.follow_lag_ns
     note = better_backends_note(tracer.name, getattr(args, "backend_asked", args.backend))
     if note:
         say(note)

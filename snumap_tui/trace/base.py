@@ -69,6 +69,10 @@ class Tracer(ABC):
     @abstractmethod
     def stop(self) -> EventBatch: ...
 
+    #: Set by ``record --job`` where the backend filters the tree in user space (perf): how
+    #: long events wait before that filter, for the job's rescan to find a new process first.
+    follow_lag_ns = 0
+
     def follow(self, pids: Iterable[int]) -> bool:
         """Add PIDS and their trees to a tracer started on roots (``record --job``: a new job
         step's tasks are forked by slurmd, not by a traced process). False where the backend

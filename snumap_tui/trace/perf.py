@@ -128,6 +128,11 @@ class PerfTracer(Tracer):
         # CPU can be decoded before its fork on another); and the comms switch records give.
         self._seen_names: list[tuple[int, int, int | None, str, int | None]] = []
         self._switch_comm: dict[int, bytes] = {}
+        # `record --job`: the tree filter runs on events older than follow_lag_ns only, the
+        # newer ones held back for the next read (hold_back), so that a process the job's
+        # rescan finds late still has its events (and its parent's fork) from its start
+        self._held: np.ndarray | None = None
+        self._final = False
         # Ring overruns (PerfRing.lost_bytes) seen by drain() and not yet reported by decode(),
         # per CPU; drain() may run on another thread.
         self._overrun: dict[int, int] = {}
@@ -450,6 +455,7 @@ class PerfTracer(Tracer):
             parts[0] if parts else ev.empty_events())
         if len(parts) > 1:
             events = _time_sorted(events)
+        events, held_names, held_comm = self._hold_back(events)
         renamed = events["kind"] == ev.COMM     # their names are in _seen_names already
         if renamed.any():
             events = take_rows(events, ~renamed)
@@ -466,6 +472,7 @@ class PerfTracer(Tracer):
         tasks = self._tasks
         seen = tasks.seen_tids(events)
         self._learn_names(seen)
+        self._seen_names, self._switch_comm = held_names, held_comm
         known = np.isin(events["kind"], (ev.SWITCH, ev.FORK, ev.EXEC, ev.EXIT))
         tasks.learn_pairs(events["tid"][known], events["pid"][known])
         tasks.fill(events)
@@ -477,6 +484,26 @@ class PerfTracer(Tracer):
             self._threads.see(events, self._tracked)
             batch.counters = self._threads.rows(time.monotonic_ns())
         return batch
+
+    def _hold_back(self, events: np.ndarray) -> tuple[
+            np.ndarray, list[tuple[int, int, int | None, str, int | None]], dict[int, bytes]]:
+        """Of EVENTS (and the events held back by the last read): those older than
+        follow_lag_ns, in time order, for this read; the rest held back for the next one,
+        with the task names their records gave (what _learn_names keeps for them)."""
+        held, self._held = self._held, None
+        if held is not None and len(held):
+            events = _time_sorted(concat_rows([held, events]))
+        if not self.follow_lag_ns or self._tracked is None or self._final or not len(events):
+            return events, [], {}
+        cut = time.monotonic_ns() - self.follow_lag_ns
+        k = int(np.searchsorted(events["t_ns"].view(np.int64), cut, side="right"))
+        if k == len(events):
+            return events, [], {}
+        self._held = events[k:].copy()
+        later = [x for x in self._seen_names if x[0] > cut]
+        self._seen_names = [x for x in self._seen_names if x[0] <= cut]
+        tids = set(self._held["tid"].tolist()) | set(self._held["tid2"].tolist())
+        return events[:k], later, {t: c for t, c in self._switch_comm.items() if t in tids}
 
     def _learn_names(self, seen: np.ndarray) -> None:
         """Names of the tasks the kept events name: fork/exec names in time order (the last
@@ -516,6 +543,7 @@ class PerfTracer(Tracer):
         try:
             for fd in self._fds:
                 pe.ioctl(fd, pe.PERF_EVENT_IOC_DISABLE)
+            self._final = True                  # nothing held back from the last read
             return self.read()
         finally:
             self._close()
