@@ -173,6 +173,10 @@ class _Node:
     pu_numa: dict[int, int] = field(default_factory=dict)
     pu_core: dict[int, int] = field(default_factory=dict)
     alloc_cores: frozenset[int] = frozenset()
+    host: str = ""                      # the T header's, cut as the view shows them
+    alloc: str = ""
+    m_names: Any = None                 # the last frame's metric names (the list object) ...
+    m_rows: tuple[tuple[str, int], ...] = ()    # ... and where VIEW_METRICS are in it
 
 
 def _shape_key(raw: dict[str, Any]) -> str:
@@ -265,6 +269,7 @@ class JobAggregator:
             return
         # the header without its topology (its parsed JSON is the shape's, once)
         n.head = {k: v for k, v in rec.header.items() if k != "topology"}
+        n.host, n.alloc = str(n.head.get("host", ""))[:64], str(n.head.get("alloc", ""))[:1000]
         n.topology, n.dirty = shape.topology, True
         n.name = str(rec.header.get("node") or n.name)[:64]
         n.index_of, n.pu_numa = shape.index_of, shape.pu_numa
@@ -324,16 +329,18 @@ class JobAggregator:
         return "?" if n is None else n.name
 
     def _view(self, n: _Node) -> NodeView:
-        v = NodeView(n.index, n.name, n.status, n.why, host=str(n.head.get("host", ""))[:64],
-                     topology=n.topology, frames=n.frames, bytes_in=n.bytes_in,
-                     alloc=str(n.head.get("alloc", ""))[:1000])
+        v = NodeView(n.index, n.name, n.status, n.why, host=n.host, topology=n.topology,
+                     frames=n.frames, bytes_in=n.bytes_in, alloc=n.alloc)
         rec = n.last
         if rec is None or n.topology is None:
             return v
         h, a = rec.header, rec.arrays
         v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
-        nobj = len(n.topology)
-        rows = metric_rows(h, a, nobj, VIEW_METRICS)
+        names = h.get("m")
+        if names is not n.m_names:      # the static part's list, the same while it holds
+            n.m_names, n.m_rows = names, _row_indexes(names, VIEW_METRICS)
+        rows = _rows_at(a, n.m_rows, len(names) if isinstance(names, list) else -1,
+                        len(n.topology))
         util = rows.get("util_pct")
         v._index_of = n.index_of
         if util is not None:
@@ -375,6 +382,22 @@ def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int,
     if only is not None:
         return {k: m[names.index(k)] for k in only if k in names}
     return {str(k): m[i] for i, k in enumerate(names)}
+
+
+def _row_indexes(names: Any, only: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """(metric, its row) of those of ONLY that a frame's metric names (``m``) hold."""
+    if not isinstance(names, list):
+        return ()
+    return tuple((k, names.index(k)) for k in only if k in names)
+
+
+def _rows_at(a: dict[str, np.ndarray], at: tuple[tuple[str, int], ...], nnames: int,
+             nobj: int) -> dict[str, np.ndarray]:
+    """metric_rows for the rows AT (_row_indexes), the names' count checked as there."""
+    m = a.get("m")
+    if m is None or m.ndim != 2 or m.shape != (nnames, nobj):
+        return {}
+    return {k: m[i] for k, i in at}
 
 
 def _strs(h: dict[str, Any], key: str, n: int, cut: int) -> list[str]:

@@ -22,6 +22,8 @@ import base64
 import binascii
 import json
 import math
+import re
+import sys
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,17 @@ MAX_RECORD = 16 << 20               # what one record may inflate to
 KINDS = frozenset("TFE")
 DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "<i2", "<u2", "<u1", "|u1", "<u4"})
 _DTYPES = {d: np.dtype(d) for d in DTYPES}
+_KIND = {k.encode(): k for k in KINDS}
+#: zlib inflates a byte to at most ~1,032: a body this small cannot exceed MAX_RECORD, and
+#: inflates in one call without the bounded decompressor's set-up
+_SMALL = MAX_RECORD // 1100
+
+if sys.version_info >= (3, 11):
+    def _unbase64(b: bytes) -> bytes:
+        return binascii.a2b_base64(b, strict_mode=True)   # b64decode(validate=True)'s check
+else:                                                       # pragma: no cover
+    def _unbase64(b: bytes) -> bytes:
+        return base64.b64decode(b, validate=True)
 _JSON = json.JSONDecoder()
 
 
@@ -139,11 +152,15 @@ def decode_body(kind: str, seq: int, b64: bytes,
     """A whole record's base64 body -> (Record, the static part an F record gives the next
     ones), or None when it is not one. STATIC: the last full F record's (``"=": 1``)."""
     try:
-        raw = base64.b64decode(b64, validate=True)
-        d = zlib.decompressobj()
-        data = d.decompress(raw, MAX_RECORD)
-        if d.unconsumed_tail:
-            return None
+        # parse_line let only the base64 alphabet through: strict mode checks the padding
+        raw = _unbase64(b64)
+        if len(raw) <= _SMALL:
+            data = zlib.decompress(raw)
+        else:
+            d = zlib.decompressobj()
+            data = d.decompress(raw, MAX_RECORD)
+            if d.unconsumed_tail or not d.eof:
+                return None
         head_end = data.index(b"\n")
         text = data[:head_end].decode("utf-8")
         header, end = _JSON.raw_decode(text)      # json.loads' detection of bytes costs more
@@ -180,21 +197,21 @@ def decode_body(kind: str, seq: int, b64: bytes,
     return Record(kind, seq, header, arrays), static
 
 
+#: A line of the format: kind, sequence number, piece i of n, the piece (base64 characters
+#: only, so that the body decodes without a second check of its alphabet).
+_LINE = re.compile(rb"SJ1 ([TFE])([0-9]{1,18}) ([0-9]{1,5})/([0-9]{1,5}) ([A-Za-z0-9+/=]*)\r?\n?")
+
+
 def parse_line(line: bytes) -> tuple[str, int, int, int, bytes] | None:
     """``SJ1 F12 0/3 <piece>`` -> (kind, seq, i, n, piece); None for any other line."""
-    if not line.startswith(MAGIC + b" "):
+    m = _LINE.fullmatch(line)
+    if m is None or len(line) > MAX_LINE + 1:
         return None
-    parts = line.rstrip(b"\r\n").split(b" ")
-    if len(parts) != 4 or not parts[1] or len(line) > MAX_LINE + 1:
-        return None
-    kind = parts[1][:1].decode("ascii", "replace")
-    i_s, _, n_s = parts[2].partition(b"/")
-    if kind not in KINDS or not parts[1][1:].isdigit() or not i_s.isdigit() or not n_s.isdigit():
-        return None
+    kind, seq, i_s, n_s, piece = m.groups()
     i, n = int(i_s), int(n_s)
     if not 0 <= i < n <= MAX_PIECES:
         return None
-    return kind, int(parts[1][1:]), i, n, parts[3]
+    return _KIND[kind], int(seq), i, n, piece
 
 
 class Assembler:
