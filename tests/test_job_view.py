@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from snumap_tui.analysis.jobfindings import live_findings, spread_fix
 from snumap_tui.analysis.jobsynth import synthetic_job
@@ -439,3 +440,65 @@ def test_all_reported_counts_each_node_once() -> None:
     frame(2, 0)
     assert agg.all_reported()
     assert [agg.frames_of(i) for i in range(3)] == [2, 1, 1]
+
+
+def _crafted_job(nodes: int, shuffled: bool = False) -> JobAggregator:
+    """NODES streams of two hardware shapes whose threads cover what the sums must handle:
+    shared PUs, idle cores, threads not measured yet (NaN), threads of no rank, PUs the node
+    does not have (-1, 999), ranks of several threads."""
+    from snumap_tui.analysis.synth import synthetic_topology
+
+    shapes = [synthetic_topology(2, 2, 4, 2), synthetic_topology(1, 1, 3, 1)]
+    rng = np.random.default_rng(7)
+    agg = JobAggregator()
+    for i in range(nodes):
+        topo = shapes[i % 2]
+        pus = [p.os_index for p in topo.pus]
+        head = {"node": f"n{i:03d}", "host": f"n{i:03d}", "alloc": "", "topology": topo.to_dict()}
+        for line in wire.encode("T", 1, head).splitlines(keepends=True):
+            agg.feed(i, line)
+        threads = []
+        for r in range(int(rng.integers(1, 6))):
+            pid = 1000 + r
+            for k in range(int(rng.integers(1, 4))):
+                pu = int(rng.choice([*pus, -1, 999])) if i % 3 else pus[0]   # every third: PU 0
+                cpu = float(rng.choice([np.nan, 0.0, 5.0, 12.5, 40.0, 90.0]))
+                threads.append((pid, pid + 10 * k, r if i % 4 else -1, pu, cpu, ""))
+        if shuffled and i % 5 == 0:               # not in the order a sampler writes them
+            threads = [threads[j] for j in rng.permutation(len(threads))]
+        head, arrays = wire.pack_frame(0, 0, 1.0, {"util_pct": np.zeros(len(topo))}, threads,
+                                       [{"pid": 1000 + r, "rank": r} for r in range(5)])
+        enc = wire.Encoder()
+        for seq in (2, 3):                        # two frames: idle cores need a second
+            for line in enc.frame(seq, head, arrays).splitlines(keepends=True):
+                agg.feed(i, line)
+    return agg
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_joined_thread_sums_equal_each_nodes_own(monkeypatch, shuffled: bool) -> None:
+    """threadstats.prime (every node in one numpy pass) gives each node the numbers of its
+    own Python pass, and the findings and the imbalance are the same either way; threads in
+    a sampler's order (summed by runs) or not (sorted first)."""
+    from snumap_tui.jobview import threadstats
+    from snumap_tui.jobview.aggregate import imbalance
+
+    joined = _crafted_job(40, shuffled).nodes()
+    threadstats.prime(joined)
+    own = _crafted_job(40, shuffled).nodes()
+    assert all(v._stats is not None for v in joined) and all(v._stats is None for v in own)
+    for a, b in zip(joined, own):
+        got, want = a._stats, threadstats._thread_stats(b)
+        assert got.job_cpu == pytest.approx(want.job_cpu)
+        assert sorted(got.rank_cpu) == pytest.approx(sorted(want.rank_cpu))
+        assert (got.shares, got.cores_used, got.multi) == (
+            want.shares, want.cores_used, want.multi), a.name
+        assert got.core_cpu == pytest.approx(want.core_cpu)
+    assert sum(v._stats.shares for v in joined) >= 10          # the cases are there
+    assert any(0 < v._stats.cores_used < len(v.alloc_cores) for v in joined)
+    found = live_findings(_crafted_job(40, shuffled).nodes())
+    imb = imbalance(_crafted_job(40, shuffled).nodes())
+    monkeypatch.setattr(threadstats, "PRIME_MIN", 10**9)       # each node its own pass
+    assert live_findings(_crafted_job(40, shuffled).nodes()) == found
+    assert imbalance(_crafted_job(40, shuffled).nodes()) == imb
+    assert {f["kind"] for f in found} >= {"oversubscribed", "idle_cores"}

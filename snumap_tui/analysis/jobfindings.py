@@ -27,19 +27,17 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from snumap_tui.jobview.aggregate import (
-    LIVE,
+from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, core_maps, cpus_of
+from snumap_tui.jobview.threadstats import (
     SHARE_MIN,  # % of a PU each thread sharing one got
-    NodeView,
-    RankView,
-    core_maps,
-    cpus_of,
+    USED_MIN,
+    prime,
     rank_cpu,
     thread_stats,
 )
 from snumap_tui.topology.render import format_cpulist
 
-IDLE_MAX = 10.0       # % of a PU the job used for it to count as idle for the job
+IDLE_MAX = USED_MIN   # % of a PU the job used for it to count as idle for the job
 SLOW_RATIO = 0.6      # a node whose ranks' mean CPU is below this share of the others'
 _CPU_BIND = re.compile(r"^--cpu-bind(=\S*)?$|^--cpu_bind(=\S*)?$")
 
@@ -72,8 +70,7 @@ def oversubscribed(v: NodeView, launch: str | None = None) -> list[dict[str, Any
     topo = v.topology
     if topo is None or v.status != LIVE:
         return []
-    busy = thread_stats(v).busy_pus   # one pass first: no PU with two busy threads, done
-    if len(busy) == len(set(busy)):
+    if not thread_stats(v).shares:    # no PU with two busy threads: done
         return []
     by_pu: dict[int, list[tuple[RankView, float, str]]] = {}
     job_on: dict[int, float] = {}
@@ -120,10 +117,8 @@ def _confidence(live: bool, pinned: bool) -> str:
 
 
 def numa_spread(v: NodeView) -> list[dict[str, Any]]:
-    if v.threads is not None:
-        pids = v.threads[0].tolist()
-        if len(set(pids)) == len(pids):
-            return []                 # one thread a process: nothing to spread
+    if v._tc is not None and not thread_stats(v).multi:
+        return []                     # one thread a process: nothing to spread
     if v._index_of and len(v.numa_mem) < 2:     # a stream's node with one NUMA node
         return []
     out = []
@@ -202,10 +197,11 @@ def idle_cores(v: NodeView, shared: bool) -> list[dict[str, Any]]:
     whether ``oversubscribed`` found some on V (its result, not computed twice)."""
     if v.status != LIVE or v.frames < 2 or not v.alloc_cores or v.job_cpu_pct < 50.0:
         return []
-    on_core = thread_stats(v).core_cpu
-    used = [k for k, c in on_core.items() if c >= IDLE_MAX]
-    if len(used) >= len(v.alloc_cores) or shared:
+    stats = thread_stats(v)
+    used = stats.cores_used             # cores that ran the job IDLE_MAX % or more
+    if used >= len(v.alloc_cores) or shared:
         return []
+    on_core = stats.core_cpu
     idle = sorted(k for k in v.alloc_cores if on_core.get(k, 0.0) < IDLE_MAX)
     if not idle:
         return []
@@ -213,9 +209,9 @@ def idle_cores(v: NodeView, shared: bool) -> list[dict[str, Any]]:
     return [{"kind": "idle_cores", "node": v.name, "cores": idle,
              "text": f"{v.name}: {len(idle)} of the allocation's {len(v.alloc_cores)} cores "
                      f"(logical {format_cpulist(idle)}) ran the job < {IDLE_MAX:.0f}% while "
-                     f"{len(used)} ran it",
+                     f"{used} ran it",
              "fix": f"srun --ntasks-per-node={ranks + len(idle)} <your command>   (or "
-                    f"OMP_NUM_THREADS={max(1, (len(used) + len(idle)) // ranks)} per rank, "
+                    f"OMP_NUM_THREADS={max(1, (used + len(idle)) // ranks)} per rank, "
                     "or ask Slurm for fewer cores)",
              "confidence": "medium (over the last interval; the allocation is what Slurm "
                            "lets the sampler's step use there)"}]
@@ -250,6 +246,7 @@ def live_findings(nodes: Sequence[NodeView], launch: str | None = None
     when known (the fix rewrites it); else each node's own (``NodeView.launch``)."""
     out: list[dict[str, Any]] = []
     launch = launch or next((v.launch for v in nodes if v.launch), None)
+    prime(nodes)                      # every stream node's sums in one pass
     for v in nodes:
         over = oversubscribed(v, launch)
         out += over

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from snumap_tui.jobview import wire
+from snumap_tui.jobview.threadstats import ThreadStats, prime, rank_cpu, thread_stats
 from snumap_tui.jobview.wire import Assembler, Record
 from snumap_tui.topology.model import Topology
 
@@ -81,22 +82,47 @@ class NodeView:
     alloc: str = ""                     # the job's PUs there (the sampler's own affinity)
     pu_base: int = 0                    # a merged recording's first PU of this node
     affinity_known: bool = True         # False: a recording's "affinity" is where it ran
-    # The job's threads as the stream's arrays (pid, PU, CPU %; the findings' vectorised
-    # first look), and what builds the rank rows when they are first asked for: at 1,000
-    # nodes a tick builds the rows of the nodes on screen only.
-    threads: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
     pu_numa: dict[int, int] = field(default_factory=dict)
     pu_core: dict[int, int] = field(default_factory=dict)     # PU -> its core's logical index
     alloc_cores: frozenset[int] = frozenset()                 # cores whose PUs are all the job's
+    # the rank rows, and what builds them when they are first asked for (at 1,000 nodes a
+    # tick builds the rows of the nodes on screen only); the job's threads are the stream's
+    # arrays (_tc)
     _ranks: list[RankView] | None = None
-    _make_ranks: Callable[[], list[RankView]] | None = None
+    _rank_src: tuple[str, dict[str, Any], dict[str, np.ndarray], dict[int, int]] | None = None
     _stats: ThreadStats | None = None
-    # utilisation per object and the topology's (ids, OS indexes) per type; used and total
-    # memory per object: the strips and memory rows are made from them when first asked for
-    # (once: a frame's view is drawn, its findings made and its JSON written from them)
-    _util: np.ndarray | None = None
+    _tc: tuple[np.ndarray, np.ndarray] | None = None          # the frame's "t" and "c"
+    pu_lut: np.ndarray | None = None    # PU OS index -> its core's logical index (-1: none)
+    # the frame's metrics per object and the rows of VIEW_METRICS in it (utilisation, used
+    # and total memory), and the topology's (ids, OS indexes) per type: the strips and memory
+    # rows are made from them when first asked for (once: a frame's view is drawn, its
+    # findings made and its JSON written from them)
+    _m: np.ndarray | None = None
+    _m_rows: tuple[tuple[str, int], ...] = ()
     _index_of: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    _mem: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+
+    @property
+    def threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The job's threads on the node: (pid, PU, CPU %, rank) arrays; None: a recording's
+        node (its ranks carry their threads) or a frame without them."""
+        if self._tc is None:
+            return None
+        t, c = self._tc
+        return t[:, wire.T_PID], t[:, wire.T_PU], c, t[:, wire.T_RANK]
+
+    def _row(self, name: str) -> np.ndarray | None:
+        for k, i in self._m_rows:
+            if k == name and self._m is not None:
+                return self._m[i]
+        return None
+
+    @property
+    def _util(self) -> np.ndarray | None:
+        return self._row("util_pct")
+
+    @property
+    def _mem(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        return self._row("mem_used_bytes"), self._row("mem_total_bytes")
 
     @functools.cached_property
     def strips(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -122,13 +148,13 @@ class NodeView:
     @property
     def ranks(self) -> list[RankView]:
         if self._ranks is None:
-            self._ranks = self._make_ranks() if self._make_ranks is not None else []
-            self._make_ranks = None
+            self._ranks = _ranks(*self._rank_src) if self._rank_src is not None else []
+            self._rank_src = None
         return self._ranks
 
     @ranks.setter
     def ranks(self, rows: list[RankView]) -> None:
-        self._ranks, self._make_ranks = rows, None
+        self._ranks, self._rank_src = rows, None
 
     @property
     def job_cpu_pct(self) -> float:
@@ -173,10 +199,12 @@ class _Node:
     pu_numa: dict[int, int] = field(default_factory=dict)
     pu_core: dict[int, int] = field(default_factory=dict)
     alloc_cores: frozenset[int] = frozenset()
+    pu_lut: np.ndarray | None = None
     host: str = ""                      # the T header's, cut as the view shows them
     alloc: str = ""
     m_names: Any = None                 # the last frame's metric names (the list object) ...
     m_rows: tuple[tuple[str, int], ...] = ()    # ... and where VIEW_METRICS are in it
+    m_util: int = -1                            # the row of util_pct (-1: none)
 
 
 def _shape_key(raw: dict[str, Any]) -> str:
@@ -195,6 +223,7 @@ class _Shape:
     topology: Topology
     index_of: dict[str, tuple[np.ndarray, np.ndarray]]     # per type: (ids, OS indexes)
     pu_numa: dict[int, int]                                # PU OS index -> NUMA OS index
+    pu_lut: np.ndarray                                     # PU OS index -> core (-1: none)
 
     @classmethod
     def of(cls, topo: Topology) -> _Shape:
@@ -208,7 +237,10 @@ class _Shape:
             numa = topo.numa_of(pu.os_index) if pu.os_index is not None else None
             if pu.os_index is not None and numa is not None and numa.os_index is not None:
                 pu_numa[pu.os_index] = numa.os_index
-        return cls(topo, index_of, pu_numa)
+        pu_core, _ = core_maps(topo, "")
+        lut = np.full(max(pu_core, default=-1) + 1, -1, np.int64)
+        lut[list(pu_core)] = list(pu_core.values())
+        return cls(topo, index_of, pu_numa, lut)
 
 
 class JobAggregator:
@@ -272,7 +304,7 @@ class JobAggregator:
         n.host, n.alloc = str(n.head.get("host", ""))[:64], str(n.head.get("alloc", ""))[:1000]
         n.topology, n.dirty = shape.topology, True
         n.name = str(rec.header.get("node") or n.name)[:64]
-        n.index_of, n.pu_numa = shape.index_of, shape.pu_numa
+        n.index_of, n.pu_numa, n.pu_lut = shape.index_of, shape.pu_numa, shape.pu_lut
         n.pu_core, n.alloc_cores = core_maps(shape.topology,
                                              str(rec.header.get("alloc", ""))[:1000])
 
@@ -329,36 +361,39 @@ class JobAggregator:
         return "?" if n is None else n.name
 
     def _view(self, n: _Node) -> NodeView:
-        v = NodeView(n.index, n.name, n.status, n.why, host=n.host, topology=n.topology,
-                     frames=n.frames, bytes_in=n.bytes_in, alloc=n.alloc)
         rec = n.last
         if rec is None or n.topology is None:
-            return v
+            return NodeView(n.index, n.name, n.status, n.why, host=n.host, topology=n.topology,
+                            frames=n.frames, bytes_in=n.bytes_in, alloc=n.alloc)
         h, a = rec.header, rec.arrays
-        v.wall_ns, v.dt_s = int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0)
         names = h.get("m")
         if names is not n.m_names:      # the static part's list, the same while it holds
             n.m_names, n.m_rows = names, _row_indexes(names, VIEW_METRICS)
-        rows = _rows_at(a, n.m_rows, len(names) if isinstance(names, list) else -1,
-                        len(n.topology))
-        util = rows.get("util_pct")
-        v._index_of = n.index_of
-        if util is not None:
-            v.busy_pct = float(util[n.topology.root.id])
-            v._util = util
-            v._mem = (rows.get("mem_used_bytes"), rows.get("mem_total_bytes"))
+            n.m_util = dict(n.m_rows).get("util_pct", -1)
+        m = a.get("m")
+        busy = None
+        if m is not None and m.ndim == 2 and isinstance(names, list) \
+                and m.shape == (len(names), len(n.topology)):
+            if n.m_util >= 0:
+                busy = float(m[n.m_util, n.topology.root.id])
+        else:
+            m = None
         gpus = h.get("gpus")
-        v.gpus = [g for g in gpus if isinstance(g, dict)][:64] if isinstance(gpus, list) else []
         t, c = a.get("t"), a.get("c")
-        if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
-                and c.shape == (len(t),):
-            v.threads = (t[:, wire.T_PID], t[:, wire.T_PU], c, t[:, wire.T_RANK])
-        v.pu_numa, v.pu_core, v.alloc_cores = n.pu_numa, n.pu_core, n.alloc_cores
-        name, pu_numa = n.name, n.pu_numa
-        v._make_ranks = lambda: _ranks(name, h, a, pu_numa)
+        tc = (t, c) if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
+            and c.shape == (len(t),) else None
         launch = h.get("launch")
-        v.launch = launch[:1000] if isinstance(launch, str) and launch else None
-        return v
+        # one constructor call with every field (no default lists and dicts made to be replaced)
+        return NodeView(
+            n.index, n.name, n.status, n.why, n.host, n.topology,
+            int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0), busy,
+            [g for g in gpus if isinstance(g, dict)][:64] if isinstance(gpus, list) else [],
+            n.frames, n.bytes_in,
+            launch[:1000] if isinstance(launch, str) and launch else None, n.alloc,
+            pu_numa=n.pu_numa, pu_core=n.pu_core, alloc_cores=n.alloc_cores,
+            _rank_src=(n.name, h, a, n.pu_numa), _tc=tc,
+            pu_lut=n.pu_lut if tc is not None else None,
+            _m=m, _m_rows=n.m_rows if m is not None else (), _index_of=n.index_of)
 
     def snapshot(self) -> dict[str, Any]:
         """The job as ``top --job --batch --json`` prints it (the findings are added there)."""
@@ -389,15 +424,6 @@ def _row_indexes(names: Any, only: tuple[str, ...]) -> tuple[tuple[str, int], ..
     if not isinstance(names, list):
         return ()
     return tuple((k, names.index(k)) for k in only if k in names)
-
-
-def _rows_at(a: dict[str, np.ndarray], at: tuple[tuple[str, int], ...], nnames: int,
-             nobj: int) -> dict[str, np.ndarray]:
-    """metric_rows for the rows AT (_row_indexes), the names' count checked as there."""
-    m = a.get("m")
-    if m is None or m.ndim != 2 or m.shape != (nnames, nobj):
-        return {}
-    return {k: m[i] for k, i in at}
 
 
 def _strs(h: dict[str, Any], key: str, n: int, cut: int) -> list[str]:
@@ -445,63 +471,6 @@ def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
     return out
 
 
-@dataclass
-class ThreadStats:
-    """One pass over a node's job threads (the findings and the imbalance all read it)."""
-    job_cpu: float                      # % of one PU, every thread of the job
-    rank_cpu: list[float]               # per rank process, its threads summed
-    core_cpu: dict[int, float]          # per core (logical index), its PUs' threads summed
-    busy_pus: list[int]                 # the PU of each thread at SHARE_MIN % or more
-
-
-#: What a thread must get of a PU to count as busy on it (the oversubscription finding's).
-SHARE_MIN = 10.0
-
-
-def thread_stats(v: NodeView) -> ThreadStats:
-    if v._stats is None:
-        v._stats = _thread_stats(v)
-    return v._stats
-
-
-def _thread_stats(v: NodeView) -> ThreadStats:
-    per: dict[int, float] = {}
-    core: dict[int, float] = {}
-    busy: list[int] = []
-    total = 0.0
-    pu_core = v.pu_core
-    if v._ranks is None and v.threads is not None:
-        # a node has a few dozen threads of the job: plain Python beats numpy's call costs
-        pid, pus, cpu, rank = v.threads
-        rows = zip(pid.tolist(), pus.tolist(), cpu.tolist(), rank.tolist())
-    else:
-        rows = ((r.pid, t.pu, math.nan if t.cpu_pct is None else t.cpu_pct,  # type: ignore[assignment]
-                 -1 if r.rank is None else r.rank) for r in v.ranks for t in r.threads)
-    core_of, per_get, core_get = pu_core.get, per.get, core.get   # bound once: ~16 rows a node
-    isnan = math.isnan
-    for p, pu, c, r in rows:
-        if isnan(c):                            # not measured yet
-            continue
-        total += c
-        if r >= 0:
-            per[p] = per_get(p, 0.0) + c
-        k = core_of(pu)
-        if k is not None:
-            core[k] = core_get(k, 0.0) + c
-        if c >= SHARE_MIN and pu >= 0:
-            busy.append(pu)
-    if v._ranks is not None:                    # a recording's ranks carry their own CPU
-        per = {r.pid: r.cpu_pct for r in v.ranks if r.rank is not None
-               and r.cpu_pct is not None}
-        total = sum(r.cpu_pct or 0.0 for r in v.ranks)
-    return ThreadStats(total, list(per.values()), core, busy)
-
-
-def rank_cpu(v: NodeView) -> list[float]:
-    """Each rank's CPU % on node V (its threads summed)."""
-    return thread_stats(v).rank_cpu
-
-
 def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
     """How unequal the job is: per node its job CPU %, per rank its CPU % (max/mean and the
     percent imbalance (max - mean) / max, as the report's job section)."""
@@ -514,6 +483,7 @@ def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
                 "min": round(min(values), 1), "max": round(max(values), 1)}
 
     live = [v for v in nodes if v.status == LIVE]
+    prime(live)
     ranks: list[float] = []
     for v in live:
         ranks += rank_cpu(v)
