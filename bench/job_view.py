@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import resource
@@ -129,23 +130,26 @@ def aggregator_child(nodes: int, ticks: int) -> None:
     from snumap_tui.analysis.jobfindings import live_findings
     from snumap_tui.analysis.jobsynth import synthetic_job
     from snumap_tui.jobview.aggregate import JobAggregator, imbalance
-    from snumap_tui.jobview.launch import freeze_long_lived
+    from snumap_tui.jobview.launch import SrunStreams
 
     job = synthetic_job(nodes, slow=(nodes // 2,))
-    frames = [[n.frame_lines(t).splitlines(keepends=True) for n in job] for t in range(ticks)]
-    tops = [n.topology_lines().splitlines(keepends=True) for n in job]
+
+    def labelled(lines: bytes, i: int) -> bytes:         # as `srun --label` writes them
+        return b"".join(b"%d: %s" % (i, x) for x in lines.splitlines(keepends=True))
+
+    # each tick as the bytes srun's stdout gives, read by the stream reader's own code
+    # (SrunStreams.take: the label, the lock, the feed, the collector freeze once all report)
+    frames = [b"".join(labelled(n.frame_lines(t), i) for i, n in enumerate(job))
+              for t in range(ticks)]
     agg = JobAggregator()
-    for i, lines in enumerate(tops):
-        for line in lines:
-            agg.feed(i, line)
+    streams = SrunStreams([], agg)
+    for line in io.BytesIO(b"".join(labelled(n.topology_lines(), i) for i, n in enumerate(job))):
+        streams.take(line)
     feed_s, snap_s = [], []
     for t in range(ticks):
         c0 = time.process_time()
-        for i, lines in enumerate(frames[t]):
-            for line in lines:
-                agg.feed(i, line)
-        if t == 0 and agg.all_reported():
-            freeze_long_lived()       # as SrunStreams does once every node has reported
+        for line in io.BytesIO(frames[t]):
+            streams.take(line)
         c1 = time.process_time()
         views = agg.nodes()
         live_findings(views)
@@ -244,7 +248,12 @@ def main() -> int:
         print(n, r)
     body += ("### The aggregator at N synthetic node streams (1 s interval)\n\n"
              "Each node: 32 PUs (2 packages, 4 NUMA nodes, 16 cores), 16 ranks pinned one per "
-             "core, one of them slower (analysis/jobsynth.py).\n\n"
+             "core, one of them slower (analysis/jobsynth.py). Feed: each tick's lines as srun's "
+             "stdout gives them (`N: ` labels), read by the stream reader's own code "
+             "(SrunStreams.take: the label, the lock, the aggregator's feed); snapshot + "
+             "findings: the nodes' views, every finding and the imbalance (the per-rank, "
+             "per-core and job sums in one numpy pass over all nodes, jobview/threadstats.py)."
+             "\n\n"
              + table(["nodes", "feed ms/tick (median)", "snapshot + findings ms/tick (median)",
                       "CPU, % of one core (mean tick after the first)",
                       "slowest tick (ms)", "peak RSS (MB)"],

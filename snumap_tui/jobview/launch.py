@@ -124,15 +124,19 @@ class SrunStreams:
 
     def _read_out(self, stream: IO[bytes]) -> None:
         for line in stream:
-            m = _LABEL.match(line)
-            if m is None:
-                continue
-            with self._lock:
-                self.agg.feed(int(m.group(1)), line[m.end():])
-                if not self._frozen and self.agg.all_reported():
-                    self._frozen = True
-                    freeze_long_lived()
+            self.take(line)
         self._srun_ended()
+
+    def take(self, line: bytes) -> None:
+        """One line of srun's stdout (``N: `` and node N's line) into the aggregator."""
+        m = _LABEL.match(line)
+        if m is None:
+            return
+        with self._lock:
+            self.agg.feed(int(m.group(1)), line[m.end():])
+            if not self._frozen and self.agg.all_reported():
+                self._frozen = True
+                freeze_long_lived()
 
     def _read_err(self, stream: IO[bytes]) -> None:
         try:
