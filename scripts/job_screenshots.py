@@ -73,14 +73,16 @@ def two_nodes() -> None:
         with SlurmCluster(w / "cl", nodes=2, task_plugin="affinity") as cl:
             fix = None
             for name, step in (("2nodes-oversubscribed",
-                                f"srun --mpi=pmi2 -n4 --cpu-bind=map_cpu:0,0 {w / 'spin'}"),
+                                "srun --mpi=pmi2 -n4 --cpu-bind=map_cpu:0,0 ./spin"),
                                ("2nodes-fixed", None)):
                 step = step or fix
                 script = w / f"{name}.sh"
                 script.write_text(f"#!/bin/sh\n{step}\n")
                 script.chmod(0o755)
-                jid = cl.run(["sbatch", "--parsable", "-N2", "-n4", "-o", str(w / "out-%j"),
-                              str(script)]).stdout.strip()
+                # run from the job's directory, as a user would (./spin): the fix shown is
+                # the user's own line, with no temporary path of this machine in it
+                jid = cl.run(["sbatch", "--parsable", "-N2", "-n4", f"--chdir={w}",
+                              "-o", str(w / "out-%j"), str(script)]).stdout.strip()
                 while cl.job_state(jid) != "RUNNING":
                     time.sleep(0.2)
                 time.sleep(2)                      # the ranks started
