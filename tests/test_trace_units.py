@@ -413,3 +413,17 @@ def test_perf_stop_gives_what_it_held_back(tmp_path) -> None:
     assert len(held) == 0
     last = tr.stop().events                         # the recording's end: nothing held back
     assert last["t_ns"].tolist() == [now - 100_000_000] and last["tid2"].tolist() == [a]
+
+
+def test_perf_hold_back_is_bounded(tmp_path, monkeypatch) -> None:
+    """Past HOLD_MAX events held back (a storm), the oldest go through at once."""
+    from snumap_tui.trace import perf
+
+    monkeypatch.setattr(perf, "HOLD_MAX", 2)
+    a = 3_999_921
+    tr = _perf_tracer_tracking(tmp_path, {a}, 500_000_000)
+    now = time.monotonic_ns()
+    ring = b"".join(_switch_sample(0, a, now - d, 0) for d in (40, 30, 20, 10))
+    got = tr.decode({0: ring}).events["t_ns"].tolist()
+    assert got == [now - 40, now - 30]                      # two held back, two through
+    assert tr.stop().events["t_ns"].tolist() == [now - 20, now - 10]
