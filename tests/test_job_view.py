@@ -502,3 +502,32 @@ def test_joined_thread_sums_equal_each_nodes_own(monkeypatch, shuffled: bool) ->
     assert live_findings(_crafted_job(40, shuffled).nodes()) == found
     assert imbalance(_crafted_job(40, shuffled).nodes()) == imb
     assert {f["kind"] for f in found} >= {"oversubscribed", "idle_cores"}
+
+
+@pytest.mark.parametrize("bad", [
+    {"wall": "abc", "dt": [1], "t": {"a": 1}},
+    {"wall": 2**70, "dt": float("nan"), "t": True},
+    {"gpus": {"numa": 0}, "launch": 5, "m": "util_pct", "comm": 3, "affs": None},
+    {"gpus": [{"numa": "0"}, 7], "numa": ["x", 1.5], "step": [None], "m": [1, None]},
+])
+def test_a_frame_header_of_the_wrong_types_never_raises(bad: dict) -> None:
+    """A header that decodes but whose values are not what the sampler writes (another
+    process's output): the views, the JSON, the findings and the node's frame still come."""
+    from snumap_tui.analysis.synth import synthetic_topology
+
+    topo = synthetic_topology(1, 1, 2, 1)
+    agg = JobAggregator()
+    agg.feed(0, wire.encode("T", 1, {"node": "n0", "topology": topo.to_dict()}))
+    head, arrays = wire.pack_frame(
+        5, 7, 1.0, {"util_pct": np.full(len(topo), 50.0)},
+        [(10, 10, 0, 0, 60.0, "0"), (11, 11, 1, 0, 40.0, "0")],
+        [{"pid": 10, "rank": 0, "comm": "a", "rss": 1, "numa": {0: 1}}])
+    head.update(bad)
+    agg.feed(0, wire.Encoder().frame(2, head, arrays))
+    v = agg.nodes()[0]
+    assert v.status == LIVE and v.frames == 1
+    assert isinstance(v.wall_ns, int) and isinstance(v.dt_s, float)
+    snap = agg.snapshot()
+    assert snap["nodes"][0]["node"] == "n0"
+    live_findings(agg.nodes())
+    assert node_frame(agg, 0) is not None

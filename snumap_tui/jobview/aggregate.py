@@ -175,6 +175,17 @@ class NodeView:
                 "gpus": self.gpus, "ranks": [r.to_dict() for r in self.ranks]}
 
 
+def _int(v: Any) -> int:
+    """A header's integer (another process wrote it): 0 unless it is one, in int64."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else 0
+
+
+def _float(v: Any) -> float:
+    """A header's number: 0.0 unless it is a finite one."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        and math.isfinite(v) else 0.0
+
+
 def _num(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), 2)
 
@@ -386,7 +397,7 @@ class JobAggregator:
         # one constructor call with every field (no default lists and dicts made to be replaced)
         return NodeView(
             n.index, n.name, n.status, n.why, n.host, n.topology,
-            int(h.get("wall", 0) or 0), float(h.get("dt", 0) or 0), busy,
+            _int(h.get("wall")), _float(h.get("dt")), busy,
             [g for g in gpus if isinstance(g, dict)][:64] if isinstance(gpus, list) else [],
             n.frames, n.bytes_in,
             launch[:1000] if isinstance(launch, str) and launch else None, n.alloc,
@@ -518,8 +529,8 @@ def node_frame(agg: JobAggregator, index: int) -> Any:
             sources[str(k)] = SourceStatus(str(k), bool(d.get("available")),
                                            str(d.get("reason") or "")[:300] or None)
     h = rec.header
-    return Frame(t_ns=int(h.get("t", 0) or 0), wall_ns=int(h.get("wall", 0) or 0),
-                 dt_s=float(h.get("dt", 0) or 0), topology=n.topology, values=values,
+    return Frame(t_ns=_int(h.get("t")), wall_ns=_int(h.get("wall")),
+                 dt_s=_float(h.get("dt")), topology=n.topology, values=values,
                  tasks=rows, sources=sources)
 
 
