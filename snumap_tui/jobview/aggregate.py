@@ -249,6 +249,7 @@ class _Shape:
             if pu.os_index is not None and numa is not None and numa.os_index is not None:
                 pu_numa[pu.os_index] = numa.os_index
         pu_core, _ = core_maps(topo, "")
+        # PU numbers are at most topology/validate.MAX_PU (65,535): a small table
         lut = np.full(max(pu_core, default=-1) + 1, -1, np.int64)
         lut[list(pu_core)] = list(pu_core.values())
         return cls(topo, index_of, pu_numa, lut)
