@@ -464,6 +464,9 @@ def _crafted_job(nodes: int, shuffled: bool = False) -> JobAggregator:
                 pu = int(rng.choice([*pus, -1, 999])) if i % 3 else pus[0]   # every third: PU 0
                 cpu = float(rng.choice([np.nan, 0.0, 5.0, 12.5, 40.0, 90.0]))
                 threads.append((pid, pid + 10 * k, r if i % 4 else -1, pu, cpu, ""))
+        if i == 1:                                # one rank of 40 threads (long sums)
+            threads += [(2000, 2000 + k, 9, pus[k % len(pus)], float(rng.uniform(0, 9)), "")
+                        for k in range(40)]
         if shuffled and i % 5 == 0:               # not in the order a sampler writes them
             threads = [threads[j] for j in rng.permutation(len(threads))]
         head, arrays = wire.pack_frame(0, 0, 1.0, {"util_pct": np.zeros(len(topo))}, threads,
@@ -483,14 +486,15 @@ def test_joined_thread_sums_equal_each_nodes_own(monkeypatch, shuffled: bool) ->
     from snumap_tui.jobview import threadstats
     from snumap_tui.jobview.aggregate import imbalance
 
-    joined = _crafted_job(40, shuffled).nodes()
-    threadstats.prime(joined)
+    monkeypatch.setattr(threadstats, "PRIME_MIN", 10**9)       # nodes() primes none ...
     own = _crafted_job(40, shuffled).nodes()
+    monkeypatch.setattr(threadstats, "PRIME_MIN", 16)
+    joined = _crafted_job(40, shuffled).nodes()                 # ... and here all of them
     assert all(v._stats is not None for v in joined) and all(v._stats is None for v in own)
     for a, b in zip(joined, own):
         got, want = a._stats, threadstats._thread_stats(b)
-        assert got.job_cpu == pytest.approx(want.job_cpu)
-        assert sorted(got.rank_cpu) == pytest.approx(sorted(want.rank_cpu))
+        assert got.job_cpu == want.job_cpu              # the same additions, in row order
+        assert sorted(got.rank_cpu) == sorted(want.rank_cpu)
         assert (got.shares, got.cores_used, got.multi) == (
             want.shares, want.cores_used, want.multi), a.name
         assert got.core_cpu == pytest.approx(want.core_cpu)
@@ -531,3 +535,31 @@ def test_a_frame_header_of_the_wrong_types_never_raises(bad: dict) -> None:
     assert snap["nodes"][0]["node"] == "n0"
     live_findings(agg.nodes())
     assert node_frame(agg, 0) is not None
+
+
+def test_thread_arrays_the_sampler_does_not_write_are_not_threads() -> None:
+    """A frame whose threads array is int64 or float (another process's output; the sampler
+    writes int32) gives the node no threads, and the joined pass over the other nodes still
+    runs: PU 2**40 would not fit its 32-bit keys."""
+    from snumap_tui.analysis.synth import synthetic_topology
+
+    topo = synthetic_topology(1, 1, 2, 1)
+    agg = _crafted_job(20)
+    for i, dt in ((20, np.int64), (21, np.float64)):
+        agg.feed(i, wire.encode("T", 1, {"node": f"w{i}", "topology": topo.to_dict()}))
+        t = np.array([[1, 1, 0, 2**40, 0], [1, 2, 0, 2**40, 0]], dtype=dt)
+        agg.feed(i, wire.encode("F", 2, {"m": []}, {"t": t, "c": np.array([50.0, 50.0])}))
+    # and an int32 row naming affinity 2**31 - 1 (the ranks' rows once padded a list to it)
+    agg.feed(22, wire.encode("T", 1, {"node": "w22", "topology": topo.to_dict()}))
+    agg.feed(22, wire.encode("F", 2, {"m": [], "affs": ["0"], "comm": ["a"]}, {
+        "t": np.array([[1, 1, 0, 0, 2**31 - 1], [1, 2, 0, 1, 0]], np.int32),
+        "c": np.array([50.0, 50.0], np.float32), "p": np.array([[1.0, 0.0, 1.0]])}))
+    views = agg.nodes()
+    odd = next(v for v in views if v.name == "w22")
+    assert [(r.pid, r.affinity, len(r.threads)) for r in odd.ranks] == [(1, "0", 2)]
+    wide = [v for v in views if v.name in ("w20", "w21")]
+    assert len(wide) == 2 and all(v.threads is None and v.job_cpu_pct == 0.0 for v in wide)
+    live_findings(views)
+    from snumap_tui.jobview.aggregate import imbalance
+
+    imbalance(views)

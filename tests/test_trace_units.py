@@ -427,3 +427,65 @@ def test_perf_hold_back_is_bounded(tmp_path, monkeypatch) -> None:
     got = tr.decode({0: ring}).events["t_ns"].tolist()
     assert got == [now - 40, now - 30]                      # two held back, two through
     assert tr.stop().events["t_ns"].tolist() == [now - 20, now - 10]
+
+
+def _fork_sample(parent: int, child: int, comm: str, t: int, cpu: int) -> bytes:
+    s = comm.encode() + b"\0"
+    raw = bytearray(24) + s
+    struct.pack_into("<H", raw, 0, 366)
+    struct.pack_into("<I", raw, 8, (len(s) << 16) | 24)     # parent_comm: the same string
+    struct.pack_into("<i", raw, 12, parent)
+    struct.pack_into("<I", raw, 16, (len(s) << 16) | 24)
+    struct.pack_into("<i", raw, 20, child)
+    return _perf_sample(len(raw), bytes(raw), parent, parent, t, cpu)
+
+
+def test_perf_hold_back_cap_keeps_a_time_together(tmp_path, monkeypatch) -> None:
+    """Past HOLD_MAX, the cut never falls between two events of one time: a fork's child
+    keeps the name its record gave, whichever read lets it through."""
+    from snumap_tui.trace import perf
+    from snumap_tui.trace.perf import _Decoder
+
+    monkeypatch.setattr(perf, "HOLD_MAX", 1)
+    a, child, other = 3_999_931, 3_999_932, 3_999_933
+    tr = _perf_tracer_tracking(tmp_path, {a}, 500_000_000)
+    fk = parse_format(FORK_FORMAT)
+    tr._dec[fk.id] = _Decoder("sched_process_fork", fk.id,
+                              sample_dtype(fk, ["parent_pid", "child_pid", "child_comm"]))
+    t = time.monotonic_ns() - 10
+    first = tr.decode({0: _switch_sample(other, a, t, 0), 1: _fork_sample(a, child, "kid", t, 1)})
+    last = tr.stop()
+    names = {i.tid: i.comm for b in (first, last) for i in b.tasks}
+    assert names.get(child) == "kid"
+    assert len(first.events) + len(last.events) == 2
+
+
+def test_perf_hold_back_opens_counters_at_once(tmp_path) -> None:
+    """`record --job --events`: a tree thread whose events are held back gets its counters
+    at that read (they count from their open), not when its events go through."""
+    from snumap_tui.trace.perf import _Decoder
+
+    class Reads:                                    # ThreadReads' two calls, recorded
+        def __init__(self) -> None:
+            self.seen: list[set[int]] = []
+
+        def see(self, events, tracked) -> None:
+            keep = set(tracked or ())
+            self.seen.append({int(x) for x in events["tid2"].tolist() if x in keep}
+                             | {int(x) for x in events["tid"].tolist() if x in keep})
+
+        def rows(self, t_ns: int) -> np.ndarray:
+            return np.empty(0)
+
+    a, child = 3_999_941, 3_999_942
+    tr = _perf_tracer_tracking(tmp_path, {a}, 500_000_000)
+    fk = parse_format(FORK_FORMAT)
+    tr._dec[fk.id] = _Decoder("sched_process_fork", fk.id,
+                              sample_dtype(fk, ["parent_pid", "child_pid", "child_comm"]))
+    reads = Reads()
+    tr._threads = reads
+    now = time.monotonic_ns()
+    got = tr.decode({0: _fork_sample(a, child, "kid", now - 100_000_000, 0)
+                     + _switch_sample(a, child, now - 50_000_000, 0)})
+    assert len(got.events) == 0                     # both held back ...
+    assert any(child in s for s in reads.seen)      # ... and the child's counters open now

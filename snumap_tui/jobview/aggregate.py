@@ -346,6 +346,7 @@ class JobAggregator:
             else:
                 n.view.status, n.view.bytes_in = n.status, n.bytes_in
             out.append(n.view)
+        prime(out)          # every new view's thread sums, before any consumer asks one node
         return out
 
     def all_reported(self) -> bool:
@@ -391,9 +392,7 @@ class JobAggregator:
         else:
             m = None
         gpus = h.get("gpus")
-        t, c = a.get("t"), a.get("c")
-        tc = (t, c) if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
-            and c.shape == (len(t),) else None
+        tc = thread_arrays(a)
         launch = h.get("launch")
         # one constructor call with every field (no default lists and dicts made to be replaced)
         return NodeView(
@@ -444,15 +443,32 @@ def _strs(h: dict[str, Any], key: str, n: int, cut: int) -> list[str]:
     return (out + [""] * n)[:n]
 
 
+#: The most distinct affinities a frame's header may name (a node's threads have a few).
+MAX_AFFS = 4096
+
+
+def thread_arrays(a: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """A frame's threads ("t": pid, tid, rank, PU, affinity per row) and their CPU % ("c"),
+    when they are what the sampler writes: integer columns of at most 32 bits (wider or
+    float PUs and pids would not fit the joined pass's 32-bit keys in threadstats, nor name
+    a thread of the node)."""
+    t, c = a.get("t"), a.get("c")
+    if t is None or c is None or t.ndim != 2 or t.shape[1] != 5 or t.dtype.kind not in "iu" \
+            or t.dtype.itemsize > 4 or c.shape != (len(t),):
+        return None
+    return t, c
+
+
 def _ranks(node: str, h: dict[str, Any], a: dict[str, np.ndarray],
            pu_numa: dict[int, int]) -> list[RankView]:
-    t, c, p = a.get("t"), a.get("c"), a.get("p")
-    affs = _strs(h, "affs", 0 if t is None or t.ndim != 2 else int(t[:, wire.T_AFF].max(
-        initial=-1)) + 1, 200)
+    tc, p = thread_arrays(a), a.get("p")
+    raw_affs = h.get("affs")
+    # the affinities the threads' rows name, as sent (never padded to a number a row says)
+    affs = [str(x)[:200] for x in raw_affs[:MAX_AFFS]] if isinstance(raw_affs, list) else []
     threads: dict[int, list[ThreadView]] = {}
     aff_of: dict[int, str] = {}
-    if t is not None and c is not None and t.ndim == 2 and t.shape[1] == 5 \
-            and c.shape == (len(t),):
+    if tc is not None:
+        t, c = tc
         for (pid, tid, _rank, pu, aff), cpu in zip(t.tolist(), c.tolist()):
             threads.setdefault(pid, []).append(
                 ThreadView(tid, pu, None if math.isnan(cpu) else cpu))

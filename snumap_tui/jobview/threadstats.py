@@ -130,8 +130,10 @@ def _per_key(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndar
     if not len(keys):
         return keys, weights
     if _ascending(keys):
-        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        return keys[starts], np.add.reduceat(weights, starts)
+        first = np.concatenate(([True], keys[1:] != keys[:-1]))
+        # bincount adds in row order, as each node's own pass does (reduceat sums pairwise
+        # past 8 rows: other last bits, and a sum exactly at a threshold could differ)
+        return keys[first], np.bincount(np.cumsum(first) - 1, weights=weights)
     uk, inv = np.unique(keys, return_inverse=True)
     return uk, np.bincount(inv.reshape(-1), weights=weights, minlength=len(uk))
 

@@ -502,16 +502,34 @@ class PerfTracer(Tracer):
             return events, [], {}
         cut = time.monotonic_ns() - self.follow_lag_ns
         k = int(np.searchsorted(events["t_ns"].view(np.int64), cut, side="right"))
-        # a storm holds at most HOLD_MAX events back (~10 MB): the older ones go through now
-        k = max(k, len(events) - HOLD_MAX)
+        # a storm holds at most HOLD_MAX events back (~10 MB): the older ones go through now,
+        # with every event of the same time (a name at that time then goes with its event)
+        if len(events) - k > HOLD_MAX:
+            k = len(events) - HOLD_MAX
+            k = int(np.searchsorted(events["t_ns"].view(np.int64),
+                                    int(events["t_ns"][k - 1]), side="right"))
         if k == len(events):
             return events, [], {}
         cut = int(events["t_ns"][k - 1]) if k else cut
         self._held = events[k:].copy()
+        self._open_counters_early(self._held)
         later = [x for x in self._seen_names if x[0] > cut]
         self._seen_names = [x for x in self._seen_names if x[0] <= cut]
         tids = set(self._held["tid"].tolist()) | set(self._held["tid2"].tolist())
         return events[:k], later, {t: c for t, c in self._switch_comm.items() if t in tids}
+
+    def _open_counters_early(self, held: np.ndarray) -> None:
+        """`record --events`: the held events' threads of the tree (and the children its
+        forks there make) get their counters now, not when the events go through: a counter
+        counts from its open."""
+        if self._threads is None or self._tracked is None:
+            return
+        tree = set(self._tracked)
+        forks = held[held["kind"] == ev.FORK]
+        for parent, child in zip(forks["tid"].tolist(), forks["tid2"].tolist()):
+            if parent in tree:
+                tree.add(child)
+        self._threads.see(held[held["kind"] != ev.EXIT], tree)   # exits: when they go through
 
     def _learn_names(self, seen: np.ndarray) -> None:
         """Names of the tasks the kept events name: fork/exec names in time order (the last
