@@ -379,7 +379,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     t_stop_ns = time.monotonic_ns()
     # what --job's tracer held back goes through the whole path now (the tree watch, the
     # region probes' follow), not only the writer as the tracer's last read would
-    lagged, tracer.follow_lag_ns = tracer.follow_lag_ns, 0
+    lagged = getattr(tracer, "follow_lag_ns", 0)
+    if lagged:
+        tracer.follow_lag_ns = 0
     raws = drainer.stop()
     for raw in raws or ([None] if lagged else []):
         events(_until(tracer.decode(raw), t_stop_ns))
