@@ -377,16 +377,12 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         status_line.clear()
     memory.finish(writer, sample_now())
     t_stop_ns = time.monotonic_ns()
-    # what --job's tracer held back goes through the whole path now (the tree watch, the
-    # region probes' follow), not only the writer as the tracer's last read would
-    lagged = getattr(tracer, "follow_lag_ns", 0)
-    if lagged:
-        tracer.follow_lag_ns = 0
-    raws = drainer.stop()
-    for raw in raws or ([None] if lagged else []):
+    for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
-    writer.add_events(_until(tracer.stop(), t_stop_ns))
+    # the tracer's last read (with what --job's tracer held back) takes the whole path too:
+    # the tree watch and the region probes' follow, not the writer alone
+    events(_until(tracer.stop(), t_stop_ns))
     record_counters.finish(writer, tracer, t_stop_ns, say)
     regions.finish(writer, t_stop_ns)
     if job is not None:
