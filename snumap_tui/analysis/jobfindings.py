@@ -31,7 +31,6 @@ from snumap_tui.jobview.aggregate import LIVE, NodeView, RankView, core_maps, cp
 from snumap_tui.jobview.threadstats import (
     SHARE_MIN,  # % of a PU each thread sharing one got
     USED_MIN,
-    prime,
     rank_cpu,
     thread_stats,
 )
@@ -246,7 +245,6 @@ def live_findings(nodes: Sequence[NodeView], launch: str | None = None
     when known (the fix rewrites it); else each node's own (``NodeView.launch``)."""
     out: list[dict[str, Any]] = []
     launch = launch or next((v.launch for v in nodes if v.launch), None)
-    prime(nodes)                      # every stream node's sums in one pass
     for v in nodes:
         over = oversubscribed(v, launch)
         out += over

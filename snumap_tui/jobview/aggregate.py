@@ -417,16 +417,13 @@ class JobAggregator:
 VIEW_METRICS = ("util_pct", "mem_used_bytes", "mem_total_bytes")
 
 
-def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int,
-                only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
-    """The F record's metrics (those named in ONLY, when given): name -> value per topology
-    object (none when they do not fit the node's topology)."""
+def metric_rows(h: dict[str, Any], a: dict[str, np.ndarray], nobj: int) -> dict[str, np.ndarray]:
+    """The F record's metrics: name -> value per topology object (none when they do not fit
+    the node's topology)."""
     m, names = a.get("m"), h.get("m")
     if m is None or not isinstance(names, list) or m.ndim != 2 \
             or m.shape != (len(names), nobj):
         return {}
-    if only is not None:
-        return {k: m[names.index(k)] for k in only if k in names}
     return {str(k): m[i] for i, k in enumerate(names)}
 
 
@@ -511,7 +508,6 @@ def imbalance(nodes: list[NodeView]) -> dict[str, Any]:
                 "min": round(min(values), 1), "max": round(max(values), 1)}
 
     live = [v for v in nodes if v.status == LIVE]
-    prime(live)
     ranks: list[float] = []
     for v in live:
         ranks += rank_cpu(v)
