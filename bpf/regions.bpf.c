@@ -39,7 +39,7 @@
  * hit spends: the estimated cost of the call's probes divided by the share of a thread's time
  * they may take); a thread earns credit at 1 ns a ns, up to snumap_burst_ns. A hit that finds
  * the thread's credit spent marks the tag in `over` (once) and writes a record with tag
- * SNUMAP_BUDGET_TAG (arg: the tag) for the drain (it reads the ring every 10 ms), which
+ * SNUMAP_BUDGET_TAG (arg: the tag), which wakes the drain at once, and the drain
  * detaches that function's probes. From that hit on, the tag's hits are counted in `counts` and nothing else (no
  * record, no sum) until the detach takes effect: what was recorded stops at one instant, and
  * is exact up to it; a return whose entry was not seen is not a call.
@@ -68,6 +68,27 @@ const volatile __u32 snumap_scoped = 0;
 #define SNUMAP_EXEC_TAG 0xffffffffu
 #define SNUMAP_BUDGET_TAG 0xfffffffeu
 #define SNUMAP_SIGSTOP 19
+
+/* Wakeups (set by the loader before load; 0: never). The drain thread sleeps in epoll on both
+ * rings, as on the scheduling rings (sched.bpf.c): the record that takes a ring's producer
+ * position across a multiple of snumap_wake_bytes (hits) or snumap_sum_wake_bytes (sums)
+ * wakes it, and so do the records that need user space now (a held exec, a probe past its
+ * budget); every other record is written without a wakeup. A drain every 10 ms for the hold
+ * and the budget was half the recorder's CPU beside a program using every PU. The producer
+ * position is read after the record is reserved; another CPU's record may cross the multiple
+ * in between (the ring is shared), and then this wakeup waits for the next multiple or the
+ * drain's timeout. */
+const volatile __u64 snumap_wake_bytes = 0;
+const volatile __u64 snumap_sum_wake_bytes = 0;
+
+#define HIT_BYTES (sizeof(struct snumap_region_hit) + 8)   /* a hit and its ring header */
+
+/* The flags for a record of SIZE bytes (its 8-byte header included) just reserved in RING. */
+static __always_inline __u64 wake_at(void *ring, __u64 every, __u64 size)
+{
+    __u64 prod = bpf_ringbuf_query(ring, BPF_RB_PROD_POS);
+    return every && (prod & (every - 1)) < size ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
 #define SNUMAP_NEEDS_LINKS 2    /* `known` value: a program whose processes need their links */
 
 struct snumap_region_hit {
@@ -306,7 +327,7 @@ static __always_inline int spend(__u64 id, __u32 tag)
     h->tid = (__u32)id;
     h->tag = SNUMAP_BUDGET_TAG;
     h->ret = 0;
-    bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(h, BPF_RB_FORCE_WAKEUP);
     return 1;
 }
 
@@ -362,7 +383,7 @@ static __always_inline int exact_call(__u64 id, __u32 tag, __u64 t0, __u64 t1)
     b->ret = 0;
     e->ret = 1;
     bpf_ringbuf_submit(b, BPF_RB_NO_WAKEUP);
-    bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(e, wake_at(&hits, snumap_wake_bytes, HIT_BYTES));
     return 1;
 }
 
@@ -408,7 +429,7 @@ static __always_inline void agg_return(__u64 id, __u32 rid, __u32 tag)
     s->tid = (__u32)id;
     s->rid = rid;
     s->count = a->count;
-    bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(s, wake_at(&sums, snumap_sum_wake_bytes, sizeof(*s) + 8));
     a->count = 0;
     a->sum_ns = 0;
 }
@@ -440,8 +461,7 @@ static __always_inline int hit(struct pt_regs *ctx, __u32 ret)
     barrier_var(a3);
     __u32 capture = cookie & 3;
     h->arg = capture == 1 ? a1 : capture == 3 ? a3 : 0;
-    /* No wakeup: user space reads the mapped ring every 10 ms. */
-    bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
+    bpf_ringbuf_submit(h, wake_at(&hits, snumap_wake_bytes, HIT_BYTES));
     return 0;
 }
 
@@ -494,7 +514,7 @@ int BPF_PROG(region_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
     if (!h)
         return 0;
     h->arg = k.ino;
-    bpf_ringbuf_submit(h, 0);
+    bpf_ringbuf_submit(h, BPF_RB_FORCE_WAKEUP);     /* held until user space reads it */
     bpf_send_signal(SNUMAP_SIGSTOP);
     return 0;
 }

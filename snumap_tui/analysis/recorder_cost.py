@@ -56,6 +56,9 @@ def recorder_cost(infos: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
             "threads": max(int(c.get("threads", 0)) for c in costs),
             "rss_peak_bytes": max(int(c.get("rss_peak_bytes", 0)) for c in costs),
             "lost": sum(int(c.get("lost", 0)) for c in costs),
+            # the drain thread's wake-ups, where the recording kept them (older ones do not)
+            "wakeups": (sum(int(c["wakeups"]) for c in costs if "wakeups" in c)
+                        if any("wakeups" in c for c in costs) else None),
             "cpu_by_s": dict(sorted(by.items(), key=lambda kv: -kv[1])),
             "bpf": bpf})
     return out
@@ -90,7 +93,10 @@ def format_recorder_cost(r: Mapping[str, Any]) -> list[str]:
         text.append(f"CPU {c['cpu_s'] * 1e3:.0f} ms over {c['recorded_s']:.3f} s: "
                     f"{c['cpu_pct']:.2f} % of one core; set-up {c['setup_cpu_s']:.2f} s; "
                     f"{c['threads']} threads; peak RSS {c['rss_peak_bytes'] / 2**20:.0f} MiB; "
-                    f"{c['lost']} events lost.")
+                    f"{c['lost']} events lost"
+                    + (f"; the drain thread woke {c['wakeups']} times "
+                       f"({c['wakeups'] / c['recorded_s']:.1f} a second)"
+                       if c.get("wakeups") is not None and c["recorded_s"] else "") + ".")
         text.append("By part: " + "; ".join(f"{k} {v * 1e3:.1f} ms"
                                             for k, v in c["cpu_by_s"].items() if v > 0)
                     + f"; of all that, the store's encoding, compression and writes "

@@ -178,9 +178,10 @@ class SelfCost:
     def steady_info(self) -> dict[str, Any]:
         return {"steps": [[name, t] for name, t in self.steps]}
 
-    def info(self, lost: int) -> dict[str, Any]:
+    def info(self, lost: int, wakeups: int | None = None) -> dict[str, Any]:
         """The cost chunk's fields (docs/format.md, "recorder cost"); the first call's, again
-        (record's last line says what the file keeps)."""
+        (record's last line says what the file keeps). WAKEUPS: the drain thread's (None:
+        no drain thread)."""
         if self.t_steady is None:
             return {}
         if self._info is not None:
@@ -202,6 +203,8 @@ class SelfCost:
             "setup_cpu_ns": self.setup_cpu_ns, "threads": self.threads_peak,
             "rss_peak_bytes": rss_peak_bytes(), "lost": int(lost), "cpu_by": by,
             "writer_ns": max(0, self._write1 - self._write0)}
+        if wakeups is not None:
+            out["wakeups"] = int(wakeups)
         bpf = {}
         for name, (cnt, ns) in self._bpf1.items():
             c0, n0 = self._bpf0.get(name, (0, 0))

@@ -377,6 +377,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         status_line.clear()
     memory.finish(writer, sample_now())
     t_stop_ns = time.monotonic_ns()
+    woke = drainer.wakeups if drainer.threaded else None    # the drain thread's, if any
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
@@ -387,7 +388,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid
-    writer.add_info(t_stop_ns, COST, cost.info(writer.lost_total))
+    writer.add_info(t_stop_ns, COST, cost.info(writer.lost_total, woke))
     ran = child is not None and child.exited()
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on

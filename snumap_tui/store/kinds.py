@@ -364,6 +364,7 @@ K_INFO = register(10, "info", Fields(
               "steps": ListOf(Row(TEXT, TIME), max_len=64),
               "recorded_ns": TIME, "cpu_ns": TIME, "setup_cpu_ns": TIME, "writer_ns": TIME,
               "threads": Int(0, 1 << 22), "rss_peak_bytes": Int(0, 1 << 56), "lost": _COUNT,
+              "wakeups": _COUNT,
               "cpu_by": MapOf(TEXT, TIME, max_len=256),
               "bpf": MapOf(TEXT, Row(_COUNT, TIME), max_len=256)},
     rules=((_job_rows_fit, "job process rows do not match their columns"),)),

@@ -131,7 +131,6 @@ class RegionTracer(BudgetMixin, ScopeMixin):
         # --system-wide -- CMD the command's processes; None: none (system-wide, no command).
         self.family: set[int] | None = self.tree
         self.omp_runtimes: set[str] = set()         # files found to be an OpenMP runtime
-        self.held_pids: set[int] = set()    # processes whose maps were read at a held exec
         self.holds = 0                  # execs held until their program was probed
         self.held_ns = 0                # their time stopped, all together
         # Held execs are let go from the drain thread (10 ms, not the main loop's 100 ms and
@@ -383,11 +382,13 @@ class RegionTracer(BudgetMixin, ScopeMixin):
         for pid in sorted(execs & family if self.tree is None else execs):
             # The new program is mapped already (its libraries maybe not yet): enough to name
             # its outlined functions even if the process is gone when its hits are decoded.
-            # Gone already, the maps read while it was held at its exec stay.
+            # Gone already, the maps read while it was held at its exec, or at an earlier
+            # exec event of the same batch's drains (``env prog``: two execs of one pid, seen
+            # in two batches when the scheduling rings are drained as the region ring is,
+            # after the process ended), stay.
             maps = E.read_maps(pid)
-            if maps or pid not in self.held_pids:
+            if maps or pid not in self.maps:
                 self.maps[pid] = maps
-            self.held_pids.discard(pid)
             self._probe_new(pid, maps)
         # Maps stay after an exit: its last hits are decoded after the exit is seen.
         while len(self.maps) > MAX_MAPS:
@@ -477,7 +478,6 @@ class RegionTracer(BudgetMixin, ScopeMixin):
                     self.family.add(pid)
                 # Stopped at its first instruction: the program (and ld.so) are mapped.
                 self.maps[pid] = E.read_maps(pid) or self.maps.get(pid, [])
-                self.held_pids.add(pid)
                 exe = os.path.realpath(f"/proc/{pid}/exe")
                 if self._new_program(exe):
                     self._attach_later(self.plan([exe]), f"pid {pid} held at its exec")
@@ -516,6 +516,12 @@ class RegionTracer(BudgetMixin, ScopeMixin):
                 with self._lock:
                     self._release_held()
         return raw
+
+    def wait_fds(self) -> list[int]:
+        """The descriptors whose readiness says the probes' rings want a drain (the eBPF
+        path's; none on perf's, which is drained every ``Drainer.DRAIN_S``)."""
+        fds = getattr(self.uprobes, "wait_fds", None)
+        return list(fds()) if fds is not None else []
 
     def drain_capped(self) -> bool:
         """Never: each drain reads the region ring whole (Tracer.drain_capped)."""
