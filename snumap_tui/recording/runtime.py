@@ -315,12 +315,14 @@ class Drainer:
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self._error = exc
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         """Sleep until the next poll (TIMEOUT), or sooner once a backlog worth decoding has
         built up: at hundreds of thousands of events a second, a main thread that slept its
-        whole poll left the drain thread stopped at MAX_BACKLOG and the kernel dropping."""
-        self._ready.wait(timeout)
+        whole poll left the drain thread stopped at MAX_BACKLOG and the kernel dropping.
+        True when the backlog ended the sleep (it is to be taken now)."""
+        got = self._ready.wait(timeout)
         self._ready.clear()
+        return got
 
     def take(self) -> Iterator[Any]:
         """The drains so far (None, once, when the tracer has no drain thread), joined up to

@@ -85,7 +85,10 @@ TASKS_EVERY_S = 1.0        # --system-wide (and a recording without a command)
 # threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
 # as much to encode as to read.
 SLOW_EVERY_S = 0.01
-SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu")
+# /proc/stat is among them: the kernel gives its CPU times in USER_HZ ticks (10 ms), so a read
+# every millisecond found the same figures nine times out of ten, at 40 us a read and as much
+# to store (the exact per-PU busy time is in the switch events anyway).
+SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu", "procstat")
 
 
 def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: bool = True
@@ -301,11 +304,17 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         watch.update(batch)
         regions.follow(batch)
 
-    def sample_now() -> int:
-        """One sample written (its process memory rows too); its time."""
+    memory_every_ns = int(SLOW_EVERY_S * 1e9) if interval < SLOW_EVERY_S else 0
+    memory_at = [-(1 << 62)]
+
+    def sample_now(last: bool = False) -> int:
+        """One sample written (its process memory rows too, at most every SLOW_EVERY_S, as
+        the slow sources: a tenth of a 1 ms recorder's CPU); its time."""
         sample = sampler.sweep()
         writer.add_sample(_kept(sample, keep))
-        memory.sample(writer, sample.t_ns)
+        if last or sample.t_ns - memory_at[0] >= memory_every_ns:
+            memory_at[0] = sample.t_ns
+            memory.sample(writer, sample.t_ns)
         return int(sample.t_ns)
 
     # The first sample (the full /proc sweep of a recording of a command), then one pass of
@@ -335,9 +344,14 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     threads_at = time.monotonic()
     if status_line is not None:
         status_line.backend = tracer.name
+    # The buffers, the probes and the status line every POLL_S (or at once for a backlog),
+    # whatever the interval: at 1 ms, doing it at every sample was a fifth of the recorder.
+    next_poll = 0.0
+    woke = False
     while True:
         now = time.monotonic()
-        if now >= next_sample:
+        sampled = now >= next_sample
+        if sampled:
             c0 = clock()
             sample_now()
             cost.part("sampling", clock() - c0)
@@ -347,16 +361,23 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
             if now - threads_at >= 1.0:     # the thread count, once a second
                 threads_at = now
                 cost.tick()
-        raws = drainer.take()
-        # --job: the processes the job started by now are followed before these are decoded
-        job_over = job is not None and job.poll(writer, tracer, say)
-        c0 = clock()
-        for raw in raws:
-            events(tracer.decode(raw))
-        c1 = clock()
-        regions.poll(writer)
-        cost.part("decoding and writing events", c1 - c0)
-        cost.part("regions", clock() - c1)
+        job_over = False
+        # due, or soon and the thread is awake for a sample anyway (one wake, not two)
+        if now >= next_poll or woke or (sampled and next_poll - now < POLL_S / 2):
+            next_poll = now + POLL_S
+            raws = drainer.take()
+            # --job: the processes the job started by now are followed before these are
+            # decoded
+            job_over = job is not None and job.poll(writer, tracer, say)
+            c0 = clock()
+            for raw in raws:
+                events(tracer.decode(raw))
+            c1 = clock()
+            regions.poll(writer)
+            cost.part("decoding and writing events", c1 - c0)
+            cost.part("regions", clock() - c1)
+            if status_line is not None:
+                status_line.update(now - t_start, writer)
         if child is not None and child.exited():
             break
         if (child is None and stop["sig"]) or job_over:
@@ -365,9 +386,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
             break
         if duration is not None and now - t_start >= duration:
             break
-        if status_line is not None:
-            status_line.update(now - t_start, writer)
-        drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic())))
+        woke = drainer.wait(max(0.0, min(POLL_S, next_sample - time.monotonic(),
+                                         next_poll - time.monotonic())))
     # The recording ends here: the last sample now, and of what the tracer still hands over
     # while it is drained and detached (about half a second for bcc), only the events up to
     # now -- the rest is the recorder's own teardown, outside what was asked for.
@@ -375,9 +395,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     cost.stop()
     if status_line is not None:
         status_line.clear()
-    memory.finish(writer, sample_now())
+    memory.finish(writer, sample_now(last=True))
     t_stop_ns = time.monotonic_ns()
-    woke = drainer.wakeups if drainer.threaded else None    # the drain thread's, if any
+    wakeups = drainer.wakeups if drainer.threaded else None    # the drain thread's, if any
     for raw in drainer.stop():
         events(_until(tracer.decode(raw), t_stop_ns))
     stopped["tracer"] = True
@@ -388,7 +408,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid
-    writer.add_info(t_stop_ns, COST, cost.info(writer.lost_total, woke))
+    writer.add_info(t_stop_ns, COST, cost.info(writer.lost_total, wakeups))
     ran = child is not None and child.exited()
     if child is not None:
         if not child.exited():      # --duration ended the recording: the command goes on
