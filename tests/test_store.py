@@ -367,3 +367,28 @@ def test_slow_sync_does_not_block_the_writer(tmp_path, monkeypatch) -> None:
     assert len(calls) >= 2          # the batch written during the first sync was synced too
     with store.open(path) as r:
         assert r.event_count == 200
+
+
+def test_codec_bytes_follow_the_documented_layout() -> None:
+    """docs/format.md "Values", byte for byte: the encoder's fast paths (exact types first,
+    cached array heads) write what the table says, for each tag."""
+    import struct
+
+    arr = np.array([[1, 2], [3, 4]], dtype="<u2")
+    value = {"k": [None, True, False, 7, 2 ** 70, 1.5, "é", b"\x00", (1,), arr,
+                   np.float32(2.0)]}
+    want = (b"d" + struct.pack("<I", 1) + b"s" + struct.pack("<I", 1) + b"k"
+            + b"l" + struct.pack("<I", 11) + b"N" + b"T" + b"F"
+            + b"i" + struct.pack("<q", 7)
+            + b"I" + struct.pack("<I", 22) + str(2 ** 70).encode()
+            + b"f" + struct.pack("<d", 1.5)
+            + b"s" + struct.pack("<I", 2) + "é".encode()
+            + b"b" + struct.pack("<I", 1) + b"\x00"
+            + b"t" + struct.pack("<I", 1) + b"i" + struct.pack("<q", 1)
+            # array: dtype, ndim, shape, layout 1 (byte-shuffled), nbytes, data
+            + b"a" + bytes([3]) + b"<u2" + bytes([2]) + struct.pack("<QQ", 2, 2)
+            + bytes([1]) + struct.pack("<Q", 8) + bytes([1, 2, 3, 4, 0, 0, 0, 0])
+            + b"x" + bytes([3]) + b"<f4" + struct.pack("<I", 4) + struct.pack("<f", 2.0))
+    assert codec.encode(value) == want
+    plain = codec.encode(arr, shuffle=False)
+    assert plain.endswith(bytes([0]) + struct.pack("<Q", 8) + arr.tobytes())

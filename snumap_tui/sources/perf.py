@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,7 @@ class PerfSource:
         self._opened = False
         self._errors: dict[str, list[pe.PerfOpenError]] = {}
         self._online: str | None = None
+        self._resynced = -1e18          # monotonic time of the last look at the online PUs
         self.events: list[str] = []
 
     # ---- opening ----
@@ -192,6 +194,7 @@ class PerfSource:
         cpus = online_cpus(self.root, self._reader)
         raise_fd_limit(len(cpus) * (len(self.hw_events) + len(self.sw_events)))
         self._online = read_optional(self._reader, self.root / "sys/devices/system/cpu/online")
+        self._resynced = time.monotonic()
         hw_ok = True
         for cpu in cpus:
             groups = []
@@ -211,8 +214,15 @@ class PerfSource:
         seen = {ev for gs in self._groups.values() for g in gs for ev in g.events}
         self.events = [ev for ev in (*self.hw_events, *self.sw_events) if ev in seen]
 
+    RESYNC_S = 1.0      # how often the online PUs are read (a sysfs read per ms at 1 ms)
+
     def _resync(self) -> None:
-        """CPU hotplug: reopen everything when the set of online PUs changed."""
+        """CPU hotplug: reopen everything when the set of online PUs changed (looked at
+        every RESYNC_S: a PU that went meanwhile fails its group's read, which is skipped)."""
+        now = time.monotonic()
+        if now - self._resynced < self.RESYNC_S:
+            return
+        self._resynced = now
         text = read_optional(self._reader, self.root / "sys/devices/system/cpu/online")
         if text != self._online:
             self.close()
