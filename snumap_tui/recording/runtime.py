@@ -224,8 +224,11 @@ class Drainer:
         if host is not None:
             fds = tracer.wait_fds() if hasattr(tracer, "wait_fds") else []
             if fds and host._wake is not None:
-                host._wake.add(fds)
-                self._wake_fds = fds
+                try:
+                    host._wake.add(fds)
+                    self._wake_fds = fds
+                except OSError:             # drained every DRAIN_S instead, as before
+                    host._wake.remove(fds)
             with host._guests_lock:
                 host._guests = [*host._guests, self]
             if host._wake is not None:
