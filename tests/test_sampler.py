@@ -500,3 +500,31 @@ def test_record_samples_down_to_1_ms_and_reads_the_slow_sources_every_10_ms(
     assert sum("numa" in r for r in got) == 3            # at 0, 10 and 20 ms
     assert all("procstat" in r for r in got)
     s.close()
+
+
+def test_a_recording_of_a_command_reads_the_io_devices_once_a_second() -> None:
+    """record's sampler (recording/session.make_sampler) on this machine: with a command the
+    I/O devices' counters (the node's, not the traced tree's) are read once a second at the
+    default 100 ms, and at 1 ms with the other slow sources every 10 ms; --system-wide keeps
+    them at the interval. What is read at every sample (the per-PU CPU times) stays."""
+    from snumap_tui.recording.session import IO_SOURCES, make_sampler
+    from snumap_tui.topology.build import load_topology
+
+    topo = load_topology()
+    for interval, whole, want_io, want_cpu in ((0.1, False, 3, 21), (0.1, True, 21, 21),
+                                              (0.001, False, 1, 21)):
+        s, _ = make_sampler(topo, Path("/"), interval, whole)
+        io = [x.name for x in s._active if x.name in IO_SOURCES]
+        if not io or "procstat" not in {x.name for x in s._active}:
+            s.close()
+            pytest.skip("no I/O device or /proc/stat source here")
+        clock = FakeClock()
+        s._clock = clock
+        got = []
+        for _ in range(21):
+            got.append(s.sweep().readings)
+            clock.tick(interval if interval >= 0.01 else 0.01)
+        s.close()
+        for name in io:
+            assert sum(name in r for r in got) == want_io, (interval, whole, name)
+        assert sum("procstat" in r for r in got) == want_cpu, (interval, whole)

@@ -141,8 +141,13 @@ class Sampler:
         record at a 1 ms interval keeps the per-PU counters, CPU times and energy at every
         sample, and memory per node, the process list and the I/O devices every 10 ms (they
         were more than half of a sweep). A sweep between two of their reads has none of
-        their readings, as if they were missing, which every consumer already handles."""
-        self._slow = {n: float(every_s) for n in names} if every_s > 0 else {}
+        their readings, as if they were missing, which every consumer already handles.
+        Calls add up (each NAMES at its own EVERY_S; 0 reads them at every sweep again)."""
+        for n in names:
+            if every_s > 0:
+                self._slow[n] = float(every_s)
+            else:
+                self._slow.pop(n, None)
         self._slow_at = {}
 
     # ---- one sweep -------------------------------------------------------------------------

@@ -89,6 +89,13 @@ SLOW_EVERY_S = 0.01
 # every millisecond found the same figures nine times out of ten, at 40 us a read and as much
 # to store (the exact per-PU busy time is in the switch events anyway).
 SLOW_SOURCES = ("numa", "tasks", "net", "ib", "disk", "gpu", "procstat")
+# A recording of a command (or --pid, --job) reads the I/O devices' counters once a second
+# whatever the interval: they are the node's, not the traced tree's, and beside a program on
+# every PU their sysfs and /proc reads were a third of a sample (0.5 of 1.6 ms: each file
+# costs several times more with the program's caches around it). --system-wide keeps them
+# at the interval.
+IO_SOURCES = ("net", "ib", "disk")
+IO_EVERY_S = 1.0
 
 
 def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: bool = True
@@ -105,7 +112,8 @@ def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: boo
     process: the threads' run time is in the switch events): the others' load on each PU is
     in the per-PU CPU times (/proc/stat, one file) and, exactly, in the switch program's
     "other (not traced)" intervals; reading thousands of /proc directories a second on a
-    full node would take a PU's time from the program for nothing it shows."""
+    full node would take a PU's time from the program for nothing it shows. The I/O devices
+    likewise: every ``IO_EVERY_S`` unless the whole system is recorded."""
     from snumap_tui.model.sampler import Sampler
 
     s = Sampler(topology, root, interval_s, tasks=True)
@@ -114,8 +122,12 @@ def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: boo
         for src in s.sources:
             if hasattr(src, "per_thread"):
                 src.per_thread = False
+    io_slow = not whole_system and interval_s < IO_EVERY_S
+    if io_slow:
+        s.set_slow_sources(IO_EVERY_S, IO_SOURCES)
     if interval_s < SLOW_EVERY_S:
-        s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
+        s.set_slow_sources(SLOW_EVERY_S, [n for n in SLOW_SOURCES
+                                          if not (io_slow and n in IO_SOURCES)])
     return s, [st.to_dict() for st in s.statuses().values()]
 
 def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
