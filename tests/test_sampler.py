@@ -523,7 +523,7 @@ def test_a_recording_of_a_command_reads_the_io_devices_once_a_second() -> None:
         got = []
         for _ in range(21):
             got.append(s.sweep().readings)
-            clock.tick(interval if interval >= 0.01 else 0.01)
+            clock.tick(max(interval, 0.01))
         s.close()
         for name in io:
             assert sum(name in r for r in got) == want_io, (interval, whole, name)
