@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpus", type=int, default=16)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--per-drain", type=int, default=30_000)
+    ap.add_argument("--no-write", action="store_true", help="print only (a check run)")
     args = ap.parse_args(argv)
     parts = []
     storm: list[str] = []
@@ -272,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
             print(parts[-1], flush=True)
         parts.append(decoder_part(args, work, None if args.skip_storm else storm))
         print(parts[-1], flush=True)
-    write_section("observer_storm", "Observer (c): switch storm and the drain's decoder",
-                  "\n".join(parts))
+    if not args.no_write:
+        write_section("observer_storm", "Observer (c): switch storm and the drain's decoder",
+                      "\n".join(parts))
     return 0
 
 
