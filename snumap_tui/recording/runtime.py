@@ -221,8 +221,8 @@ class Drainer:
         self._guests_lock = threading.Lock()    # held while the guests are drained
         self._host = host
         self._wake_fds: list[int] | None = None     # a guest's descriptors in its host's epoll
+        fds = tracer.wait_fds() if hasattr(tracer, "wait_fds") else []
         if host is not None:
-            fds = tracer.wait_fds() if hasattr(tracer, "wait_fds") else []
             if fds and host._wake is not None:
                 try:
                     host._wake.add(fds)
@@ -234,7 +234,6 @@ class Drainer:
             if host._wake is not None:
                 host._wake.interrupt()      # its sleep is sized for the guests it has now
         elif type(tracer).drain is not _base_drain():
-            fds = tracer.wait_fds() if hasattr(tracer, "wait_fds") else []
             if fds:
                 self._wake = KernelWake(fds)
             self._thread = threading.Thread(target=self._run, name="snumap-drain", daemon=True)
@@ -405,19 +404,19 @@ class KernelWake:
     def __init__(self, fds: list[int]) -> None:
         import select
 
-        self.fds = list(fds)
+        self.fds: list[int] = []
         self._ep = select.epoll()
         self._r, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             self._ep.register(self._r, select.EPOLLIN)
-            for fd in self.fds:
-                self._ep.register(fd, select.EPOLLIN | select.EPOLLET)
+            self.add(fds)
         except OSError:
             self.close()
             raise
 
     def add(self, fds: list[int]) -> None:
-        """Wake on FDS too (a guest's rings; from any thread: epoll_ctl is)."""
+        """Wake on FDS too (edge-triggered; a guest's rings are added from another thread
+        than the one that waits: epoll_ctl may be)."""
         import select
 
         for fd in fds:

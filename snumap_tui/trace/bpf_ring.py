@@ -32,6 +32,9 @@ from snumap_tui.trace.rows import concat_rows
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HDR_SIZE = 8
+# The BPF programs (sched.bpf.c, regions.bpf.c) wake a ring's reader with the record that
+# crosses every 1/WAKE_FRACTION of the ring (their ``snumap_wake_bytes``), not for each one.
+WAKE_FRACTION = 8
 
 
 def record_stride(payload_size: int) -> int:

@@ -34,7 +34,7 @@ from snumap_tui.sources.privileges import has_caps
 from snumap_tui.trace import events as ev
 from snumap_tui.trace.bpf_common import BpfTracer, ring_bytes_per_cpu
 from snumap_tui.trace.bpf_layout import bpf_dir, load_layout
-from snumap_tui.trace.bpf_ring import BpfRingSet
+from snumap_tui.trace.bpf_ring import WAKE_FRACTION, BpfRingSet
 from snumap_tui.trace.counters import (
     MAX_COUNTERS,
     CpuCounters,
@@ -46,7 +46,6 @@ from snumap_tui.trace.counters import (
 from snumap_tui.trace.tasks import seed_tree
 
 OBJECT = "sched.bpf.o"
-WAKE_FRACTION = 8       # a ring this much full wakes the drain thread (sched.bpf.c)
 NAME = "trace:libbpf"
 # sched_switch's TP_PROTO gained prev_state in 5.18; sched.bpf.c has a program for each.
 SWITCH_PROGRAMS = ("sched_switch", "sched_switch_pre518")

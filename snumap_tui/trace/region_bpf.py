@@ -51,7 +51,6 @@ BPF_F_UPROBE_MULTI_RETURN = 1
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 RING_BYTES = 1 << 22
 SUM_RING_BYTES = 1 << 18        # bpf/regions.bpf.c `sums`: ~4,600 summaries
-WAKE_EVERY = 8                  # a ring wakes its reader every this much of it written
 AGG_CALLS = 4096                # a summary every this many calls of a thread...
 AGG_NS = 100_000_000            # ... or this long after the first of them
 AGG_EXACT = 64                  # calls of a thread written exactly in each AGG_NS window
@@ -138,7 +137,7 @@ class BpfUprobes:
         direction and group (``add_process``), so no other process on the node takes their
         trap; past MAX_SCOPED processes they go on the files (``widen``)."""
         from snumap_tui.native import libbpf
-        from snumap_tui.trace.bpf_ring import BpfRingReader
+        from snumap_tui.trace.bpf_ring import WAKE_FRACTION, BpfRingReader
 
         self.obj: Any = libbpf.BpfObject.open(object_path())
         self.links: list[int] = []
@@ -170,9 +169,10 @@ class BpfUprobes:
             self.obj.set_global("snumap_agg_exact", struct.pack("<I", AGG_EXACT))
             self.obj.set_global("snumap_burst_ns", struct.pack("<Q", BURST_NS))
             # The record crossing every eighth of a ring wakes the drain's epoll (wait_fds)
-            self.obj.set_global("snumap_wake_bytes", struct.pack("<Q", RING_BYTES // WAKE_EVERY))
+            self.obj.set_global("snumap_wake_bytes",
+                                struct.pack("<Q", RING_BYTES // WAKE_FRACTION))
             self.obj.set_global("snumap_sum_wake_bytes",
-                                struct.pack("<Q", SUM_RING_BYTES // WAKE_EVERY))
+                                struct.pack("<Q", SUM_RING_BYTES // WAKE_FRACTION))
             self.obj.map("hits").set_max_entries(RING_BYTES)
             self.obj.map("sums").set_max_entries(SUM_RING_BYTES)
             self.obj.load()
