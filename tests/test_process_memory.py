@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -258,3 +259,40 @@ def test_system_wide_with_a_command_watches_the_commands_tree_only() -> None:
     w2 = TreeWatch(Sink(), [10], Sink())
     w2.update(EventBatch(tasks=[TaskInfo(13, 13, "kid")]))
     assert w2.pids == {10, 13}
+
+
+def test_below_10_ms_the_memory_is_read_every_10_ms_and_at_the_last_sample(
+        tmp_path: Path) -> None:
+    """record at 1 ms reads the traced processes' memory as its slow sources, every 10 ms
+    (recording/memory.MemoryRecorder's EVERY_S), and once more at the last sample, whose
+    read the kernel's peaks come from."""
+    from snumap_tui.recording.memory import MemoryRecorder
+
+    class Source:
+        def __init__(self) -> None:
+            self.pids = {1}
+            self.errors: dict[int, str] = {}
+
+        def read(self) -> list[tuple[int, int, int, bool]]:
+            return [(1, -1, 4096, True)]
+
+    class Writer:
+        def __init__(self) -> None:
+            self.times: list[int] = []
+
+        def add_process_memory(self, rows: Any) -> None:
+            self.times.append(int(rows["t_ns"][0]))
+
+    rec = MemoryRecorder(tmp_path, print, every_s=0.01)
+    rec.source = Source()           # type: ignore[assignment]
+    w = Writer()
+    ms = 1_000_000
+    for t in range(25):
+        rec.sample(w, t * ms)
+    rec.sample(w, 25 * ms, last=True)
+    assert w.times == [0, 10 * ms, 20 * ms, 25 * ms]
+    every = MemoryRecorder(tmp_path, print)       # at the default interval: every sample
+    every.source = Source()         # type: ignore[assignment]
+    for t in range(3):
+        every.sample(w, (100 + t) * ms)
+    assert w.times[-3:] == [100 * ms, 101 * ms, 102 * ms]

@@ -122,12 +122,10 @@ def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: boo
         for src in s.sources:
             if hasattr(src, "per_thread"):
                 src.per_thread = False
-    io_slow = not whole_system and interval_s < IO_EVERY_S
-    if io_slow:
-        s.set_slow_sources(IO_EVERY_S, IO_SOURCES)
     if interval_s < SLOW_EVERY_S:
-        s.set_slow_sources(SLOW_EVERY_S, [n for n in SLOW_SOURCES
-                                          if not (io_slow and n in IO_SOURCES)])
+        s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
+    if not whole_system and interval_s < IO_EVERY_S:     # after: the I/O devices' cadence wins
+        s.set_slow_sources(IO_EVERY_S, IO_SOURCES)
     return s, [st.to_dict() for st in s.statuses().values()]
 
 def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
@@ -267,7 +265,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     cost.step("region probes")
     cost.bpf_objects = lambda: _bpf_objects(tracer, regions)
     sources = sources + backend_statuses()
-    memory = MemoryRecorder(root, say)
+    # process memory below 10 ms as the slow sources: every SLOW_EVERY_S
+    memory = MemoryRecorder(root, say, SLOW_EVERY_S if interval < SLOW_EVERY_S else 0.0)
     watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory,
                       whole_system=bool(args.system_wide))
     keep = None if getattr(args, "keep_cmdlines", False) else \
@@ -316,17 +315,12 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         watch.update(batch)
         regions.follow(batch)
 
-    memory_every_ns = int(SLOW_EVERY_S * 1e9) if interval < SLOW_EVERY_S else 0
-    memory_at = [-(1 << 62)]
-
     def sample_now(last: bool = False) -> int:
-        """One sample written (its process memory rows too, at most every SLOW_EVERY_S, as
-        the slow sources: a tenth of a 1 ms recorder's CPU); its time."""
+        """One sample written (its process memory rows too, at their own cadence); its
+        time."""
         sample = sampler.sweep()
         writer.add_sample(_kept(sample, keep))
-        if last or sample.t_ns - memory_at[0] >= memory_every_ns:
-            memory_at[0] = sample.t_ns
-            memory.sample(writer, sample.t_ns)
+        memory.sample(writer, sample.t_ns, last)
         return int(sample.t_ns)
 
     # The first sample (the full /proc sweep of a recording of a command), then one pass of
