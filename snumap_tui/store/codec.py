@@ -99,15 +99,12 @@ def encode(value: Any, shuffle: bool = True) -> bytes:
 
 def _enc(v: Any, out: list[bytes], shuffle: bool) -> None:
     t = type(v)
-    # the commonest types first, by exact type (a sample is dicts of ints, strs and arrays)
+    # the commonest types first, by exact type (a sample is dicts of ints, strs and arrays);
+    # their subclasses take the general chain below (numpy's float64 and str_ are scalars)
     if t is dict:
-        out.append(T_DICT + _U32.pack(len(v)))
-        for k, item in v.items():
-            _enc(k, out, shuffle)
-            _enc(item, out, shuffle)
+        _enc_dict(v, out, shuffle)
     elif t is str:
-        b = v.encode("utf-8", "surrogatepass")
-        out.append(T_STR + _U32.pack(len(b)) + b)
+        _enc_str(v, out)
     elif t is int and _INT_MIN <= v <= _INT_MAX:
         out.append(T_INT + _I64.pack(v))
     elif t is np.ndarray:
@@ -134,8 +131,7 @@ def _enc(v: Any, out: list[bytes], shuffle: bool) -> None:
     elif isinstance(v, float):
         out.append(T_FLOAT + _F64.pack(v))
     elif isinstance(v, str):
-        b = v.encode("utf-8", "surrogatepass")
-        out.append(T_STR + _U32.pack(len(b)) + b)
+        _enc_str(v, out)
     elif isinstance(v, (bytes, bytearray, memoryview)):
         b = bytes(v)
         out.append(T_BYTES + _U32.pack(len(b)) + b)
@@ -144,12 +140,21 @@ def _enc(v: Any, out: list[bytes], shuffle: bool) -> None:
         for item in v:
             _enc(item, out, shuffle)
     elif isinstance(v, dict):
-        out.append(T_DICT + _U32.pack(len(v)))
-        for k, item in v.items():
-            _enc(k, out, shuffle)
-            _enc(item, out, shuffle)
+        _enc_dict(v, out, shuffle)
     else:
         raise TypeError(f"cannot store a value of type {type(v).__name__}")
+
+
+def _enc_dict(v: dict[Any, Any], out: list[bytes], shuffle: bool) -> None:
+    out.append(T_DICT + _U32.pack(len(v)))
+    for k, item in v.items():
+        _enc(k, out, shuffle)
+        _enc(item, out, shuffle)
+
+
+def _enc_str(v: str, out: list[bytes]) -> None:
+    b = v.encode("utf-8", "surrogatepass")
+    out.append(T_STR + _U32.pack(len(b)) + b)
 
 
 def _enc_array(v: np.ndarray, out: list[bytes], shuffle: bool) -> None:
