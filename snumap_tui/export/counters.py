@@ -1,9 +1,9 @@
 """The recorded metrics as counter tracks, one frame at a time (Perfetto, Chrome, Parquet).
 
-Every pair of consecutive samples goes through the model's ``derive(prev, cur)``, the function
-the live view and the replay use, so an exported counter is the number `snumap top` showed at
-that moment. Frames are produced one by one: a recording of any length needs the memory of two
-samples and one frame.
+Every sample goes through the model's ``derive(prev, cur)``, the function the live view and
+the replay use, against each source's previous read (model/pairing.py), so an exported counter
+is the number `snumap top` showed at that moment. Frames are produced one by one: a recording
+of any length needs the memory of a sample per source and one frame.
 
 ``COUNTER_TRACKS`` are the series a timeline shows by default: utilisation per PU, IPC per PU
 (only where the PMU was recorded: NaN frames are left out, so a machine without counters gets
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from snumap_tui.model.derive import derive
 from snumap_tui.model.frame import Frame
+from snumap_tui.model.pairing import paired_frames
 from snumap_tui.topology.model import Topology
 
 
@@ -58,13 +58,9 @@ class Track:
 
 
 def frames(rec: Any) -> Iterator[Frame]:
-    """derive() over each pair of consecutive samples, lazily."""
-    topo = rec.topology
-    prev = None
-    for cur in rec.samples():
-        if prev is not None:
-            yield derive(prev, cur, topo)
-        prev = cur
+    """derive() at each sample, each source against its own previous read (a recording
+    reads some less often than the interval: model/pairing.py), lazily."""
+    yield from paired_frames(rec.samples(), rec.topology)
 
 
 def tracks(topology: Topology, specs: tuple[CounterSpec, ...] = COUNTER_TRACKS) -> list[Track]:

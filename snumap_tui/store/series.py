@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snumap_tui.extras import pip_install
-from snumap_tui.model.derive import derive
+from snumap_tui.model.pairing import frame_in, paired_frames
 
 if TYPE_CHECKING:
+    from snumap_tui.model.frame import Frame
     from snumap_tui.store.reader import Recording
     from snumap_tui.topology.model import Topology
 
@@ -76,29 +77,28 @@ class MetricSeries:
 
 
 def metric_series(rec: Recording, metrics: Iterable[str] | None = None) -> MetricSeries:
-    """Derive every frame of a recording (or only the named metrics)."""
+    """Derive every frame of a recording (or only the named metrics), each source over the
+    interval since its own previous read."""
     topo = rec.topology
     wanted = set(metrics) if metrics is not None else None
     times: list[int] = []
     walls: list[int] = []
     dts: list[float] = []
     cols: dict[str, list[np.ndarray]] = {}
-    prev = None
-    for cur in rec.samples():
-        if prev is not None:
-            frame = derive(prev, cur, topo)
-            times.append(frame.t_ns)
-            walls.append(frame.wall_ns)
-            dts.append(frame.dt_s)
-            n = len(times) - 1
-            for name, arr in frame.values.items():
-                if wanted is not None and name not in wanted:
-                    continue
-                col = cols.setdefault(name, [])
-                # A metric that first appears later is NaN in the frames before it.
-                col.extend(np.full(len(topo), np.nan) for _ in range(n - len(col)))
-                col.append(np.asarray(arr, dtype=np.float64))
-        prev = cur
+    # each source against its own previous read: a recording reads some less often than
+    # the interval (model/pairing.py)
+    for frame in paired_frames(rec.samples(), topo):
+        times.append(frame.t_ns)
+        walls.append(frame.wall_ns)
+        dts.append(frame.dt_s)
+        n = len(times) - 1
+        for name, arr in frame.values.items():
+            if wanted is not None and name not in wanted:
+                continue
+            col = cols.setdefault(name, [])
+            # A metric that first appears later is NaN in the frames before it.
+            col.extend(np.full(len(topo), np.nan) for _ in range(n - len(col)))
+            col.append(np.asarray(arr, dtype=np.float64))
     n = len(times)
     values = {}
     for name, col in cols.items():
@@ -107,3 +107,24 @@ def metric_series(rec: Recording, metrics: Iterable[str] | None = None) -> Metri
     return MetricSeries(topology=topo, t_ns=np.array(times, dtype=np.uint64),
                         wall_ns=np.array(walls, dtype=np.uint64),
                         dt_s=np.array(dts, dtype=np.float64), values=values)
+
+
+LOOKBACK_SAMPLES = 1 << 14      # how far back frame_before looks for a source's last read
+
+
+def frame_before(rec: Recording, times: np.ndarray, i: int, topology: Topology
+                 ) -> Frame | None:
+    """The Frame at sample ``i`` (``times`` is ``rec.sample_times``), each of its sources
+    against its own previous read: the sample before it, or as far back as that source's
+    last read (model/pairing.py) -- a window of 2, then 16, 256 ... samples is decoded until
+    every source is found or LOOKBACK_SAMPLES were looked at."""
+    if not 1 <= i < len(times):
+        return None
+    span = 1
+    while True:
+        lo = max(0, i - span)
+        window = list(rec.samples(int(times[lo]), int(times[i]) + 1))
+        frame, missing = frame_in(window, topology)
+        if not missing or lo == 0 or span >= LOOKBACK_SAMPLES:
+            return frame
+        span *= 16

@@ -327,7 +327,8 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
                                               self.metric_view())
 
     def frame_at(self, t: int) -> Frame | None:
-        """The Frame of the two recorded samples around ``t`` (None without samples)."""
+        """The Frame at the recorded sample after ``t``, each of its sources against its own
+        previous read (None without samples)."""
         rec = self.data.recording
         if rec is None or not hasattr(rec, "sample_times"):
             return None
@@ -336,13 +337,10 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
             return None
         import numpy as np
 
-        from snumap_tui.model.derive import derive
+        from snumap_tui.store.series import frame_before
 
         i = int(np.clip(np.searchsorted(times, t, "right"), 1, len(times) - 1))
-        pair = list(rec.samples(int(times[i - 1]), int(times[i]) + 1))
-        if len(pair) < 2:
-            return None
-        return derive(pair[0], pair[-1], self.data.topology)
+        return frame_before(rec, times, i, self.data.topology)
 
     # ---- cursor and view -----------------------------------------------------------------------
     def span_cols(self) -> int:
