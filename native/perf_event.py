@@ -232,8 +232,10 @@ def make_attr(type_: int, config: int, *, read_format: int = 0, disabled: bool =
               inherit: bool = False, exclude_user: bool = False,
               exclude_kernel: bool = False, exclude_hv: bool = False,
               sample_period: int = 0, sample_type: int = 0, wakeup_events: int = 0,
-              config1: int = 0, config2: int = 0) -> PerfEventAttr:
-    """An attr for counting (or sampling, with ``sample_period``) one event."""
+              config1: int = 0, config2: int = 0, clockid: int | None = None
+              ) -> PerfEventAttr:
+    """An attr for counting (or sampling, with ``sample_period``) one event; ``clockid``: the
+    clock of its samples' times (a group's members must all have the leader's)."""
     attr = PerfEventAttr()
     attr.type = type_
     # VER5 is what every kernel from 4.1 understands; the later fields are not used here.
@@ -250,6 +252,9 @@ def make_attr(type_: int, config: int, *, read_format: int = 0, disabled: bool =
     attr.wakeup_events = wakeup_events
     attr.config1 = config1
     attr.config2 = config2
+    if clockid is not None:
+        attr.use_clockid = 1
+        attr.clockid = clockid
     return attr
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
 from snumap_tui.recording import counters as record_counters
+from snumap_tui.recording import fine as record_fine
 from snumap_tui.recording import priority as record_priority
 from snumap_tui.recording import regions as record_regions
 from snumap_tui.recording.memory import MemoryRecorder
@@ -212,6 +213,17 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         and getattr(args, "job_watch", None) is None)
     sampler, sources = make_sampler(topology, root, interval, whole_system)
     cleanup.push("closing the metric sources", sampler.close)
+    # Below 10 ms the kernel samples the per-PU counters and the loop sweeps every 10 ms,
+    # every source at each sweep (recording/fine.py); where it cannot, the loop reads them
+    # itself at every sample.
+    fine = record_fine.start(sampler, interval)
+    step = interval
+    if fine is not None:
+        cleanup.push("unmapping the counters' rings", fine.close)
+        step = record_fine.SWEEP_S
+        sampler.set_slow_sources(0, SLOW_SOURCES)
+        if not whole_system:
+            sampler.set_slow_sources(IO_EVERY_S, IO_SOURCES)
     cost.step("sources")
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
@@ -266,7 +278,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     cost.bpf_objects = lambda: _bpf_objects(tracer, regions)
     sources = sources + backend_statuses()
     # process memory below 10 ms as the slow sources: every SLOW_EVERY_S
-    memory = MemoryRecorder(root, say, SLOW_EVERY_S if interval < SLOW_EVERY_S else 0.0)
+    memory = MemoryRecorder(root, say, SLOW_EVERY_S if step < SLOW_EVERY_S else 0.0)
     watch = TreeWatch(sampler, [child.pid] if child is not None else (pids or []), memory,
                       whole_system=bool(args.system_wide))
     keep = None if getattr(args, "keep_cmdlines", False) else \
@@ -290,6 +302,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     header["recorder_nice"] = priority.nice       # taken while the event buffers fill
     if counters is not None:
         header["counters"] = counters
+    if fine is not None:
+        header["counter_sampling"] = fine.header()
     writer = Writer(started.path, header, fd=started.writer_fd())   # OutputFile's file
     writer.counter_events = [e["name"] for e in (counters or {}).get("events", [])]
     cleanup.push(f"closing {out}", writer.close)
@@ -319,6 +333,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         """One sample written (its process memory rows too, at their own cadence); its
         time."""
         sample = sampler.sweep()
+        if fine is not None:        # the kernel's samples since the last sweep, first
+            fine.write_before(writer, sample)
         writer.add_sample(_kept(sample, keep))
         memory.sample(writer, sample.t_ns, last)
         return int(sample.t_ns)
@@ -345,7 +361,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         for p in attached.procs:
             writer.add_marker(time.monotonic_ns(), f"attached: pid {p['pid']} ({p['comm']})")
     started.start(writer)
-    next_sample = t_start + interval
+    next_sample = t_start + step
     clock = time.thread_time_ns
     threads_at = time.monotonic()
     if status_line is not None:
@@ -361,9 +377,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
             c0 = clock()
             sample_now()
             cost.part("sampling", clock() - c0)
-            next_sample += interval
+            next_sample += step
             if next_sample < now:
-                next_sample = now + interval
+                next_sample = now + step
             if now - threads_at >= 1.0:     # the thread count, once a second
                 threads_at = now
                 cost.tick()
@@ -411,6 +427,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     # the tree watch and the region probes' follow, not the writer alone
     events(_until(tracer.stop(), t_stop_ns))
     record_counters.finish(writer, tracer, t_stop_ns, say)
+    if fine is not None and fine.sampled.lost:
+        say(f"the kernel could not write {fine.sampled.lost} of the counters' samples "
+            "(their rings were full)")
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid

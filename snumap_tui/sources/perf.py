@@ -42,6 +42,9 @@ SW_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
 THREAD_SW_EVENTS = ("task-clock", *SW_EVENTS)
 # Core PMU names in sysfs: x86 ("cpu"; "cpu_core"/"cpu_atom" on hybrid), Arm, s390, RISC-V.
 CORE_PMU_PREFIXES = ("cpu", "armv8_", "armv7_", "arm_cortex", "cpum_cf", "riscv_pmu")
+# A PU's groups time their samples on CLOCK_MONOTONIC, the clock of every other reading: a
+# member that samples the group (sources/perf_sampling.py) must have its leader's clock.
+SAMPLE_CLOCK = time.CLOCK_MONOTONIC
 NOT_THIS_MACHINE = "not this machine (--fsroot): perf counts only the running machine"
 
 
@@ -93,9 +96,15 @@ class Group:
     """One perf group (leader first); members that could not be opened are left out."""
 
     def __init__(self, events: Sequence[str], pid: int, cpu: int,
-                 root: Path = Path("/")) -> None:
+                 root: Path = Path("/"), sample_ns: int = 0) -> None:
         self.events: list[str] = []
         self.fds: list[int] = []
+        # With SAMPLE_NS (a PU's group): one more member, a cpu-clock that has the kernel
+        # write the whole group's counts into its ring every SAMPLE_NS (sources/
+        # perf_sampling.py). It is opened with the group, which starts only once it is
+        # complete: a clock added to a group already counting never ticked (Linux 6.18).
+        self.sampler = -1
+        sample_ns = sample_ns if pid == -1 else 0
         self.errors: dict[str, pe.PerfOpenError] = {}
         specs: list[tuple[str, perf_spec.EventSpec]] = []
         for ev in events:
@@ -112,7 +121,9 @@ class Group:
             attr = pe.make_attr(spec.type, spec.config, read_format=pe.GROUP_READ_FORMAT,
                                 config1=spec.config1, config2=spec.config2,
                                 exclude_user=spec.exclude_user,
-                                exclude_kernel=spec.exclude_kernel, exclude_hv=spec.exclude_hv)
+                                exclude_kernel=spec.exclude_kernel, exclude_hv=spec.exclude_hv,
+                                clockid=SAMPLE_CLOCK if pid == -1 else None,
+                                disabled=bool(sample_ns) and not self.fds)
             leader = self.fds[0] if self.fds else -1
             try:
                 fd = pe.perf_event_open(attr, pid, cpu, leader, event=ev)
@@ -124,11 +135,36 @@ class Group:
                 continue
             self.fds.append(fd)
             self.events.append(ev)
+        if sample_ns and self.fds:
+            self._add_sampler(cpu, sample_ns)
+
+    def _add_sampler(self, cpu: int, sample_ns: int) -> None:
+        attr = pe.make_attr(pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_CPU_CLOCK,
+                            read_format=pe.GROUP_READ_FORMAT, sample_period=sample_ns,
+                            sample_type=pe.PERF_SAMPLE_TIME | pe.PERF_SAMPLE_READ,
+                            clockid=SAMPLE_CLOCK)
+        try:
+            self.sampler = pe.perf_event_open(attr, -1, cpu, self.fds[0], event="cpu-clock")
+        except pe.PerfOpenError:
+            self.sampler = -1       # counted as without it: read at every sample instead
+        try:
+            pe.enable(self.fds[0])
+        except OSError:
+            self.close()
+
+    @property
+    def members(self) -> int:
+        """The group's members as the kernel reads them (the sampling clock last)."""
+        return len(self.fds) + (self.sampler >= 0)
 
     def read(self) -> tuple[list[int], int | None, int | None]:
-        return pe.read_counter(self.fds[0], pe.GROUP_READ_FORMAT, len(self.fds))
+        vals, te, tr = pe.read_counter(self.fds[0], pe.GROUP_READ_FORMAT, self.members)
+        return vals[:len(self.fds)], te, tr
 
     def close(self) -> None:
+        if self.sampler >= 0:
+            os.close(self.sampler)
+            self.sampler = -1
         for fd in reversed(self.fds):
             os.close(fd)
         self.fds = []
@@ -185,6 +221,7 @@ class PerfSource:
         self._online: str | None = None
         self._resynced = -1e18          # monotonic time of the last look at the online PUs
         self.events: list[str] = []
+        self.sample_ns = 0              # sample_every()
 
     # ---- opening ----
     def _open(self) -> None:
@@ -203,7 +240,7 @@ class PerfSource:
             for events in ((self.hw_events if hw_ok else ()), self.sw_events):
                 if not events:
                     continue
-                g = Group(events, -1, cpu, self.root)
+                g = Group(events, -1, cpu, self.root, self.sample_ns)
                 for ev, exc in g.errors.items():
                     self._errors.setdefault(ev, []).append(exc)
                 if g.fds:
@@ -213,6 +250,22 @@ class PerfSource:
             self._groups[cpu] = groups
         seen = {ev for gs in self._groups.values() for g in gs for ev in g.events}
         self.events = [ev for ev in (*self.hw_events, *self.sw_events) if ev in seen]
+
+    def sample_every(self, ns: int) -> list[tuple[int, Group]]:
+        """Have the kernel read each PU's groups every NS into a ring (0: no longer), the
+        groups opened again for it; the (PU, group) pairs that do."""
+        if ns != self.sample_ns:
+            self.sample_ns = int(ns)
+            if self._opened:
+                self.close()
+        self._open()
+        return [(cpu, g) for cpu, gs in sorted(self._groups.items()) for g in gs
+                if g.sampler >= 0]
+
+    def layout(self) -> tuple[list[int], list[str]]:
+        """The PUs (rows) and events (columns) of read()'s matrices."""
+        self._open()
+        return sorted(self._groups), list(self.events)
 
     RESYNC_S = 1.0      # how often the online PUs are read (a sysfs read per ms at 1 ms)
 

@@ -1,0 +1,72 @@
+"""`snumap record` below 10 ms: the per-PU counters sampled by the kernel at the interval
+(sources/perf_sampling.py), the recorder's loop awake every ``SWEEP_S`` only.
+
+At each of the loop's sweeps (every source read, the perf groups among them), the samples the
+kernel took since the last sweep go into the file first, on the interval's grid, then the
+sweep's own: one sample stream in time order, each of the grid's samples holding the per-PU
+counters only, as the samples between two reads of the slower sources always did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from snumap_tui.model.sample import Sample
+
+if TYPE_CHECKING:
+    from snumap_tui.sources.perf_sampling import KernelSampled
+
+SWEEP_S = 0.1
+
+
+class FineCounters:
+    """The kernel-sampled counters of one recording, written before each sweep's sample."""
+
+    def __init__(self, sampled: KernelSampled) -> None:
+        self.sampled = sampled
+
+    def write_before(self, writer: Any, sweep: Sample) -> None:
+        """The grid's samples since the last sweep, given this sweep (not written here)."""
+        perf = sweep.readings.get("perf")
+        for t, reading in self.sampled.between(sweep.t_ns, perf or {}):
+            wall = sweep.wall_ns - (sweep.t_ns - t)
+            writer.add_sample(Sample(t_ns=t, wall_ns=wall, readings={"perf": reading}))
+
+    def header(self) -> dict[str, Any]:
+        """The recording header's ``counter_sampling`` (docs/format.md)."""
+        return {"by": "kernel", "period_ns": self.sampled.period,
+                "pus": len({r.cpu for r in self.sampled.rings}), "sweep_ns": int(SWEEP_S * 1e9)}
+
+    def summary(self) -> dict[str, int]:
+        return {"samples": self.sampled.samples, "lost": self.sampled.lost}
+
+    def close(self) -> None:
+        self.sampled.close()
+
+
+def start(sampler: Any, interval_s: float) -> FineCounters | None:
+    """Have the kernel sample the sampler's perf source every INTERVAL_S (below SWEEP_S);
+    None when it cannot (no perf source, or no group took a sampling clock): the loop then
+    reads the counters itself at every sample, as before."""
+    from snumap_tui.sources.perf import PerfSource
+    from snumap_tui.sources.perf_sampling import KernelSampled
+
+    if interval_s >= SWEEP_S:
+        return None
+    src = next((s for s in sampler.sources if isinstance(s, PerfSource)
+                and sampler.statuses().get(s.name) is not None
+                and sampler.statuses()[s.name].available), None)
+    if src is None:
+        return None
+    period = round(interval_s * 1e9)
+    groups = src.sample_every(period)
+    if not groups:
+        src.sample_every(0)
+        return None
+    cpus, events = src.layout()
+    sampled = KernelSampled(groups, cpus, events, period)
+    if not sampled:
+        sampled.close()
+        src.sample_every(0)
+        return None
+    return FineCounters(sampled)
