@@ -95,3 +95,27 @@ def test_series_export_and_replay_see_the_slow_source(tmp_path: Path) -> None:
         assert f is not None and f.get("util_pct", pu0) is None
         assert f.get("ctxsw_per_s", pu0) == pytest.approx(1000.0)
         assert frame_before(rec, times, 0, topo) is None
+
+
+def test_the_replay_cursor_between_two_reads_of_a_slow_source(tmp_path: Path) -> None:
+    """At a sample that did not read /proc/stat, the replay shows the utilisation over the
+    interval between the reads around it (frame_around), the counters over their own 1 ms."""
+    from snumap_tui.store.series import frame_around
+
+    topo = synthetic_topology(packages=1, numa_per_package=1, cores_per_numa=2, pus_per_core=1)
+    pu0, pu1 = (topo.get("PU", p).id for p in topo.pu_os_indexes)
+    path = write_recording(tmp_path / "cursor.rec", topo, empty_events(),
+                           samples=_recording(topo, n=301, every=100))
+    with store.open(path) as rec:
+        times = rec.sample_times
+        for i in (101, 150, 199, 200, 250):
+            f = frame_around(rec, times, i, topo)
+            assert f is not None
+            assert f.dt_s == pytest.approx(0.001)
+            assert f.get("ctxsw_per_s", pu1) == pytest.approx(2000.0)
+            assert f.get("util_pct", pu0) == pytest.approx(100.0), i
+            assert f.get("util_pct", pu1) == pytest.approx(0.0)
+        # after the last read of /proc/stat there is no interval around the cursor
+        f = frame_around(rec, times, len(times) - 1, topo)
+        assert f is not None and f.get("util_pct", pu0) == pytest.approx(100.0)
+        assert frame_around(rec, times, 0, topo) is None

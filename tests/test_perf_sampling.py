@@ -106,6 +106,9 @@ def test_kernel_sampled_switches_equal_the_switch_events(tmp_path: Path) -> None
         ev = f.events()
     assert (np.diff(times) > 0).all()                        # one stream, in time order
     assert len(fine) > 1500 and len(sweeps) >= 15            # 1 ms grid, 100 ms sweeps
+    # software counters are never multiplexed: their times would scale nothing, left out
+    assert "enabled" not in fine[0].readings["perf"]
+    assert "enabled" in sweeps[1].readings["perf"]
     gaps = np.diff([s.t_ns for s in fine])
     assert np.median(gaps) == 1_000_000
     sw = ev[ev["kind"] == SWITCH]

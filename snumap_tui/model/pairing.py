@@ -119,4 +119,23 @@ def frame_in(window: list[Sample], topology: Topology,
     return derive_paired(last, cur, topology, catalogue), set(cur.readings) - set(last)
 
 
-__all__ = ["derive_paired", "frame_in", "paired_frames", "remember"]
+def fill_across(frame: Frame | None, last: dict[str, Sample], following: dict[str, Sample],
+                topology: Topology, catalogue: Catalogue | None = None) -> Frame | None:
+    """FRAME with the figures of the sources its sample did not read, each over the
+    interval between its reads around it (LAST[source] before, FOLLOWING[source] after):
+    what the replay's cursor shows at a sample between two reads of /proc/stat."""
+    groups: dict[tuple[int, int], tuple[Sample, Sample, list[str]]] = {}
+    for name, q in following.items():
+        p = last.get(name)
+        if p is not None and p.t_ns < q.t_ns:
+            groups.setdefault((id(p), id(q)), (p, q, []))[2].append(name)
+    for p, q, names in sorted(groups.values(), key=lambda g: g[1].t_ns - g[0].t_ns):
+        other = derive(_only(p, names), _only(q, names), topology, catalogue)
+        if frame is None:
+            frame = other
+        else:
+            _merge(frame, other, names)
+    return frame
+
+
+__all__ = ["derive_paired", "fill_across", "frame_in", "paired_frames", "remember"]

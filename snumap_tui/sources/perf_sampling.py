@@ -5,19 +5,20 @@ Below 10 ms, ``snumap record`` no longer reads each PU's perf groups itself at e
 core at 1 ms). Each group gets one more member instead, a cpu-clock with that period and
 PERF_SAMPLE_READ (sources/perf.py ``Group``): the kernel's timer writes the whole group's
 counts, with their enabled and running times, into the clock's ring buffer every period, as
-``perf record -e '{...}:S'`` does. The recorder wakes every 10 ms for its other sources (one
+``perf record -e '{...}:S'`` does. The recorder wakes every 100 ms for its other sources (one
 read of the groups among them) and turns what the rings hold into the samples between.
 
 Each PU's timer has its own phase (the kernel starts it when the group starts), so the
 samples are put on one grid of the interval, anchored at the first sample after the sampling
 began: each group's counts at a grid time are linearly interpolated between the two exact
 readings around it, 1 ms apart or less (its own kernel samples, and the recorder's direct
-reads at its 10 ms sweeps). Grid times within half an interval of a direct read are left to
-that read. What a reading holds is exactly what ``PerfSource.read()`` gives, so every
-consumer derives the same figures from them.
+reads at its sweeps). Grid times within half an interval of a direct read are left to
+that read. A reading holds what ``PerfSource.read()`` gives (without the enabled and running
+times where no group was multiplexed: they would scale nothing), so every consumer derives
+the same figures from them.
 
 A ring is 16 pages (64 KiB): at 1 ms, a group of 3 events writes 64 bytes a millisecond, so
-the ring holds a second of samples for a drain every 10 ms. A record the kernel could not
+the ring holds about a second of samples for a drain every 100 ms. A record the kernel could not
 write is counted in ``lost`` (PERF_RECORD_LOST), never guessed.
 """
 
@@ -186,13 +187,19 @@ class KernelSampled:
             # keep from the last point at or before T_NS on: the next grid's left bracket
             keep = max(0, int(np.searchsorted(r.t, t_ns, side="right")) - 1)
             r.t, r.vals = r.t[keep:], r.vals[keep:]
-        # one PU list and event list for all of them (the readings are only encoded)
+        # one PU list and event list for all of them (the readings are only encoded); the
+        # enabled and running times only when some group was multiplexed meanwhile (running
+        # short of enabled): otherwise they scale nothing (derive() takes the counts as
+        # they are when a sample has none), and they were a third of the encoding at 1 ms
         cpus, events = self.cpus, self.events
         filled = ~np.isnan(value).all(axis=(1, 2)) if len(grid) else []
+        scaled = not np.array_equal(enabled, running, equal_nan=True)
         for i, g in enumerate(grid.tolist()):
             if filled[i]:
-                out.append((g, {"cpus": cpus, "events": events, "value": value[i],
-                                "enabled": enabled[i], "running": running[i]}))
+                row_of: dict[str, Any] = {"cpus": cpus, "events": events, "value": value[i]}
+                if scaled:
+                    row_of["enabled"], row_of["running"] = enabled[i], running[i]
+                out.append((g, row_of))
         self.samples += len(out)
         self.last_t = t_ns
         return out

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snumap_tui.extras import pip_install
-from snumap_tui.model.pairing import frame_in, paired_frames
+from snumap_tui.model.pairing import fill_across, frame_in, paired_frames, remember
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
+    from snumap_tui.model.sample import Sample
     from snumap_tui.store.reader import Recording
     from snumap_tui.topology.model import Topology
 
@@ -109,7 +110,19 @@ def metric_series(rec: Recording, metrics: Iterable[str] | None = None) -> Metri
                         dt_s=np.array(dts, dtype=np.float64), values=values)
 
 
-LOOKBACK_SAMPLES = 1 << 14      # how far back frame_before looks for a source's last read
+LOOKBACK_SAMPLES = 1 << 14      # how far frame_before and frame_around look for a source
+
+
+def _back(rec: Recording, times: np.ndarray, i: int, topology: Topology
+          ) -> tuple[Frame | None, list[Sample]]:
+    span = 1
+    while True:
+        lo = max(0, i - span)
+        window = list(rec.samples(int(times[lo]), int(times[i]) + 1))
+        frame, missing = frame_in(window, topology)
+        if not missing or lo == 0 or span >= LOOKBACK_SAMPLES:
+            return frame, window
+        span *= 16
 
 
 def frame_before(rec: Recording, times: np.ndarray, i: int, topology: Topology
@@ -120,11 +133,42 @@ def frame_before(rec: Recording, times: np.ndarray, i: int, topology: Topology
     every source is found or LOOKBACK_SAMPLES were looked at."""
     if not 1 <= i < len(times):
         return None
-    span = 1
-    while True:
+    return _back(rec, times, i, topology)[0]
+
+
+def frame_around(rec: Recording, times: np.ndarray, i: int, topology: Topology
+                 ) -> Frame | None:
+    """``frame_before``, and the sources sample ``i`` did not read over the interval
+    between their reads around it (model/pairing.py ``fill_across``): the replay's cursor
+    on a 1 ms recording shows the utilisation of the 100 ms around it, not n/a."""
+    if not 1 <= i < len(times):
+        return None
+    frame, window = _back(rec, times, i, topology)
+    if not window:
+        return frame
+    cur = window[-1]
+    span = max(1, len(window) - 1)
+    while True:     # back far enough to meet a sample with a source CUR did not read
+        last: dict[str, Sample] = {}
+        for smp in window[:-1]:
+            remember(last, smp)
+        others = {n for n in last if n not in cur.readings}
         lo = max(0, i - span)
-        window = list(rec.samples(int(times[lo]), int(times[i]) + 1))
-        frame, missing = frame_in(window, topology)
-        if not missing or lo == 0 or span >= LOOKBACK_SAMPLES:
-            return frame
+        if others or lo == 0 or span >= LOOKBACK_SAMPLES:
+            break
         span *= 16
+        window = list(rec.samples(int(times[max(0, i - span)]), int(times[i]) + 1))
+    if not others:
+        return frame
+    following: dict[str, Sample] = {}
+    span = 16
+    while True:
+        hi = min(len(times) - 1, i + span)
+        for smp in rec.samples(int(times[i]) + 1, int(times[hi]) + 1):
+            for n in smp.readings:
+                if n in others and n not in following:
+                    following[n] = smp
+        if len(following) == len(others) or hi == len(times) - 1 or span >= LOOKBACK_SAMPLES:
+            break
+        span *= 16
+    return fill_across(frame, last, following, topology)

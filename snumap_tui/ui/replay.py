@@ -327,8 +327,9 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
                                               self.metric_view())
 
     def frame_at(self, t: int) -> Frame | None:
-        """The Frame at the recorded sample after ``t``, each of its sources against its own
-        previous read (None without samples)."""
+        """The Frame at the recorded sample after ``t``: each of its sources against its own
+        previous read, and a source it did not read over the interval between its reads
+        around it (None without samples)."""
         rec = self.data.recording
         if rec is None or not hasattr(rec, "sample_times"):
             return None
@@ -337,10 +338,10 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
             return None
         import numpy as np
 
-        from snumap_tui.store.series import frame_before
+        from snumap_tui.store.series import frame_around
 
         i = int(np.clip(np.searchsorted(times, t, "right"), 1, len(times) - 1))
-        return frame_before(rec, times, i, self.data.topology)
+        return frame_around(rec, times, i, self.data.topology)
 
     # ---- cursor and view -----------------------------------------------------------------------
     def span_cols(self) -> int:
