@@ -132,3 +132,28 @@ def test_kernel_sampled_switches_equal_the_switch_events(tmp_path: Path) -> None
             busiest += 1
             assert np.mean(errs) <= 0.05 * np.mean(counts), (cpu, np.mean(errs))
     assert busiest >= 1, "the ping-pong did not switch on any PU"
+
+
+def test_without_the_kernel_sampling_the_loop_reads_every_millisecond(tmp_path: Path) -> None:
+    """Where no perf group takes the sampling clock (fine.start gives None), record at 1 ms
+    reads the counters itself at every sample, the slower sources every 10 ms, and every
+    reader still finds their figures (model/pairing.py)."""
+    rec = tmp_path / "fallback.rec"
+    code = ("import sys; import snumap_tui.recording.fine as f; f.start = lambda *a: None; "
+            "from snumap_tui.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "record", "--interval", "1ms",
+                        "--duration", "0.6s", "--backend", "proc", "-o", str(rec)],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    with store.open(rec) as f:
+        assert "counter_sampling" not in f.header
+        samples = list(f.samples())
+        series = store.metric_series(f)
+    with_perf = [s for s in samples if "perf" in s.readings]
+    with_stat = [s for s in samples if "procstat" in s.readings]
+    assert len(samples) > 150
+    if with_perf:
+        assert len(with_perf) == len(samples)
+    assert 0 < len(with_stat) < len(samples) / 3       # every 10 ms, not every sample
+    util = series.values["util_pct"][:, f.topology.root.id]
+    assert np.isfinite(util).sum() >= len(with_stat) - 1
