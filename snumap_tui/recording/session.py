@@ -81,7 +81,8 @@ def backend_statuses() -> list[dict[str, Any]]:
 # ---- metric samples -----------------------------------------------------------------------------
 
 TASKS_EVERY_S = 1.0        # --system-wide (and a recording without a command)
-# Below 10 ms these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
+# Below 10 ms the kernel samples the counters and the loop reads every source at its 100 ms
+# sweeps (recording/fine.py). Where the kernel cannot, these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
 # interval and 1 ms"): memory per node, the I/O devices and the process list (the traced
 # threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
 # as much to encode as to read.
