@@ -117,13 +117,31 @@ def test_chunk_round_trip_and_schema(tmp_path: Path) -> None:
     from snumap_tui.store.counters import encode_counters
 
     value, _, _ = encode_counters(rows, EVENTS)
+    # every event enabled for its whole interval: no enabled column, the flag instead
+    assert value.get("enabled_is_dur") is True and "enabled" not in value
     validate(K_THREAD_COUNTERS, dict(value), len(rows))
     bad = dict(value, events=EVENTS[:2])
     with pytest.raises(SchemaError):
         validate(K_THREAD_COUNTERS, bad, len(rows))
-    bad = dict(value, unrun=value["enabled"] + 1)
-    with pytest.raises(SchemaError):
+    bad = dict(value, unrun=value["dur"][:, None].repeat(len(EVENTS), axis=1) + 1)
+    with pytest.raises(SchemaError, match="not-running"):
         validate(K_THREAD_COUNTERS, bad, len(rows))
+    bad = dict(value)
+    del bad["enabled_is_dur"]
+    with pytest.raises(SchemaError, match="enabled"):
+        validate(K_THREAD_COUNTERS, bad, len(rows))
+    # one event enabled for less than its interval: the column is written, and read back
+    odd = rows.copy()
+    odd["enabled"][0, 1] -= 1
+    value, _, _ = encode_counters(odd, EVENTS)
+    assert "enabled_is_dur" not in value and value["enabled"].shape == (len(odd), len(EVENTS))
+    validate(K_THREAD_COUNTERS, dict(value), len(odd))
+    from snumap_tui.store.counters import decode_counters
+
+    back = decode_counters(value).rows
+    assert sorted(back["enabled"].tolist()) == sorted(odd["enabled"].tolist())
+    with pytest.raises(SchemaError, match="enabled"):
+        validate(K_THREAD_COUNTERS, dict(value, enabled_is_dur=True), len(odd))
 
 
 def test_record_layout_matches_the_bpf_header() -> None:

@@ -5,7 +5,8 @@ Encoding and decoding of that one chunk kind live here; the Writer buffers rows
 (``CounterBuffer``) and the reader decodes each chunk with ``decode_counters`` after the
 kind's schema (store/kinds.py) checked it. On disk a row is its interval end as a delta from
 the previous row's (rows sorted by end), its duration, tid, pid, cpu, and per event the
-counter delta, the enabled-time delta and the time it was enabled but not running (0 unless
+counter delta, the enabled-time delta (left out when it is the duration, as it is whenever
+the event is enabled with its thread) and the time it was enabled but not running (0 unless
 the kernel multiplexed the event: zstd makes that column almost free).
 """
 
@@ -49,19 +50,28 @@ def encode_counters(rows: np.ndarray, events: list[str]) -> tuple[dict[str, obje
     start = np.minimum(rows["t_start"].astype(np.uint64), end)
     n = len(events)
     running = np.minimum(rows["running"], rows["enabled"])
+    enabled = rows["enabled"].reshape(len(rows), n).astype(np.uint64)
+    dur = (end - start).astype(np.uint64)
     # Each column in the narrowest integer type that holds it (as the events' columns): a
     # software event's delta and most times fit 1-4 bytes, and zstd -- the flusher thread's
     # largest cost under a storm -- then reads a third of the bytes.
     value: dict[str, object] = {
         "n": len(rows), "events": list(events), "t0": int(end[0]) if len(end) else 0,
         "dt": narrow(np.diff(end, prepend=end[:1]).astype(np.uint64)),
-        "dur": narrow((end - start).astype(np.uint64)),
+        "dur": narrow(dur),
         "tid": narrow(rows["tid"].astype(np.int32)), "pid": narrow(rows["pid"].astype(np.int32)),
         "cpu": narrow(rows["cpu"].astype(np.uint32)),
         "value": narrow(rows["value"].reshape(len(rows), n).astype(np.uint64)),
-        "enabled": narrow(rows["enabled"].reshape(len(rows), n).astype(np.uint64)),
         "unrun": narrow((rows["enabled"] - running).reshape(len(rows), n).astype(np.uint64)),
     }
+    # An event is enabled while its thread runs: its enabled time is the interval's length,
+    # to the nanosecond on the libbpf path (both read at the same two switches). Then the
+    # column is left out and ``enabled_is_dur`` says so: it was a third of a storm's
+    # counter bytes, and its copy of ``dur`` did not compress.
+    if n and len(rows) and bool((enabled == dur[:, None]).all()):
+        value["enabled_is_dur"] = True
+    else:
+        value["enabled"] = narrow(enabled)
     t_min = int(start.min()) if len(rows) else 0
     return value, t_min, int(end[-1]) if len(rows) else 0
 
@@ -81,8 +91,13 @@ def decode_counters(value: dict[str, Any]) -> ThreadCounters:
     rows["n"] = len(events)
     if n:
         rows["value"] = value["value"]
-        rows["enabled"] = value["enabled"]
-        rows["running"] = np.asarray(value["enabled"]) - np.asarray(value["unrun"])
+        if "enabled" in value:
+            enabled = np.asarray(value["enabled"], dtype=np.uint64)
+        else:       # enabled_is_dur (the schema lets no chunk have neither)
+            enabled = np.repeat(np.asarray(value["dur"], dtype=np.uint64)[:, None],
+                                len(events), axis=1)
+        rows["enabled"] = enabled
+        rows["running"] = enabled - np.asarray(value["unrun"], dtype=np.uint64)
     return ThreadCounters(events, rows)
 
 

@@ -428,12 +428,16 @@ K_THREAD_COUNTERS = register(16, "thread counters", Fields(
               "pid": Array("iu", lo=I32[0], hi=I32[1], length="n"),
               "cpu": Array("iu", lo=0, hi=U32[1], length="n"),
               "value": Array("u", ndim=2, length="n"),
-              "enabled": Array("u", ndim=2, hi=MAX_TIME, length="n"),
               "unrun": Array("u", ndim=2, hi=MAX_TIME, length="n")},
-    rules=((lambda d: all(d[k].shape[1] == len(d["events"]) for k in
-                          ("value", "enabled", "unrun")),
+    optional={"enabled": Array("u", ndim=2, hi=MAX_TIME, length="n"),
+              "enabled_is_dur": Bool()},
+    rules=((lambda d: ("enabled" in d) != bool(d.get("enabled_is_dur")),
+            "neither enabled times nor enabled_is_dur (or both)"),
+           (lambda d: all(d[k].shape[1] == len(d["events"]) for k in
+                          ("value", "enabled", "unrun") if k in d),
             "counter columns do not match the events"),
-           (lambda d: bool(np.all(d["unrun"] <= d["enabled"])),
+           (lambda d: bool(np.all(d["unrun"] <= (d["enabled"] if "enabled" in d
+                                                  else d["dur"][:, None]))),
             "not-running time above the enabled time"),
            (_counter_times_fit, "interval times run past 2^63 ns or start before 0"))),
     min_item_bytes=12, doc="counter deltas per run interval of a thread (store/counters.py)")
