@@ -91,3 +91,27 @@ def test_report_csv_and_replay_see_both_nodes(job: Path,
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     util = {(r["object_type"], r["os_index"]) for r in rows if r["metric"] == "util_pct"}
     assert {("PU", "0"), ("PU", "2"), ("Machine", "0"), ("Machine", "1")} <= util
+
+
+def test_a_node_without_enabled_times_stacks_with_one_that_has_them() -> None:
+    """A 1 ms recording's grid samples leave out enabled/running where nothing was
+    multiplexed; beside another node's sweep sample at the same step they still stack
+    (once they did not, and derive() raised on the job's tables). Two nodes of 2 PUs and
+    2 events: the event list is not taken for a per-PU field."""
+    import numpy as np
+
+    from snumap_tui.store.jobsamples import combine_readings
+
+    a = {"perf": {"cpus": np.array([0, 1]), "events": ["context-switches"],
+                  "value": np.array([[1.0], [2.0]]), "enabled": np.array([[5.0], [5.0]]),
+                  "running": np.array([[5.0], [5.0]])}}
+    b = {"perf": {"cpus": np.array([2, 3]), "events": ["context-switches", "page-faults"],
+                  "value": np.array([[3.0, 7.0], [4.0, 8.0]])}}
+    got = combine_readings([a, b])["perf"]
+    assert got["cpus"].tolist() == [0, 1, 2, 3]
+    assert got["events"] == ["context-switches", "page-faults"]
+    assert got["value"].shape == (4, 2)
+    assert np.isnan(got["value"][:2, 1]).all() and got["value"][2:, 1].tolist() == [7.0, 8.0]
+    assert "enabled" not in got and "running" not in got
+    both = combine_readings([a, a])["perf"]
+    assert both["enabled"].shape == (4, 1) and both["running"].shape == (4, 1)

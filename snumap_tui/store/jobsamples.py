@@ -112,6 +112,11 @@ def _joined(source: str, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in dict.fromkeys(n for p in parts for n in p):
         vals = [p.get(name) for p in parts]
+        if source == "perf" and name == "events":
+            # the same list in every part by now; never per PU, even where a node has as
+            # many events as PUs (it was once joined end to end there)
+            out[name] = list(vals[0] or [])
+            continue
         per_item = key is not None and all(
             v is not None and _items(p, key) is not None and hasattr(v, "__len__")
             and not isinstance(v, (str, dict)) and len(v) == _items(p, key)
@@ -130,16 +135,22 @@ def _joined(source: str, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def _perf_columns(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The nodes' perf readings with one column per event of any node (NaN where a node did
-    not count it), so their tables can be stacked."""
+    not count it), so their tables can be stacked; the enabled and running times only when
+    every node has them (a 1 ms recording's samples between sweeps leave them out where
+    nothing was multiplexed: one node's table beside another's would not stack)."""
     events = list(dict.fromkeys(e for p in parts for e in p.get("events", ())))
+    timed = all("enabled" in p and "running" in p for p in parts)
     out = []
     for p in parts:
         q = dict(p)
+        if not timed:
+            q.pop("enabled", None)
+            q.pop("running", None)
         have = list(p.get("events", ()))
         if have != events:
             n = _items(p, "cpus") or 0
             for t in _PERF_TABLES:
-                if t in p:
+                if t in q:
                     old = np.asarray(p[t], dtype=np.float64).reshape(n, len(have))
                     new = np.full((n, len(events)), np.nan)
                     for j, e in enumerate(have):
