@@ -440,7 +440,7 @@ K_THREAD_COUNTERS = register(16, "thread counters", Fields(
                                                   else d["dur"][:, None]))),
             "not-running time above the enabled time"),
            (_counter_times_fit, "interval times run past 2^63 ns or start before 0"))),
-    min_item_bytes=12, doc="counter deltas per run interval of a thread (store/counters.py)")
+    min_item_bytes=5, doc="counter deltas per run interval of a thread (store/counters.py)")
 
 __all__ = [
     "COUNT",
