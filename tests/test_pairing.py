@@ -119,3 +119,36 @@ def test_the_replay_cursor_between_two_reads_of_a_slow_source(tmp_path: Path) ->
         f = frame_around(rec, times, len(times) - 1, topo)
         assert f is not None and f.get("util_pct", pu0) == pytest.approx(100.0)
         assert frame_around(rec, times, 0, topo) is None
+
+
+def test_the_cursor_looks_no_further_than_it_must(tmp_path: Path) -> None:
+    """A recording whose every sample reads the same sources: the cursor's frame decodes the
+    sample before it only, not the whole recording back to its start; a recording sampled
+    every 5 s still pairs each sample with the one before."""
+    from snumap_tui.store.series import frame_around, frame_before
+
+    topo = synthetic_topology(packages=1, numa_per_package=1, cores_per_numa=2, pus_per_core=1)
+    pu0 = topo.get("PU", topo.pu_os_indexes[0]).id
+    path = write_recording(tmp_path / "even.rec", topo, empty_events(),
+                           samples=_recording(topo, n=3000, every=1))
+    with store.open(path) as rec:
+        times = rec.sample_times
+        seen: list[tuple[int | None, int | None]] = []
+        real = rec.samples
+
+        def counted(t0: int | None = None, t1: int | None = None):  # type: ignore[no-untyped-def]
+            seen.append((t0, t1))
+            return real(t0, t1)
+
+        rec.samples = counted   # type: ignore[method-assign]
+        f = frame_around(rec, times, 2900, topo)
+        assert f is not None and f.get("util_pct", pu0) == pytest.approx(100.0)
+        spans = [int(t1) - int(t0) for t0, t1 in seen if t0 is not None and t1 is not None]
+        # at most LOOK_NS (2 s) of a 1 ms recording, never its 2.9 s back to the start
+        assert max(spans) <= 2_000_000_000 + 1
+    slow = [Sample(t_ns=(i + 1) * 5_000_000_000, wall_ns=(i + 1) * 5_000_000_000,
+                   readings=s.readings) for i, s in enumerate(_recording(topo, n=4, every=1))]
+    path = write_recording(tmp_path / "slow.rec", topo, empty_events(), samples=slow)
+    with store.open(path) as rec:
+        assert frame_before(rec, rec.sample_times, 2, topo) is not None
+        assert frame_around(rec, rec.sample_times, 2, topo) is not None

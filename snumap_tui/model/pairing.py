@@ -1,8 +1,9 @@
 """Frames of a recording whose sources are read at different cadences.
 
-A recording reads some sources less often than the interval (recording/session.py: below
-10 ms the per-PU CPU times, memory per node and the process list every 10 ms; the I/O
-devices of a recording of a command once a second). A sample between two of their reads
+A recording reads some sources less often than the interval (recording/session.py and
+recording/fine.py: below 10 ms every source but the per-PU counters at the loop's 100 ms
+sweeps, or every 10 ms where the kernel cannot sample the counters; the I/O devices of a
+recording of a command once a second). A sample between two of their reads
 has none of their readings. ``derive(prev, cur)`` of two consecutive samples then has
 nothing to difference for such a source, even at the sample that read it (its neighbour
 did not), and every utilisation, memory and I/O rate of a 1 ms recording was lost.
@@ -42,10 +43,12 @@ def _only(s: Sample, names: list[str]) -> Sample:
 def _merge(base: Frame, other: Frame, names: list[str]) -> None:
     """Lay OTHER's figures (the sources NAMES, over their own interval) into BASE where
     BASE has none."""
+    filled = set()
     for m, arr in other.values.items():
         mine = base.values.get(m)
         if mine is None:
             base.values[m] = arr
+            filled.add(m)
             continue
         have = ~np.isnan(arr)
         if have.any():
@@ -54,8 +57,10 @@ def _merge(base: Frame, other: Frame, names: list[str]) -> None:
                 mine = mine.copy()
                 mine[gap] = arr[gap]
                 base.values[m] = mine
+                filled.add(m)
     for m, f in other.flags.items():
-        base.flags.setdefault(m, set()).update(f)
+        if m in filled:         # a flag goes with the figures it is about
+            base.flags.setdefault(m, set()).update(f)
     if "tasks" in names:
         base.tasks = other.tasks
     if other.io and not base.io:

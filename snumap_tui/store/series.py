@@ -12,7 +12,7 @@ each pair of consecutive samples, so a notebook sees exactly the numbers `snumap
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -110,30 +110,46 @@ def metric_series(rec: Recording, metrics: Iterable[str] | None = None) -> Metri
                         dt_s=np.array(dts, dtype=np.float64), values=values)
 
 
-LOOKBACK_SAMPLES = 1 << 14      # how far frame_before and frame_around look for a source
+# How far frame_before and frame_around look for a source's reads around a sample: at most
+# LOOKBACK_SAMPLES samples and LOOK_NS of time (the slowest cadence a recording reads a
+# source at is 1 s: the I/O devices of a command's recording).
+LOOKBACK_SAMPLES = 1 << 14
+LOOK_NS = 2_000_000_000
 
 
-def _back(rec: Recording, times: np.ndarray, i: int, topology: Topology
-          ) -> tuple[Frame | None, list[Sample]]:
+def _around(rec: Recording, times: np.ndarray, i: int, forward: bool,
+            enough: Callable[[list[Sample]], bool]) -> list[Sample]:
+    """The samples from sample ``i`` back (or forward) over a window of 2, then 16, 256 ...
+    samples, until ENOUGH(window) or the window reaches the recording's end, LOOKBACK_SAMPLES
+    or LOOK_NS; in time order."""
     span = 1
+    limit = int(times[i]) + (LOOK_NS if forward else -LOOK_NS)
+    edge = int(np.searchsorted(times, limit, side="right" if forward else "left"))
+    # at least the next (or previous) sample, however far it is
+    edge = min(max(edge, i + 1), len(times) - 1) if forward else max(min(edge, i - 1), 0)
     while True:
-        lo = max(0, i - span)
-        window = list(rec.samples(int(times[lo]), int(times[i]) + 1))
-        frame, missing = frame_in(window, topology)
-        if not missing or lo == 0 or span >= LOOKBACK_SAMPLES:
-            return frame, window
-        span *= 16
+        j = min(i + span, edge) if forward else max(i - span, edge)
+        lo, hi = (i, j) if forward else (j, i)
+        window = list(rec.samples(int(times[lo]), int(times[hi]) + 1))
+        if enough(window) or j == edge or span >= LOOKBACK_SAMPLES:
+            return window
+        span = min(span * 16, LOOKBACK_SAMPLES)
+
+
+def _sources(samples: list[Sample]) -> set[str]:
+    return {n for smp in samples for n in smp.readings}
 
 
 def frame_before(rec: Recording, times: np.ndarray, i: int, topology: Topology
                  ) -> Frame | None:
     """The Frame at sample ``i`` (``times`` is ``rec.sample_times``), each of its sources
     against its own previous read: the sample before it, or as far back as that source's
-    last read (model/pairing.py) -- a window of 2, then 16, 256 ... samples is decoded until
-    every source is found or LOOKBACK_SAMPLES were looked at."""
+    last read (model/pairing.py)."""
     if not 1 <= i < len(times):
         return None
-    return _back(rec, times, i, topology)[0]
+    window = _around(rec, times, i, False,
+                     lambda w: set(w[-1].readings) <= _sources(w[:-1]) if w else True)
+    return frame_in(window, topology)[0]
 
 
 def frame_around(rec: Recording, times: np.ndarray, i: int, topology: Topology
@@ -143,32 +159,26 @@ def frame_around(rec: Recording, times: np.ndarray, i: int, topology: Topology
     on a 1 ms recording shows the utilisation of the 100 ms around it, not n/a."""
     if not 1 <= i < len(times):
         return None
-    frame, window = _back(rec, times, i, topology)
+
+    def found(w: list[Sample]) -> bool:      # cur's sources, and one it did not read
+        have = _sources(w[:-1])
+        return bool(w) and set(w[-1].readings) <= have and bool(have - set(w[-1].readings))
+
+    window = _around(rec, times, i, False, found)
     if not window:
-        return frame
+        return None
+    frame, _ = frame_in(window, topology)
     cur = window[-1]
-    span = max(1, len(window) - 1)
-    while True:     # back far enough to meet a sample with a source CUR did not read
-        last: dict[str, Sample] = {}
-        for smp in window[:-1]:
-            remember(last, smp)
-        others = {n for n in last if n not in cur.readings}
-        lo = max(0, i - span)
-        if others or lo == 0 or span >= LOOKBACK_SAMPLES:
-            break
-        span *= 16
-        window = list(rec.samples(int(times[max(0, i - span)]), int(times[i]) + 1))
+    last: dict[str, Sample] = {}
+    for smp in window[:-1]:
+        remember(last, smp)
+    others = {n for n in last if n not in cur.readings}
     if not others:
         return frame
+    ahead = _around(rec, times, i, True, lambda w: others <= _sources(w[1:]))
     following: dict[str, Sample] = {}
-    span = 16
-    while True:
-        hi = min(len(times) - 1, i + span)
-        for smp in rec.samples(int(times[i]) + 1, int(times[hi]) + 1):
-            for n in smp.readings:
-                if n in others and n not in following:
-                    following[n] = smp
-        if len(following) == len(others) or hi == len(times) - 1 or span >= LOOKBACK_SAMPLES:
-            break
-        span *= 16
+    for smp in ahead[1:]:
+        for n in smp.readings:
+            if n in others and n not in following:
+                following[n] = smp
     return fill_across(frame, last, following, topology)
