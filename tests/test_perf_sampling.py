@@ -58,6 +58,66 @@ def test_grid_and_interpolation() -> None:
     assert out[1].tolist() == [5.0, 50.0]
     assert out[2].tolist() == [20.0, 100.0]
     assert out[3].tolist() == [30.0, 100.0]
+    # no straight line across a stretch the kernel did not sample
+    gap = ps.interpolate(t, v, np.array([500, 2000]), max_gap=1500)
+    assert gap[0].tolist() == [5.0, 50.0] and np.isnan(gap[1]).all()
+
+
+class _Ring:
+    def __init__(self, bufs: list[bytes]) -> None:
+        self.bufs = bufs
+
+    def read(self) -> bytes:
+        return self.bufs.pop(0) if self.bufs else b""
+
+    def close(self) -> None:
+        pass
+
+
+class _Group:
+    events = ("context-switches",)
+    sampler = 3
+    members = 2          # the event and its clock
+
+
+def _sampled(kernel_times: list[int]) -> ps.KernelSampled:
+    """A PU whose context switches grow by one every 100 ns, sampled by the kernel at
+    KERNEL_TIMES (handed over at the second sweep)."""
+    ks = ps.KernelSampled([], [0], ["context-switches"], 1000)
+    ring = _Ring([b"", b"".join(_sample(t, t, t, [t // 100, t]) for t in kernel_times)])
+    ks.rings = [ps._Ring(0, _Group(), ring, 0, np.array([0]))]  # type: ignore[arg-type]
+    return ks
+
+
+def _direct(t: int) -> dict:
+    return {"cpus": np.array([0]), "events": ["context-switches"],
+            "value": np.array([[t / 100]]), "enabled": np.array([[float(t)]]),
+            "running": np.array([[float(t)]])}
+
+
+def test_the_grid_and_the_sweep_from_the_kernels_samples_and_the_direct_reads() -> None:
+    ks = _sampled([300 + 1000 * k for k in range(10)])
+    grid, at = ks.between(0, _direct(0), np.array([0]))
+    assert grid == [] and ks.anchor == 0
+    # the second sweep starts at 10 000 ns and reads the PU 50 ns later
+    grid, at = ks.between(10_000, _direct(10_050), np.array([10_050]))
+    assert [t for t, _ in grid] == list(range(1000, 10_000, 1000))
+    for t, r in grid:
+        assert r["value"][0, 0] == pytest.approx(t / 100)
+        assert "enabled" not in r                      # nothing was multiplexed
+    # the sweep's own counters at its time, not at the read 50 ns later
+    assert at is not None and at["value"][0, 0] == pytest.approx(100.0)
+    assert at["enabled"][0, 0] == pytest.approx(10_000)
+
+
+def test_an_idle_stretch_without_kernel_samples_is_interpolated_across() -> None:
+    # nothing from 2 300 to 8 300 ns (an idle PU's timer did not fire): the grid goes on
+    ks = _sampled([300, 1300, 2300, 8300, 9300])
+    ks.between(0, _direct(0), np.array([0]))
+    grid, _ = ks.between(10_000, _direct(10_000), np.array([10_000]))
+    got = {t: r["value"][0, 0] for t, r in grid}
+    assert sorted(got) == list(range(1000, 10_000, 1000))
+    assert all(v == pytest.approx(t / 100) for t, v in got.items())
 
 
 PINGPONG = r"""

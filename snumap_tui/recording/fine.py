@@ -14,23 +14,55 @@ from typing import TYPE_CHECKING, Any
 from snumap_tui.model.sample import Sample
 
 if TYPE_CHECKING:
+    from snumap_tui.sources.perf import PerfSource
     from snumap_tui.sources.perf_sampling import KernelSampled
 
 SWEEP_S = 0.1
+BELOW_S = 0.01      # the intervals below this are the kernel's (10 ms and up: the loop's)
 
 
 class FineCounters:
     """The kernel-sampled counters of one recording, written before each sweep's sample."""
 
-    def __init__(self, sampled: KernelSampled) -> None:
+    def __init__(self, sampled: KernelSampled, source: PerfSource) -> None:
         self.sampled = sampled
+        self.source = source
+        self.generation = source.generation
+        self.restarts = 0
 
-    def write_before(self, writer: Any, sweep: Sample) -> None:
-        """The grid's samples since the last sweep, given this sweep (not written here)."""
+    def _follow(self) -> None:
+        """The source opened its groups again (the online PUs changed): the rings of the
+        new groups' clocks from here on (the old ones unmapped, which ends their events)."""
+        from snumap_tui.sources.perf_sampling import KernelSampled
+
+        old = self.sampled
+        old.close()
+        cpus, events = self.source.layout()
+        groups = self.source.sample_every(old.period)
+        new = KernelSampled(groups, cpus, events, old.period)
+        new.anchor, new.last_t = old.anchor, old.last_t
+        new.lost, new.samples = old.lost, old.samples
+        self.sampled = new
+        self.generation = self.source.generation
+        self.restarts += 1
+
+    def write_before(self, writer: Any, sweep: Sample) -> Sample:
+        """The grid's samples since the last sweep written, given this sweep (not written
+        here); the sweep with its counters as they were at its time (interpolated between
+        the kernel's last sample before it and the direct read after)."""
+        if self.source.generation != self.generation:
+            self._follow()
         perf = sweep.readings.get("perf")
-        for t, reading in self.sampled.between(sweep.t_ns, perf or {}):
+        read_ns = self.source.read_ns if perf is not None and \
+            len(self.source.read_ns) == len(self.sampled.cpus) else None
+        grid, at_sweep = self.sampled.between(sweep.t_ns, perf or {}, read_ns)
+        for t, reading in grid:
             wall = sweep.wall_ns - (sweep.t_ns - t)
             writer.add_sample(Sample(t_ns=t, wall_ns=wall, readings={"perf": reading}))
+        if at_sweep is None:
+            return sweep
+        return Sample(t_ns=sweep.t_ns, wall_ns=sweep.wall_ns,
+                      readings={**sweep.readings, "perf": at_sweep})
 
     def header(self) -> dict[str, Any]:
         """The recording header's ``counter_sampling`` (docs/format.md)."""
@@ -38,20 +70,21 @@ class FineCounters:
                 "pus": len({r.cpu for r in self.sampled.rings}), "sweep_ns": int(SWEEP_S * 1e9)}
 
     def summary(self) -> dict[str, int]:
-        return {"samples": self.sampled.samples, "lost": self.sampled.lost}
+        return {"samples": self.sampled.samples, "lost": self.sampled.lost,
+                "restarts": self.restarts}
 
     def close(self) -> None:
         self.sampled.close()
 
 
 def start(sampler: Any, interval_s: float) -> FineCounters | None:
-    """Have the kernel sample the sampler's perf source every INTERVAL_S (below SWEEP_S);
+    """Have the kernel sample the sampler's perf source every INTERVAL_S (below BELOW_S);
     None when it cannot (no perf source, or no group took a sampling clock): the loop then
     reads the counters itself at every sample, as before."""
     from snumap_tui.sources.perf import PerfSource
     from snumap_tui.sources.perf_sampling import KernelSampled
 
-    if interval_s >= SWEEP_S:
+    if interval_s >= BELOW_S:
         return None
     src = next((s for s in sampler.sources if isinstance(s, PerfSource)
                 and sampler.statuses().get(s.name) is not None
@@ -69,4 +102,4 @@ def start(sampler: Any, interval_s: float) -> FineCounters | None:
         sampled.close()
         src.sample_every(0)
         return None
-    return FineCounters(sampled)
+    return FineCounters(sampled, src)

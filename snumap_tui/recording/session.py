@@ -82,10 +82,10 @@ def backend_statuses() -> list[dict[str, Any]]:
 
 TASKS_EVERY_S = 1.0        # --system-wide (and a recording without a command)
 # Below 10 ms the kernel samples the counters and the loop reads every source at its 100 ms
-# sweeps (recording/fine.py). Where the kernel cannot, these are read every 10 ms only (docs/benchmarks.md, "Record overhead: default
-# interval and 1 ms"): memory per node, the I/O devices and the process list (the traced
-# threads' CPU time is exact in the scheduling events anyway). A sample's readings cost about
-# as much to encode as to read.
+# sweeps (recording/fine.py). Where the kernel cannot, these are read every 10 ms only
+# (docs/benchmarks.md, "Record overhead: default interval and 1 ms"): memory per node, the
+# I/O devices and the process list (the traced threads' CPU time is exact in the scheduling
+# events anyway). A sample's readings cost about as much to encode as to read.
 SLOW_EVERY_S = 0.01
 # /proc/stat is among them: the kernel gives its CPU times in USER_HZ ticks (10 ms), so a read
 # every millisecond found the same figures nine times out of ten, at 40 us a read and as much
@@ -214,9 +214,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         and getattr(args, "job_watch", None) is None)
     sampler, sources = make_sampler(topology, root, interval, whole_system)
     cleanup.push("closing the metric sources", sampler.close)
-    # Below 10 ms the kernel samples the per-PU counters and the loop sweeps every 10 ms,
-    # every source at each sweep (recording/fine.py); where it cannot, the loop reads them
-    # itself at every sample.
+    # Below 10 ms the kernel samples the per-PU counters and the loop sweeps every 100 ms,
+    # every source at each sweep (the I/O devices of a command's recording once a second;
+    # recording/fine.py); where it cannot, the loop reads the counters itself at every sample.
     fine = record_fine.start(sampler, interval)
     step = interval
     if fine is not None:
@@ -335,7 +335,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
         time."""
         sample = sampler.sweep()
         if fine is not None:        # the kernel's samples since the last sweep, first
-            fine.write_before(writer, sample)
+            sample = fine.write_before(writer, sample)
         writer.add_sample(_kept(sample, keep))
         memory.sample(writer, sample.t_ns, last)
         return int(sample.t_ns)
@@ -431,6 +431,9 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     if fine is not None and fine.sampled.lost:
         say(f"the kernel could not write {fine.sampled.lost} of the counters' samples "
             "(their rings were full)")
+    if fine is not None and fine.restarts:
+        say(f"the online PUs changed {fine.restarts} time(s): the counters' sampling "
+            "followed them")
     regions.finish(writer, t_stop_ns)
     if job is not None:
         job.finish(writer)          # after the last events: it records their largest tid

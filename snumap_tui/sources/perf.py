@@ -222,14 +222,20 @@ class PerfSource:
         self._resynced = -1e18          # monotonic time of the last look at the online PUs
         self.events: list[str] = []
         self.sample_ns = 0              # sample_every()
+        self.generation = 0             # how many times the groups were opened
+        # when read() read each PU's groups (its rows), CLOCK_MONOTONIC ns
+        self.read_ns = np.zeros(0, dtype=np.int64)
 
     # ---- opening ----
     def _open(self) -> None:
         if self._opened or not self.live:
             return
         self._opened = True
+        self.generation += 1
         cpus = online_cpus(self.root, self._reader)
-        raise_fd_limit(len(cpus) * (len(self.hw_events) + len(self.sw_events)))
+        # each group's sampling clock too, when the kernel samples them
+        raise_fd_limit(len(cpus) * (len(self.hw_events) + len(self.sw_events)
+                                    + (2 if self.sample_ns else 0)))
         self._online = read_optional(self._reader, self.root / "sys/devices/system/cpu/online")
         self._resynced = time.monotonic()
         hw_ok = True
@@ -327,7 +333,10 @@ class PerfSource:
         value = np.full((len(cpus), k), np.nan)
         enabled = np.full((len(cpus), k), np.nan)
         running = np.full((len(cpus), k), np.nan)
+        stamps = np.zeros(len(cpus), dtype=np.int64)
+        clock = time.monotonic_ns
         for i, cpu in enumerate(cpus):
+            stamps[i] = clock()
             for g in self._groups[cpu]:
                 try:
                     vals, te, tr = g.read()
@@ -338,6 +347,7 @@ class PerfSource:
                     value[i, j] = v
                     enabled[i, j] = np.nan if te is None else te
                     running[i, j] = np.nan if tr is None else tr
+        self.read_ns = stamps
         return {"cpus": np.array(cpus, dtype=np.int64), "events": list(self.events),
                 "value": value, "enabled": enabled, "running": running}
 

@@ -12,13 +12,18 @@ Each PU's timer has its own phase (the kernel starts it when the group starts), 
 samples are put on one grid of the interval, anchored at the first sample after the sampling
 began: each group's counts at a grid time are linearly interpolated between the two exact
 readings around it, 1 ms apart or less (its own kernel samples, and the recorder's direct
-reads at its sweeps). Grid times within half an interval of a direct read are left to
-that read. A reading holds what ``PerfSource.read()`` gives (without the enabled and running
+reads at its sweeps, each at the time it was made). Grid times within half an interval of a
+sweep are left to it, and the sweep's own sample gets its counters at its time the same way.
+
+An idle PU's timer does not fire (on Linux 6.18 in a KVM guest: samples 100-350 ms apart
+while the PU idled, though the clock counted all of it): across such a stretch the counts,
+which barely move there, are interpolated too. A stretch the kernel could not write (a full
+ring) is counted in ``lost`` and said at the end of the recording. A reading holds what ``PerfSource.read()`` gives (without the enabled and running
 times where no group was multiplexed: they would scale nothing), so every consumer derives
 the same figures from them.
 
-A ring is 16 pages (64 KiB): at 1 ms, a group of 3 events writes 64 bytes a millisecond, so
-the ring holds about a second of samples for a drain every 100 ms. A record the kernel could not
+A ring is 16 pages (64 KiB): at 1 ms, a group of 3 events (and its clock) writes 72 bytes a
+millisecond, so the ring holds 0.9 s of samples for a drain every 100 ms. A record the kernel could not
 write is counted in ``lost`` (PERF_RECORD_LOST), never guessed.
 """
 
@@ -79,9 +84,11 @@ def decode(buf: bytes, members: int) -> tuple[np.ndarray, np.ndarray, int]:
     return t, vals, lost
 
 
-def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray) -> np.ndarray:
+def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray,
+                max_gap: float = np.inf) -> np.ndarray:
     """VALS (rows at the increasing times T) linearly interpolated at each GRID time inside
-    [T[0], T[-1]]; NaN rows outside. Pure."""
+    [T[0], T[-1]] whose two readings around it are at most MAX_GAP apart; NaN rows
+    elsewhere (never a straight line over a stretch the kernel did not sample). Pure."""
     out = np.full((len(grid), vals.shape[1]), np.nan)
     if len(t) < 2 or not len(grid):
         return out
@@ -91,7 +98,9 @@ def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray) -> np.ndarray
     lo = hi - 1
     span = (t[hi] - t[lo]).astype(np.float64)
     w = np.where(span > 0, (g - t[lo]) / np.where(span > 0, span, 1.0), 0.0)
-    out[inside] = vals[lo] + (vals[hi] - vals[lo]) * w[:, None]
+    got = vals[lo] + (vals[hi] - vals[lo]) * w[:, None]
+    got[span > max_gap] = np.nan
+    out[inside] = got
     return out
 
 
@@ -132,7 +141,7 @@ class KernelSampled:
             try:
                 ring = PerfRing(g.sampler, RING_PAGES)
             except (OSError, ValueError):
-                continue        # over the locked-memory limit: this PU is read directly
+                continue        # over the locked-memory limit: this PU at the sweeps only
             self.rings.append(_Ring(cpu, g, ring, row[cpu],
                                     np.array([col[e] for e in g.events], dtype=np.int64)))
         self.lost = 0
@@ -153,9 +162,13 @@ class KernelSampled:
             r.t = np.concatenate([r.t, t]) if len(r.t) else t
             r.vals = np.concatenate([r.vals, vals]) if len(r.vals) else vals
 
-    def between(self, t_ns: int, reading: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-        """The readings on the grid since the last direct read, given the direct read
-        READING (``PerfSource.read()``) at T_NS; the first call only anchors the grid."""
+    def between(self, t_ns: int, reading: dict[str, Any], read_ns: np.ndarray | None = None
+                ) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, Any] | None]:
+        """The readings on the grid since the last sweep, and the reading at the sweep's
+        time T_NS itself, given the sweep's direct read READING (``PerfSource.read()``) and
+        when each PU's groups were read (READ_NS, its rows; T_NS for all when None: a PU
+        read a few ms into the sweep of a large node would otherwise be taken for its
+        state at the sweep's start). The first call only anchors the grid."""
         direct = _direct(reading, self.cpus, self.events)
         out: list[tuple[int, dict[str, Any]]] = []
         grid = np.zeros(0, dtype=np.int64)
@@ -163,27 +176,28 @@ class KernelSampled:
             self.anchor = t_ns
         elif self.last_t is not None:
             grid = grid_times(self.anchor, self.period, self.last_t, t_ns)
+        times = np.append(grid, np.int64(t_ns))          # the grid, then the sweep's time
         k = len(self.events)
-        shape = (len(grid), len(self.cpus), k)
+        shape = (len(times), len(self.cpus), k)
         value, enabled, running = (np.full(shape, np.nan) for _ in range(3))
         for r in self.rings:
             self._take(r)
             if direct is not None:
-                # the direct read at T_NS: the right bracket of the last grid times, and the
-                # left one of the next
+                # the direct read: the right bracket of the last grid times and of the
+                # sweep's, and the left one of the next
                 v, e, n = (a[r.row, r.cols] for a in direct)
-                row = np.concatenate([[np.nanmax(e) if len(e) else np.nan],
-                                      [np.nanmax(n) if len(n) else np.nan], v])
-                if not np.isnan(row).any():
-                    at = int(np.searchsorted(r.t, t_ns)) if len(r.t) else 0
-                    r.t = np.insert(r.t, at, t_ns) if len(r.t) else np.array([t_ns])
+                if len(v) and not (np.isnan(v).any() or np.isnan(e).any()
+                                   or np.isnan(n).any()):
+                    at_ns = t_ns if read_ns is None else int(read_ns[r.row])
+                    row = np.concatenate([[e.max()], [n.max()], v])
+                    at = int(np.searchsorted(r.t, at_ns)) if len(r.t) else 0
+                    r.t = np.insert(r.t, at, at_ns) if len(r.t) else np.array([at_ns])
                     r.vals = np.insert(r.vals, at, row, axis=0) if len(r.vals) \
                         else row[None, :]
-            if len(grid):
-                got = interpolate(r.t, r.vals, grid)
-                enabled[:, r.row, r.cols] = got[:, :1]
-                running[:, r.row, r.cols] = got[:, 1:2]
-                value[:, r.row, r.cols] = got[:, 2:]
+            got = interpolate(r.t, r.vals, times)
+            enabled[:, r.row, r.cols] = got[:, :1]
+            running[:, r.row, r.cols] = got[:, 1:2]
+            value[:, r.row, r.cols] = got[:, 2:]
             # keep from the last point at or before T_NS on: the next grid's left bracket
             keep = max(0, int(np.searchsorted(r.t, t_ns, side="right")) - 1)
             r.t, r.vals = r.t[keep:], r.vals[keep:]
@@ -192,8 +206,8 @@ class KernelSampled:
         # short of enabled): otherwise they scale nothing (derive() takes the counts as
         # they are when a sample has none), and they were a third of the encoding at 1 ms
         cpus, events = self.cpus, self.events
-        filled = ~np.isnan(value).all(axis=(1, 2)) if len(grid) else []
-        scaled = not np.array_equal(enabled, running, equal_nan=True)
+        filled = ~np.isnan(value).all(axis=(1, 2))
+        scaled = not np.array_equal(enabled[:-1], running[:-1], equal_nan=True)
         for i, g in enumerate(grid.tolist()):
             if filled[i]:
                 row_of: dict[str, Any] = {"cpus": cpus, "events": events, "value": value[i]}
@@ -202,7 +216,15 @@ class KernelSampled:
                 out.append((g, row_of))
         self.samples += len(out)
         self.last_t = t_ns
-        return out
+        at_sweep = None
+        if direct is not None and filled[-1]:
+            # the sweep's own reading at its time, from the brackets around it; a PU
+            # without them keeps its direct read
+            at_sweep = dict(reading)
+            for name, arr, d in (("value", value, direct[0]), ("enabled", enabled, direct[1]),
+                                 ("running", running, direct[2])):
+                at_sweep[name] = np.where(np.isnan(arr[-1]), d, arr[-1])
+        return out, at_sweep
 
     def close(self) -> None:
         for r in self.rings:
