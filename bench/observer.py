@@ -13,7 +13,9 @@ next to its peers.
 (a) The Jacobi stencil of the shared programs (compiled here, at run time, into a temporary
     directory) with as many OpenMP threads as PUs, in paired rounds: untraced, `snumap record`
     (default, `--events task-clock,context-switches`, `--interval 1ms`), `perf record -e
-    sched:sched_switch -- CMD`, `perf sched record -- CMD`. The program times its own loop;
+    sched:sched_switch -- CMD`, `perf sched record -- CMD`, and the 1 ms row's peer `perf
+    record -a -e cpu-clock -c 1000000 -- CMD` (the kernel sampling every PU every
+    millisecond, as record's counters are below 10 ms). The program times its own loop;
     each round runs every variant once (the order rotates from round to round), and a
     variant's figure is the median over rounds of its time divided by the untraced time of
     the same round. snumap's rows add the recorder's own CPU per recorded second, threads and
@@ -104,6 +106,11 @@ def variants(tmp: Path) -> dict[str, list[str] | None]:
              "--"] if perf else None,
         "perf sched record":
             [perf, "sched", "record", "-q", "-o", str(tmp / "s.data"), "--"] if perf else None,
+        # the 1 ms row's peer: the kernel's 1 kHz timer on every PU, what perf pays to
+        # sample each of them every millisecond (as record's counters are below 10 ms)
+        "perf record -a -e cpu-clock -c 1000000":
+            [perf, "record", "-q", "-a", "-e", "cpu-clock", "-c", "1000000", "-o",
+             str(tmp / "c.data"), "--"] if perf else None,
     }
 
 
