@@ -35,14 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from snumap_tui.native.perf_ring import PerfRing, split_records_walk
+from snumap_tui.native.perf_event import PERF_RECORD_LOST, PERF_RECORD_SAMPLE
+from snumap_tui.native.perf_ring import PerfRing, gather, split_records_walk
 
 if TYPE_CHECKING:
     from snumap_tui.sources.perf import Group
 
 RING_PAGES = 16
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
 # PERF_SAMPLE_TIME | PERF_SAMPLE_READ with PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED |
 # TOTAL_TIME_RUNNING: header(8), time(8), nr(8), time_enabled(8), time_running(8), nr values.
 HEAD_WORDS = 5
@@ -74,21 +73,17 @@ def decode(buf: bytes, members: int) -> tuple[np.ndarray, np.ndarray, int]:
         if len(lost_at):
             lw = np.frombuffer(buf, dtype="<u8")
             lost = int(lw[(lost_at + 16) // 8].sum())     # header, id, then u64 lost
-        offs = offs[keep]
-        w8 = np.frombuffer(buf[:len(buf) - len(buf) % 8], dtype="<u8")
-        words = np.stack([w8[offs // 8 + i] for i in range(size // 8)], axis=1) \
-            if len(offs) else np.zeros((0, size // 8), dtype=np.uint64)
+        words = gather(buf, offs[keep], np.dtype([("w", "<u8", (size // 8,))]))["w"]
+        words = words.reshape(-1, size // 8)
         words = words[words[:, 2] == members]
     t = words[:, 1].astype(np.int64)
     vals = words[:, 3:].astype(np.float64)
     return t, vals, lost
 
 
-def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray,
-                max_gap: float = np.inf) -> np.ndarray:
+def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """VALS (rows at the increasing times T) linearly interpolated at each GRID time inside
-    [T[0], T[-1]] whose two readings around it are at most MAX_GAP apart; NaN rows
-    elsewhere (never a straight line over a stretch the kernel did not sample). Pure."""
+    [T[0], T[-1]]; NaN rows outside. Pure."""
     out = np.full((len(grid), vals.shape[1]), np.nan)
     if len(t) < 2 or not len(grid):
         return out
@@ -98,9 +93,7 @@ def interpolate(t: np.ndarray, vals: np.ndarray, grid: np.ndarray,
     lo = hi - 1
     span = (t[hi] - t[lo]).astype(np.float64)
     w = np.where(span > 0, (g - t[lo]) / np.where(span > 0, span, 1.0), 0.0)
-    got = vals[lo] + (vals[hi] - vals[lo]) * w[:, None]
-    got[span > max_gap] = np.nan
-    out[inside] = got
+    out[inside] = vals[lo] + (vals[hi] - vals[lo]) * w[:, None]
     return out
 
 
@@ -153,8 +146,6 @@ class KernelSampled:
         return bool(self.rings)
 
     def _take(self, r: _Ring) -> None:
-        if r.group.sampler < 0:             # the source reopened its groups (CPU hotplug)
-            return
         t, vals, lost = decode(r.ring.read(), r.group.members)
         self.lost += lost
         if len(t):
