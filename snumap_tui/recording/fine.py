@@ -33,13 +33,9 @@ class FineCounters:
     def _follow(self) -> None:
         """The source opened its groups again (the online PUs changed): the rings of the
         new groups' clocks from here on (the old ones unmapped, which ends their events)."""
-        from snumap_tui.sources.perf_sampling import KernelSampled
-
         old = self.sampled
         old.close()
-        cpus, events = self.source.layout()
-        groups = self.source.sample_every(old.period)
-        new = KernelSampled(groups, cpus, events, old.period)
+        new = _rings(self.source, old.period)
         new.anchor, new.last_t = old.anchor, old.last_t
         new.lost, new.samples = old.lost, old.samples
         self.sampled = new
@@ -52,10 +48,10 @@ class FineCounters:
         the kernel's last sample before it and the direct read after)."""
         if self.source.generation != self.generation:
             self._follow()
-        perf = sweep.readings.get("perf")
-        read_ns = self.source.read_ns if perf is not None and \
-            len(self.source.read_ns) == len(self.sampled.cpus) else None
-        grid, at_sweep = self.sampled.between(sweep.t_ns, perf or {}, read_ns)
+        read_ns = self.source.read_ns
+        grid, at_sweep = self.sampled.between(
+            sweep.t_ns, sweep.readings.get("perf") or {},
+            read_ns if len(read_ns) == len(self.sampled.cpus) else None)
         for t, reading in grid:
             wall = sweep.wall_ns - (sweep.t_ns - t)
             writer.add_sample(Sample(t_ns=t, wall_ns=wall, readings={"perf": reading}))
@@ -69,35 +65,46 @@ class FineCounters:
         return {"by": "kernel", "period_ns": self.sampled.period,
                 "pus": len({r.cpu for r in self.sampled.rings}), "sweep_ns": int(SWEEP_S * 1e9)}
 
-    def summary(self) -> dict[str, int]:
-        return {"samples": self.sampled.samples, "lost": self.sampled.lost,
-                "restarts": self.restarts}
-
     def close(self) -> None:
         self.sampled.close()
 
 
+def _rings(src: PerfSource, period: int) -> KernelSampled:
+    """The rings of SRC's groups' sampling clocks (the groups opened with them if they were
+    not: ``arm`` does it before the sampler first opens them)."""
+    from snumap_tui.sources.perf_sampling import KernelSampled
+
+    groups = src.sample_every(period)
+    cpus, events = src.layout()
+    return KernelSampled(groups, cpus, events, period)
+
+
+def arm(sources: list[Any], interval_s: float) -> None:
+    """Below BELOW_S, have the perf source open its groups with their sampling clocks from
+    the start (before the sampler's first status() opens them: not opened twice)."""
+    from snumap_tui.sources.perf import PerfSource
+
+    if interval_s < BELOW_S:
+        for src in sources:
+            if isinstance(src, PerfSource):
+                src.sample_ns = round(interval_s * 1e9)
+
+
 def start(sampler: Any, interval_s: float) -> FineCounters | None:
     """Have the kernel sample the sampler's perf source every INTERVAL_S (below BELOW_S);
-    None when it cannot (no perf source, or no group took a sampling clock): the loop then
-    reads the counters itself at every sample, as before."""
+    None when it cannot (no perf source, or no group took a sampling clock, or no ring
+    could be mapped): its groups are then opened again without clocks, and the loop reads
+    the counters itself at every sample, as before."""
     from snumap_tui.sources.perf import PerfSource
-    from snumap_tui.sources.perf_sampling import KernelSampled
 
     if interval_s >= BELOW_S:
         return None
+    statuses = sampler.statuses()
     src = next((s for s in sampler.sources if isinstance(s, PerfSource)
-                and sampler.statuses().get(s.name) is not None
-                and sampler.statuses()[s.name].available), None)
+                and s.name in statuses and statuses[s.name].available), None)
     if src is None:
         return None
-    period = round(interval_s * 1e9)
-    groups = src.sample_every(period)
-    if not groups:
-        src.sample_every(0)
-        return None
-    cpus, events = src.layout()
-    sampled = KernelSampled(groups, cpus, events, period)
+    sampled = _rings(src, round(interval_s * 1e9))
     if not sampled:
         sampled.close()
         src.sample_every(0)

@@ -115,20 +115,28 @@ def make_sampler(topology: Any, root: Path, interval_s: float, whole_system: boo
     in the per-PU CPU times (/proc/stat, one file) and, exactly, in the switch program's
     "other (not traced)" intervals; reading thousands of /proc directories a second on a
     full node would take a PU's time from the program for nothing it shows. The I/O devices
-    likewise: every ``IO_EVERY_S`` unless the whole system is recorded."""
-    from snumap_tui.model.sampler import Sampler
+    likewise: every ``IO_EVERY_S`` unless the whole system is recorded. Below 10 ms the
+    perf groups open with their sampling clocks (recording/fine.py ``arm``)."""
+    from snumap_tui.model.sampler import Sampler, default_sources
 
-    s = Sampler(topology, root, interval_s, tasks=True)
+    made, _ = default_sources(root, True, topology)
+    record_fine.arm(made, interval_s)
+    s = Sampler(topology, root, interval_s, sources=made, tasks=True)
     s.set_tasks_cadence(TASKS_EVERY_S if whole_system else math.inf)
     if not whole_system:        # the threads' run time is in the scheduling events
         for src in s.sources:
             if hasattr(src, "per_thread"):
                 src.per_thread = False
-    if interval_s < SLOW_EVERY_S:
-        s.set_slow_sources(SLOW_EVERY_S, SLOW_SOURCES)
-    if not whole_system and interval_s < IO_EVERY_S:     # after: the I/O devices' cadence wins
-        s.set_slow_sources(IO_EVERY_S, IO_SOURCES)
+    set_cadences(s, interval_s, whole_system)
     return s, [st.to_dict() for st in s.statuses().values()]
+
+
+def set_cadences(sampler: Any, step_s: float, whole_system: bool) -> None:
+    """The slower sources' cadences for a loop that sweeps every STEP_S: the interval, or
+    the 100 ms sweeps when the kernel samples the counters (recording/fine.py)."""
+    sampler.set_slow_sources(SLOW_EVERY_S if step_s < SLOW_EVERY_S else 0, SLOW_SOURCES)
+    if not whole_system and step_s < IO_EVERY_S:     # after: the I/O devices' cadence wins
+        sampler.set_slow_sources(IO_EVERY_S, IO_SOURCES)
 
 def _cpus(args: argparse.Namespace, cmd: list[str]) -> set[int] | None:
     """--cpus: the command's affinity (checked against this machine's CPUs)."""
@@ -222,9 +230,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     if fine is not None:
         cleanup.push("unmapping the counters' rings", fine.close)
         step = record_fine.SWEEP_S
-        sampler.set_slow_sources(0, SLOW_SOURCES)
-        if not whole_system:
-            sampler.set_slow_sources(IO_EVERY_S, IO_SOURCES)
+        set_cadences(sampler, step, whole_system)
     cost.step("sources")
     if tracefs_root() is None and os.geteuid() == 0 and mount_tracefs() is not None:
         say("mounted tracefs at /sys/kernel/tracing (as perf does)")
