@@ -67,26 +67,30 @@ def _merge(base: Frame, other: Frame, names: list[str]) -> None:
         base.io = other.io
 
 
+def _derived(frame: Frame | None, pairs: dict[str, tuple[Sample, Sample]],
+             topology: Topology, catalogue: Catalogue | None) -> Frame | None:
+    """FRAME (None: a new one) with each source's figures over its own pair of reads
+    (PAIRS: source -> (before, after)). The sources of one pair are derived together, the
+    shortest interval first: a new frame takes its time base from it, and a longer one
+    only fills what the shorter ones left empty."""
+    groups: dict[tuple[int, int], tuple[Sample, Sample, list[str]]] = {}
+    for name, (p, q) in pairs.items():
+        groups.setdefault((id(p), id(q)), (p, q, []))[2].append(name)
+    for p, q, names in sorted(groups.values(), key=lambda g: g[1].t_ns - g[0].t_ns):
+        other = derive(_only(p, names), _only(q, names), topology, catalogue)
+        if frame is None:
+            frame = other
+        else:
+            _merge(frame, other, names)
+    return frame
+
+
 def derive_paired(last: dict[str, Sample], cur: Sample, topology: Topology,
                   catalogue: Catalogue | None = None) -> Frame | None:
     """The Frame at ``cur``: each of its readings differenced against ``last[source]``, the
     last earlier sample that had that source (None when no reading of ``cur`` has one)."""
-    groups: dict[int, tuple[Sample, list[str]]] = {}
-    for name in cur.readings:
-        p = last.get(name)
-        if p is not None:
-            groups.setdefault(id(p), (p, []))[1].append(name)
-    if not groups:
-        return None
-    # the shortest interval first: the frame's time base
-    ordered = sorted(groups.values(), key=lambda g: -g[0].t_ns)
-    prev, names = ordered[0]
-    if len(ordered) == 1:
-        return derive(prev, cur, topology, catalogue)
-    frame = derive(_only(prev, names), _only(cur, names), topology, catalogue)
-    for p, more in ordered[1:]:
-        _merge(frame, derive(_only(p, more), _only(cur, more), topology, catalogue), more)
-    return frame
+    return _derived(None, {n: (last[n], cur) for n in cur.readings if n in last},
+                    topology, catalogue)
 
 
 def remember(last: dict[str, Sample], cur: Sample) -> None:
@@ -129,18 +133,8 @@ def fill_across(frame: Frame | None, last: dict[str, Sample], following: dict[st
     """FRAME with the figures of the sources its sample did not read, each over the
     interval between its reads around it (LAST[source] before, FOLLOWING[source] after):
     what the replay's cursor shows at a sample between two reads of /proc/stat."""
-    groups: dict[tuple[int, int], tuple[Sample, Sample, list[str]]] = {}
-    for name, q in following.items():
-        p = last.get(name)
-        if p is not None and p.t_ns < q.t_ns:
-            groups.setdefault((id(p), id(q)), (p, q, []))[2].append(name)
-    for p, q, names in sorted(groups.values(), key=lambda g: g[1].t_ns - g[0].t_ns):
-        other = derive(_only(p, names), _only(q, names), topology, catalogue)
-        if frame is None:
-            frame = other
-        else:
-            _merge(frame, other, names)
-    return frame
+    return _derived(frame, {n: (last[n], q) for n, q in following.items()
+                            if n in last and last[n].t_ns < q.t_ns}, topology, catalogue)
 
 
 __all__ = ["derive_paired", "fill_across", "frame_in", "paired_frames", "remember"]
