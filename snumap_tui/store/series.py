@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snumap_tui.extras import pip_install
-from snumap_tui.model.pairing import fill_across, frame_in, paired_frames, remember
+from snumap_tui.model.pairing import (
+    derive_paired,
+    fill_across,
+    frame_in,
+    paired_frames,
+    remember,
+)
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
@@ -167,11 +173,11 @@ def frame_around(rec: Recording, times: np.ndarray, i: int, topology: Topology
     window = _around(rec, times, i, False, found)
     if not window:
         return None
-    frame, _ = frame_in(window, topology)
     cur = window[-1]
     last: dict[str, Sample] = {}
     for smp in window[:-1]:
         remember(last, smp)
+    frame = derive_paired(last, cur, topology)
     others = {n for n in last if n not in cur.readings}
     if not others:
         return frame
