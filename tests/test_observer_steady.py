@@ -188,7 +188,7 @@ def _assert_steady_first(rec: store.Recording) -> None:
     """The recorder's last set-up step ends before the command's first instruction."""
     steady = next(i for i in rec.infos if i["what"] == STEADY)
     names = [n for n, _ in steady["steps"]]
-    assert names[-2:] == ["first sample", "warm-up"], names
+    assert names[-3:] == ["first sample", "warm-up", "heap frozen"], names
     assert all(t <= steady["t_ns"] for _, t in steady["steps"])
     assert int(rec.sample_times[0]) < steady["t_ns"]     # the first /proc sweep, before
     ev = rec.events()

@@ -13,7 +13,6 @@ others going when one sampler dies.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import re
 import signal
@@ -24,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.heap import freeze_long_lived, thaw
 from snumap_tui.jobview.aggregate import ENDED, LOST, JobAggregator
 from snumap_tui.selfcmd import snumap_argv
 
@@ -82,15 +82,6 @@ def srun_argv(jobid: str, nodes: int, interval_s: float, python: str = sys.execu
                          *extra, python=python)]
 
 
-def freeze_long_lived() -> None:
-    """Once every node has sent its topology and first frame: what is alive now (the nodes'
-    topologies, the aggregator, the view's widgets) lives until the end, so it leaves the
-    collector's generations (gc.freeze): at 1,000 nodes, each full collection walked it all
-    again, ~10 % of the aggregator's CPU (bench/job_view.py)."""
-    gc.collect()
-    gc.freeze()
-
-
 class SrunStreams:
     """Runs the srun line and feeds its lines into an aggregator (two reader threads)."""
 
@@ -135,6 +126,10 @@ class SrunStreams:
         with self._lock:
             self.agg.feed(int(m.group(1)), line[m.end():])
             if not self._frozen and self.agg.all_reported():
+                # Every node's topology and first frame are in: what is alive now (the
+                # topologies, the aggregator, the view's widgets) lives until the end; at
+                # 1,000 nodes each full collection walked it all again, ~10 % of the
+                # aggregator's CPU (bench/job_view.py).
                 self._frozen = True
                 freeze_long_lived()
 
@@ -203,5 +198,5 @@ class SrunStreams:
         for t in self._threads:
             t.join(timeout=2)
         if self._frozen:             # the view is over: what it kept may be collected again
-            gc.unfreeze()
+            thaw()
             self._frozen = False

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
+from snumap_tui.heap import freeze_long_lived, thaw
 from snumap_tui.recording import counters as record_counters
 from snumap_tui.recording import fine as record_fine
 from snumap_tui.recording import priority as record_priority
@@ -358,6 +359,10 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     regions.poll(writer)
     writer.flush()
     cost.step("warm-up")
+    # What start-up made lives until the end: full collections stop walking it (a pause of
+    # tens of milliseconds each, while the program runs otherwise; heap.py).
+    freeze_long_lived()
+    cost.step("heap frozen")
     t_steady = cost.steady()
     writer.add_info(t_steady, STEADY, cost.steady_info())
     if child is not None:
@@ -422,6 +427,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
     cost.stop()
+    thaw()
     if status_line is not None:
         status_line.clear()
     memory.finish(writer, sample_now(last=True))
