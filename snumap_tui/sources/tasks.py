@@ -42,6 +42,9 @@ from snumap_tui.sources.confine import allows_fast, open_checked, top_of
 from snumap_tui.sources.jobs import detect_job, main_cgroup, parse_cgroup
 
 _GONE = (FileNotFoundError, ProcessLookupError, NotADirectoryError)
+# A stat line is under 400 bytes (52 numbers and a 64-byte comm at most): one read of this
+# many bytes that comes back short is the whole line.
+_LINE_BYTES = 4096
 PF_KTHREAD = 0x00200000   # include/linux/sched.h: the task is a kernel thread (stat field 9)
 
 
@@ -236,19 +239,28 @@ class TasksSource:
         self._numa[pid] = (now, out)
         return out
 
-    def _read(self, path: str) -> str:
+    def _read(self, path: str, line: bool = False) -> str:
         """One procfs file, read to its end. os.open/os.read on a str path is several times
         cheaper than open() or pathlib per file, which matters at one file per process per
         sweep. A short read is not the end: seq_file-backed files (numa_maps, smaps) hand out
         whole records per read, a little under the buffer each time, so only an empty read
         is (reading numa_maps up to the first short read kept its first ~4 KB: half of a
-        Python process's pages)."""
+        Python process's pages). ``line``: a file of one record (stat), which the kernel
+        hands out whole to a read with room for it: a read that did not fill the buffer
+        is all of it (one system call of two, for every process and thread each sweep)."""
         if not self._fast:
             return self._reader(Path(path))
         fd = open_checked(path, self._top, READ_FLAGS)
         try:
-            chunks = []
-            n = 0
+            if line:
+                first = os.read(fd, _LINE_BYTES)
+                if len(first) < _LINE_BYTES:
+                    return decode_name(first)
+                chunks = [first]
+                n = len(first)
+            else:
+                chunks = []
+                n = 0
             while chunk := os.read(fd, 65536):
                 chunks.append(chunk)
                 n += len(chunk)
@@ -297,7 +309,7 @@ class TasksSource:
         rows = []
         for tid in tids:
             try:
-                t = parse_stat(self._read(f"{d}/task/{tid}/stat"))
+                t = parse_stat(self._read(f"{d}/task/{tid}/stat", line=True))
             except (OSError, ValueError):
                 continue         # the thread ended between listing and reading
             rows.append((tid, t["comm"], t["state"], t["last_cpu"], t["utime"], t["stime"],
@@ -386,7 +398,7 @@ class TasksSource:
         gone by now)."""
         d = f"{self._proc_s}/{pid}"
         try:
-            raw = self._read(d + "/stat")
+            raw = self._read(d + "/stat", line=True)
             last = old_leads.get(pid)
             # A sleeping process's stat line is often byte for byte the last one.
             lead = last[1] if last is not None and last[0] == raw else parse_stat(raw)

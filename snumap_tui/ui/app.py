@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 
+from snumap_tui.heap import freeze_long_lived, thaw
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
@@ -33,7 +34,7 @@ from snumap_tui.ui import safe_screen
 from snumap_tui.ui.app_processes import ProcessListMixin
 from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
 from snumap_tui.ui.driver import QuietDriverMixin
-from snumap_tui.ui.hostinfo import HostInfo
+from snumap_tui.ui.hostinfo import HostInfo, source_marks
 from snumap_tui.ui.io_detail import ProcessIoLines
 from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.metricspec import (
@@ -161,6 +162,9 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self.shown_tasks: Sequence[TaskRow] = []
         self.frames_drawn = 0
         self._head_width = -1
+        self._head_key: tuple[object, ...] | None = None   # what the header shows now
+        self._spark_for: tuple[str, int] | None = None      # the history line's metric, object
+        self._spark_vals: dict[int, tuple[Frame, float | None]] = {}   # id -> frame, value
         self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
         self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
@@ -170,6 +174,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         # view chosen before the app runs is only stored (App.is_mounted is a method that
         # takes a widget, not this flag).
         self._views_up = False
+        self._frozen = False                # freeze_long_lived done (undone at unmount)
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -220,6 +225,8 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     def on_unmount(self) -> None:
         if self.feed is not None:
             self.feed.stop()
+        if self._frozen:
+            thaw()
 
     def on_resize(self) -> None:
         self._redraw()
@@ -242,6 +249,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             return
         self.frame = message.frame
         self._redraw()
+        if not self._frozen:
+            # Start-up is over (imports, widgets, the sampler's sources): what lives now lives
+            # until the end, and full collections stop walking it (heap.py).
+            self._frozen = True
+            freeze_long_lived()
 
     def push_frame(self, frame: Frame) -> None:
         """Show a frame now (tests, replay, screenshots): same path as the feed's."""
@@ -272,12 +284,21 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self.frames_drawn += 1
         width = self.size.width
         sources = self.frame.sources if self.frame else {}
-        # Fixed-height widgets: update without a layout pass (the costliest part of a frame).
-        self._update_static("#header", header_lines(
-            self.host_fn(), sources, paused=self.paused, interval_s=self.interval_s,
-            metric=self.metric, view=self.view, width=width, origin=self.origin,
-            static=self.frame is not None and self.frame.get(
-                "util_pct", self.topology.root.id) is None))
+        host = self.host_fn()
+        static = self.frame is not None and self.frame.get("util_pct", self.topology.root.id) \
+            is None
+        # The header changes every few seconds (load, uptime, a source's state), not every
+        # frame: its Text is built only when what it shows changed.
+        head_key = (host, tuple(source_marks(sources)), bool(sources), self.paused,
+                    self.interval_s, self.metric.title, self.view, width, self.origin, static)
+        if head_key != self._head_key:
+            self._head_key = head_key
+            # Fixed-height widgets: update without a layout pass (the costliest part of a
+            # frame).
+            self._update_static("#header", header_lines(
+                host, sources, paused=self.paused, interval_s=self.interval_s,
+                metric=self.metric, view=self.view, width=width, origin=self.origin,
+                static=static))
         if self.too_small:
             return
         selected = self._selected_task()
@@ -311,10 +332,25 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     def _draw_spark(self) -> None:
         view = self.metric
         obj = self.topology[self.selected_obj]
+        # Each frame's value is looked up once for the metric and object shown (the history
+        # holds up to 120 frames; only the new one is looked up at a frame).
+        if self._spark_for != (view.key, obj.id):
+            self._spark_for, self._spark_vals = (view.key, obj.id), {}
+        known = self._spark_vals
         hist: list[float | None] = []
+        vals: dict[int, tuple[Frame, float | None]] = {}
         for f in list(self.history):
-            name = resolve(f.values, view.key)
-            hist.append(f.get(name, obj.id) if name else None)
+            got = known.get(id(f))
+            if got is not None and got[0] is f:
+                v = got[1]
+            else:
+                name = resolve(f.values, view.key)
+                v = f.get(name, obj.id) if name else None
+            # The frame is kept with its value, so its id cannot be another frame's while
+            # it is in here.
+            vals[id(f)] = (f, v)
+            hist.append(v)
+        self._spark_vals = vals
         self._update_static("#spark", spark_text(self.selected_label, view, hist,
                                                  self.size.width))
 

@@ -254,7 +254,13 @@ def heatmap_metrics(values: dict[str, Any], pu_ids: Any = None) -> list[MetricVi
         if arr is None:
             return False
         arr = np.asarray(arr, dtype=np.float64)
-        return bool(np.isfinite(arr if pu_ids is None else arr[pu_ids]).any())
+        if pu_ids is None:
+            # The first object (the machine) holds a value for most metrics: one look at it
+            # instead of a pass over every object, for each of some forty metrics a frame.
+            if arr.size and math.isfinite(arr.flat[0]):
+                return True
+            return bool(np.isfinite(arr).any())
+        return bool(np.isfinite(arr[pu_ids]).any())
 
     out = [view_for(m.key) for m in USUAL if has_pu_values(m.key)]
     # The user's own metrics next: whoever wrote a metrics file wants to see them first.
