@@ -60,3 +60,47 @@ def test_only_changed_rows_are_repainted() -> None:
     assert same == 0
     assert 0 < after < first           # the PU's row and the rows above it that average it
     assert want in line and f"PU {pu.os_index}" in line
+
+
+def test_a_tree_longer_than_its_view_says_which_rows_show() -> None:
+    """No scrollbar (Textual paints one on every line of every frame): the column heads say
+    which rows show, and follow the cursor down the tree."""
+    big = synthetic_topology(2, 2, 1, 16, 2)
+    from snumap_tui.ui.topology_view import header_text
+
+    assert "rows" not in header_text(120, (0, 10, 10)).plain          # all of it shows
+    assert "▼ rows 1–10 of 40" in header_text(160, (0, 10, 40)).plain
+    assert "▲  rows 31–40 of 40" in header_text(160, (30, 40, 40)).plain
+    at120 = header_text(120, (0, 10, 40)).plain
+    assert len(at120) == 120 and at120.endswith("memory      ▼ 1–10/40"), at120
+    narrow = header_text(80, (5, 15, 40)).plain
+    assert len(narrow) == 80 and narrow.endswith("▲▼"), narrow
+
+    async def go() -> tuple[str, str, int]:
+        app = TopApp(big)
+        async with app.run_test(size=(120, 24)) as pilot:
+            app.push_frame(demo_frame(big, 0))
+            table = app.query_one(TopologyTable)
+            table.collapsed.clear()
+            table._rebuild()
+            await pilot.pause()
+            head = str(app.query_one("#topo-head").render())
+            table.focus()
+            await pilot.press("end")
+            await pilot.pause()
+            end = str(app.query_one("#topo-head").render())
+            bars = sum(1 for w in app.screen.walk_children() if type(w).__name__ == "ScrollBar"
+                       and w.display and w.size.width)
+            return head, end, bars
+
+    head, end, bars = asyncio.run(go())
+    n = len(visible_rows_of(big))
+    assert "▼ 1–" in head and f"/{n}" in head, head
+    assert "▲ " in end and end.endswith(f"–{n}/{n}"), end
+    assert bars == 0
+
+
+def visible_rows_of(topo):  # type: ignore[no-untyped-def]
+    from snumap_tui.ui.tree_rows import visible_rows
+
+    return visible_rows(topo, set())

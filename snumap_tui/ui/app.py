@@ -161,7 +161,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self.selected_label = "Machine"       # the selected row's label, as the tree shows it
         self.shown_tasks: Sequence[TaskRow] = []
         self.frames_drawn = 0
-        self._head_width = -1
+        self._head_for: tuple[int, tuple[int, int, int]] | None = None  # the column heads'
         self._head_key: tuple[object, ...] | None = None   # what the header shows now
         self._spark_for: tuple[str, int] | None = None      # the history line's metric, object
         self._spark_vals: dict[int, tuple[Frame, float | None]] = {}   # id -> frame, value
@@ -307,9 +307,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         mark = selected.last_cpu if selected else None
         if self.view == "topology":
             tree = self.query_one(TopologyTable)
-            if self._head_width != width:
-                self._head_width = width
-                self.query_one("#topo-head", Static).update(header_text(width), layout=False)
+            self._draw_head(tree)
             tree.set_marks(pus, nodes)
             tree.set_frame(self.frame)
             self._draw_busiest(tree)
@@ -318,6 +316,14 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             self.query_one(HeatmapPanel).show(self.topology, self.frame, self.metric, pus, mark)
         else:
             self._draw_processes(selected)
+
+    def _draw_head(self, tree: TopologyTable) -> None:
+        """The tree's column heads, with the rows shown when the tree is longer than its
+        view; built again only when the width or those rows change."""
+        key = (self.size.width, tree.span)
+        if self._head_for != key:
+            self._head_for = key
+            self.query_one("#topo-head", Static).update(header_text(*key), layout=False)
 
     def _update_static(self, selector: str, text: Text) -> None:
         """Update a fixed-height Static without a layout pass, and not at all when its text
@@ -470,7 +476,13 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         """The tree's height changed: the busiest processes get the room at once (not with
         the next frame, which may be seconds away or paused)."""
         if self.view == "topology" and self._views_up and not self.too_small:
-            self._draw_busiest(self.query_one(TopologyTable))
+            tree = self.query_one(TopologyTable)
+            self._draw_busiest(tree)
+            self._draw_head(tree)
+
+    def on_topology_table_scrolled(self, message: TopologyTable.Scrolled) -> None:
+        if self.view == "topology" and self._views_up and not self.too_small:
+            self._draw_head(self.query_one(TopologyTable))
 
     def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
         key = message.row_key.value or ""
