@@ -206,8 +206,16 @@ def test_oversubscribed_job_and_its_fix(cluster: tuple[SlurmCluster, Path]) -> N
 
 
 def _start_top(cl: SlurmCluster, jid: str) -> subprocess.Popen[str]:
-    p = subprocess.Popen([*TOP, "--job", jid, "--batch", "--json"], env=cl.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A test run started in the background (`cmd &` in a script, nohup) ignores SIGINT; a
+    # child inherits an ignored signal, and a Python started with SIGINT ignored keeps
+    # ignoring it: these tests' Ctrl-C never came. While top starts, this process catches
+    # SIGINT (as pytest in a terminal does), so top starts with it at its default.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        p = subprocess.Popen([*TOP, "--job", jid, "--batch", "--json"], env=cl.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert p.stdout is not None
     first = json.loads(p.stdout.readline())
     assert all(n["status"] == "live" for n in first["nodes"]), first
