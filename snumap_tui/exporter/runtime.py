@@ -16,7 +16,7 @@ from snumap_tui.exporter.collector import ExporterState, Exposition
 from snumap_tui.exporter.jobs import JobTotals
 from snumap_tui.exporter.server import MetricsServer, serve, write_textfile
 from snumap_tui.exporter.totals import NodeTotals
-from snumap_tui.heap import freeze_long_lived, thaw
+from snumap_tui.heap import LongLived
 from snumap_tui.model.sample import Sample
 from snumap_tui.model.sampler import Sampler
 from snumap_tui.sources.base import Source
@@ -45,7 +45,7 @@ class Exporter:
         self.server: MetricsServer | None = None
         self._textfile_error: str | None = None
         self.failed = threading.Event()     # the sampler stopped: the command exits 1
-        self._frozen = False                # freeze_long_lived done (undone by close)
+        self._heap = LongLived()            # settled after the second sweep (heap.py)
 
     # ---- the sampler thread ----
     def on_sample(self, sample: Sample) -> None:
@@ -55,11 +55,10 @@ class Exporter:
             self.sampler.watch_pids(st.jobs.pids, counters=True)
         st.sweep_seconds += max(0.0, (time.monotonic_ns() - sample.t_ns) / 1e9)
         st.sweeps += 1
-        if st.sweeps == 2 and not self._frozen:
+        if st.sweeps == 2:
             # The totals have their first interval: start-up is over, and what lives now
             # lives until the end (heap.py).
-            self._frozen = True
-            freeze_long_lived()
+            self._heap.settle()
         if self.textfile is not None:
             self._write_textfile()
 
@@ -104,6 +103,4 @@ class Exporter:
             self.server.server_close()
             self.server = None
         self.sampler.close()
-        if self._frozen:
-            self._frozen = False
-            thaw()
+        self._heap.release()

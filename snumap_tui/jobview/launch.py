@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.heap import freeze_long_lived, thaw
+from snumap_tui.heap import LongLived
 from snumap_tui.jobview.aggregate import ENDED, LOST, JobAggregator
 from snumap_tui.selfcmd import snumap_argv
 
@@ -97,7 +97,7 @@ class SrunStreams:
         self._threads: list[threading.Thread] = []
         self.done = threading.Event()
         self._err_done = threading.Event()
-        self._frozen = False         # freeze_long_lived done: undone by stop
+        self._heap = LongLived()     # settled once every node reported; released by stop
 
     def start(self) -> None:
         try:
@@ -125,13 +125,12 @@ class SrunStreams:
             return
         with self._lock:
             self.agg.feed(int(m.group(1)), line[m.end():])
-            if not self._frozen and self.agg.all_reported():
+            if not self._heap.settled and self.agg.all_reported():
                 # Every node's topology and first frame are in: what is alive now (the
                 # topologies, the aggregator, the view's widgets) lives until the end; at
                 # 1,000 nodes each full collection walked it all again, ~10 % of the
                 # aggregator's CPU (bench/job_view.py).
-                self._frozen = True
-                freeze_long_lived()
+                self._heap.settle()
 
     def _read_err(self, stream: IO[bytes]) -> None:
         try:
@@ -197,6 +196,4 @@ class SrunStreams:
                 p.wait(timeout=timeout)
         for t in self._threads:
             t.join(timeout=2)
-        if self._frozen:             # the view is over: what it kept may be collected again
-            thaw()
-            self._frozen = False
+        self._heap.release()         # the view is over: what it kept may be collected again

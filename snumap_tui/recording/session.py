@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snumap_tui.errors import SnumapError
-from snumap_tui.heap import freeze_long_lived, thaw
+from snumap_tui.heap import LongLived
 from snumap_tui.recording import counters as record_counters
 from snumap_tui.recording import fine as record_fine
 from snumap_tui.recording import priority as record_priority
@@ -361,7 +361,8 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     cost.step("warm-up")
     # What start-up made lives until the end: full collections stop walking it (a pause of
     # tens of milliseconds each, while the program runs otherwise; heap.py).
-    freeze_long_lived()
+    heap = LongLived()
+    heap.settle()
     cost.step("heap frozen")
     t_steady = cost.steady()
     writer.add_info(t_steady, STEADY, cost.steady_info())
@@ -427,7 +428,7 @@ def record_session(args: argparse.Namespace, cmd: list[str], interval: float, du
     # now -- the rest is the recorder's own teardown, outside what was asked for.
     t_stop = time.monotonic()
     cost.stop()
-    thaw()
+    heap.release()
     if status_line is not None:
         status_line.clear()
     memory.finish(writer, sample_now(last=True))

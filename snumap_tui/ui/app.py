@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 
-from snumap_tui.heap import freeze_long_lived, thaw
+from snumap_tui.heap import LongLived
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
@@ -174,7 +174,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         # view chosen before the app runs is only stored (App.is_mounted is a method that
         # takes a widget, not this flag).
         self._views_up = False
-        self._frozen = False                # freeze_long_lived done (undone at unmount)
+        self._heap = LongLived()            # settled after the first frame (heap.py)
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -225,8 +225,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     def on_unmount(self) -> None:
         if self.feed is not None:
             self.feed.stop()
-        if self._frozen:
-            thaw()
+        self._heap.release()
 
     def on_resize(self) -> None:
         self._redraw()
@@ -249,11 +248,9 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             return
         self.frame = message.frame
         self._redraw()
-        if not self._frozen:
-            # Start-up is over (imports, widgets, the sampler's sources): what lives now lives
-            # until the end, and full collections stop walking it (heap.py).
-            self._frozen = True
-            freeze_long_lived()
+        # Start-up is over (imports, widgets, the sampler's sources): what lives now lives
+        # until the end, and full collections stop walking it (heap.py).
+        self._heap.settle()
 
     def push_frame(self, frame: Frame) -> None:
         """Show a frame now (tests, replay, screenshots): same path as the feed's."""
@@ -289,7 +286,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             is None
         # The header changes every few seconds (load, uptime, a source's state), not every
         # frame: its Text is built only when what it shows changed.
-        head_key = (host, tuple(source_marks(sources)), bool(sources), self.paused,
+        head_key = (host, tuple(source_marks(sources)), self.paused,
                     self.interval_s, self.metric.title, self.view, width, self.origin, static)
         if head_key != self._head_key:
             self._head_key = head_key
