@@ -318,20 +318,22 @@ class ReplayApp(QuietDriverMixin, ReplayKeysMixin, ProcessViewMixin, CounterKeys
             self.query_one(GanttView).rebuild()
             self.draw_process_view(self.span_cols())
         elif self.view == "topology":
-            tree = self.query_one(TopologyTable)
-            self.query_one("#topo-head", Static).update(header_text(self.size.width, tree.span))
-            tree.set_frame(self._frame)
+            self._draw_head()
+            self.query_one(TopologyTable).set_frame(self._frame)
         else:
             from snumap_tui.ui.panels import HeatmapPanel
 
             self.query_one(HeatmapPanel).show(self.data.topology, self._frame,
                                               self.metric_view())
 
+    def _draw_head(self) -> None:
+        """The tree's column heads, with the rows it shows when it is longer than its view."""
+        tree = self.query_one(TopologyTable)
+        self.query_one("#topo-head", Static).update(header_text(self.size.width, tree.span))
+
     def on_topology_table_scrolled(self, message: TopologyTable.Scrolled) -> None:
-        """The tree shows other rows: the column heads say which."""
         if self._views_up and self.view == "topology" and not self.too_small:
-            tree = self.query_one(TopologyTable)
-            self.query_one("#topo-head", Static).update(header_text(self.size.width, tree.span))
+            self._draw_head()
 
     def frame_at(self, t: int) -> Frame | None:
         """The Frame at the recorded sample after ``t``: each of its sources against its own
