@@ -307,9 +307,9 @@ def test_srun_lines_are_routed_by_label() -> None:
     streams.proc.stdin.close()
     assert streams.done.wait(30)
     # every node reported: what lived then left the collector's generations, until stop
-    assert streams._frozen and gc.get_freeze_count() > 0
+    assert streams._heap.settled and gc.get_freeze_count() > 0
     streams.stop()
-    assert not streams._frozen and gc.get_freeze_count() == 0
+    assert not streams._heap.settled and gc.get_freeze_count() == 0
     a, b = agg.nodes()
     assert (a.name, a.frames, a.status) == ("node0000", 2, "ended")
     assert (b.name, b.status, b.why) == ("node0001", "lost", "Killed")
