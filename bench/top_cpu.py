@@ -130,22 +130,45 @@ def glances_cmd(tmp: Path) -> str | None:
     return f"{venv / 'bin' / 'glances'} -t 1"
 
 
-def fake_384(tmp: Path) -> tuple[Path, threading.Event, threading.Thread]:
-    """A 2-socket, 8-node, 384-PU fake tree, its counters advanced by a thread of this script."""
-    from fakefs import FakeRoot
+def fake_tree(tmp: Path, cpus: int, nodes: int, packages: int, *, job: bool = False,
+              others: int = 0) -> tuple[Path, threading.Event, threading.Thread]:
+    """A fake /sys + /proc tree of that shape, its counters advanced every 0.25 s by a thread
+    of this script. By default a quarter of its PUs is busy, the busy block moving on each
+    tick; ``job``: a program with a thread on every PU keeps them all busy (a full node), and
+    ``others`` idle single-thread processes share the process list with it."""
+    from fakefs import FakeProcess, FakeRoot, FakeThread
 
-    fr = FakeRoot(tmp / "fake384", cpus=384, nodes=8, packages=2)
+    fr = FakeRoot(tmp / f"fake{cpus}", cpus=cpus, nodes=nodes, packages=packages)
+    every = list(range(cpus))
+    if job:
+        fr.processes.append(FakeProcess(
+            9000, "stencil", ["./stencil", "2000", "2000"], 1000,
+            "/system.slice/slurmstepd.scope/job_77/step_0/user/task_0", every,
+            [FakeThread(9000 + c, "stencil", c) for c in every]))
+    fr.processes += [FakeProcess(20000 + i, f"daemon{i}", [f"/usr/sbin/daemon{i}"], 0,
+                                 "/system.slice/daemons.service", every,
+                                 [FakeThread(20000 + i, f"daemon{i}", i % cpus,
+                                             share=0.0)])
+                     for i in range(others)]
     stop = threading.Event()
+    busy = max(1, cpus // 4)
 
     def tick() -> None:
         k = 0
         while not stop.wait(0.25):
             k += 1
-            fr.advance(0.25, busy={c: 1.0 for c in range((k * 7) % 384, (k * 7) % 384 + 96)})
+            first = (k * 7) % cpus
+            fr.advance(0.25, busy={c: 1.0 for c in every} if job else
+                       {c % cpus: 1.0 for c in range(first, first + busy)})
 
     t = threading.Thread(target=tick, daemon=True)
     t.start()
     return fr.root, stop, t
+
+
+def fake_384(tmp: Path) -> tuple[Path, threading.Event, threading.Thread]:
+    """A 2-socket, 8-node, 384-PU fake tree (see fake_tree)."""
+    return fake_tree(tmp, 384, nodes=8, packages=2)
 
 
 def main() -> int:

@@ -83,6 +83,7 @@ class FakeThread:
     state: str = "S"
     utime: int = 0
     stime: int = 0
+    share: float | None = None   # its share of its PU; None: all that PU is busy
 
 
 @dataclass
@@ -220,7 +221,7 @@ class FakeRoot:
             z["energy_uj"] = (int(z["energy_uj"]) + inc) % (self.rapl_max_uj + 1)  # type: ignore[call-overload]
         for p in self.processes:
             for th in p.threads:
-                frac = busy.get(th.last_cpu, 0.0)
+                frac = busy.get(th.last_cpu, 0.0) if th.share is None else th.share
                 th.utime += round(total * frac * 0.9)
                 th.stime += round(total * frac * 0.1)
                 th.state = "R" if frac > 0.5 else "S"
