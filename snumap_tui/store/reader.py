@@ -30,6 +30,7 @@ from snumap_tui.store.counters import (
     decode_counters,
     merge_counters,
 )
+from snumap_tui.store.event_tables import dataframes, gather, trimmed
 from snumap_tui.store.jobsamples import JobSamples
 from snumap_tui.store.nodes import NodeTable
 from snumap_tui.store.regions import Regions, decode_regions, merge_chunks
@@ -498,33 +499,6 @@ class Recording:
                     cols = {k: c[a:b] for k, c in cols.items()}
             yield cols
 
-    def _gather(self, out: dict[str, np.ndarray], it: Iterator[dict[str, np.ndarray]]) -> int:
-        """Copy chunks from ``it`` into the preallocated ``out`` columns, keeping time order;
-        returns how many rows were filled. A chunk that starts before the end of what is already
-        there is merged with just the overlapping tail, so memory stays at the output size."""
-        n = 0
-        t_out = out["t_ns"]
-        cap = t_out.size
-        for cols in it:
-            t = cols["t_ns"]
-            k = int(t.size)
-            if k == 0:
-                continue
-            if n + k > cap:  # headers under-counted (cannot happen with a valid file): stop
-                self.damaged.append("more events than the index announced; rest not read")
-                break
-            if n and t[0] < t_out[n - 1]:
-                p = int(np.searchsorted(t_out[:n], t[0], side="right"))
-                merged_t = np.concatenate([t_out[p:n], t])
-                order = np.argsort(merged_t, kind="stable")
-                for f, dst in out.items():
-                    dst[p:n + k] = np.concatenate([dst[p:n], cols[f]])[order]
-            else:
-                for f, dst in out.items():
-                    dst[n:n + k] = cols[f]
-            n += k
-        return n
-
     def event_columns(self, fields: tuple[str, ...] = ("t_ns", "cpu", "kind", "tid", "tid2"),
                       t0: int | None = None, t1: int | None = None) -> dict[str, np.ndarray]:
         """The named columns (plus ``t_ns``) of events with t0 <= t_ns < t1, in time order.
@@ -538,44 +512,23 @@ class Recording:
         chunks = self._chunks_in(t0, t1)
         cap = sum(h.count for h in chunks)
         out = {f: np.empty(cap, dtype=EVENT_DTYPE[f]) for f in fields}
-        n = self._gather(out, self.iter_event_columns(fields, t0, t1))
-        return {f: _trimmed(a, n) for f, a in out.items()}
+        n = gather(out, self.iter_event_columns(fields, t0, t1), self.damaged)
+        return {f: trimmed(a, n) for f, a in out.items()}
 
     def events(self, t0: int | None = None, t1: int | None = None) -> np.ndarray:
         """EVENT_DTYPE rows with t0 <= t_ns < t1 (all by default), in time order."""
         cap = sum(h.count for h in self._chunks_in(t0, t1))
         rows = np.empty(cap, dtype=EVENT_DTYPE)
-        n = self._gather({f: rows[f] for f in EVENT_FIELDS},
-                         self.iter_event_columns(EVENT_FIELDS, t0, t1))
-        return _trimmed(rows, n)
+        n = gather({f: rows[f] for f in EVENT_FIELDS},
+                   self.iter_event_columns(EVENT_FIELDS, t0, t1), self.damaged)
+        return trimmed(rows, n)
 
     # ---- tables ------------------------------------------------------------------------------
 
     def to_dataframes(self) -> dict[str, Any]:
         """``events``, ``tasks``, ``samples`` (times), ``markers`` and ``lost`` as pandas
         DataFrames when pandas is installed, else as numpy structured arrays / dicts of arrays."""
-        ev = self.events()
-        tasks = {
-            "tid": np.array([t.tid for t in self.tasks.values()], dtype=np.int32),
-            "pid": np.array([t.pid for t in self.tasks.values()], dtype=np.int32),
-            "ppid": np.array([t.ppid for t in self.tasks.values()], dtype=np.int32),
-            "comm": np.array([t.comm for t in self.tasks.values()], dtype=object),
-            "t_ns": np.array([t.t_ns for t in self.tasks.values()], dtype=np.uint64),
-        }
-        st = self.sample_times
-        samples = {"t_ns": st}
-        markers = {"t_ns": np.array([m[0] for m in self.markers], dtype=np.uint64),
-                   "text": np.array([m[1] for m in self.markers], dtype=object)}
-        lost = {"cpu": np.array(sorted(self.lost), dtype=np.int64),
-                "lost": np.array([self.lost[c] for c in sorted(self.lost)], dtype=np.int64)}
-        try:
-            import pandas as pd
-        except ImportError:
-            return {"events": ev, "tasks": tasks, "samples": samples, "markers": markers,
-                    "lost": lost}
-        return {"events": pd.DataFrame(ev), "tasks": pd.DataFrame(tasks),
-                "samples": pd.DataFrame(samples), "markers": pd.DataFrame(markers),
-                "lost": pd.DataFrame(lost)}
+        return dataframes(self.events(), self.tasks, self.sample_times, self.markers, self.lost)
 
     def close(self) -> None:
         if isinstance(self._data, mmap.mmap):
@@ -632,13 +585,6 @@ def _clean_tasks(r: dict[str, Any]) -> dict[str, Any]:
                     if p.get(k) is not None:
                         p[k] = clean_value(p[k])
     return r
-
-
-def _trimmed(a: np.ndarray, n: int) -> np.ndarray:
-    """The first ``n`` items; copied when most of the allocation would be wasted."""
-    if n == a.size:
-        return a
-    return a[:n].copy() if n < a.size * 0.9 else a[:n]
 
 
 def _check_crc(data: bytes | mmap.mmap, h: C.ChunkHeader) -> None:

@@ -45,6 +45,7 @@ from snumap_tui.trace.probe_budget import (
 )
 from snumap_tui.trace.probe_point import missing_note
 from snumap_tui.trace.probe_scope import ScopeMixin
+from snumap_tui.trace.region_rows import RowsMixin, Site
 
 PENDING_NS = 2_000_000_000      # how long hits of a not-yet-known process wait for the tree
 MAX_MAPS = 4096                 # processes whose maps are kept to name their regions
@@ -53,18 +54,6 @@ RESCAN_BUDGET_S = 0.05          # of the recorder's main loop, per rescan
 # (GNU, LLVM, Intel, MPICH, Open MPI, Intel MPI, MVAPICH).
 RUNTIME_NAME = re.compile(r"^lib(g?omp|iomp5|mpi|mpich|pmpi|mpi_\w+|open-(pal|rte))[.\d_-]")
 MODES = ("auto", "omp", "mpi", "none")
-
-
-@dataclass
-class Site:
-    """What one probe (tag) means."""
-
-    entry: C.EntryPoint
-    ret: bool
-    rid: int                    # -1: resolved per hit from the argument
-    path: str
-    call_ns: int = ENTRY_NS + RETURN_NS     # what the function's probes cost a call
-    counting: bool = False      # the site whose hits count the function's calls (budget)
 
 
 @dataclass
@@ -108,7 +97,7 @@ def parse_probe(spec: str) -> tuple[str, str]:
     return os.path.realpath(path), sym
 
 
-class RegionTracer(BudgetMixin, ScopeMixin):
+class RegionTracer(BudgetMixin, ScopeMixin, RowsMixin):
     """Uprobes for regions; ``drain``/``decode`` as a scheduling tracer's (record_runtime's
     Drainer runs ``drain`` in its thread)."""
 
@@ -553,53 +542,6 @@ class RegionTracer(BudgetMixin, ScopeMixin):
         self._perf_budget(rec)
         self._budget(rec)
         return self._regions(rec)
-
-    def _regions(self, rec: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(rec), C.REGION_DTYPE)
-        if not len(rec):
-            return out
-        tag = rec["tag"].astype(np.int64)
-        out["t_ns"], out["tid"], out["pid"] = rec["t_ns"], rec["tid"], rec["pid"]
-        out["op"] = self.static_op[tag]
-        # A summed probe's exact calls: both records under its return's tag, ``ret`` 0 the
-        # entry (bpf/regions.bpf.c exact_call).
-        agg = self._agg_tag[tag]
-        if agg.any():
-            out["op"][agg] = np.where(rec["ret"][agg] == 0, C.BEGIN, C.END)
-        rid = self.static_rid[tag].copy()
-        for i in np.flatnonzero(rid < 0).tolist():
-            rid[i] = self._dynamic(rec[i], self.sites[int(tag[i])])
-        keep = rid >= 0
-        out["rid"] = np.where(keep, rid, 0)
-        return out[keep]
-
-    def _dynamic(self, r: np.void, site: Site) -> int:
-        """The rid of a span opener's hit (from its argument) or closer (the opener's)."""
-        key = (int(r["tid"]), site.entry.stack or site.entry.symbol)
-        stack = self.stacks.setdefault(key, [])
-        if site.ret or not site.entry.on_entry:
-            return stack.pop() if stack else -1
-        arg = site.entry.arg
-        rid = self.names.intern(site.entry.symbol, site.entry.kind, site.entry.role)
-        if arg is not None and int(r["arg"]):
-            rid = self._resolve(int(r["pid"]), int(r["arg"]), site)
-        if len(stack) < 64:
-            stack.append(rid)
-        return rid
-
-    def _resolve(self, pid: int, addr: int, site: Site) -> int:
-        got = self.resolved.get((pid, addr))
-        if got is not None:
-            return got
-        maps = self.maps.get(pid)
-        if maps is None or not any(m.start <= addr < m.end for m in maps):
-            maps = E.read_maps(pid) or maps or []
-            self.maps[pid] = maps
-        _file, sym, line = E.resolve_address(maps, addr)
-        label = C.region_label(sym, line, f"{site.entry.symbol} region at {addr:#x}")
-        rid = self.names.intern(label, site.entry.kind, "span")
-        self.resolved[(pid, addr)] = rid
-        return rid
 
     def take_sums(self, last: bool = False) -> np.ndarray:
         """The kernel's summaries of aggregated calls drained since the last call (SUM_DTYPE);
