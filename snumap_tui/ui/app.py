@@ -24,7 +24,7 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
+from textual.widgets import ContentSwitcher, DataTable, Input, Static
 
 from snumap_tui.heap import LongLived
 from snumap_tui.model.frame import Frame, TaskRow
@@ -32,7 +32,13 @@ from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui import safe_screen
 from snumap_tui.ui.app_processes import ProcessListMixin
-from snumap_tui.ui.backdrop import Backdrop, BackdropScreen, BackdropSwitcher, TextLines
+from snumap_tui.ui.backdrop import (
+    Backdrop,
+    BackdropScreen,
+    BackdropSwitcher,
+    QuietFooter,
+    TextLines,
+)
 from snumap_tui.ui.driver import QuietDriverMixin
 from snumap_tui.ui.hostinfo import HostInfo, source_marks
 from snumap_tui.ui.io_detail import ProcessIoLines
@@ -178,17 +184,17 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
 
     # ---- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="header")
+        yield TextLines(id="header")
         with Backdrop(id="main"), BackdropSwitcher(initial=self.view, id="views"):
             with Backdrop(id="topology"):
-                yield Static(id="topo-head")
+                yield TextLines(id="topo-head")
                 yield TopologyTable(self.topology, id="tree")
                 yield ProcessTable(id="topo-procs", cursor=False)
                 yield TextLines(id="spark")
             yield HeatmapPanel(id="heatmap")
             yield ProcessPanel(id="processes")
         yield Static(id="too-small")
-        yield Footer()
+        yield QuietFooter()
 
     def get_default_screen(self) -> BackdropScreen:
         return BackdropScreen(id="_default")

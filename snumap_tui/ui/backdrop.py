@@ -7,9 +7,18 @@ them completely and the lines are thrown away. `snumap top`'s views nest three o
 containers whose children fill them (1fr heights), so a frame paid that four times over for
 every line between the header and the history line. These containers answer with one blank
 strip in their background per line instead: what would show if a child left a gap.
+
+Textual renders every visible widget whose clip overlaps the dirty regions' bounding box, and
+a top-level widget's clip is the screen: the header, the footer and these containers are asked
+for their lines at every frame, however little changed. Each keeps what it drew (its blank
+strip, its lines) until its text, its width or its styles change (``notify_style_update``,
+which Textual calls on every widget whose styles it recomputed: a theme, a class, a pseudo
+class) -- a widget's style is a walk through its ancestors' styles.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
@@ -19,38 +28,60 @@ from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.visual import VisualType
-from textual.widgets import ContentSwitcher, Static
+from textual.widgets import ContentSwitcher, Footer, Static
 
 
-def _blank(widget: Vertical | ContentSwitcher | Screen, crop: Region) -> list[Strip]:
-    strip = Strip.blank(crop.width, widget.rich_style)
-    return [strip] * crop.height
+class BlankLines:
+    """Mixin: blank strips in the widget's own style, made once per width and style."""
+
+    _blank_strip: Strip | None = None
+
+    def _blank(self, crop: Region) -> list[Strip]:
+        strip = self._blank_strip
+        if strip is None or strip.cell_length != crop.width:
+            w: Any = self
+            strip = self._blank_strip = Strip.blank(crop.width, w.rich_style)
+        return [strip] * crop.height
+
+    def notify_style_update(self) -> None:
+        self._blank_strip = None
+        super().notify_style_update()  # type: ignore[misc]
 
 
-class Backdrop(Vertical):
+class Backdrop(BlankLines, Vertical):
     """A Vertical whose children fill it (see the module docstring)."""
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        return _blank(self, crop)
+        return self._blank(crop)
 
 
-class BackdropSwitcher(ContentSwitcher):
+class BackdropSwitcher(BlankLines, ContentSwitcher):
     """A ContentSwitcher whose shown child fills it."""
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        return _blank(self, crop)
+        return self._blank(crop)
 
 
-class BackdropScreen(Screen[None]):
+class BackdropScreen(BlankLines, Screen[None]):
     """The default screen, whose widgets cover it."""
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        return _blank(self, crop)
+        return self._blank(crop)
+
+
+class QuietFooter(BlankLines, Footer):
+    """Textual's Footer, whose own lines (the background under its keys, which draw
+    themselves) are made once per width and style instead of at every frame."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if any(self.styles.gutter):           # a border or padding after all: Textual's way
+            return super().render_lines(crop)
+        return self._blank(crop)
 
 
 class TextLines(Static):
-    """A few lines of Rich Text drawn as Strips made once per ``update`` (the history line
-    under the tree, every frame). A Static turns its Text into Content and then into Strips
+    """A few lines of Rich Text drawn as Strips made once per ``update`` (the header, the
+    column heads, the history line under the tree). A Static turns its Text into Content and then into Strips
     through its styles cache on every repaint, which was a third of a frame's compositing;
     here a repaint is a list look-up, with the line filters applied once per update."""
 
@@ -60,6 +91,7 @@ class TextLines(Static):
         super().__init__(id=id)
         self.text = Text()
         self._strips: list[Strip] | None = None
+        self._under = Strip.blank(0)
         self._stamp: tuple[object, ...] = ()
 
     def update(self, content: VisualType = "", *, layout: bool = False) -> None:
@@ -80,13 +112,17 @@ class TextLines(Static):
     def render(self) -> Text:
         return self.text
 
+    def notify_style_update(self) -> None:
+        self._strips = None                  # drawn in the styles of before
+        super().notify_style_update()
+
     def render_lines(self, crop: Region) -> list[Strip]:
         width = self.size.width
         filters = self.get_line_filters()
-        background = self.background_colors[1] if filters else None
-        stamp = (width, tuple(map(id, filters)), background)
+        stamp = (width, tuple(map(id, filters)))
         if self._strips is None or stamp != self._stamp:
             self._stamp = stamp
+            background = self.background_colors[1] if filters else None
             base = self.rich_style
             console = self.app.console
             strips = []
@@ -101,8 +137,10 @@ class TextLines(Static):
                     strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
                 strips.append(strip)
             self._strips = strips
-        blank = Strip.blank(width, self.rich_style)
-        out = [self._strips[y] if y < len(self._strips) else blank for y in crop.line_range]
+            self._under = Strip.blank(width, base)       # the lines past the text
+        strips, blank = self._strips, self._under
+        n = len(strips)
+        out = [strips[y] if y < n else blank for y in crop.line_range]
         x1, x2 = crop.column_span
         if (x1, x2) != (0, width):
             out = [s.crop(x1, x2) for s in out]

@@ -38,6 +38,13 @@ class CachedLines:
 
     _ycache: dict[int, Strip]
     _ystamp: tuple[object, ...]
+    _box: tuple[bool, object] | None = None
+
+    def notify_style_update(self) -> None:
+        """Textual recomputed this widget's styles: its lines and style facts are stale."""
+        self._ystamp = ()
+        self._box = None
+        super().notify_style_update()  # type: ignore[misc]
 
     def _line_for(self, y: int, width: int, top: int, focus: bool) -> Strip:
         return self.render_line(y)  # type: ignore[attr-defined]
@@ -48,10 +55,15 @@ class CachedLines:
 
     def render_lines(self, crop: Region) -> list[Strip]:
         w: Any = self
-        if not plain_box(w):
+        # Whether the box is plain and its background: style facts (a walk through the
+        # ancestors' styles), kept until the styles change or the widget is repainted whole.
+        box = self._box
+        if box is None:
+            box = self._box = (plain_box(w), w.background_colors[1])
+        if not box[0]:
             return self._styled_render_lines(crop)
         filters = w.get_line_filters()
-        background = w.background_colors[1] if filters else None
+        background = box[1] if filters else None
         top, width, focus = w.scroll_offset.y, w.size.width, w.has_focus
         stamp = (top, width, focus, tuple(map(id, filters)), background)
         if stamp != getattr(self, "_ystamp", None):
@@ -82,6 +94,7 @@ class CachedLines:
         ``refresh`` override calls it before Textual's."""
         if not regions:
             self._ycache = {}
+            self._box = None
             return
         cache = getattr(self, "_ycache", None)
         if cache is None:

@@ -468,6 +468,12 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
             self._ws_key, self._ws = key, widths(self.cols, width)
         return self._ws
 
+    def notify_style_update(self) -> None:
+        kept = getattr(self, "_strips", None)
+        if kept is not None:
+            kept.clear()                     # padded in the styles of before
+        super().notify_style_update()
+
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> ProcessTable:
         """Textual's refresh; forgets the drawn rows it covers (see ``render_lines``)."""

@@ -347,6 +347,10 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self._strips[idx] = (key, cursor, width, strip)
         return strip
 
+    def notify_style_update(self) -> None:
+        self._blank = None                   # in the styles of before
+        super().notify_style_update()
+
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> TopologyTable:
         """Textual's refresh; forgets the drawn lines it covers (cached_lines.py)."""
