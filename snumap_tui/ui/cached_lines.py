@@ -12,6 +12,7 @@ refreshed: that is what ``CachedLines.render_lines`` does, on top of the widget'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.segment import Segment
@@ -88,6 +89,24 @@ class CachedLines:
         if (x1, x2) != (0, width):
             strips = [strip.crop(x1, x2) for strip in strips]
         return strips
+
+    def refresh_rows(self, ys: Sequence[int]) -> None:
+        """Repaint these screen rows (ascending) in one call, runs of adjacent rows as one
+        region: ``refresh_line`` per row costs a call into Textual's dirty-region bookkeeping
+        each (and a look-up of the widget's region)."""
+        if not ys:
+            return
+        w: Any = self
+        width = max(w.virtual_size.width, w.size.width)
+        regions = []
+        start = prev = ys[0]
+        for y in ys[1:]:
+            if y != prev + 1:
+                regions.append(Region(0, start, width, prev - start + 1))
+                start = y
+            prev = y
+        regions.append(Region(0, start, width, prev - start + 1))
+        w.refresh(*regions)
 
     def forget_lines(self, *regions: Region) -> None:
         """Drop the cached lines these regions cover (all of them without regions); a

@@ -396,24 +396,7 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
             if (i >= len(old) or i >= len(lines) or i in moved
                     or not old[i].looks_like(lines[i])):
                 dirty.append(i - top + HEAD_ROWS)
-        self._refresh_rows(dirty)
-
-    def _refresh_rows(self, ys: Sequence[int]) -> None:
-        """Repaint these screen rows (ascending) in one call, runs of adjacent rows as one
-        region: ``refresh_line`` per row costs a call into Textual's dirty-region bookkeeping
-        each."""
-        if not ys:
-            return
-        width = max(self.virtual_size.width, self.size.width)
-        regions = []
-        start = prev = ys[0]
-        for y in ys[1:]:
-            if y != prev + 1:
-                regions.append(Region(0, start, width, prev - start + 1))
-                start = y
-            prev = y
-        regions.append(Region(0, start, width, prev - start + 1))
-        self.refresh(*regions)
+        self.refresh_rows(dirty)
 
     def _set_virtual_size(self, nlines: int) -> None:
         """The scrollable height, without a layout: ``virtual_size`` is a reactive with

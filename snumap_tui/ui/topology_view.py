@@ -224,12 +224,17 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         if not self.is_mounted or not self.size.height:
             self.refresh()
             return
+        # The widget's size and scroll position once: each is a look-up of its region
+        # through the screen (a sixth of this view's cost when asked per row).
+        size = self.size
         top = self.scroll_offset.y
-        for idx in range(top, min(top + self.size.height, len(self.rows))):
+        dirty = []
+        for idx in range(top, min(top + size.height, len(self.rows))):
             old = self._texts.get(idx)
-            _, key = self._text(idx)
+            _, key = self._text(idx, size.width)
             if old is None or old[2] != key:
-                self.refresh_line(idx)
+                dirty.append(idx - top)
+        self.refresh_rows(dirty)
 
     def set_marks(self, pus: Iterable[int], nodes: Iterable[int]) -> None:
         """Mark rows covering these PUs (OS indexes) and NUMA nodes (a selected process)."""
@@ -247,27 +252,27 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self._gen += 1
         self._texts.clear()
 
-    def _text(self, idx: int) -> tuple[Text, tuple[object, ...]]:
+    def _text(self, idx: int, width: int) -> tuple[Text, tuple[object, ...]]:
         """Row ``idx``'s Text for the current frame and a key that changes with its look."""
         got = self._texts.get(idx)
         if got is not None and got[0] == self._gen:
             return got[1], got[2]
         row = self.rows[idx]
         if row.io:                       # an I/O row's numbers are not the CPU cells
-            text = row_text(self.frame, row, self.size.width)
-            io_key: tuple[object, ...] = (text.plain, tuple(text.spans), self.size.width)
+            text = row_text(self.frame, row, width)
+            io_key: tuple[object, ...] = (text.plain, tuple(text.spans), width)
             self._texts[idx] = (self._gen, text, io_key)
             return text, io_key
         cells = row_cells(self.frame, row)
         marked = self._is_marked(row)
-        key: tuple[object, ...] = (row.obj_id, row.expanded, marked, self.size.width,
-                                   row_look(cells, self.size.width))
+        key: tuple[object, ...] = (row.obj_id, row.expanded, marked, width,
+                                   row_look(cells, width))
         if got is not None and got[2] == key:
             # Shows the same as at the last frame: keep that Text (building one is ten
             # times the cost of this key), only its generation moves on.
             self._texts[idx] = (self._gen, got[1], key)
             return got[1], key
-        text = row_text(self.frame, row, self.size.width, marked, cells)
+        text = row_text(self.frame, row, width, marked, cells)
         self._texts[idx] = (self._gen, text, key)
         return text, key
 
@@ -324,14 +329,18 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         return any(a <= p < b for p in self.marked_pus) if b > a else False
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        idx = self.scroll_offset.y + y
+        return self._line_for(y, self.size.width, self.scroll_offset.y, self.has_focus)
+
+    def _line_for(self, y: int, width: int, top: int, focus: bool) -> Strip:
+        """Screen line ``y``; ``render_lines`` passes the width, scroll position and focus
+        once per repaint (cached_lines.py)."""
+        idx = top + y
         if idx >= len(self.rows):
             if self._blank is None or self._blank.cell_length != width:
                 self._blank = Strip.blank(width, self.rich_style)
             return self._blank
-        text, key = self._text(idx)
-        cursor = (self.has_focus if idx == self.cursor else None)
+        text, key = self._text(idx, width)
+        cursor = (focus if idx == self.cursor else None)
         cached = self._strips.get(idx)
         if cached is not None and cached[0] == key and cached[1] == cursor and \
                 cached[2] == width:
