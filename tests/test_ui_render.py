@@ -198,3 +198,27 @@ def test_hostinfo_parsers() -> None:
     assert format_uptime(16 * 60 + 5) == "16m"          # not "00:16", which reads as a time
     assert format_uptime(2 * 3600 + 7 * 60) == "2h 07m"
     assert format_uptime(None) == "n/a"
+
+
+def test_a_tree_row_marks_with_its_marker_only() -> None:
+    """The yellow of a marked row (a selected process's PUs) is its ● alone: the label and
+    the numbers keep their own styles (the marker's style once spread over the whole row)."""
+    from snumap_tui.ui.topology_view import MARK_STYLE, row_text
+
+    topo = synthetic_topology(1, 1, 1, 2, 2)
+    frame = demo_frame(topo, 2)
+    rows = visible_rows(topo, default_collapsed(topo))
+    console = Console(width=120)
+    for row in rows:
+        for marked in (False, True):
+            text = row_text(frame, row, 120, marked)
+            cells = [(ch, seg.style) for seg in text.render(console) for ch in seg.text]
+            assert cells[0][0] == ("●" if marked else " ")
+            assert (cells[0][1] == MARK_STYLE) is marked
+            at = text.plain.index(row.label)
+            for ch, style in cells[at:at + len(row.label)]:
+                assert style is None or style.color is None, (row.label, style)
+                assert bool(style and style.bold) is (row.indent <= 1)
+            pct = text.plain.index("%")
+            assert all(style is None or style.color != MARK_STYLE.color
+                       for _, style in cells[pct - 3:pct + 1])

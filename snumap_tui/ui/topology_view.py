@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -46,6 +47,9 @@ from snumap_tui.ui.tree_rows import (
 )
 
 MARK_STYLE = Style(color="yellow", bold=True)
+BOLD = Style(bold=True)
+CURSOR = Style(reverse=True)            # the cursor's row, the tree focused
+CURSOR_BLUR = Style(bgcolor="grey30")    # the cursor's row, another widget focused
 PROBLEM_STYLE = Style(color="red", bold=True)
 NULL_STYLE = Style()
 
@@ -107,36 +111,51 @@ def row_look(cells: dict[str, float | None], width: int) -> tuple[object, ...]:
 def row_text(frame: Frame | None, row: TreeRow, width: int, marked: bool = False,
              cells: dict[str, float | None] | None = None) -> Text:
     """One row, styled: marker, indented label, CPU bar, IPC, GHz, W, NUMA memory."""
-    name_w, bar_w = column_widths(width)
+    name_w, _ = column_widths(width)
     if row.io:
         return io_text(frame, row, width, name_w)
-    if cells is None:
-        cells = row_cells(frame, row)
-    t = Text("●" if marked else " ", style=MARK_STYLE)
+    return Text.assemble(*((seg.text, seg.style or NULL_STYLE) for seg in row_segments(
+        row, width, marked, row_cells(frame, row) if cells is None else cells)))
+
+
+def label_segments(row: TreeRow, name_w: int) -> list[Segment]:
+    """The row's indented label (and its note where it fits) in ``name_w`` cells."""
     twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     name = "  " * row.indent + twisty + row.label
-    label = Text(name, style="bold" if row.indent <= 1 else "")
+    style = BOLD if row.indent <= 1 else NULL_STYLE
     if row.note and len(name) + 3 + len(row.note) <= name_w:
-        label.append("  " + row.note, style=NA_STYLE)
-    label.truncate(name_w, pad=True)
-    t.append_text(label)
-    t.append(" ")
+        note = set_cell_size("  " + row.note, name_w - cell_len(name))
+        return [Segment(name, style), Segment(note, NA_STYLE)]
+    return [Segment(set_cell_size(name, name_w), style)]
+
+
+def row_segments(row: TreeRow, width: int, marked: bool, cells: dict[str, float | None],
+                 label: list[Segment] | None = None) -> list[Segment]:
+    """A CPU row as Segments, straight (a Rich Text and its render cost more than the row):
+    marker, ``label`` (label_segments, which the caller may keep), bar, the numbers."""
+    name_w, bar_w = column_widths(width)
+    segs = [Segment("●", MARK_STYLE) if marked else Segment(" ", NULL_STYLE),
+            *(label if label is not None else label_segments(row, name_w)),
+            Segment(" ", NULL_STYLE)]
     util = cells["util"]
     filled, rest = bar(None if util is None else util / 100, bar_w)
-    t.append(filled, style=scale_style((util or 0) / 100))
-    t.append(rest, style=NA_STYLE)
-    t.append(view_for("util").fmt(util, 5), style="" if util is not None else NA_STYLE)
+    if filled:
+        segs.append(Segment(filled, scale_style((util or 0) / 100)))
+    if rest:
+        segs.append(Segment(rest, NA_STYLE))
+    segs.append(Segment(view_for("util").fmt(util, 5), NULL_STYLE if util is not None
+                        else NA_STYLE))
     for c in COLUMNS[1:]:
         v = cells[c]
         view = view_for(c)
-        st = NA_STYLE if v is None else (PROBLEM_STYLE if view.is_problem(v) else Style())
-        t.append(view.fmt(v, 6), style=st)
+        st = NA_STYLE if v is None else (PROBLEM_STYLE if view.is_problem(v) else NULL_STYLE)
+        segs.append(Segment(view.fmt(v, 6), st))
     mem = memory_text(cells["mem_used"], cells["mem_total"])
     if mem:
         used, total = cells["mem_used"], cells["mem_total"]
         full = used is not None and total and used / total > 0.9
-        t.append("  " + mem, style=PROBLEM_STYLE if full else "")
-    return t
+        segs.append(Segment("  " + mem, PROBLEM_STYLE if full else NULL_STYLE))
+    return segs
 
 
 def io_text(frame: Frame | None, row: TreeRow, width: int, name_w: int) -> Text:
@@ -213,7 +232,8 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         # for another reason (cursor, scroll) reuses the Strips: Textual's cost per frame is
         # per line refreshed, and most lines do not change from one second to the next.
         self._gen = 0
-        self._texts: dict[int, tuple[int, Text, tuple[object, ...]]] = {}
+        self._texts: dict[int, tuple[int, list[Segment], tuple[object, ...]]] = {}
+        self._labels: dict[int, list[Segment]] = {}
         self._strips: dict[int, tuple[tuple[object, ...], object, int, Strip]] = {}
         self._pu_pos = {p.os_index: i for i, p in enumerate(topology.pus)}
 
@@ -231,7 +251,7 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         dirty = []
         for idx in range(top, min(top + size.height, len(self.rows))):
             old = self._texts.get(idx)
-            _, key = self._text(idx, size.width)
+            _, key = self._segs(idx, size.width)
             if old is None or old[2] != key:
                 dirty.append(idx - top)
         self.refresh_rows(dirty)
@@ -248,12 +268,14 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self.refresh()
 
     def _forget(self) -> None:
-        """Rows or marks changed: no cached text is valid any more."""
+        """Rows, marks or the width changed: no cached row is valid any more."""
         self._gen += 1
         self._texts.clear()
+        self._labels.clear()
 
-    def _text(self, idx: int, width: int) -> tuple[Text, tuple[object, ...]]:
-        """Row ``idx``'s Text for the current frame and a key that changes with its look."""
+    def _segs(self, idx: int, width: int) -> tuple[list[Segment], tuple[object, ...]]:
+        """Row ``idx``'s Segments for the current frame and a key that changes with its
+        look."""
         got = self._texts.get(idx)
         if got is not None and got[0] == self._gen:
             return got[1], got[2]
@@ -261,20 +283,27 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         if row.io:                       # an I/O row's numbers are not the CPU cells
             text = row_text(self.frame, row, width)
             io_key: tuple[object, ...] = (text.plain, tuple(text.spans), width)
-            self._texts[idx] = (self._gen, text, io_key)
-            return text, io_key
+            # Every segment gets a style: NO_COLOR's monochrome filter reads .color of each
+            # one (an unstyled Segment crashed the app there).
+            io_segs = [s if s.style is not None else Segment(s.text, NULL_STYLE, s.control)
+                       for s in text.render(self.app.console)]
+            self._texts[idx] = (self._gen, io_segs, io_key)
+            return io_segs, io_key
         cells = row_cells(self.frame, row)
         marked = self._is_marked(row)
         key: tuple[object, ...] = (row.obj_id, row.expanded, marked, width,
                                    row_look(cells, width))
         if got is not None and got[2] == key:
-            # Shows the same as at the last frame: keep that Text (building one is ten
-            # times the cost of this key), only its generation moves on.
+            # Shows the same as at the last frame: keep those Segments (building them is
+            # ten times the cost of this key), only their generation moves on.
             self._texts[idx] = (self._gen, got[1], key)
             return got[1], key
-        text = row_text(self.frame, row, width, marked, cells)
-        self._texts[idx] = (self._gen, text, key)
-        return text, key
+        label = self._labels.get(idx)
+        if label is None:                # the label changes with the rows and the width only
+            label = self._labels[idx] = label_segments(row, column_widths(width)[0])
+        segs = row_segments(row, width, marked, cells, label)
+        self._texts[idx] = (self._gen, segs, key)
+        return segs, key
 
     @property
     def span(self) -> tuple[int, int, int]:
@@ -339,19 +368,14 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
             if self._blank is None or self._blank.cell_length != width:
                 self._blank = Strip.blank(width, self.rich_style)
             return self._blank
-        text, key = self._text(idx, width)
+        segs, key = self._segs(idx, width)
         cursor = (focus if idx == self.cursor else None)
         cached = self._strips.get(idx)
         if cached is not None and cached[0] == key and cached[1] == cursor and \
                 cached[2] == width:
             return cached[3]
         if cursor is not None:
-            text = text.copy()
-            text.stylize(Style(reverse=True) if cursor else Style(bgcolor="grey30"))
-        # Every segment gets a style: NO_COLOR's monochrome filter reads .color of each one
-        # (an unstyled Segment crashed the app there).
-        segs = [s if s.style is not None else Segment(s.text, NULL_STYLE, s.control)
-                for s in text.render(self.app.console)]
+            segs = list(Segment.apply_style(segs, post_style=CURSOR if cursor else CURSOR_BLUR))
         strip = Strip(segs).extend_cell_length(width, NULL_STYLE).crop(0, width)
         self._strips[idx] = (key, cursor, width, strip)
         return strip
