@@ -138,7 +138,10 @@ def fake_tree(tmp: Path, cpus: int, nodes: int, packages: int, *, job: bool = Fa
     ``others`` idle single-thread processes share the process list with it."""
     from fakefs import FakeProcess, FakeRoot, FakeThread
 
-    fr = FakeRoot(tmp / f"fake{cpus}", cpus=cpus, nodes=nodes, packages=packages)
+    # A full node holds its job and idle daemons only (FakeRoot's own processes would be
+    # billed every PU they sit on).
+    fr = FakeRoot(tmp / f"fake{cpus}", cpus=cpus, nodes=nodes, packages=packages,
+                  processes=not job)
     every = list(range(cpus))
     if job:
         fr.processes.append(FakeProcess(
@@ -159,7 +162,7 @@ def fake_tree(tmp: Path, cpus: int, nodes: int, packages: int, *, job: bool = Fa
             k += 1
             first = (k * 7) % cpus
             fr.advance(0.25, busy={c: 1.0 for c in every} if job else
-                       {c % cpus: 1.0 for c in range(first, first + busy)})
+                       {c: 1.0 for c in range(first, min(cpus, first + busy))})
 
     t = threading.Thread(target=tick, daemon=True)
     t.start()

@@ -222,3 +222,28 @@ def test_a_tree_row_marks_with_its_marker_only() -> None:
             pct = text.plain.index("%")
             assert all(style is None or style.color != MARK_STYLE.color
                        for _, style in cells[pct - 3:pct + 1])
+
+
+def test_a_tree_label_fills_its_width_in_cells() -> None:
+    """A label is its name and, where it fits, its note, in exactly the name column's cells
+    (wide characters counted as two), padded in the label's own style (a cursor row shows
+    the padding reversed like the name)."""
+    from rich.cells import cell_len
+
+    from snumap_tui.ui.topology_view import label_segments
+    from snumap_tui.ui.tree_rows import TreeRow
+
+    def row(label: str, note: str, indent: int = 2) -> TreeRow:
+        return TreeRow(key=1, obj_id=1, numa_id=None, indent=indent, label=label, note=note,
+                       expandable=True, expanded=False, pu_range=(0, 2))
+
+    for r in (row("L3 #0 32M", "L2 1M · L1 48K"), row("Core 0", ""),
+              row("节点节点节点节点节点", "note"), row("x" * 40, "note"),
+              row("节点", "cache notes that are long", indent=1)):
+        for name_w in (12, 20, 34):
+            segs = label_segments(r, name_w)
+            assert sum(cell_len(s.text) for s in segs) == name_w, (r.label, name_w, segs)
+            assert segs[0].style == segs[-1].style          # the padding: the label's style
+            shown = "".join(s.text for s in segs)
+            if r.note and r.note in shown:
+                assert shown.index(r.note) > shown.index(r.label)

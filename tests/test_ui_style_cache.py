@@ -5,6 +5,7 @@ is what an app started in that theme draws, cell for cell."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.backdrop import QuietFooter
@@ -55,3 +56,34 @@ def test_a_theme_change_repaints_the_kept_lines() -> None:
     # The two themes differ where the kept lines are (the header, the footer, blank lines).
     assert changed[0] != dark[0] and changed[-1] != dark[-1]
     assert changed == fresh
+
+
+def test_the_quiet_footer_draws_as_textuals_footer(monkeypatch: object) -> None:
+    """QuietFooter keeps its own lines, but they are the ones Textual's Footer draws, with
+    the app's line filters (NO_COLOR's monochrome) applied, cell for cell."""
+    from textual.app import App
+    from textual.binding import Binding, BindingType
+    from textual.widgets import Footer
+
+    def footer_row(cls: type, no_color: bool) -> list[tuple[str, str | None, str | None]]:
+        class One(App[None]):
+            BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit")]
+
+            def compose(self):  # type: ignore[no-untyped-def]
+                yield cls()
+
+        async def go() -> list[tuple[str, str | None, str | None]]:
+            app = One()
+            async with app.run_test(size=(60, 5)) as pilot:
+                await pilot.pause()
+                return _cells(app)[-1]        # type: ignore[arg-type]
+
+        mp: Any = monkeypatch
+        if no_color:
+            mp.setenv("NO_COLOR", "1")
+        else:
+            mp.delenv("NO_COLOR", raising=False)
+        return asyncio.run(go())
+
+    for no_color in (False, True):
+        assert footer_row(QuietFooter, no_color) == footer_row(Footer, no_color)

@@ -11,9 +11,10 @@ strip in their background per line instead: what would show if a child left a ga
 Textual renders every visible widget whose clip overlaps the dirty regions' bounding box, and
 a top-level widget's clip is the screen: the header, the footer and these containers are asked
 for their lines at every frame, however little changed. Each keeps what it drew (its blank
-strip, its lines) until its text, its width or its styles change (``notify_style_update``,
-which Textual calls on every widget whose styles it recomputed: a theme, a class, a pseudo
-class) -- a widget's style is a walk through its ancestors' styles.
+strip, its lines) until its text, its width or its styles change -- ``notify_style_update``,
+which Textual calls on every widget whose own rules it recomputed (a theme, a class, a pseudo
+class), or a repaint of the whole widget, which is how an ancestor's colour change reaches it
+-- a widget's style being a walk through its ancestors' styles.
 """
 
 from __future__ import annotations
@@ -32,20 +33,35 @@ from textual.widgets import ContentSwitcher, Footer, Static
 
 
 class BlankLines:
-    """Mixin: blank strips in the widget's own style, made once per width and style."""
+    """Mixin: blank strips in the widget's own style (through the app's line filters, as
+    Textual draws a widget's background), made once per width, filters and style."""
 
     _blank_strip: Strip | None = None
+    _blank_stamp: tuple[object, ...] = ()
 
     def _blank(self, crop: Region) -> list[Strip]:
+        w: Any = self
+        filters = w.get_line_filters()
+        stamp = (crop.width, tuple(map(id, filters)))
         strip = self._blank_strip
-        if strip is None or strip.cell_length != crop.width:
-            w: Any = self
-            strip = self._blank_strip = Strip.blank(crop.width, w.rich_style)
+        if strip is None or stamp != self._blank_stamp:
+            strip = Strip.blank(crop.width, w.rich_style)
+            background = w.background_colors[1] if filters else None
+            for f in filters:
+                strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
+            self._blank_strip, self._blank_stamp = strip, stamp
         return [strip] * crop.height
 
     def notify_style_update(self) -> None:
         self._blank_strip = None
         super().notify_style_update()  # type: ignore[misc]
+
+    def refresh(self, *regions: Region, **kw: Any) -> Any:
+        """A repaint of the whole widget (an ancestor's colours changed, which Textual does
+        not always announce with notify_style_update) makes the blank again."""
+        if not regions:
+            self._blank_strip = None
+        return super().refresh(*regions, **kw)  # type: ignore[misc]
 
 
 class Backdrop(BlankLines, Vertical):
@@ -115,6 +131,13 @@ class TextLines(Static):
     def notify_style_update(self) -> None:
         self._strips = None                  # drawn in the styles of before
         super().notify_style_update()
+
+    def refresh(self, *regions: Region, **kw: Any) -> Any:
+        """A repaint of the whole widget draws its lines again (an ancestor's colours may
+        have changed without notify_style_update)."""
+        if not regions:
+            self._strips = None
+        return super().refresh(*regions, **kw)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         width = self.size.width

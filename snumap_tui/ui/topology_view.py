@@ -123,9 +123,11 @@ def label_segments(row: TreeRow, name_w: int) -> list[Segment]:
     twisty = ("▾ " if row.expanded else "▸ ") if row.expandable else "  "
     name = "  " * row.indent + twisty + row.label
     style = BOLD if row.indent <= 1 else NULL_STYLE
-    if row.note and len(name) + 3 + len(row.note) <= name_w:
-        note = set_cell_size("  " + row.note, name_w - cell_len(name))
-        return [Segment(name, style), Segment(note, NA_STYLE)]
+    used = cell_len(name)
+    if row.note and used + 3 + cell_len(row.note) <= name_w:
+        note = "  " + row.note
+        pad = name_w - used - cell_len(note)     # in the label's style, as a cursor shows it
+        return [Segment(name, style), Segment(note, NA_STYLE), Segment(" " * pad, style)]
     return [Segment(set_cell_size(name, name_w), style)]
 
 
@@ -233,7 +235,7 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         # per line refreshed, and most lines do not change from one second to the next.
         self._gen = 0
         self._texts: dict[int, tuple[int, list[Segment], tuple[object, ...]]] = {}
-        self._labels: dict[int, list[Segment]] = {}
+        self._labels: dict[int, tuple[int, list[Segment]]] = {}
         self._strips: dict[int, tuple[tuple[object, ...], object, int, Strip]] = {}
         self._pu_pos = {p.os_index: i for i, p in enumerate(topology.pus)}
 
@@ -298,10 +300,13 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
             # ten times the cost of this key), only their generation moves on.
             self._texts[idx] = (self._gen, got[1], key)
             return got[1], key
-        label = self._labels.get(idx)
-        if label is None:                # the label changes with the rows and the width only
-            label = self._labels[idx] = label_segments(row, column_widths(width)[0])
-        segs = row_segments(row, width, marked, cells, label)
+        # The label changes with the rows and its width only: kept with the width it was
+        # made for (a frame can come between a resize and the widget's Resize message).
+        name_w = column_widths(width)[0]
+        kept = self._labels.get(idx)
+        if kept is None or kept[0] != name_w:
+            kept = self._labels[idx] = (name_w, label_segments(row, name_w))
+        segs = row_segments(row, width, marked, cells, kept[1])
         self._texts[idx] = (self._gen, segs, key)
         return segs, key
 
