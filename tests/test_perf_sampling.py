@@ -213,4 +213,8 @@ def test_without_the_kernel_sampling_the_loop_reads_every_millisecond(tmp_path: 
         assert len(with_perf) == len(samples)
     assert 0 < len(with_stat) < len(samples) / 3       # every 10 ms, not every sample
     util = series.values["util_pct"][:, f.topology.root.id]
-    assert np.isfinite(util).sum() >= len(with_stat) - 1
+    # Each /proc/stat reading after the first pairs with the one before it. /proc/stat
+    # counts in 10 ms ticks, so two readings the loop made close together (catching up
+    # after the VM lost its PU for a while) can see no tick between them: no figure for
+    # that interval, which is right. Nine in ten intervals have one.
+    assert np.isfinite(util).sum() >= 0.9 * (len(with_stat) - 1)
