@@ -95,11 +95,12 @@ class QuietFooter(BlankLines, Footer):
         return self._blank(crop)
 
 
-class TextLines(Static):
+class TextLines(BlankLines, Static):
     """A few lines of Rich Text drawn as Strips made once per ``update`` (the header, the
-    column heads, the history line under the tree). A Static turns its Text into Content and then into Strips
-    through its styles cache on every repaint, which was a third of a frame's compositing;
-    here a repaint is a list look-up, with the line filters applied once per update."""
+    column heads, the history line under the tree). A Static turns its Text into Content
+    and then into Strips through its styles cache on every repaint, which was a third of a
+    frame's compositing; here a repaint is a list look-up, with the line filters applied
+    once per update. Lines past the text are BlankLines' blank."""
 
     DEFAULT_CSS = "TextLines { height: auto; }"
 
@@ -107,7 +108,6 @@ class TextLines(Static):
         super().__init__(id=id)
         self.text = Text()
         self._strips: list[Strip] | None = None
-        self._under = Strip.blank(0)
         self._stamp: tuple[object, ...] = ()
 
     def update(self, content: VisualType = "", *, layout: bool = False) -> None:
@@ -133,8 +133,7 @@ class TextLines(Static):
         super().notify_style_update()
 
     def refresh(self, *regions: Region, **kw: Any) -> Any:
-        """A repaint of the whole widget draws its lines again (an ancestor's colours may
-        have changed without notify_style_update)."""
+        """A repaint of the whole widget draws its lines again, as BlankLines its blank."""
         if not regions:
             self._strips = None
         return super().refresh(*regions, **kw)
@@ -160,8 +159,7 @@ class TextLines(Static):
                     strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
                 strips.append(strip)
             self._strips = strips
-            self._under = Strip.blank(width, base)       # the lines past the text
-        strips, blank = self._strips, self._under
+        strips, blank = self._strips, self._blank(Region(0, 0, width, 1))[0]
         n = len(strips)
         out = [strips[y] if y < n else blank for y in crop.line_range]
         x1, x2 = crop.column_span
