@@ -187,7 +187,10 @@ def test_kernel_sampled_switches_equal_the_switch_events(tmp_path: Path) -> None
             counts.append(n)
         if sum(counts) > 5000:
             busiest += 1
-            assert np.mean(errs) <= 0.05 * np.mean(counts), (cpu, np.mean(errs))
+            # 5 %, and one switch at each edge of a window: the kernel's sample and the
+            # switch event nearest it carry their own clock readings, so a switch in flight
+            # at the sample instant may fall on either side.
+            assert np.mean(errs) <= 0.05 * np.mean(counts) + 2, (cpu, np.mean(errs))
     assert busiest >= 1, "the ping-pong did not switch on any PU"
 
 
