@@ -7,6 +7,7 @@ import functools
 import io
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -383,7 +384,11 @@ async def test_no_color_draws_every_view(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @sync
-async def test_a_crash_inside_the_app_is_one_line_and_not_zero() -> None:
+async def test_a_crash_inside_the_app_is_one_line_and_not_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # the traceback's file, not /tmp's
     app = make_app()
     with pytest.raises(ZeroDivisionError):
         async with app.run_test(size=(80, 24)) as pilot:
@@ -392,3 +397,5 @@ async def test_a_crash_inside_the_app_is_one_line_and_not_zero() -> None:
     assert app.return_code == 1
     assert app.crash is not None and app.crash.startswith("ZeroDivisionError: division by zero")
     assert "\n" not in app.crash
+    (kept,) = tmp_path.glob("snumap-top-crash-*.txt")
+    assert kept.name in app.crash and "ZeroDivisionError" in kept.read_text()
