@@ -50,12 +50,13 @@ from snumap_tui.ui.metricspec import (
     use_catalogue,
     view_for,
 )
-from snumap_tui.ui.palette import NA_STYLE
+from snumap_tui.ui.palette import NA_STYLE, spark_glyph
 from snumap_tui.ui.panels import (
     HeatmapPanel,
     ProcessPanel,
     header_lines,
-    spark_text,
+    spark_bars,
+    spark_title,
     task_detail,
 )
 from snumap_tui.ui.process_table import HEAD_ROWS, ProcessTable
@@ -170,7 +171,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self._head_for: tuple[int, tuple[int, int, int]] | None = None  # the column heads'
         self._head_key: tuple[object, ...] | None = None   # what the header shows now
         self._spark_for: tuple[str, int] | None = None      # the history line's metric, object
-        self._spark_vals: dict[int, tuple[Frame, float | None]] = {}   # id -> frame, value
+        self._spark_vals: dict[int, tuple[Frame, float | None, str]] = {}   # id -> frame, value, block
         self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
         self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None = None
         self._shown: dict[str, tuple[object, ...]] = {}
@@ -341,27 +342,34 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
     def _draw_spark(self) -> None:
         view = self.metric
         obj = self.topology[self.selected_obj]
-        # Each frame's value is looked up once for the metric and object shown (the history
-        # holds up to 120 frames; only the new one is looked up at a frame).
+        # Each frame's value and block are worked out once for the metric and object shown
+        # (the history holds up to 120 frames; only the new one is looked up at a frame).
         if self._spark_for != (view.key, obj.id):
             self._spark_for, self._spark_vals = (view.key, obj.id), {}
         known = self._spark_vals
         hist: list[float | None] = []
-        vals: dict[int, tuple[Frame, float | None]] = {}
+        blocks: list[str] = []
+        vals: dict[int, tuple[Frame, float | None, str]] = {}
         for f in list(self.history):
             got = known.get(id(f))
-            if got is not None and got[0] is f:
-                v = got[1]
-            else:
+            if got is None or got[0] is not f:
                 name = resolve(f.values, view.key)
                 v = f.get(name, obj.id) if name else None
+                got = (f, v, spark_glyph(v, view.norm))
             # The frame is kept with its value, so its id cannot be another frame's while
             # it is in here.
-            vals[id(f)] = (f, v)
-            hist.append(v)
+            vals[id(f)] = got
+            hist.append(got[1])
+            blocks.append(got[2])
         self._spark_vals = vals
-        self._update_static("#spark", spark_text(self.selected_label, view, hist,
-                                                 self.size.width))
+        width = self.size.width
+        span = max(1, width - 2)
+        glyphs = "".join(blocks[-span:]).rjust(span)
+        title = spark_title(self.selected_label, view, hist, width)
+        key = (title.plain, tuple(title.spans), glyphs)
+        if self._shown.get("#spark") != key:
+            self._shown["#spark"] = key
+            self.query_one("#spark", TextLines).update_lines([title, spark_bars(glyphs)])
 
     def _busiest_lines(self, tree: TopologyTable) -> int:
         """Lines under the tree for the busiest processes: what the tree (and a blank line

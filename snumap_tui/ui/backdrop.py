@@ -19,6 +19,7 @@ class), or a repaint of the whole widget, which is how an ancestor's colour chan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.segment import Segment
@@ -100,22 +101,42 @@ class TextLines(BlankLines, Static):
     column heads, the history line under the tree). A Static turns its Text into Content
     and then into Strips through its styles cache on every repaint, which was a third of a
     frame's compositing; here a repaint is a list look-up, with the line filters applied
-    once per update. Lines past the text are BlankLines' blank."""
+    once per update. ``update_lines`` takes lines that are already Segments (the history
+    line's bars), which skip Rich's rendering. Lines past the text are BlankLines' blank."""
 
     DEFAULT_CSS = "TextLines { height: auto; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.text = Text()
+        self._lines: list[Text | list[Segment]] = []
+        self._text: Text | None = Text()
         self._strips: list[Strip] | None = None
         self._stamp: tuple[object, ...] = ()
 
     def update(self, content: VisualType = "", *, layout: bool = False) -> None:
         """Show ``content`` (Rich Text; a str is taken as plain text). Its height is fixed
         by CSS, so no layout pass (``layout`` is accepted for Static's signature)."""
-        self.text = content if isinstance(content, Text) else Text(str(content))
+        text = content if isinstance(content, Text) else Text(str(content))
+        self._set(list(text.split("\n", allow_blank=True)), text, layout)
+
+    def update_lines(self, lines: list[Text | list[Segment]]) -> None:
+        """Show these lines: each a Text or Segments (styled over the widget's own style)."""
+        self._set(lines, None, False)
+
+    def _set(self, lines: list[Text | list[Segment]], text: Text | None, layout: bool) -> None:
+        self._lines, self._text = lines, text
         self._strips = None
         self.refresh(layout=layout)
+
+    @property
+    def text(self) -> Text:
+        """What it shows, as one Text (made on demand for lines given as Segments)."""
+        if self._text is None:
+            self._text = Text("\n").join(
+                line if isinstance(line, Text)
+                else Text.assemble(*((seg.text, seg.style or "") for seg in line))
+                for line in self._lines)
+        return self._text
 
     @property
     def content(self) -> VisualType:
@@ -144,21 +165,7 @@ class TextLines(BlankLines, Static):
         stamp = (width, tuple(map(id, filters)))
         if self._strips is None or stamp != self._stamp:
             self._stamp = stamp
-            background = self.background_colors[1] if filters else None
-            base = self.rich_style
-            console = self.app.console
-            strips = []
-            # The Text's own style under its spans (Text.render leaves it to the caller).
-            under = base + console.get_style(self.text.style) if self.text.style else base
-            for line in self.text.split("\n", allow_blank=True):
-                segs = [Segment(s.text, s.style or _PLAIN, s.control)
-                        for s in line.render(console)]
-                strip = Strip(segs).apply_style(under).extend_cell_length(width, base)
-                strip = strip.crop(0, width)
-                for f in filters:
-                    strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
-                strips.append(strip)
-            self._strips = strips
+            self._strips = self._make_strips(width, filters)
         strips, blank = self._strips, self._blank(Region(0, 0, width, 1))[0]
         n = len(strips)
         out = [strips[y] if y < n else blank for y in crop.line_range]
@@ -166,6 +173,29 @@ class TextLines(BlankLines, Static):
         if (x1, x2) != (0, width):
             out = [s.crop(x1, x2) for s in out]
         return out
+
+    def _make_strips(self, width: int, filters: Sequence[Any]) -> list[Strip]:
+        """Each line as one Strip of exactly WIDTH cells in the widget's style, filtered."""
+        background = self.background_colors[1] if filters else None
+        base = self.rich_style
+        console = self.app.console
+        strips = []
+        for line in self._lines:
+            if isinstance(line, Text):
+                # The Text's own style under its spans (Text.render leaves it to the caller).
+                under = base + console.get_style(line.style) if line.style else base
+                segs = [Segment(s.text, s.style or _PLAIN, s.control)
+                        for s in line.render(console)]
+                strip = Strip(segs).apply_style(under)
+            else:
+                strip = Strip([Segment(s.text, base + s.style if s.style else base)
+                               for s in line])
+            segs = list(strip.extend_cell_length(width, base).crop(0, width))
+            for f in filters:
+                # On the segments: a Strip per filter made a Strip (seven caches) each.
+                segs = f.apply(segs, background)
+            strips.append(Strip(segs, width))
+        return strips
 
 
 _PLAIN = Style()

@@ -78,11 +78,13 @@ class CachedLines:
                 if filters:
                     # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
                     # segment's style: plain segments must carry a style, even an empty one.
-                    strip = Strip([seg if seg.style is not None else
-                                   Segment(seg.text, _NO_STYLE, seg.control) for seg in strip],
-                                  strip.cell_length)
+                    segs = [seg if seg.style is not None else
+                            Segment(seg.text, _NO_STYLE, seg.control) for seg in strip]
+                    # The filters on the segments, one Strip at the end: each Strip made
+                    # sets up seven caches of its own.
                     for f in filters:
-                        strip = strip.apply_filter(f, background)  # type: ignore[arg-type]
+                        segs = f.apply(segs, background)
+                    strip = Strip(segs, strip.cell_length)
                 cache[y] = strip
             strips.append(strip)
         x1, x2 = crop.column_span

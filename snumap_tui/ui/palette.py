@@ -64,8 +64,14 @@ def sparkline(values: list[float | None], width: int,
     the metric's scale: ``norm`` maps a value onto 0..1 (``MetricView.norm``: log for the
     metrics the catalogue draws on a log scale, so page faults or migrations that vary by
     decades are not all ``▁``)."""
-    out = []
-    for v in values[-width:]:
-        n = None if v is None or math.isnan(v) else norm(v)
-        out.append(" " if n is None or math.isnan(n) else level_glyph(min(1.0, max(0.0, n))))
-    return "".join(out).rjust(width)
+    return "".join(spark_glyph(v, norm) for v in values[-width:]).rjust(width)
+
+
+def spark_glyph(v: float | None, norm: Callable[[float], float | None]) -> str:
+    """One value's block in a sparkline (a space for a missing value)."""
+    n = None if v is None or math.isnan(v) else norm(v)
+    return " " if n is None or math.isnan(n) else level_glyph(min(1.0, max(0.0, n)))
+
+
+#: Each block's colour: the scale's at the block's own height.
+BAR_STYLES = {ch: scale_style(i / (len(GLYPHS) - 1)) for i, ch in enumerate(GLYPHS)}

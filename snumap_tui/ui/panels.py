@@ -12,6 +12,7 @@ from itertools import groupby
 from typing import Any
 
 from rich.console import Group
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,7 +28,7 @@ from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.io_rows import strip_lines
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
-from snumap_tui.ui.palette import NA_STYLE, bar, scale_style, sparkline
+from snumap_tui.ui.palette import BAR_STYLES, NA_STYLE, bar, scale_style, sparkline
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
 from snumap_tui.ui.textfit import cut_words, fit_pieces, truncate_words
@@ -108,8 +109,9 @@ def header_lines(host: HostInfo, sources: dict[str, SourceStatus], *, paused: bo
 _SHORT = {"procstat": "proc"}
 
 
-def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
-    """``Package 0 · CPU %  now 92%  min 3%  max 99%`` and the history under it."""
+def spark_title(label: str, view: MetricView, history: Sequence[float | None],
+                width: int) -> Text:
+    """``Package 0 · CPU % over the last 120 samples  now 92%  min 3%  max 99%``."""
     vals = [v for v in history if v is not None]
     t = Text(f" {label}", style="bold")
     t.append(f" · {view.title} over the last {len(history)} samples  ")
@@ -119,16 +121,26 @@ def spark_text(label: str, view: MetricView, history: Sequence[float | None], wi
     else:
         t.append("not available here", style=NA_STYLE)
     t.truncate(width)
-    t.append("\n ")
-    line = sparkline(list(history), max(1, width - 2), view.norm)
-    # One span per run of equal bars, not per character: fewer spans is less work for
-    # Textual at every frame.
-    for ch, run in groupby(line):
+    return t
+
+
+def spark_bars(glyphs: str) -> list[Segment]:
+    """The history line under the title: a space, then one segment per run of equal blocks
+    in the block's colour (a Text with a span per run cost Rich's span walk at every frame,
+    for a line that is nothing but runs)."""
+    out = [Segment(" ")]
+    for ch, run in groupby(glyphs):
         n = len(list(run))
-        if ch == " ":
-            t.append(" " * n)
-        else:
-            t.append(ch * n, style=scale_style(("▁▂▃▄▅▆▇█".index(ch)) / 7))
+        out.append(Segment(ch * n, BAR_STYLES.get(ch)))
+    return out
+
+
+def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
+    """The title and the history under it, as one Text (what the history line shows)."""
+    t = spark_title(label, view, history, width)
+    t.append("\n")
+    for seg in spark_bars(sparkline(list(history), max(1, width - 2), view.norm)):
+        t.append(seg.text, style=seg.style)
     return t
 
 
