@@ -9,7 +9,6 @@ so whatever the last write left half-done is skipped by the reader, never misrea
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import threading
@@ -25,6 +24,7 @@ from snumap_tui.errors import SnumapError
 from snumap_tui.model.sample import Sample
 from snumap_tui.store import chunks as C
 from snumap_tui.store import codec
+from snumap_tui.store.appendfile import AppendFile
 from snumap_tui.store.columns import encode_columns
 from snumap_tui.store.counters import K_THREAD_COUNTERS, CounterBuffer, encode_counters
 from snumap_tui.store.encoder import ChunkQueue, rows_from, span_columns, time_ordered
@@ -44,7 +44,7 @@ MERGED_VERSION = 2      # recordings of several nodes (docs/format.md, version 2
 BULK_LEVEL = 1
 
 
-class Writer:
+class Writer(AppendFile):
     """Append a recording to ``path``.
 
     ``header`` is stored as JSON in the first chunk (see docs/format.md for the keys snumap
@@ -541,61 +541,6 @@ class Writer:
             at = self._offset
             self._write(blob, kind=kind)
             self._index.append((at, kind, count, t_min, t_max))
-
-    def _write(self, blob: bytes, kind: int | None) -> None:
-        """All of ``blob`` or nothing: after a failed write the file is cut back to the end of
-        the last complete chunk, so what is on disk stays a clean recording."""
-        view = memoryview(blob)
-        done = 0
-        try:
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
-        except OSError as e:
-            try:
-                os.ftruncate(self._fd, self._offset)
-            except OSError:
-                pass  # the reader skips a truncated tail anyway
-            what = C.KIND_NAMES.get(kind, "file header") if kind else "file header"
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                msg = (f"disk full while writing {self.path} ({what} chunk): recording stopped; "
-                       f"the {self._offset} bytes already written stay readable")
-            else:
-                msg = f"cannot write {self.path}: {e.strerror}; recording stopped"
-            self._failed = SnumapError(msg)
-            raise self._failed from None
-        self._offset += len(blob)
-        self._unsynced = True
-        self._gen += 1
-
-    def _sync_due(self) -> bool:
-        return self._unsynced and time.monotonic() - self._last_sync >= self.sync_interval
-
-    def _sync_unlocked(self, gen: int) -> None:
-        """The flusher thread's fdatasync, outside the lock: on a busy disk it took 100s of ms,
-        and the main thread, blocked on the lock to add its next batch, stopped emptying the
-        kernel's event buffers (a switch storm then lost up to half its events). Writes made
-        meanwhile stay due for the next sync."""
-        began = time.monotonic()
-        try:
-            os.fdatasync(self._fd)
-        except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.EROFS):   # pipes and odd filesystems
-                self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
-                return
-        with self._io:          # not the Writer's lock (see _autoflush)
-            self._last_sync = began
-            if self._gen == gen:
-                self._unsynced = False
-
-    def _sync(self) -> None:
-        try:
-            os.fdatasync(self._fd)
-        except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.EROFS):  # pipes and odd filesystems
-                self._failed = SnumapError(f"cannot sync {self.path}: {e.strerror}")
-                raise self._failed from None
-        self._last_sync = time.monotonic()
-        self._unsynced = False
 
 
 def _json_default(o: Any) -> Any:
