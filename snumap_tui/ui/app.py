@@ -32,6 +32,7 @@ from snumap_tui.model.metrics import Catalogue
 from snumap_tui.topology.model import Topology
 from snumap_tui.ui import safe_screen
 from snumap_tui.ui.app_processes import ProcessListMixin
+from snumap_tui.ui.app_tree import TreeExtrasMixin
 from snumap_tui.ui.backdrop import (
     Backdrop,
     BackdropScreen,
@@ -46,25 +47,20 @@ from snumap_tui.ui.keymap import bindings
 from snumap_tui.ui.metricspec import (
     MetricView,
     heatmap_metrics,
-    resolve,
     use_catalogue,
     view_for,
 )
-from snumap_tui.ui.palette import NA_STYLE, spark_glyph
 from snumap_tui.ui.panels import (
     HeatmapPanel,
     ProcessPanel,
     header_lines,
-    spark_bars,
-    spark_title,
     task_detail,
 )
-from snumap_tui.ui.process_table import HEAD_ROWS, ProcessTable
+from snumap_tui.ui.process_table import ProcessTable
 from snumap_tui.ui.processes import (
     GROUP_MODES,
     group_tasks,
     numa_of_task,
-    sort_tasks,
 )
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen, metric_picker
 from snumap_tui.ui.thread_panel import ThreadViewMixin
@@ -76,9 +72,6 @@ MIN_W, MIN_H = 50, 12
 # While no process list is on screen, the feed reads the whole list this often (only the
 # selected process every frame, for its highlight): the list is a third of a sweep's cost.
 TASKS_IDLE_S = 5.0
-# The topology view lists the busiest processes under the tree when the tree leaves at least
-# this many lines free (a small machine: one look shows where the work runs and whose it is).
-BUSIEST_MIN_FREE = 6
 
 
 class FrameFeed(Protocol):
@@ -112,7 +105,8 @@ class FrameReady(Message):
         return isinstance(message, FrameReady)
 
 
-class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
+class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, TreeExtrasMixin,
+             App[int]):
     """The live view. Takes a Topology, a feed and a host-facts function (all injectable, so
     tests run it with hand-made frames and a fixed host)."""
 
@@ -170,10 +164,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
         self.frames_drawn = 0
         self._head_for: tuple[int, tuple[int, int, int]] | None = None  # the column heads'
         self._head_key: tuple[object, ...] | None = None   # what the header shows now
-        self._spark_for: tuple[str, int] | None = None      # the history line's metric, object
-        self._spark_vals: dict[int, tuple[Frame, float | None, str]] = {}   # id -> frame, value, block
-        self._busiest_fit: tuple[int, int] = (-1, -1)   # (tree rows, lines for the list)
-        self._busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None = None
+        self._init_tree_extras()
         self._shown: dict[str, tuple[object, ...]] = {}
         self.counted_pid: int | None = None    # whose perf counters the feed reads
         self._process_io = ProcessIoLines()
@@ -338,89 +329,6 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, App[int]):
             return
         self._shown[selector] = key
         self.query_one(selector, Static).update(text, layout=False)
-
-    def _draw_spark(self) -> None:
-        view = self.metric
-        obj = self.topology[self.selected_obj]
-        # Each frame's value and block are worked out once for the metric and object shown
-        # (the history holds up to 120 frames; only the new one is looked up at a frame).
-        if self._spark_for != (view.key, obj.id):
-            self._spark_for, self._spark_vals = (view.key, obj.id), {}
-        known = self._spark_vals
-        hist: list[float | None] = []
-        blocks: list[str] = []
-        vals: dict[int, tuple[Frame, float | None, str]] = {}
-        for f in list(self.history):
-            got = known.get(id(f))
-            if got is None or got[0] is not f:
-                name = resolve(f.values, view.key)
-                v = f.get(name, obj.id) if name else None
-                got = (f, v, spark_glyph(v, view.norm))
-            # The frame is kept with its value, so its id cannot be another frame's while
-            # it is in here.
-            vals[id(f)] = got
-            hist.append(got[1])
-            blocks.append(got[2])
-        self._spark_vals = vals
-        width = self.size.width
-        span = max(1, width - 2)
-        glyphs = "".join(blocks[-span:]).rjust(span)
-        title = spark_title(self.selected_label, view, hist, width)
-        key = (title.plain, tuple(title.spans), glyphs)
-        if self._shown.get("#spark") != key:
-            self._shown["#spark"] = key
-            self.query_one("#spark", TextLines).update_lines([title, spark_bars(glyphs)])
-
-    def _busiest_lines(self, tree: TopologyTable) -> int:
-        """Lines under the tree for the busiest processes: what the tree (and a blank line
-        after it) leaves of the view, 0 when that is under BUSIEST_MIN_FREE."""
-        # The view: the screen less the header (2), the footer (1), the column heads (1) and
-        # the sparkline (2).
-        free = self.size.height - 6 - (len(tree.rows) + 1)
-        return free if free >= BUSIEST_MIN_FREE else 0
-
-    def _draw_busiest(self, tree: TopologyTable) -> None:
-        """The busiest processes under a tree that leaves room for them (htop's one-screen
-        overview). They come from the frame's process list, which the feed reads in full
-        every frame while the list is shown (``_lists_tasks``), at the chosen interval."""
-        table = self.query_one("#topo-procs", ProcessTable)
-        n = self._busiest_lines(tree)
-        fit = (len(tree.rows), n)
-        if fit != self._busiest_fit:
-            shown_before = self._busiest_fit[1] > 0
-            self._busiest_fit = fit
-            tree.styles.height = len(tree.rows) + 1 if n else "1fr"
-            table.styles.height = n or 1
-            table.display = bool(n)
-            if shown_before != bool(n):
-                self._tell_feed_tasks()        # the list follows the interval while shown
-        if not n:
-            return
-        tasks = self.frame.tasks if self.frame else []
-        # Between full reads of the process list the frame overlays the selected process's
-        # fresh row on the last full reading: the list shows full reads only (its title says
-        # how often), so it is rebuilt when the full reading or the room changes, not every
-        # frame (building and sorting every row each frame was a tenth of the view's cost).
-        tasks = getattr(tasks, "base", tasks)
-        col = self.cpu_column()              # the chosen metric's, per process (view 3's)
-        if self._busiest_key is not None and self._busiest_key[0] is tasks \
-                and self._busiest_key[1] == fit and self._busiest_key[2] == col:
-            return
-        self._busiest_key = (tasks, fit, col)   # the object itself: an id could be reused
-        top = getattr(tasks, "top", None)
-        rows = n - HEAD_ROWS
-        if col.kind != "cpu":
-            shown = self._sort_by_column(list(tasks), invert=False)[:rows]
-        else:
-            shown = top(rows, "cpu") if top is not None else sort_tasks(tasks, "cpu")[:rows]
-        table.set_cpu_column(col, self.mem_total())
-        title = Text(" busiest processes" + (f" by {col.label}" if col.kind != "cpu" else ""),
-                     style="bold")
-        if shown and shown[0].cpu_pct is None:
-            # The first full read has nothing to measure against: rates come with the next.
-            title.append(" · CPU % from the next read", style=NA_STYLE)
-        title.append("  3 all processes", style=NA_STYLE)
-        table.set_tasks(self.topology, shown, None, "cpu", title, "no process to show")
 
     def _selected_task(self) -> TaskRow | None:
         if self.selected_pid is None or self.frame is None:
