@@ -10,7 +10,8 @@ same window (/proc/PID/task/*/schedstat). "rest" is what no wrapped part holds: 
 loop, Textual's message pump, the input and writer threads. The wrappers cost a little
 themselves, so the parts add up to slightly more than top alone spends.
 
-Runs on this machine and on the 384-PU fake tree of bench/top_cpu.py.
+Runs on this machine, on the 16-PU fake full node and on the 384-PU fake tree of
+bench/top_cpu.py.
 
     .venv/bin/python bench/top_parts.py [--seconds 40] [--no-write]
 """
@@ -194,25 +195,30 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=40.0)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    from top_cpu import fake_384
+    from top_cpu import fake_384, fake_tree
 
     with tempfile.TemporaryDirectory(prefix="snumap-topparts-") as d:
         tmp = Path(d)
         runs = [measure("this machine", [], args.seconds, tmp)]
-        root384, stop, ticker = fake_384(tmp)
-        try:
-            runs.append(measure("384-PU fake tree", ["--fsroot", str(root384)], args.seconds,
-                                tmp))
-        finally:
-            stop.set()
-            ticker.join(timeout=5)
+        for label, make in (
+                # bench/observer.py d's full node: the device host's shape, every PU busy
+                ("16-PU fake full node", lambda: fake_tree(tmp, 16, nodes=1, packages=1,
+                                                          job=True, others=70)),
+                ("384-PU fake tree", lambda: fake_384(tmp))):
+            root, stop, ticker = make()
+            try:
+                runs.append(measure(label, ["--fsroot", str(root)], args.seconds, tmp))
+            finally:
+                stop.set()
+                ticker.join(timeout=5)
     body = (f"`snumap top` at a 1 s refresh in tmux 160x50 (the tree view), {args.seconds:.0f} s "
             f"after {SETTLE_S:.0f} s of settling, each part's thread CPU time "
             "(time.thread_time_ns around it) per second of wall time, as ms and as % of one "
             "core; per call in µs. Indented parts are inside the part above them. The whole "
             "process is its threads' run time (schedstat) over the same window; the wrappers "
-            "themselves cost a little. The 384-PU run reads bench/top_cpu.py's fake tree, "
-            "advanced every 0.25 s by this script.\n\n")
+            "themselves cost a little. The fake-tree runs read bench/top_cpu.py's fake trees "
+            "(the 16-PU full node of bench/observer.py d: a 16-thread program on every PU "
+            "beside 70 idle processes), advanced every 0.25 s by this script.\n\n")
     for run in runs:
         body += f"**{run['label']}**\n\n" + table(
             ["part", "ms per s", "of one core", "calls", "µs a call"], rows_of(run)) + "\n"
