@@ -4,6 +4,7 @@ repaints only the rows whose cells changed."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from snumap_tui.sources.tasks import parse_stat
 from snumap_tui.ui.app import TopApp
@@ -117,3 +118,49 @@ def test_rows_the_table_shows_as_equal_keep_pid_order() -> None:
     assert [t.pid for t in sort_tasks(ts[::-1], "cpu")] == [5, 3, 9, 4, 7]
     ts2 = [row(9, 1.0, "b"), row(3, 1.0, "b"), row(2, 8.0, "b"), row(1, 0.0, "a")]
     assert [t.pid for t in sort_tasks(ts2, "user")] == [1, 2, 3, 9]
+
+
+def _lazy_rows(rss: dict[int, int], aff: dict[int, list[int]]) -> Any:
+    """A TaskRows of the processes in RSS (one thread each, 2 % CPU), as a frame has them."""
+    import numpy as np
+
+    from snumap_tui.model.taskrows import TaskRows
+
+    pids = np.array(sorted(rss), dtype=np.int64)
+    n = len(pids)
+    th = {"pid": list(pids), "tid": list(pids), "comm": [f"c{p}" for p in pids],
+          "state": ["S"] * n, "last_cpu": [1] * n, "uid": [0] * n}
+    procs = {int(p): {"user": "root", "rss_bytes": rss[int(p)], "affinity": aff[int(p)],
+                      "cmdline": f"prog{p} --x"} for p in pids}
+    return TaskRows({"threads": th, "processes": procs}, pids, np.full(n, 2.0), np.arange(n),
+                    np.arange(n), np.ones(n, dtype=np.int64), np.zeros(n, dtype=bool))
+
+
+def test_unchanged_processes_build_no_row() -> None:
+    """A list of a frame's lazy rows builds a row (TaskRow) only for the processes whose
+    shown values changed since a frame before; the others' cells come from their raw values."""
+    async def body() -> None:
+        app = TopApp(TOPO, host=lambda: HostInfo("h", "k", "cpu"))
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.press("3")
+            await pilot.pause()
+            table = app.query_one("#proc-table", ProcessTable)
+            title = table.title
+            rss = {p: 2**20 * p for p in range(10, 16)}
+            aff = {p: [0, 1] for p in rss}
+            first = _lazy_rows(rss, aff)
+            table.set_tasks(TOPO, first, None, "cpu", title, "none")
+            shown = {ln.pid: ln.cells for ln in table.lines}
+            assert len(first._made) == 6
+            rss[12] = 2**30                                   # one process grew
+            aff[14] = [0]                                     # one was pinned
+            second = _lazy_rows(rss, aff)
+            table.set_tasks(TOPO, second, None, "cpu", title, "none")
+            now = {ln.pid: ln.cells for ln in table.lines}
+            built = {second[i].pid for i in second._made}
+            assert built == {12, 14}
+            assert {p for p in now if now[p] != shown[p]} == {12, 14}
+            assert "1.0G" in now[12] and "1.0G" not in shown[12]
+            assert all(now[p] == shown[p] for p in (10, 11, 13, 15))
+
+    _run(body)

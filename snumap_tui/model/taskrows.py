@@ -276,6 +276,26 @@ class TaskRows(LazyRows):
     def _build(self) -> list[TaskRow]:
         return [self._at(g) for g in range(self._pids.size)]
 
+    def shown_key(self, i: int) -> tuple[object, ...]:
+        """Row I's raw values that a process list's cells are made of (pid, user, job, CPU
+        and system %, RSS, threads, CPU time, the PU, affinity, command), without building
+        the row: two rows of equal keys show the same cells, so a list whose processes did
+        not change (most of them, most frames) builds no row to find that out."""
+        th = self._th
+        p = int(self._pids[i])
+        info = self._procs.get(p, _NO_INFO)
+        m = int(self._main[i])
+        last_cpu, comm, uid = th.get("last_cpu", ()), th.get("comm", ()), th.get("uid", ())
+        aff = info.get("affinity") or ()
+        # NaN (not measured) as None: a NaN equals nothing, not even itself
+        nums = [None if isinstance(x, float) and math.isnan(x) else x for x in (
+            float(self._cpu[i]), float(self._sys[i]), float(self._time[i]),
+            last_cpu[int(self._busiest[i])] if len(last_cpu) else None)]
+        return (p, info.get("user"), uid[m] if len(uid) else None, info.get("job"), *nums,
+                info.get("rss_bytes"), int(self._nthreads[i]),
+                aff if isinstance(aff, frozenset) else tuple(aff), info.get("cmdline"),
+                comm[m] if len(comm) else None)
+
     def _row(self, g: int) -> TaskRow:
         th = self._th
         comm, state, last_cpu = th.get("comm", ()), th.get("state", ()), th.get("last_cpu", ())

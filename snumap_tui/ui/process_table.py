@@ -262,7 +262,17 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
 
     def _cells_at(self, topo: Topology, tasks: Sequence[TaskRow], i: int,
                   prefix: str = "") -> tuple[str, ...]:
-        return self.task_cells(topo, tasks[i], prefix)
+        shown_key = getattr(tasks, "shown_key", None)
+        if shown_key is None:
+            return self.task_cells(topo, tasks[i], prefix)
+        if self._topo is not topo:                   # other PU sets' labels: other cells
+            self._topo, self._aff, self._cells = topo, {}, {}
+        # A lazy TaskRows: the row is built only for raw values not seen with these columns
+        raw = ("raw", self._keep, self.cpu_col.kind, self._mem_total, prefix, shown_key(i))
+        got = self._cells.get(raw)
+        if got is None:
+            got = self._cells[raw] = self.task_cells(topo, tasks[i], prefix)
+        return got
 
     def task_cells(self, topo: Topology, t: TaskRow, prefix: str = "") -> tuple[str, ...]:
         """A process's cells for the columns shown now, from a cache keyed by the values they
