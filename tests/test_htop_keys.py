@@ -18,11 +18,12 @@ from test_ui_app import sync
 
 from snumap_tui.model.taskrows import derive_tasks
 from snumap_tui.ui.choices import ChoiceScreen
-from snumap_tui.ui.process_table import ProcessTable, widths
+from snumap_tui.ui.process_table import ProcessTable
 from snumap_tui.ui.replay import ReplayApp
 from snumap_tui.ui.replay_data import matching_tids
 from snumap_tui.ui.replay_help import ReplayHelpScreen
 from snumap_tui.ui.screens import HelpScreen
+from snumap_tui.ui.table_lines import widths
 from snumap_tui.ui.topology_view import TopologyTable
 from snumap_tui.ui.tree_rows import default_collapsed, visible_rows
 

@@ -19,8 +19,9 @@ from snumap_tui.trace.tasks import TaskTable
 from snumap_tui.ui.app import MIN_W, TopApp
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
-from snumap_tui.ui.process_table import HEAD_ROWS, MIN_COMMAND, ProcessTable, task_columns, widths
+from snumap_tui.ui.process_table import HEAD_ROWS, ProcessTable
 from snumap_tui.ui.processes import command_label
+from snumap_tui.ui.table_lines import MIN_COMMAND, task_columns, widths
 
 PY = sys.executable
 PF_KTHREAD = 0x00200000

@@ -20,9 +20,10 @@ from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.choices import ChoiceScreen, ConfirmScreen
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
-from snumap_tui.ui.process_table import ProcessTable, task_columns, widths
+from snumap_tui.ui.process_table import ProcessTable
 from snumap_tui.ui.processes import SORT_KEYS, parse_pids, sort_tasks, tree_order
 from snumap_tui.ui.signals import why_not
+from snumap_tui.ui.table_lines import task_columns, widths
 
 TOPO = synthetic_topology(2, 2, 1, 4, 2)
 HOST = HostInfo("testhost", "6.1.0-test", "Test CPU", 7200.0, (1.0, 0.5, 0.25))

@@ -10,7 +10,8 @@ from snumap_tui.model.frame import TaskRow
 from snumap_tui.ui.app import TASKS_IDLE_S, TopApp
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.panels import numa_memory_text, task_detail
-from snumap_tui.ui.process_table import ProcessTable, _mem
+from snumap_tui.ui.process_table import ProcessTable
+from snumap_tui.ui.table_lines import _mem
 from snumap_tui.ui.topology_view import TopologyTable
 from tests.test_ui_app import HOST, FakeFeed
 

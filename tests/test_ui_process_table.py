@@ -4,13 +4,16 @@ repaints only the rows whose cells changed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from snumap_tui.sources.tasks import parse_stat
 from snumap_tui.ui.app import TopApp
 from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
-from snumap_tui.ui.process_table import ProcessTable, task_columns, widths
+from snumap_tui.ui.process_table import ProcessTable
+from snumap_tui.ui.table_lines import task_columns, widths
 
 TOPO = synthetic_topology(2, 2, 2, 4, 2)
 
@@ -120,6 +123,16 @@ def test_rows_the_table_shows_as_equal_keep_pid_order() -> None:
     assert [t.pid for t in sort_tasks(ts2, "user")] == [1, 2, 3, 9]
 
 
+@contextlib.asynccontextmanager
+async def _process_list(width: int) -> AsyncIterator[ProcessTable]:
+    """A TopApp on its process list (view 3), without frames: the table to feed by hand."""
+    app = TopApp(TOPO, host=lambda: HostInfo("h", "k", "cpu"))
+    async with app.run_test(size=(width, 30)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        yield app.query_one("#proc-table", ProcessTable)
+
+
 def _lazy_rows(rss: dict[int, int], aff: dict[int, list[int]]) -> Any:
     """A TaskRows of the processes in RSS (one thread each, 2 % CPU), as a frame has them."""
     import numpy as np
@@ -140,11 +153,7 @@ def test_unchanged_processes_build_no_row() -> None:
     """A list of a frame's lazy rows builds a row (TaskRow) only for the processes whose
     shown values changed since a frame before; the others' cells come from their raw values."""
     async def body() -> None:
-        app = TopApp(TOPO, host=lambda: HostInfo("h", "k", "cpu"))
-        async with app.run_test(size=(120, 30)) as pilot:
-            await pilot.press("3")
-            await pilot.pause()
-            table = app.query_one("#proc-table", ProcessTable)
+        async with _process_list(120) as table:
             title = table.title
             rss = {p: 2**20 * p for p in range(10, 16)}
             aff = {p: [0, 1] for p in rss}
@@ -162,5 +171,53 @@ def test_unchanged_processes_build_no_row() -> None:
             assert {p for p in now if now[p] != shown[p]} == {12, 14}
             assert "1.0G" in now[12] and "1.0G" not in shown[12]
             assert all(now[p] == shown[p] for p in (10, 11, 13, 15))
+
+    _run(body)
+
+
+def test_each_shown_value_is_in_the_row_key() -> None:
+    """Whatever a row shows changes its raw key: changing any one of them (command, user,
+    job, comm, PU, CPU time, CPU and system %, RSS, threads, affinity) gives the cells
+    task_cells gives for the row, also on a top() subset; NaN CPU shows as not measured.
+    A value a crafted recording made unhashable (a list as user) draws, as before."""
+    import numpy as np
+
+    from snumap_tui.model.taskrows import TaskRows
+
+    def rows(**change: Any) -> TaskRows:
+        n = 3
+        pids = np.array([10, 11, 12], dtype=np.int64)
+        th = {"pid": list(pids), "tid": list(pids), "comm": ["a", "b", change.get("comm", "c")],
+              "state": ["S"] * n, "last_cpu": [0, 0, change.get("pu", 1)], "uid": [0] * n}
+        p12 = {"user": change.get("user", "root"), "rss_bytes": change.get("rss", 2**20),
+               "affinity": change.get("aff", [0, 1]), "cmdline": change.get("cmd", "prog"),
+               "job": change.get("job")}
+        procs = {10: {"user": "root"}, 11: {"user": "root"}, 12: p12}
+        cpu = np.array([1.0, 2.0, change.get("cpu", 3.0)])
+        return TaskRows({"threads": th, "processes": procs}, pids, cpu, np.arange(n),
+                        np.arange(n), np.array([1, 1, change.get("thr", 1)]),
+                        np.zeros(n, dtype=bool),
+                        time_s=np.array([1.0, 1.0, change.get("time", 5.0)]),
+                        sys_pct=np.array([0.0, 0.0, change.get("sys", 1.0)]))
+
+    async def body() -> None:
+        async with _process_list(160) as table:
+            changes: list[dict[str, Any]] = [
+                {}, {"cmd": "other --x"}, {"user": "alice"}, {"job": "4242"},
+                {"cmd": None, "comm": "zz"}, {"pu": 0}, {"time": 99.0}, {"cpu": 55.5},
+                {"rss": 2**31}, {"thr": 8}, {"aff": [1]}, {"cpu": float("nan")},
+                {"user": ["alice"]}]
+            for kind in ("cpu", "system"):
+                table.cpu_col = table.cpu_col.__class__(**{**table.cpu_col.__dict__,
+                                                          "kind": kind})
+                for change in changes:
+                    for tasks in (rows(**change), rows(**change).top(3)):
+                        table.set_tasks(TOPO, tasks, None, "cpu", table.title, "none")
+                        i = next(k for k, p in enumerate(tasks.pids()) if p == 12)
+                        got = table._cells_at(TOPO, tasks, i)
+                        assert got == table.task_cells(TOPO, tasks[i]), (kind, change)
+            nan = rows(cpu=float("nan"))
+            i = next(k for k, p in enumerate(nan.pids()) if p == 12)
+            assert nan[i].cpu_pct is None and table._cells_at(TOPO, nan, i)[3] == "n/a"
 
     _run(body)

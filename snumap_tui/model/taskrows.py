@@ -287,14 +287,17 @@ class TaskRows(LazyRows):
         m = int(self._main[i])
         last_cpu, comm, uid = th.get("last_cpu", ()), th.get("comm", ()), th.get("uid", ())
         aff = info.get("affinity") or ()
+        user = info.get("user")
+        if user is None and len(uid):
+            user = uid[m]
         # NaN (not measured) as None: a NaN equals nothing, not even itself
         nums = [None if isinstance(x, float) and math.isnan(x) else x for x in (
             float(self._cpu[i]), float(self._sys[i]), float(self._time[i]),
             last_cpu[int(self._busiest[i])] if len(last_cpu) else None)]
-        return (p, info.get("user"), uid[m] if len(uid) else None, info.get("job"), *nums,
-                info.get("rss_bytes"), int(self._nthreads[i]),
-                aff if isinstance(aff, frozenset) else tuple(aff), info.get("cmdline"),
-                comm[m] if len(comm) else None)
+        # as the row has them (text, the shared set): a recording's odd values stay hashable
+        return (p, str(user or "?"), info.get("job"), *nums, info.get("rss_bytes"),
+                int(self._nthreads[i]), aff if isinstance(aff, frozenset) else _affinity(aff),
+                info.get("cmdline"), str(comm[m]) if len(comm) else "")
 
     def _row(self, g: int) -> TaskRow:
         th = self._th

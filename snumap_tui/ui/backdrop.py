@@ -120,8 +120,9 @@ class TextLines(BlankLines, Static):
         self._set(list(text.split("\n", allow_blank=True)), text, layout)
 
     def update_lines(self, lines: list[Text | list[Segment]]) -> None:
-        """Show these lines: each a Text or Segments (styled over the widget's own style)."""
-        self._set(lines, None, False)
+        """Show these lines: each a Text or Segments (styled over the widget's own style).
+        No layout pass: for a widget whose height CSS fixes (the history line's two)."""
+        self._set(list(lines), None, False)
 
     def _set(self, lines: list[Text | list[Segment]], text: Text | None, layout: bool) -> None:
         self._lines, self._text = lines, text

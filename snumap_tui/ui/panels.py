@@ -136,12 +136,11 @@ def spark_bars(glyphs: str) -> list[Segment]:
 
 
 def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
-    """The title and the history under it, as one Text (what the history line shows)."""
-    t = spark_title(label, view, history, width)
-    t.append("\n")
-    for seg in spark_bars(sparkline(list(history), max(1, width - 2), view.norm)):
-        t.append(seg.text, style=seg.style)
-    return t
+    """The title and the history under it, as one Text (what the history line shows: the
+    title's own style, bold, on the title only)."""
+    bars = spark_bars(sparkline(list(history), max(1, width - 2), view.norm))
+    return Text.assemble(spark_title(label, view, history, width), "\n",
+                         *((seg.text, seg.style or "") for seg in bars))
 
 
 class HeatmapPanel(VerticalScroll):
