@@ -13,7 +13,7 @@ from snumap_tui.ui.heatmap import Heatmap, bands, heatmap_grid, heatmap_lines
 from snumap_tui.ui.hostinfo import format_uptime, parse_loadavg, parse_uptime
 from snumap_tui.ui.metricspec import fmt_bytes, heatmap_metrics, view_for
 from snumap_tui.ui.palette import GLYPHS, bar, level_glyph, sparkline
-from snumap_tui.ui.panels import spark_text
+from snumap_tui.ui.panels import spark_bars
 from snumap_tui.ui.processes import affinity_label, group_tasks, matches, sort_tasks
 from snumap_tui.ui.tree_rows import default_collapsed, node_memory, plain_tree, visible_rows
 
@@ -157,7 +157,7 @@ def test_sparkline_follows_the_metrics_log_scale() -> None:
     history: list[float | None] = [10.0, 100.0, 1e3, 1e4, 1e5]
     line = sparkline(history, 5, view.norm)
     assert len(set(line)) == 5 and line == "".join(sorted(line, key=GLYPHS.index))
-    text = spark_text("Machine", view, history, 40).plain.splitlines()[1]
+    text = "".join(seg.text for seg in spark_bars(line))
     assert text.strip() == line
 
 

@@ -287,15 +287,12 @@ class TaskRows(LazyRows):
         m = int(self._main[i])
         last_cpu, comm, uid = th.get("last_cpu", ()), th.get("comm", ()), th.get("uid", ())
         aff = info.get("affinity") or ()
-        user = info.get("user")
-        if user is None and len(uid):
-            user = uid[m]
         # NaN (not measured) as None: a NaN equals nothing, not even itself
         nums = [None if isinstance(x, float) and math.isnan(x) else x for x in (
             float(self._cpu[i]), float(self._sys[i]), float(self._time[i]),
             last_cpu[int(self._busiest[i])] if len(last_cpu) else None)]
         # as the row has them (text, the shared set): a recording's odd values stay hashable
-        return (p, str(user or "?"), info.get("job"), *nums, info.get("rss_bytes"),
+        return (p, _user(info, uid, m), info.get("job"), *nums, info.get("rss_bytes"),
                 int(self._nthreads[i]), aff if isinstance(aff, frozenset) else _affinity(aff),
                 info.get("cmdline"), str(comm[m]) if len(comm) else "")
 
@@ -308,10 +305,6 @@ class TaskRows(LazyRows):
         lc = last_cpu[int(self._busiest[g])] if len(last_cpu) else None
         lc = None if lc is None or (isinstance(lc, float) and math.isnan(lc)) else int(lc)
         pct, sys_pct = float(self._cpu[g]), float(self._sys[g])
-        user = info.get("user")
-        if user is None:
-            uid = th.get("uid", ())
-            user = uid[m] if len(uid) else None
         numa = info.get("numa_pages")
         aff = info.get("affinity") or ()
         rss = info.get("rss_bytes")
@@ -323,7 +316,7 @@ class TaskRows(LazyRows):
             ipc = rates.get("instructions", math.nan) / rates["cycles"]
             ipc = None if math.isnan(ipc) else ipc
         return TaskRow(
-            p, p, str(comm[m]) if len(comm) else "", str(user or "?"),
+            p, p, str(comm[m]) if len(comm) else "", _user(info, th.get("uid", ()), m),
             "R" if self._running[g] else (str(state[m]) if len(state) else "?"),
             None if math.isnan(pct) else pct, lc,
             aff if isinstance(aff, frozenset) else _affinity(aff),
@@ -338,6 +331,15 @@ class TaskRows(LazyRows):
 
 
 _NO_INFO: Mapping[str, Any] = {}
+
+
+def _user(info: Mapping[str, Any], uid: Any, m: int) -> str:
+    """A process's user as its row shows it: the name the source found, else the main
+    thread's uid, else ``?``."""
+    user = info.get("user")
+    if user is None and len(uid):
+        user = uid[m]
+    return str(user or "?")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual.containers import Vertical
 from textual.geometry import Region
@@ -31,6 +30,8 @@ from textual.screen import Screen
 from textual.strip import Strip
 from textual.visual import VisualType
 from textual.widgets import ContentSwitcher, Footer, Static
+
+from snumap_tui.ui.cached_lines import filtered
 
 
 class BlankLines:
@@ -47,9 +48,8 @@ class BlankLines:
         strip = self._blank_strip
         if strip is None or stamp != self._blank_stamp:
             strip = Strip.blank(crop.width, w.rich_style)
-            background = w.background_colors[1] if filters else None
-            for f in filters:
-                strip = strip.apply_filter(f, background)   # type: ignore[arg-type]
+            if filters:
+                strip = Strip(filtered(strip, filters, w.background_colors[1]), crop.width)
             self._blank_strip, self._blank_stamp = strip, stamp
         return [strip] * crop.height
 
@@ -185,18 +185,12 @@ class TextLines(BlankLines, Static):
             if isinstance(line, Text):
                 # The Text's own style under its spans (Text.render leaves it to the caller).
                 under = base + console.get_style(line.style) if line.style else base
-                segs = [Segment(s.text, s.style or _PLAIN, s.control)
-                        for s in line.render(console)]
-                strip = Strip(segs).apply_style(under)
+                strip = Strip(line.render(console)).apply_style(under)
             else:
                 strip = Strip([Segment(s.text, base + s.style if s.style else base)
                                for s in line])
-            segs = list(strip.extend_cell_length(width, base).crop(0, width))
-            for f in filters:
-                # On the segments: a Strip per filter made a Strip (seven caches) each.
-                segs = f.apply(segs, background)
-            strips.append(Strip(segs, width))
+            strip = strip.extend_cell_length(width, base).crop(0, width)
+            strips.append(Strip(filtered(strip, filters, background), width) if filters
+                          else strip)
         return strips
 
-
-_PLAIN = Style()

@@ -12,7 +12,7 @@ refreshed: that is what ``CachedLines.render_lines`` does, on top of the widget'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.segment import Segment
@@ -22,6 +22,19 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 _NO_STYLE = Style()
+
+
+def filtered(segments: Iterable[Segment], filters: Sequence[Any],
+             background: Any) -> list[Segment]:
+    """Segments through the app's line filters (NO_COLOR's monochrome, 16 colours), on the
+    segment list: ``Strip.apply_filter`` per filter makes a Strip each, with seven caches of
+    its own. The filters read .color of every segment's style: a plain segment gets an
+    empty one."""
+    segs = [seg if seg.style is not None else Segment(seg.text, _NO_STYLE, seg.control)
+            for seg in segments]
+    for f in filters:
+        segs = f.apply(segs, background)
+    return segs
 
 
 def plain_box(widget: Widget) -> bool:
@@ -76,15 +89,7 @@ class CachedLines:
             if strip is None:
                 strip = self._line_for(y, width, top, focus)
                 if filters:
-                    # Line filters (NO_COLOR's monochrome, 16 colours) read .color of every
-                    # segment's style: plain segments must carry a style, even an empty one.
-                    segs = [seg if seg.style is not None else
-                            Segment(seg.text, _NO_STYLE, seg.control) for seg in strip]
-                    # The filters on the segments, one Strip at the end: each Strip made
-                    # sets up seven caches of its own.
-                    for f in filters:
-                        segs = f.apply(segs, background)
-                    strip = Strip(segs, strip.cell_length)
+                    strip = Strip(filtered(strip, filters, background), strip.cell_length)
                 cache[y] = strip
             strips.append(strip)
         x1, x2 = crop.column_span

@@ -28,7 +28,7 @@ from snumap_tui.ui.heatmap import Heatmap
 from snumap_tui.ui.hostinfo import HostInfo, format_uptime, source_marks
 from snumap_tui.ui.io_rows import strip_lines
 from snumap_tui.ui.metricspec import MetricView, fmt_bytes
-from snumap_tui.ui.palette import BAR_STYLES, NA_STYLE, bar, scale_style, sparkline
+from snumap_tui.ui.palette import BAR_STYLES, NA_STYLE, bar, scale_style
 from snumap_tui.ui.process_table import SORT_NAME, ProcessTable
 from snumap_tui.ui.processes import GroupRow, affinity_label
 from snumap_tui.ui.textfit import cut_words, fit_pieces, truncate_words
@@ -133,14 +133,6 @@ def spark_bars(glyphs: str) -> list[Segment]:
         n = len(list(run))
         out.append(Segment(ch * n, BAR_STYLES.get(ch)))
     return out
-
-
-def spark_text(label: str, view: MetricView, history: Sequence[float | None], width: int) -> Text:
-    """The title and the history under it, as one Text (what the history line shows: the
-    title's own style, bold, on the title only)."""
-    bars = spark_bars(sparkline(list(history), max(1, width - 2), view.norm))
-    return Text.assemble(spark_title(label, view, history, width), "\n",
-                         *((seg.text, seg.style or "") for seg in bars))
 
 
 class HeatmapPanel(VerticalScroll):

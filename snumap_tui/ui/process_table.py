@@ -145,9 +145,13 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
         return self.lines[self.row_cursor].key if self.lines else None
 
     # ---- data ----------------------------------------------------------------------------------
-    def _affinity(self, topo: Topology, aff: frozenset[int]) -> str:
+    def _for(self, topo: Topology) -> None:
+        """Cells and PU-set labels are of one topology: another one starts them again."""
         if self._topo is not topo:
             self._topo, self._aff, self._cells = topo, {}, {}
+
+    def _affinity(self, topo: Topology, aff: frozenset[int]) -> str:
+        self._for(topo)
         got = self._aff.get(aff)
         if got is None:
             got = self._aff[aff] = affinity_label(topo, aff)
@@ -158,8 +162,7 @@ class ProcessTable(CachedLines, DataTable[str], can_focus=True):
         shown_key = getattr(tasks, "shown_key", None)
         if shown_key is None:
             return self.task_cells(topo, tasks[i], prefix)
-        if self._topo is not topo:                   # other PU sets' labels: other cells
-            self._topo, self._aff, self._cells = topo, {}, {}
+        self._for(topo)
         # A lazy TaskRows: the row is built only for raw values not seen with these columns
         raw = ("raw", self._keep, self.cpu_col.kind, self._mem_total, prefix, shown_key(i))
         try:
