@@ -22,7 +22,8 @@ next to its peers.
     peak RSS, as the recording keeps them (the "recorder cost" info chunk).
 (d) `snumap top` (tree view and processes view), `snumap exporter` and htop, all at once, in
     tmux on its own socket (`tmux -L obsbench`), at a 1 s refresh, on this machine and (top,
-    exporter) on a 384-PU fake tree: CPU % of one core, RSS, peak RSS, most threads.
+    exporter) on a 384-PU fake tree: CPU % of one core, RSS, peak RSS, most threads; beside
+    them the floor of any top in Python on Textual (bench/textual_floor.py), in the same run.
 breakdown: one default recording of the stencil with the kernel's BPF statistics on
     (kernel.bpf_stats_enabled, restored after): the recorder's CPU per part (the main loop's
     sampling, decoding and writing, region work; the drain thread; the store's flush thread)
@@ -297,6 +298,9 @@ def proc_figures(pid: int) -> tuple[int, int, int, int]:
 
 
 SCRAPE_S = 15.0
+FLOOR_ROWS = "floor: Textual app, 20 rows repainted a second, no data"
+FLOOR_READS = ("floor: a minimal top in Python on Textual (reads what htop reads, 20 rows "
+               "repainted a second)")
 
 
 def free_port() -> int:
@@ -347,6 +351,12 @@ def part_d(argv: list[str]) -> int:
                                                   (f"{top} --fsroot {root384}", "")}
         if shutil.which("htop"):
             tools["htop"] = ("htop -d 10", "")
+        # What any top written in Python on Textual pays, in the same run: Textual repainting
+        # as many rows a second as snumap top's default view does here (10-20), and a minimal
+        # top that also reads what htop reads (bench/textual_floor.py).
+        floor = f"{sys.executable} {REPO / 'bench' / 'textual_floor.py'}"
+        tools[FLOOR_ROWS] = (f"{floor} --lines 20", "")
+        tools[FLOOR_READS] = (f"{floor} --lines 20 --read-proc", "")
         pids: dict[str, int] = {}
         procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -406,6 +416,12 @@ def part_d(argv: list[str]) -> int:
                " htop is not installed here: no ratio.") + "\n\n"
             + table(["tool", "CPU (% of one core)", "ratio to htop", "RSS MiB",
                      "peak RSS MiB", "threads"], rows)
+            + "\nThe floor rows are bench/textual_floor.py: a Textual app with snumap's quiet "
+            "driver repainting 20 rows a second from Strips it made (Textual's cheapest way to draw), "
+            "the second also reading, every second, /proc/stat, /proc/meminfo, /proc/loadavg "
+            "and every process's stat and statm (less than htop reads: no threads, no "
+            "status): the least any top written in Python on Textual costs, next to the "
+            "targets.\n"
             + "\nTargets (issue 29): CPU <= 1.5 x htop at 16 PUs and on the 384-PU tree, "
             "RSS <= 80 MB, <= 4 threads whatever the PU count.\n")
     print(body)
