@@ -94,3 +94,45 @@ def test_snapshot_heatmap_io_strip(snap_compare: Any,
                                    node: tuple[Topology, list[Frame], Path, Any]) -> None:
     assert snap_compare(make_app(node), press=("2",), terminal_size=(80, 24),
                         run_before=_pusher(node))
+
+
+def test_io_row_history_follows_its_devices(
+        node: tuple[Topology, list[Frame], Path, Any]) -> None:
+    """The history line under the tree follows an I/O row's own traffic (bytes a second in
+    and out), not the CPU % of the NUMA node it sits under; back on an object's row, the
+    metric again."""
+    asyncio.run(_io_history(node))
+
+
+async def _io_history(node: tuple[Topology, list[Frame], Path, Any]) -> None:
+    from snumap_tui.ui.io_rows import io_row_value, io_row_view, rows_for
+
+    topo, frames = node[0], node[1]
+    app = make_app(node)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _pusher(node)(pilot)
+        await pilot.press("o")
+        tree = app.query_one(TopologyTable)
+        labels = [r.label for r in tree.rows]
+        eth0 = tree.rows[labels.index("Net eth0")]
+        tree.cursor = labels.index("Net eth0")
+        await pilot.pause()
+        line = app.query_one("#spark").render_line(0).text
+        assert "Net eth0 · bytes in + out/s over the last" in line, line
+        dev = rows_for(frames[-1], topo, eth0.io)
+        assert len(dev) == 1 and dev[0].rx_bps is not None and dev[0].tx_bps is not None
+        want = dev[0].rx_bps + dev[0].tx_bps
+        assert io_row_value(frames[-1], topo, eth0.io) == pytest.approx(want)
+        assert want > 0
+        shown = line.split("now ", 1)[1].split()[0]
+        assert shown == io_row_view(topo, eth0.io).fmt(want, 0).strip()
+        # The summary row above it: the place's devices together, under its own label.
+        tree.cursor = labels.index("Net eth0") - 1
+        await pilot.pause()
+        line = app.query_one("#spark").render_line(0).text
+        assert line.lstrip().startswith("I/O · bytes in + out/s"), line
+        # The package row: the chosen metric (CPU %) of the object, as before.
+        tree.cursor = labels.index("Net eth0") - 2
+        await pilot.pause()
+        line = app.query_one("#spark").render_line(0).text
+        assert "CPU %" in line and "bytes" not in line, line

@@ -160,6 +160,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, TreeExtrasMixi
         self.selected_pid: int | None = None
         self.selected_obj = topology.root.id
         self.selected_label = "Machine"       # the selected row's label, as the tree shows it
+        self.selected_io: tuple[int, ...] = ()   # an I/O row's devices (Topology.io indexes)
         self.shown_tasks: Sequence[TaskRow] = []
         self.frames_drawn = 0
         self._head_for: tuple[int, tuple[int, int, int]] | None = None  # the column heads'
@@ -386,8 +387,11 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, TreeExtrasMixi
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
         self.selected_obj = message.obj_id
         tree = self.query_one(TopologyTable)
-        row = next((r for r in tree.rows if r.obj_id == message.obj_id), None)
+        key = message.key
+        row = next((r for r in tree.rows
+                    if (r.key == key if key is not None else r.obj_id == message.obj_id)), None)
         self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
+        self.selected_io = row.io if row is not None else ()
         if self.view == "topology" and self._views_up:
             self._draw_spark()
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from snumap_tui.model.frame import Frame, TaskRow
 from snumap_tui.ui.backdrop import TextLines
+from snumap_tui.ui.io_rows import io_row_value, io_row_view
 from snumap_tui.ui.metricspec import MetricView, resolve
 from snumap_tui.ui.palette import NA_STYLE, spark_glyph
 from snumap_tui.ui.panels import spark_bars, spark_title
@@ -26,10 +27,10 @@ BUSIEST_MIN_FREE = 6
 class TreeExtrasMixin:
     """State: the history line's values per frame and the list's fit and last input. Needs
     the app's ``frame``, ``history``, ``metric``, ``topology``, ``selected_obj``,
-    ``selected_label``, ``_shown``, ``size``, ``query_one``, ``cpu_column``, ``mem_total``,
+    ``selected_label``, ``selected_io``, ``_shown``, ``size``, ``query_one``, ``cpu_column``, ``mem_total``,
     ``_sort_by_column`` and ``_tell_feed_tasks``."""
 
-    _spark_for: tuple[str, int] | None
+    _spark_for: tuple[str, int, tuple[int, ...]] | None
     _spark_vals: dict[int, tuple[Frame, float | None, str]]      # id -> frame, value, block
     _busiest_fit: tuple[int, int]                                 # (tree rows, list lines)
     _busiest_key: tuple[Sequence[TaskRow], tuple[int, int], object] | None
@@ -40,6 +41,7 @@ class TreeExtrasMixin:
         topology: Any
         selected_obj: int
         selected_label: str
+        selected_io: tuple[int, ...]
         _shown: dict[str, tuple[object, ...]]
         size: Any
 
@@ -63,12 +65,15 @@ class TreeExtrasMixin:
         self._busiest_key = None
 
     def _draw_spark(self) -> None:
-        view = self.metric
         obj = self.topology[self.selected_obj]
-        # Each frame's value and block are worked out once for the metric and object shown
+        io = self.selected_io
+        # An I/O row's line follows its devices' traffic (or its GPUs' use), not the metric
+        # of the NUMA node it sits under.
+        view = io_row_view(self.topology, io) if io else self.metric
+        # Each frame's value and block are worked out once for the metric and row shown
         # (the history holds up to 120 frames; only the new one is looked up at a frame).
-        if self._spark_for != (view.key, obj.id):
-            self._spark_for, self._spark_vals = (view.key, obj.id), {}
+        if self._spark_for != (view.key, obj.id, io):
+            self._spark_for, self._spark_vals = (view.key, obj.id, io), {}
         known = self._spark_vals
         hist: list[float | None] = []
         blocks: list[str] = []
@@ -76,8 +81,11 @@ class TreeExtrasMixin:
         for f in list(self.history):
             got = known.get(id(f))
             if got is None or got[0] is not f:
-                name = resolve(f.values, view.key)
-                v = f.get(name, obj.id) if name else None
+                if io:
+                    v = io_row_value(f, self.topology, io)
+                else:
+                    name = resolve(f.values, view.key)
+                    v = f.get(name, obj.id) if name else None
                 got = (f, v, spark_glyph(v, view.norm))
             # The frame is kept with its value, so its id cannot be another frame's while
             # it is in here.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from snumap_tui.model.iorates import IoRow
     from snumap_tui.topology.io import IoObject
     from snumap_tui.topology.model import Topology
+    from snumap_tui.ui.metricspec import MetricView
     from snumap_tui.ui.tree_rows import TreeRow
 
 WATCHED = ("Network", "OpenFabrics", "Block", "GPU", "CoProc")
@@ -197,6 +198,34 @@ def io_row_text(frame: Frame | None, topo: Topology, row: TreeRow) -> str:
         return "n/a" if frame is not None else ""
     return summary_text(rows) if len(row.io) > 1 or row.key > DEVICE_BASE else \
         device_text(rows[0])
+
+
+def gpus_only(topo: Topology, io: Iterable[int]) -> bool:
+    """Whether every device of an I/O row is a GPU or coprocessor (no bytes to count)."""
+    return all(topo.io[i].osdev_type in _ONE_PER_PCI for i in io)
+
+
+def io_row_value(frame: Frame | None, topo: Topology, io: Sequence[int]) -> float | None:
+    """What an I/O row's history line follows, one number a frame: the bytes a second its
+    NICs, HCAs and disks move (in and out together), or for a row of GPUs only their mean
+    utilisation. None where the frame has no numbers for them."""
+    rows = rows_for(frame, topo, io)
+    if gpus_only(topo, io):
+        utils = [r.util_pct for r in rows if r.util_pct is not None]
+        return sum(utils) / len(utils) if utils else None
+    got = [v for r in rows if r.kind != "gpu" for v in (r.rx_bps, r.tx_bps) if v is not None]
+    return sum(got) if got else None
+
+
+def io_row_view(topo: Topology, io: Sequence[int]) -> MetricView:
+    """The scale and words of that number: bytes a second on the catalogue's log scale of
+    NIC rates ("bytes in + out/s"), or the GPUs' utilisation."""
+    from snumap_tui.ui.metricspec import view_for
+
+    if gpus_only(topo, io):
+        return view_for("gpu_util_pct")
+    return dataclasses.replace(view_for("net_rx_bytes_per_s"), key="io_in_out_bytes_per_s",
+                               label="bytes in + out/s")
 
 
 def io_row_problem(frame: Frame | None, topo: Topology, row: TreeRow) -> bool:

@@ -208,11 +208,13 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Index of the highlighted row in the visible rows."""
 
     class Selected(Message):
-        """The cursor moved to another object (``obj_id``: its TopoObject.id)."""
+        """The cursor moved to another row (``obj_id``: the TopoObject.id whose metrics it
+        shows; ``key``: the row's own, which tells an I/O row from its NUMA node's row)."""
 
-        def __init__(self, obj_id: int) -> None:
+        def __init__(self, obj_id: int, key: int | None = None) -> None:
             super().__init__()
             self.obj_id = obj_id
+            self.key = key
 
     class Refolded(Message):
         """Rows were folded or unfolded: the view under the tree may have more or less room."""
@@ -349,7 +351,8 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True)
         self.refresh()
         if self.rows:
-            self.post_message(self.Selected(self.rows[new].obj_id))
+            row = self.rows[new]
+            self.post_message(self.Selected(row.obj_id, row.key))
 
     def validate_cursor(self, value: int) -> int:
         return max(0, min(value, len(self.rows) - 1))
