@@ -299,8 +299,8 @@ def proc_figures(pid: int) -> tuple[int, int, int, int]:
 
 SCRAPE_S = 15.0
 FLOOR_ROWS = "floor: Textual app, 20 rows repainted a second, no data"
-FLOOR_READS = ("floor: a minimal top in Python on Textual (reads what htop reads, 20 rows "
-               "repainted a second)")
+FLOOR_READS = ("floor: a minimal top in Python on Textual (reads some of what htop reads, "
+               "20 rows repainted a second)")
 
 
 def free_port() -> int:

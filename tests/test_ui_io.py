@@ -136,3 +136,57 @@ async def _io_history(node: tuple[Topology, list[Frame], Path, Any]) -> None:
         await pilot.pause()
         line = app.query_one("#spark").render_line(0).text
         assert "CPU %" in line and "bytes" not in line, line
+
+
+def test_io_history_follows_the_cursor_across_folds(
+        node: tuple[Topology, list[Frame], Path, Any]) -> None:
+    """Folding the I/O rows away under the cursor (o) moves it to the row that folds them,
+    and the history line follows that row, not the device it no longer shows; unfolding
+    keeps the cursor on its row."""
+    asyncio.run(_io_refold(node))
+
+
+async def _io_refold(node: tuple[Topology, list[Frame], Path, Any]) -> None:
+    app = make_app(node)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _pusher(node)(pilot)
+        await pilot.press("o")
+        tree = app.query_one(TopologyTable)
+        labels = [r.label for r in tree.rows]
+        tree.cursor = labels.index("Net eth0")
+        await pilot.pause()
+        summary_key = tree.rows[labels.index("Net eth0") - 1].key
+        await pilot.press("o")                                 # fold every I/O row
+        await pilot.pause()
+        row = tree.rows[tree.cursor]
+        assert row.key == summary_key and row.label == "I/O"
+        assert app.selected_io == row.io and app.selected_label == "I/O"
+        line = app.query_one("#spark").render_line(0).text
+        assert line.lstrip().startswith("I/O · bytes in + out/s"), line
+        await pilot.press("o")                                 # unfold: same row
+        await pilot.pause()
+        assert tree.rows[tree.cursor].key == summary_key
+        assert app.selected_io == tree.rows[tree.cursor].io
+
+
+def test_io_row_value_of_gpus_and_mixed_rows() -> None:
+    """A row of GPUs only follows their mean use (GPU %); a row with GPUs and a NIC follows
+    the NIC's bytes; no numbers: None."""
+    from types import SimpleNamespace
+
+    from snumap_tui.model.iorates import IoRow
+    from snumap_tui.ui.io_rows import io_row_value, io_row_view
+
+    topo: Any = SimpleNamespace(io=[SimpleNamespace(osdev_type="GPU", io_parent=None),
+                                    SimpleNamespace(osdev_type="GPU", io_parent=None),
+                                    SimpleNamespace(osdev_type="Network", io_parent=None)])
+    frame: Any = SimpleNamespace(io=[
+        IoRow("gpu", "nvml0", 0, 0, io=0, util_pct=30.0),
+        IoRow("gpu", "nvml1", 0, 0, io=1, util_pct=50.0),
+        IoRow("net", "eth0", 0, 0, io=2, rx_bps=10.0, tx_bps=5.0)])
+    assert io_row_value(frame, topo, (0, 1)) == pytest.approx(40.0)
+    assert io_row_view(topo, (0, 1)).key == "gpu_util_pct"
+    assert io_row_value(frame, topo, (0, 1, 2)) == pytest.approx(15.0)
+    assert io_row_view(topo, (0, 1, 2)).label == "bytes in + out/s"
+    assert io_row_value(SimpleNamespace(io=[]), topo, (0, 2)) is None
+    assert io_row_value(None, topo, (2,)) is None

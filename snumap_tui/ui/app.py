@@ -387,9 +387,7 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, TreeExtrasMixi
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
         self.selected_obj = message.obj_id
         tree = self.query_one(TopologyTable)
-        key = message.key
-        row = next((r for r in tree.rows
-                    if (r.key == key if key is not None else r.obj_id == message.obj_id)), None)
+        row = message.row or next((r for r in tree.rows if r.obj_id == message.obj_id), None)
         self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
         self.selected_io = row.io if row is not None else ()
         if self.view == "topology" and self._views_up:

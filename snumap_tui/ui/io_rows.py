@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from snumap_tui.textsafe import safe_text
-from snumap_tui.ui.metricspec import fmt_bytes
+from snumap_tui.ui.metricspec import fmt_bytes, view_for
 
 if TYPE_CHECKING:
     from snumap_tui.model.frame import Frame
@@ -220,8 +220,6 @@ def io_row_value(frame: Frame | None, topo: Topology, io: Sequence[int]) -> floa
 def io_row_view(topo: Topology, io: Sequence[int]) -> MetricView:
     """The scale and words of that number: bytes a second on the catalogue's log scale of
     NIC rates ("bytes in + out/s"), or the GPUs' utilisation."""
-    from snumap_tui.ui.metricspec import view_for
-
     if gpus_only(topo, io):
         return view_for("gpu_util_pct")
     return dataclasses.replace(view_for("net_rx_bytes_per_s"), key="io_in_out_bytes_per_s",
@@ -231,8 +229,6 @@ def io_row_view(topo: Topology, io: Sequence[int]) -> MetricView:
 def io_row_problem(frame: Frame | None, topo: Topology, row: TreeRow) -> bool:
     """Whether a device of the row crosses its metric's threshold (a disk busy over 90 % of
     the time: ``disk_util_pct`` in the catalogue)."""
-    from snumap_tui.ui.metricspec import view_for
-
     disk = view_for("disk_util_pct")
     return any(r.kind == "disk" and disk.is_problem(r.util_pct)
                for r in rows_for(frame, topo, row.io))

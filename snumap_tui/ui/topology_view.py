@@ -208,13 +208,14 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Index of the highlighted row in the visible rows."""
 
     class Selected(Message):
-        """The cursor moved to another row (``obj_id``: the TopoObject.id whose metrics it
-        shows; ``key``: the row's own, which tells an I/O row from its NUMA node's row)."""
+        """The cursor is on another row (``obj_id``: the TopoObject.id whose metrics it shows;
+        ``row``: the row itself, as it was when the message was sent -- an I/O row and its
+        NUMA node's row share the object)."""
 
-        def __init__(self, obj_id: int, key: int | None = None) -> None:
+        def __init__(self, obj_id: int, row: TreeRow | None = None) -> None:
             super().__init__()
             self.obj_id = obj_id
-            self.key = key
+            self.row = row
 
     class Refolded(Message):
         """Rows were folded or unfolded: the view under the tree may have more or less room."""
@@ -326,12 +327,21 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         return self.rows[self.cursor].obj_id if self.rows else self.topology.root.id
 
     def _rebuild(self) -> None:
+        """The rows again after a fold; the cursor stays on its row, else on the nearest row
+        above it still shown (the one folding it), and the app hears which row that is even
+        when its index did not change (the row under it may have)."""
+        old, at = self.rows, self.cursor
         self.rows = visible_rows(self.topology, self.collapsed)
         self._forget()
         self.virtual_size = Size(self.size.width, len(self.rows))
-        self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
+        index = {r.key: i for i, r in enumerate(self.rows)}
+        self.cursor = next((index[r.key] for r in reversed(old[:at + 1]) if r.key in index),
+                           min(at, max(0, len(self.rows) - 1)))
         self.refresh()
         self.post_message(self.Refolded())
+        if self.rows:
+            row = self.rows[self.cursor]
+            self.post_message(self.Selected(row.obj_id, row))
 
     # ---- Textual hooks -----------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -352,7 +362,7 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self.refresh()
         if self.rows:
             row = self.rows[new]
-            self.post_message(self.Selected(row.obj_id, row.key))
+            self.post_message(self.Selected(row.obj_id, row))
 
     def validate_cursor(self, value: int) -> int:
         return max(0, min(value, len(self.rows) - 1))
@@ -442,13 +452,8 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         new = refold_level(self.topology, self.collapsed, step)
         if new == self.collapsed:
             return
-        old, at = self.rows, self.cursor
         self.collapsed = new
         self._rebuild()
-        index = {r.key: i for i, r in enumerate(self.rows)}
-        # The cursor's row, else the nearest row above it still shown (the one folding it).
-        self.cursor = next((index[r.key] for r in reversed(old[:at + 1]) if r.key in index),
-                           0)
 
     def action_expand(self) -> None:
         if self.rows[self.cursor].expandable and not self.rows[self.cursor].expanded:
