@@ -104,19 +104,26 @@ def test_io_row_history_follows_its_devices(
     asyncio.run(_io_history(node))
 
 
+async def _cursor_on_eth0(node: tuple[Topology, list[Frame], Path, Any], pilot: Any
+                         ) -> tuple[TopologyTable, int]:
+    """The frames in, the I/O rows unfolded (o), the cursor on eth0: (tree, eth0's index)."""
+    await _pusher(node)(pilot)
+    await pilot.press("o")
+    tree = pilot.app.query_one(TopologyTable)
+    at = [r.label for r in tree.rows].index("Net eth0")
+    tree.cursor = at
+    await pilot.pause()
+    return tree, at
+
+
 async def _io_history(node: tuple[Topology, list[Frame], Path, Any]) -> None:
     from snumap_tui.ui.io_rows import io_row_value, io_row_view, rows_for
 
     topo, frames = node[0], node[1]
     app = make_app(node)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _pusher(node)(pilot)
-        await pilot.press("o")
-        tree = app.query_one(TopologyTable)
-        labels = [r.label for r in tree.rows]
-        eth0 = tree.rows[labels.index("Net eth0")]
-        tree.cursor = labels.index("Net eth0")
-        await pilot.pause()
+        tree, at = await _cursor_on_eth0(node, pilot)
+        eth0 = tree.rows[at]
         line = app.query_one("#spark").render_line(0).text
         assert "Net eth0 · bytes in + out/s over the last" in line, line
         dev = rows_for(frames[-1], topo, eth0.io)
@@ -127,12 +134,12 @@ async def _io_history(node: tuple[Topology, list[Frame], Path, Any]) -> None:
         shown = line.split("now ", 1)[1].split()[0]
         assert shown == io_row_view(topo, eth0.io).fmt(want, 0).strip()
         # The summary row above it: the place's devices together, under its own label.
-        tree.cursor = labels.index("Net eth0") - 1
+        tree.cursor = at - 1
         await pilot.pause()
         line = app.query_one("#spark").render_line(0).text
         assert line.lstrip().startswith("I/O · bytes in + out/s"), line
         # The package row: the chosen metric (CPU %) of the object, as before.
-        tree.cursor = labels.index("Net eth0") - 2
+        tree.cursor = at - 2
         await pilot.pause()
         line = app.query_one("#spark").render_line(0).text
         assert "CPU %" in line and "bytes" not in line, line
@@ -149,13 +156,8 @@ def test_io_history_follows_the_cursor_across_folds(
 async def _io_refold(node: tuple[Topology, list[Frame], Path, Any]) -> None:
     app = make_app(node)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _pusher(node)(pilot)
-        await pilot.press("o")
-        tree = app.query_one(TopologyTable)
-        labels = [r.label for r in tree.rows]
-        tree.cursor = labels.index("Net eth0")
-        await pilot.pause()
-        summary_key = tree.rows[labels.index("Net eth0") - 1].key
+        tree, at = await _cursor_on_eth0(node, pilot)
+        summary_key = tree.rows[at - 1].key
         await pilot.press("o")                                 # fold every I/O row
         await pilot.pause()
         row = tree.rows[tree.cursor]
