@@ -262,6 +262,13 @@ def test_an_exec_renames_the_task(tmp_path: Path, backend: str, runs: int) -> No
         assert busiest["comm"] == Path(sys.executable).name[:15], rep["tasks"]
 
 
+# How far apart snumap's stamp of a switch-in and perf's may lie and still be one switch: a
+# switch-in seen at the switch's end is stamped when the switch is over, 21-30 us after perf's
+# stamp of its start on this VM when the vCPU is held up in between (CI saw a 20 us bound
+# fail so, once in its runs and in 2 of 8 by hand).
+NEAR_NS = 50_000
+
+
 def test_switch_ins_perf_lacks_are_seen_where_the_switch_ended(tmp_path: Path) -> None:
     """`perf sched record -a` beside `snumap record` of the three threads. The kernel reports
     no sched_switch for some switches (here: out of the idle task and out of PID 1's
@@ -320,7 +327,7 @@ def test_switch_ins_perf_lacks_are_seen_where_the_switch_ended(tmp_path: Path) -
             last[cpu], prev_t[cpu] = b, t
         ins = sw[sw["tid2"] == tid]
         t_in = ins["t_ns"].astype(np.int64)
-        near = np.array([np.abs(perf_in - t).min() <= 20_000 if len(perf_in) else False
+        near = np.array([np.abs(perf_in - t).min() <= NEAR_NS if len(perf_in) else False
                          for t in t_in.tolist()], dtype=bool)
         lacking = ins[~near]
         # seen at the switch's end, or a switch out of idle that the BPF program saw and
