@@ -30,8 +30,8 @@ run_pkgs=(libhwloc15 hwloc-nox)
 # The tests use real components: bcc and the CO-RE toolchain (clang, bpftool, libbpf), OpenMP
 # (gcc's libgomp, clang's libomp) and MPI (MPICH) programs they compile, a local Slurm cluster
 # (slurm-wlm + munge), a Prometheus server (prometheus + promtool), and the peers the
-# benchmarks compare against (perf, stress-ng, htop, btop); python3-venv and libcap2-bin (setcap) for the
-# ordinary user's install test.
+# benchmarks compare against (perf, stress-ng, htop, btop); python3-venv and libcap2-bin
+# (setcap) for the ordinary user's install test.
 test_pkgs=(libhwloc15 hwloc-nox libhwloc-dev python3-bpfcc linux-headers-amd64 linux-perf tmux procps
            util-linux iproute2 numactl stress-ng gcc clang llvm libbpf1 libbpf-dev bpftool libomp-dev
            mpich libmpich-dev slurm-wlm munge prometheus binutils

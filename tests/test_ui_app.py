@@ -21,6 +21,7 @@ from snumap_tui.ui.demo import demo_frame, synthetic_topology
 from snumap_tui.ui.hostinfo import HostInfo
 from snumap_tui.ui.screens import HelpScreen, SourcesScreen
 from snumap_tui.ui.topology_view import TopologyTable
+from snumap_tui.ui.tree_rows import visible_rows
 
 
 def sync(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -319,7 +320,7 @@ async def test_frames_from_a_thread_newest_wins() -> None:
 def test_frame_message_replaces_only_frames() -> None:
     a, b = FrameReady(demo_frame(TOPO, 0)), FrameReady(demo_frame(TOPO, 1))
     assert a.can_replace(b)
-    assert not a.can_replace(TopologyTable.Selected(0))
+    assert not a.can_replace(TopologyTable.Selected(visible_rows(TOPO)[0]))
 
 
 def _sources() -> dict[str, SourceStatus]:

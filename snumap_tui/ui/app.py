@@ -385,11 +385,8 @@ class TopApp(QuietDriverMixin, ProcessListMixin, ThreadViewMixin, TreeExtrasMixi
 
     # ---- events from the views ---------------------------------------------------------------
     def on_topology_table_selected(self, message: TopologyTable.Selected) -> None:
-        self.selected_obj = message.obj_id
-        tree = self.query_one(TopologyTable)
-        row = message.row or next((r for r in tree.rows if r.obj_id == message.obj_id), None)
-        self.selected_label = row.label if row is not None else self.topology[message.obj_id].label()
-        self.selected_io = row.io if row is not None else ()
+        row = message.row
+        self.selected_obj, self.selected_label, self.selected_io = row.obj_id, row.label, row.io
         if self.view == "topology" and self._views_up:
             self._draw_spark()
 

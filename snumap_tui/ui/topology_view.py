@@ -208,14 +208,16 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
     """Index of the highlighted row in the visible rows."""
 
     class Selected(Message):
-        """The cursor is on another row (``obj_id``: the TopoObject.id whose metrics it shows;
-        ``row``: the row itself, as it was when the message was sent -- an I/O row and its
-        NUMA node's row share the object)."""
+        """The cursor is on another row: ``row`` as it was when the message was sent (an I/O
+        row and its NUMA node's row share ``obj_id``, the object whose metrics they show)."""
 
-        def __init__(self, obj_id: int, row: TreeRow | None = None) -> None:
+        def __init__(self, row: TreeRow) -> None:
             super().__init__()
-            self.obj_id = obj_id
             self.row = row
+
+        @property
+        def obj_id(self) -> int:
+            return self.row.obj_id
 
     class Refolded(Message):
         """Rows were folded or unfolded: the view under the tree may have more or less room."""
@@ -335,13 +337,14 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
         self._forget()
         self.virtual_size = Size(self.size.width, len(self.rows))
         index = {r.key: i for i, r in enumerate(self.rows)}
-        self.cursor = next((index[r.key] for r in reversed(old[:at + 1]) if r.key in index),
-                           min(at, max(0, len(self.rows) - 1)))
+        new = next((index[r.key] for r in reversed(old[:at + 1]) if r.key in index),
+                   min(at, max(0, len(self.rows) - 1)))
         self.refresh()
         self.post_message(self.Refolded())
-        if self.rows:
-            row = self.rows[self.cursor]
-            self.post_message(self.Selected(row.obj_id, row))
+        if new != at:
+            self.cursor = new            # watch_cursor says so
+        else:
+            self._tell_selected()
 
     # ---- Textual hooks -----------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -360,9 +363,11 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
     def watch_cursor(self, old: int, new: int) -> None:
         self.scroll_to_region(Region(0, new, 1, 1), animate=False, immediate=True)
         self.refresh()
+        self._tell_selected()
+
+    def _tell_selected(self) -> None:
         if self.rows:
-            row = self.rows[new]
-            self.post_message(self.Selected(row.obj_id, row))
+            self.post_message(self.Selected(self.rows[self.cursor]))
 
     def validate_cursor(self, value: int) -> int:
         return max(0, min(value, len(self.rows) - 1))
