@@ -135,10 +135,17 @@ def _manifest_agrees(st: Path) -> None:
             ev = rec.events()
         body_tids = set(rows["tid"].tolist())
         assert len(body_tids) == c["threads"], run["id"]      # OMP_NUM_THREADS applied
-        # from the first region on (the child runs anywhere until its exec sets affinity)
-        sw = ev[(ev["kind"] == 1) & np.isin(ev["tid2"], list(body_tids))
-                & (ev["t_ns"] >= rows["t_ns"].min())]
-        assert len(sw) and set(sw["cpu"].tolist()) <= set(c["cpus"]), run["id"]
+        # From the first region on (the child runs anywhere until its exec sets affinity):
+        # the switches into its threads after that, and each thread's last one before it (the
+        # CPU it was on when the region began; a thread nothing preempts has no other).
+        sw = ev[(ev["kind"] == 1) & np.isin(ev["tid2"], list(body_tids))]
+        t0 = rows["t_ns"].min()
+        cpus = set(sw["cpu"][sw["t_ns"] >= t0].tolist())
+        for tid in body_tids:
+            before = sw[(sw["tid2"] == tid) & (sw["t_ns"] < t0)]
+            if len(before):
+                cpus.add(int(before["cpu"][np.argmax(before["t_ns"])]))
+        assert cpus and cpus <= set(c["cpus"]), (run["id"], cpus)
 
 
 def _digest(paths: list[Path]) -> dict[str, str]:

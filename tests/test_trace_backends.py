@@ -360,7 +360,7 @@ def timehist_overcharge(perf_sw: list[tuple[int, int, int, int]], events: np.nda
 
 
 def timehist_undercharge(perf_sw: list[tuple[int, int, int, int]], events: np.ndarray,
-                         tids: set[int], tolerance_ns: int = 20_000) -> dict[tuple[int, int], int]:
+                         tids: set[int]) -> dict[tuple[int, int], int]:
     """(tid, cpu) -> ns that TIDS ran by our events but `perf sched timehist` cannot charge to
     them: stretches whose switch-out is missing from perf's stream.
 
@@ -369,7 +369,11 @@ def timehist_undercharge(perf_sw: list[tuple[int, int, int, int]], events: np.nd
     drop an event (perf_trace_buf_alloc gives up when the CPU is already in a perf handler);
     on this VM about one switch pair in a few runs, under load, is in the tp_btf stream and
     not in perf's. timehist then gives that stretch to whoever perf saw switching out next.
-    For the bcc and perf backends, fed by perf's probe, this is 0."""
+    For the bcc and perf backends, fed by perf's probe, this is 0.
+
+    perf's copy of one of our switches is the same (cpu, prev, next) between our switches
+    before and after it on that CPU. Not a fixed distance in time: the two probes read the
+    clock apart, by more than 20 us when the host takes the vCPU away between them."""
     sw = events[events["kind"] == ev.SWITCH]
     sw = sw[np.argsort(sw["t_ns"], kind="stable")]
     seen: dict[tuple[int, int, int], np.ndarray] = {}
@@ -378,21 +382,26 @@ def timehist_undercharge(perf_sw: list[tuple[int, int, int, int]], events: np.nd
         by_key[(cpu, prev, nxt)].append(t)
     for k, v in by_key.items():
         seen[k] = np.sort(np.asarray(v, dtype=np.int64))
-    out: dict[tuple[int, int], int] = defaultdict(int)
-    last: dict[int, int] = {}
+    per_cpu: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for t, cpu, prev, nxt in zip(sw["t_ns"].tolist(), sw["cpu"].tolist(), sw["tid"].tolist(),
                                  sw["tid2"].tolist()):
-        since = last.get(cpu)
-        last[cpu] = t
-        if since is None or prev not in tids:
-            continue
-        theirs = seen.get((cpu, prev, nxt))
-        if theirs is not None:
-            j = int(np.searchsorted(theirs, t))
-            near = [abs(int(theirs[i]) - t) for i in (j - 1, j) if 0 <= i < len(theirs)]
-            if near and min(near) <= tolerance_ns:
+        per_cpu[cpu].append((t, prev, nxt))
+    out: dict[tuple[int, int], int] = defaultdict(int)
+    for cpu, rows in per_cpu.items():
+        for k in range(1, len(rows)):
+            t, prev, nxt = rows[k]
+            if prev not in tids:
                 continue
-        out[(prev, cpu)] += t - since
+            since = rows[k - 1][0]
+            # (a reconstructed switch can share this one's time: never narrower than 20 us)
+            lo = min(since, t - 20_000)
+            hi = max(rows[k + 1][0] if k + 1 < len(rows) else t, t + 20_000)
+            theirs = seen.get((cpu, prev, nxt))
+            if theirs is not None:
+                j = int(np.searchsorted(theirs, lo, side="left"))
+                if j < len(theirs) and theirs[j] <= hi:
+                    continue
+            out[(prev, cpu)] += t - since
     return dict(out)
 
 
