@@ -19,7 +19,7 @@ from snumap_tui.analysis.attribution import scaled
 from snumap_tui.analysis.cumulative import Cumulative
 from snumap_tui.store import open as open_recording
 from snumap_tui.trace.libbpf import LibbpfTracer
-from tests.test_trace_backends import assert_ran, steal_ns
+from tests.test_trace_backends import assert_ran, steal_ns, stolen_since
 
 SNUMAP = [sys.executable, "-m", "snumap_tui.cli"]
 PAGES = 16384                  # 64 MiB of fresh pages: one minor fault each
@@ -135,7 +135,7 @@ def _record(tmp: Path, prog: Path, *extra: str) -> tuple[Path, str, dict[str, in
                        check=False, cwd=tmp, env=env)
     assert r.returncode == 0, r.stderr
     tids = {k: int(v) for k, v in (line.split() for line in r.stdout.split("\n") if line)}
-    tids["stolen_ns"] = steal_ns() - s0     # the hypervisor's, while it ran: see steal_ns
+    tids["stolen_ns"] = stolen_since(s0)     # the hypervisor's, while it ran: see steal_ns
     return rec, r.stderr, tids
 
 
