@@ -4,7 +4,6 @@
     .venv/bin/python scripts/screenshots.py --only this-machine
     .venv/bin/python scripts/screenshots.py --only this-machine --view help
     .venv/bin/python scripts/screenshots.py --process-view   # top's p on a live child
-    .venv/bin/python scripts/screenshots.py --io-history     # a NIC row's history line
 
 Machines:
 - ``this-machine``: live frames from the real sampler on / (a few sweeps 0.5 s apart);
@@ -107,31 +106,6 @@ def process_view() -> Path:
         child.wait()
 
 
-async def shoot_io_history(size: tuple[int, int] = (120, 40)) -> Path:
-    """The topology view with the cursor on a NIC's row: the history line under the tree
-    follows that device's traffic. The tests' fake I/O node (tests/fakeio.py: a /sys tree
-    sampled by the real sampler, counters advancing by the second), its I/O rows unfolded."""
-    from tests.fakeio import StillFeed, sampled_io_node
-
-    with tempfile.TemporaryDirectory(prefix="snumap-shots-") as d:
-        topo, frames, root, tasks = sampled_io_node(Path(d), steps=8)
-        app = TopApp(topo, feed=StillFeed(topo, root, tasks),
-                     host=lambda: HostInfo("node007", "6.1.0-27-amd64", "Fake Xeon", 86400,
-                                           (1.0, 1.0, 1.0)),
-                     origin=("fsroot", "ionode"))
-        async with app.run_test(size=size) as pilot:
-            for f in frames:
-                app.push_frame(f)
-            await pilot.pause()
-            await pilot.press("o")
-            tree = app.query_one("TopologyTable")
-            tree.cursor = [r.label for r in tree.rows].index("Net eth0")
-            await pilot.pause()
-            fn = f"top-io-history-{size[0]}x{size[1]}.svg"
-            app.save_screenshot(fn, str(OUT))
-    return OUT / fn
-
-
 def live_frames(topo: Topology, root: Path, n: int = 4, gap: float = 0.5) -> list[Frame]:
     from snumap_tui.model.sampler import Sampler
 
@@ -211,18 +185,12 @@ def main() -> int:
     ap.add_argument("--process-view", action="store_true",
                     help="only top's process view (p) of a live child: "
                     "screenshots/top_process_counters.svg")
-    ap.add_argument("--io-history", action="store_true",
-                    help="only the history line of an I/O row (the tests' fake I/O node): "
-                    "screenshots/top-io-history-120x40.svg")
     ap.add_argument("--view", action="append", choices=list(VIEWS),
                     help="only this view (again for more); default: all of them")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     if args.process_view:
         print(process_view().relative_to(REPO))
-        return 0
-    if args.io_history:
-        print(asyncio.run(shoot_io_history()).relative_to(REPO))
         return 0
     for name, make in machines(args.only):
         topo, frames, host = make()
