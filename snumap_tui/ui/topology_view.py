@@ -215,10 +215,6 @@ class TopologyTable(CachedLines, ScrollView, can_focus=True):
             super().__init__()
             self.row = row
 
-        @property
-        def obj_id(self) -> int:
-            return self.row.obj_id
-
     class Refolded(Message):
         """Rows were folded or unfolded: the view under the tree may have more or less room."""
 
